@@ -1,0 +1,34 @@
+#include "braid/core/storage.h"
+
+#include <cstdlib>
+#include <new>
+
+#include "braid/core/error.h"
+
+namespace braid {
+
+std::string Device::str() const {
+  return type == DeviceType::cpu ? "cpu" : "cuda:" + std::to_string(index);
+}
+
+Storage::Storage(size_t nbytes, Device device, MemCategory category,
+                 std::shared_ptr<MemoryTracker> tracker)
+    : nbytes_(nbytes), device_(device), category_(category), tracker_(std::move(tracker)) {
+  BRAID_CHECK(device.is_cpu(), "device ", device.str(), " is not supported by this build");
+  if (tracker_) tracker_->charge(category_, static_cast<int64_t>(nbytes_));
+  size_t rounded = (nbytes_ + 63) / 64 * 64;
+  if (rounded == 0) rounded = 64;
+  data_ = std::aligned_alloc(64, rounded);
+  if (!data_) {
+    if (tracker_) tracker_->release(category_, static_cast<int64_t>(nbytes_));
+    throw OutOfMemory("out of host memory allocating " + format_bytes(nbytes_) + " of " +
+                      mem_category_name(category_));
+  }
+}
+
+Storage::~Storage() {
+  std::free(data_);
+  if (tracker_) tracker_->release(category_, static_cast<int64_t>(nbytes_));
+}
+
+}  // namespace braid

@@ -1,0 +1,50 @@
+#include "braid/core/tensor.h"
+
+#include <gtest/gtest.h>
+
+namespace braid {
+namespace {
+
+TEST(Tensor, ViewsShareStorage) {
+  Tensor t = Tensor::from_vector<float>({0, 1, 2, 3, 4, 5}, Shape{3, 2});
+  Tensor rows = t.narrow(1, 2);
+  EXPECT_EQ(rows.shape(), (Shape{2, 2}));
+  EXPECT_EQ(rows.data<float>()[0], 2.0f);
+  Tensor flat = t.flat_range(3, 2);
+  flat.data<float>()[0] = 42;
+  EXPECT_EQ(t.data<float>()[3], 42.0f);
+  EXPECT_TRUE(flat.shares_storage(t));
+  EXPECT_THROW(t.view(Shape{4}), Error);
+  EXPECT_THROW(t.narrow(2, 2), Error);
+}
+
+TEST(Tensor, DtypeConversionRoundTrips) {
+  Tensor t = Tensor::from_vector<float>({1.0f, -2.5f, 3.140625f, 65504.0f}, Shape{4});
+  for (DType d : {DType::bf16, DType::f16}) {
+    Tensor h = t.to(d);
+    EXPECT_EQ(h.dtype(), d);
+    std::vector<float> back = h.to(DType::f32).to_f32_vector();
+    EXPECT_EQ(back[0], 1.0f);
+    EXPECT_EQ(back[1], -2.5f);
+    EXPECT_EQ(back[2], 3.140625f);
+  }
+  EXPECT_EQ(bf16_bits_to_f32(f32_to_bf16_bits(1.00390625f)), 1.0f);  // ties to even
+  EXPECT_THROW(t.data<int32_t>(), Error);
+}
+
+TEST(Tensor, RngIsPerObjectAndDeterministic) {
+  Rng a(7), b(7), c(8);
+  Tensor x = Tensor::randn(Shape{16}, a);
+  Tensor y = Tensor::randn(Shape{16}, b);
+  Tensor z = Tensor::randn(Shape{16}, c);
+  EXPECT_EQ(x.to_f32_vector(), y.to_f32_vector());
+  EXPECT_NE(x.to_f32_vector(), z.to_f32_vector());
+  Rng d(7);
+  auto st = d.state();
+  float first = d.normal();
+  d.set_state(st);
+  EXPECT_EQ(d.normal(), first);
+}
+
+}  // namespace
+}  // namespace braid
