@@ -1,0 +1,45 @@
+// Differentiable functions: each runs its forward kernel (kernels/ops.h) and, when any input
+// requires grad and grad mode is on, records a Node whose backward runs the matching backward
+// kernel. Shapes use the letters of kernels/ops.h. Activations are charged to the
+// `activations` memory category and freed when their Node has run backward.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "braid/autograd/variable.h"
+
+namespace braid::autograd {
+
+// x[..., C] @ w[OC, C]^T + b[OC]  -> [..., OC]   (b may be undefined)
+Variable linear(const Variable& x, const Variable& w, const Variable& b);
+// ids[B,T] i32 (a plain tensor, no gradient) -> wte[ids] (+ wpe[t]) : [B,T,C]
+Variable embedding(const Tensor& ids, const Variable& wte, const Variable& wpe);
+Variable layernorm(const Variable& x, const Variable& w, const Variable& b, float eps);
+Variable rmsnorm(const Variable& x, const Variable& w, float eps);
+Variable gelu(const Variable& x);
+Variable swiglu(const Variable& gate, const Variable& up);
+// x[B,T,NH,HS]
+Variable rope(const Variable& x, float theta);
+// Causal attention: q[B,T,NH,HS], k/v[B,T,NKV,HS] -> [B,T,NH,HS]
+Variable attention(const Variable& q, const Variable& k, const Variable& v);
+// Summed cross-entropy of the LM head divided by `denominator` (default: the number of
+// counted targets, i.e. the mean). Passing the global token count makes data-parallel and
+// accumulated micro-batches average exactly like one big batch. Returns a scalar [1].
+Variable lm_head_cross_entropy(const Variable& x, const Variable& w, const Tensor& targets,
+                               double denominator = 0.0, int32_t ignore_index = -100);
+Variable add(const Variable& a, const Variable& b);
+Variable reshape(const Variable& x, const Shape& shape);  // a view; no copy
+// out[..., W] = x[..., start:start+W] over the last dimension
+Variable slice_last_dim(const Variable& x, int64_t start, int64_t width);
+Variable scale(const Variable& x, float alpha);
+
+// Identity whose backward first calls on_backward() (module backward hooks; FSDP gathers).
+Variable backward_hook(const Variable& x, std::function<void()> on_backward);
+
+// Activation checkpointing: runs fn(x) without recording; in backward reruns fn(x) with
+// recording on and backpropagates through the rerun. Parameters used inside fn receive their
+// gradients (and fire their hooks) during that inner backward.
+Variable checkpoint(const std::function<Variable(const Variable&)>& fn, const Variable& x);
+
+}  // namespace braid::autograd

@@ -1,0 +1,118 @@
+// The kernel API: every op braid's layers run, on Tensors, dispatched on device and dtype.
+// cpu/ holds the fast implementations (oneDNN/BLAS GEMM + fused OpenMP loops), reference/
+// the naive twins that tests compare against (kernels_test.cpp, one harness for all ops).
+//
+// Shape letters: B batch, T sequence, C channels, V vocabulary, NH query heads, NKV key/value
+// heads (GQA: NH % NKV == 0), HS head size, H hidden width of the MLP, N rows (= B*T).
+//
+// Conventions:
+// - Inputs may be f32 or bf16 unless noted (bf16 is computed in f32, stored rounded);
+//   token ids and targets are i32. Outputs have the dtype of their main input.
+// - Forward kernels overwrite their outputs. Backward kernels ACCUMULATE (+=) into every
+//   gradient they are given, activation gradients included; a null pointer means "not
+//   wanted". The autograd engine zeroes gradient buffers once when it allocates them.
+// - Work is parallelised with OpenMP over the calling thread's omp_get_max_threads().
+// - Bad input (shape mismatch, token id out of range) throws braid::Error naming the
+//   argument, the offending index and the numbers.
+#pragma once
+
+#include <cstdint>
+
+#include "braid/core/tensor.h"
+
+namespace braid::kernels {
+
+// ---- GEMM ----
+// c[M,N] = alpha * op(a) @ op(b) + beta * c; op(x) = x^T when trans_x. 2-D, row-major.
+// a, b, c share one dtype (f32 or bf16; bf16 accumulates in f32).
+void matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
+            float alpha = 1.0f, float beta = 0.0f);
+// Which library does GEMM ("onednn", "openblas", ...) and its measured peak in GFLOP/s for
+// an n x n x n f32 product on the calling thread's OpenMP threads (for MFU reports).
+const char* gemm_backend_name();
+double measure_gemm_peak_gflops(int n = 1024, DType dtype = DType::f32);
+
+// ---- Linear ----
+// out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be null)
+void linear_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor* bias);
+// dinp[N,C] += dout @ weight; dweight[OC,C] += dout^T @ inp; dbias[OC] += sum_n dout
+void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor& dout,
+                     const Tensor& inp, const Tensor& weight);
+
+// ---- Embedding ----
+// out[B,T,C] = wte[ids[b,t]] (+ wpe[t] when wpe is given; wpe is [maxT,C], T <= maxT)
+void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& wte, const Tensor* wpe);
+void embedding_backward(Tensor* dwte, Tensor* dwpe, const Tensor& dout, const Tensor& ids);
+
+// ---- Normalisation (over the last dimension C; inp viewed as [N,C]) ----
+// mean[N], rstd[N] are f32 saved for backward.
+void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp,
+                       const Tensor& weight, const Tensor& bias, float eps);
+void layernorm_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor& dout,
+                        const Tensor& inp, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd);
+// out = inp * rstd * weight, rstd = 1/sqrt(mean(inp^2) + eps)
+void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                     float eps);
+void rmsnorm_backward(Tensor* dinp, Tensor* dweight, const Tensor& dout, const Tensor& inp,
+                      const Tensor& weight, const Tensor& rstd);
+
+// ---- Activations ----
+// GELU, tanh approximation (HF "gelu_new" / "gelu_pytorch_tanh"), element-wise.
+void gelu_forward(Tensor& out, const Tensor& inp);
+void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp);
+// out[N,H] = silu(gate) * up
+void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up);
+void swiglu_backward(Tensor* dgate, Tensor* dup, const Tensor& dout, const Tensor& gate,
+                     const Tensor& up);
+
+// ---- Rotary position embedding (HF LLaMA convention: rotate_half over the two halves of
+// each head, inv_freq[i] = theta^(-2i/HS), positions start at pos0) ----
+// x[B,T,NH,HS] -> out (may alias x)
+void rope_forward(Tensor& out, const Tensor& x, float theta, int64_t pos0 = 0);
+void rope_backward(Tensor& dx, const Tensor& dout, float theta, int64_t pos0 = 0);
+
+// ---- Causal self-attention, flash style (never stores a T x T matrix) ----
+// q[B,T,NH,HS], k[B,T,NKV,HS], v[B,T,NKV,HS] -> out[B,T,NH,HS], lse[B,NH,T] (f32, the
+// log-sum-exp of each softmax row, saved for backward). scale = 1/sqrt(HS).
+void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k,
+                       const Tensor& v);
+void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, const Tensor& dout, const Tensor& q,
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse);
+
+// ---- LM head fused with softmax cross-entropy, in row chunks (never B*T*V logits) ----
+// x[N,C], weight[V,C], targets[N] i32 (ignore_index rows contribute nothing).
+// Returns the summed loss over counted rows; lse[N] (f32) saved for backward; *count gets
+// the number of counted rows.
+double lm_head_ce_forward(Tensor& lse, int64_t* count, const Tensor& x, const Tensor& weight,
+                          const Tensor& targets, int32_t ignore_index = -100);
+// dx += scale * dL/dx, dweight += scale * dL/dweight, where L is the summed loss.
+void lm_head_ce_backward(Tensor* dx, Tensor* dweight, const Tensor& x, const Tensor& weight,
+                         const Tensor& targets, const Tensor& lse, float scale,
+                         int32_t ignore_index = -100);
+// Logits for generation: logits[N,V] = x @ weight^T (f32 out).
+void lm_head_logits(Tensor& logits, const Tensor& x, const Tensor& weight);
+
+// ---- Column slices (GPT-2's fused qkv projection) ----
+// out[N,W] = inp[N, start:start+W]
+void copy_columns(Tensor& out, const Tensor& inp, int64_t start);
+// dinp[N, start:start+W] += dout[N,W]
+void add_columns(Tensor& dinp, const Tensor& dout, int64_t start);
+
+// ---- Element-wise helpers ----
+void add_forward(Tensor& out, const Tensor& a, const Tensor& b);  // out = a + b
+void axpy(Tensor& y, const Tensor& x, float alpha);  // y += alpha * x (dtypes may differ)
+void scale(Tensor& x, float alpha);                  // x *= alpha
+double sum_squares(const Tensor& x);                 // sum x^2 in f64 (for global grad norms)
+
+// ---- Optimiser steps, fused over flat buffers (param f32; grad f32 or bf16) ----
+// AdamW with decoupled weight decay and bias correction at step t (1-based):
+// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
+                float beta2, float eps, float weight_decay, int64_t t);
+// SGD: g' = g + wd p; buf = momentum buf + g' (first step buf = g'); p -= lr buf
+// (nesterov: p -= lr (g' + momentum buf)). momentum_buf may be undefined when momentum == 0.
+void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum,
+              float weight_decay, bool nesterov, bool first_step);
+
+}  // namespace braid::kernels
