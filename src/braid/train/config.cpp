@@ -1,0 +1,281 @@
+#include "braid/train/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <variant>
+
+#include "braid/core/error.h"
+
+namespace braid::train {
+
+namespace {
+
+using FieldPtr = std::variant<std::string*, int64_t*, uint64_t*, double*, bool*>;
+
+// Note [One field list]: every config field is named exactly once, here. Parsing,
+// overrides and dumping all walk this list.
+void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr)>& f) {
+  f("model.preset", &c.model.preset);
+  f("model.config", &c.model.config);
+  f("model.init_from", &c.model.init_from);
+  f("model.activation_checkpointing", &c.model.activation_checkpointing);
+  f("data.train", &c.data.train);
+  f("data.tokenizer", &c.data.tokenizer);
+  f("data.seq_len", &c.data.seq_len);
+  f("data.random_tokens", &c.data.random_tokens);
+  f("data.vocab_size", &c.data.vocab_size);
+  f("training.micro_batch_size", &c.training.micro_batch_size);
+  f("training.gradient_accumulation_steps", &c.training.gradient_accumulation_steps);
+  f("training.global_batch_size", &c.training.global_batch_size);
+  f("training.max_steps", &c.training.max_steps);
+  f("training.seed", &c.training.seed);
+  f("training.log_interval", &c.training.log_interval);
+  f("training.eval_interval", &c.training.eval_interval);
+  f("training.eval_batches", &c.training.eval_batches);
+  f("training.precision", &c.training.precision);
+  f("optimizer.type", &c.optimizer.type);
+  f("optimizer.lr", &c.optimizer.lr);
+  f("optimizer.weight_decay", &c.optimizer.weight_decay);
+  f("optimizer.beta1", &c.optimizer.beta1);
+  f("optimizer.beta2", &c.optimizer.beta2);
+  f("optimizer.eps", &c.optimizer.eps);
+  f("optimizer.momentum", &c.optimizer.momentum);
+  f("optimizer.nesterov", &c.optimizer.nesterov);
+  f("optimizer.grad_clip", &c.optimizer.grad_clip);
+  f("schedule.type", &c.schedule.type);
+  f("schedule.warmup_steps", &c.schedule.warmup_steps);
+  f("schedule.min_lr_ratio", &c.schedule.min_lr_ratio);
+  f("schedule.scale_lr", &c.schedule.scale_lr);
+  f("schedule.base_batch_size", &c.schedule.base_batch_size);
+  f("parallel.strategy", &c.parallel.strategy);
+  f("parallel.bucket_mb", &c.parallel.bucket_mb);
+  f("parallel.find_unused_parameters", &c.parallel.find_unused_parameters);
+  f("parallel.deterministic", &c.parallel.deterministic);
+  f("parallel.comm_timeout_s", &c.parallel.comm_timeout_s);
+  f("parallel.comm_debug", &c.parallel.comm_debug);
+  f("output.dir", &c.output.dir);
+  f("output.export_model", &c.output.export_model);
+  f("output.samples", &c.output.samples);
+  f("output.sample_tokens", &c.output.sample_tokens);
+  f("output.sample_prompt", &c.output.sample_prompt);
+}
+
+std::map<std::string, FieldPtr> field_map(TrainConfig& c) {
+  std::map<std::string, FieldPtr> m;
+  visit_fields(c, [&](const char* k, FieldPtr p) { m.emplace(k, p); });
+  return m;
+}
+
+const char* type_name(const FieldPtr& p) {
+  struct V {
+    const char* operator()(std::string*) { return "a string"; }
+    const char* operator()(int64_t*) { return "an integer"; }
+    const char* operator()(uint64_t*) { return "a non-negative integer"; }
+    const char* operator()(double*) { return "a number"; }
+    const char* operator()(bool*) { return "true or false"; }
+  };
+  return std::visit(V{}, p);
+}
+
+void set_scalar(const FieldPtr& p, const YAML::Node& n, const std::string& key,
+                const std::string& where) {
+  if (!n.IsScalar())
+    BRAID_THROW(where, ": key '", key, "' must be ", type_name(p), ", got a ",
+                n.IsMap() ? "mapping" : n.IsSequence() ? "list" : "null");
+  try {
+    std::visit([&](auto* ptr) { *ptr = n.as<std::remove_pointer_t<decltype(ptr)>>(); }, p);
+  } catch (const YAML::Exception&) {
+    BRAID_THROW(where, ": key '", key, "' must be ", type_name(p), ", got '", n.Scalar(), "'");
+  }
+}
+
+void parse_node(const YAML::Node& node, const std::string& prefix,
+                std::map<std::string, FieldPtr>& fields, const std::string& source) {
+  std::set<std::string> sections;
+  for (auto& [k, _] : fields) sections.insert(k.substr(0, k.find('.')));
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    std::string key = prefix.empty() ? it->first.as<std::string>()
+                                     : prefix + "." + it->first.as<std::string>();
+    std::string where = source + ":" + std::to_string(it->first.Mark().line + 1);
+    auto f = fields.find(key);
+    if (f != fields.end()) {
+      set_scalar(f->second, it->second, key, where);
+      continue;
+    }
+    if (prefix.empty() && sections.count(key)) {
+      BRAID_CHECK(it->second.IsMap(), where, ": section '", key, "' must be a mapping");
+      parse_node(it->second, key, fields, source);
+      continue;
+    }
+    // Suggest the closest known key so misspellings are obvious.
+    std::string hint;
+    for (auto& [k, _] : fields) {
+      std::string leaf = k.substr(k.rfind('.') + 1);
+      std::string want = key.substr(key.rfind('.') + 1);
+      if (leaf.size() > 2 && (leaf.find(want) != std::string::npos ||
+                              want.find(leaf) != std::string::npos)) {
+        hint = " (did you mean '" + k + "'?)";
+        break;
+      }
+    }
+    BRAID_THROW(where, ": unknown key '", key, "'", hint);
+  }
+}
+
+}  // namespace
+
+TrainConfig parse_config(const std::string& text, const std::string& source) {
+  TrainConfig cfg;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    BRAID_THROW(source, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
+  }
+  if (root.IsNull()) return cfg;
+  BRAID_CHECK(root.IsMap(), source, ": the config must be a mapping of sections");
+  auto fields = field_map(cfg);
+  parse_node(root, "", fields, source);
+  return cfg;
+}
+
+TrainConfig load_config(const std::string& path) {
+  std::ifstream in(path);
+  BRAID_CHECK(in.good(), "cannot open config file '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path);
+}
+
+void apply_override(TrainConfig& cfg, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  BRAID_CHECK(eq != std::string::npos && eq > 0, "--set expects key=value, got '", assignment,
+              "'");
+  std::string key = assignment.substr(0, eq);
+  auto fields = field_map(cfg);
+  auto f = fields.find(key);
+  BRAID_CHECK(f != fields.end(), "--set: unknown key '", key, "'");
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    BRAID_THROW("--set ", key, ": invalid value: ", e.msg);
+  }
+  if (value.IsNull() && std::holds_alternative<std::string*>(f->second)) {
+    *std::get<std::string*>(f->second) = "";
+    return;
+  }
+  set_scalar(f->second, value, key, "--set");
+}
+
+void resolve_batch(TrainConfig& cfg, int64_t dp) {
+  auto& t = cfg.training;
+  BRAID_CHECK(dp >= 1, "data-parallel size must be >= 1, got ", dp);
+  for (auto [name, v] : {std::pair{"micro_batch_size", t.micro_batch_size},
+                         {"gradient_accumulation_steps", t.gradient_accumulation_steps},
+                         {"global_batch_size", t.global_batch_size}})
+    BRAID_CHECK(v >= 0, "training.", name, " must be positive, got ", v);
+  int known = (t.micro_batch_size > 0) + (t.gradient_accumulation_steps > 0) +
+              (t.global_batch_size > 0);
+  if (known < 2 && t.gradient_accumulation_steps == 0) {
+    t.gradient_accumulation_steps = 1;
+    ++known;
+  }
+  BRAID_CHECK(known >= 2,
+              "training: state at least two of micro_batch_size, gradient_accumulation_steps, "
+              "global_batch_size (global = micro x accumulation x data-parallel size)");
+  if (t.micro_batch_size == 0) {
+    int64_t denom = t.gradient_accumulation_steps * dp;
+    BRAID_CHECK(t.global_batch_size % denom == 0, "training.global_batch_size ",
+                t.global_batch_size, " is not divisible by gradient_accumulation_steps ",
+                t.gradient_accumulation_steps, " x data-parallel size ", dp, " = ", denom);
+    t.micro_batch_size = t.global_batch_size / denom;
+  } else if (t.gradient_accumulation_steps == 0) {
+    int64_t denom = t.micro_batch_size * dp;
+    BRAID_CHECK(t.global_batch_size % denom == 0, "training.global_batch_size ",
+                t.global_batch_size, " is not divisible by micro_batch_size ",
+                t.micro_batch_size, " x data-parallel size ", dp, " = ", denom);
+    t.gradient_accumulation_steps = t.global_batch_size / denom;
+  } else if (t.global_batch_size == 0) {
+    t.global_batch_size = t.micro_batch_size * t.gradient_accumulation_steps * dp;
+  }
+  int64_t product = t.micro_batch_size * t.gradient_accumulation_steps * dp;
+  BRAID_CHECK(product == t.global_batch_size, "training: global_batch_size ",
+              t.global_batch_size, " != micro_batch_size ", t.micro_batch_size,
+              " x gradient_accumulation_steps ", t.gradient_accumulation_steps,
+              " x data-parallel size ", dp, " = ", product);
+}
+
+void validate(const TrainConfig& c) {
+  auto one_of = [](const std::string& key, const std::string& v,
+                   std::initializer_list<const char*> options) {
+    std::string list;
+    for (const char* o : options) {
+      if (v == o) return;
+      list += list.empty() ? o : std::string(", ") + o;
+    }
+    BRAID_THROW("config key '", key, "' is '", v, "', expected one of: ", list);
+  };
+  one_of("optimizer.type", c.optimizer.type, {"adamw", "sgd"});
+  one_of("schedule.type", c.schedule.type, {"constant", "linear", "cosine"});
+  one_of("parallel.strategy", c.parallel.strategy, {"none", "ddp"});
+  one_of("training.precision", c.training.precision, {"fp32"});
+  BRAID_CHECK(!c.model.preset.empty() || !c.model.config.empty() || !c.model.init_from.empty(),
+              "config: set one of model.preset, model.config or model.init_from");
+  BRAID_CHECK(c.data.random_tokens || !c.data.train.empty(),
+              "config: set data.train (a prepared token directory) or data.random_tokens");
+  BRAID_CHECK(c.data.seq_len > 0, "data.seq_len must be positive, got ", c.data.seq_len);
+  BRAID_CHECK(c.training.max_steps > 0, "training.max_steps must be positive, got ",
+              c.training.max_steps);
+  BRAID_CHECK(c.optimizer.lr > 0, "optimizer.lr must be positive, got ", c.optimizer.lr);
+  BRAID_CHECK(c.optimizer.grad_clip >= 0, "optimizer.grad_clip must be >= 0, got ",
+              c.optimizer.grad_clip);
+  BRAID_CHECK(c.schedule.warmup_steps >= 0 && c.schedule.warmup_steps <= c.training.max_steps,
+              "schedule.warmup_steps ", c.schedule.warmup_steps,
+              " must be within [0, training.max_steps = ", c.training.max_steps, "]");
+  BRAID_CHECK(c.schedule.min_lr_ratio >= 0 && c.schedule.min_lr_ratio <= 1,
+              "schedule.min_lr_ratio must be within [0, 1], got ", c.schedule.min_lr_ratio);
+  BRAID_CHECK(!c.schedule.scale_lr || c.schedule.base_batch_size > 0,
+              "schedule.scale_lr needs schedule.base_batch_size > 0");
+  BRAID_CHECK(c.parallel.bucket_mb > 0, "parallel.bucket_mb must be positive, got ",
+              c.parallel.bucket_mb);
+  BRAID_CHECK(c.parallel.comm_timeout_s > 0, "parallel.comm_timeout_s must be positive");
+}
+
+std::string dump_config(const TrainConfig& cfg) {
+  TrainConfig copy = cfg;
+  std::ostringstream os;
+  std::string section;
+  visit_fields(copy, [&](const char* key, FieldPtr p) {
+    std::string k = key;
+    std::string s = k.substr(0, k.find('.'));
+    if (s != section) {
+      os << s << ":\n";
+      section = s;
+    }
+    os << "  " << k.substr(k.find('.') + 1) << ": ";
+    std::visit(
+        [&](auto* v) {
+          using T = std::remove_pointer_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            YAML::Emitter e;
+            e << YAML::DoubleQuoted << *v;
+            os << e.c_str();
+          } else if constexpr (std::is_same_v<T, bool>) {
+            os << (*v ? "true" : "false");
+          } else {
+            os << *v;
+          }
+        },
+        p);
+    os << "\n";
+  });
+  return os.str();
+}
+
+}  // namespace braid::train
