@@ -1,0 +1,46 @@
+# The two commands a user needs (README): `make demo` and `make test`. Both install what they
+# need first and skip work already done (installed packages, fetched data, existing build).
+PRESET ?= release
+BUILD  := build/$(PRESET)
+BRAID  := $(BUILD)/src/braid/cli/braid
+JOBS   ?= $(shell nproc)
+
+.PHONY: all deps data build demo test test-asan test-tsan bench format clean
+
+all: build
+
+deps:
+	@scripts/setup-deps.sh
+
+data: deps
+	@scripts/fetch-data.sh data
+
+$(BUILD)/build.ninja: | deps
+	cmake --preset $(PRESET) > /dev/null
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Build, fetch the corpus and tokenizer, tokenise, train a small GPT-2 on 2 ranks, print samples.
+demo: build data
+	@test -f data/sotu-tok/meta.json || $(BRAID) prepare-data --input data/sotu \
+	    --tokenizer data/gpt2 --out data/sotu-tok
+	$(BRAID) launch -n 2 -- $(BRAID) train configs/demo.yaml
+
+# Every test: unit tests (thread-backed ranks), real multi-process tests under mpirun, parity.
+test: build data
+	cd $(BUILD) && BRAID_DATA_DIR=$(CURDIR)/data ctest --output-on-failure -j $(JOBS) --timeout 300
+
+test-asan: deps data
+	$(MAKE) PRESET=asan-ubsan build
+	cd build/asan-ubsan && BRAID_DATA_DIR=$(CURDIR)/data ctest --output-on-failure -L unit -j $(JOBS)
+
+test-tsan: deps data
+	$(MAKE) PRESET=tsan build
+	cd build/tsan && BRAID_DATA_DIR=$(CURDIR)/data TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -L unit -j $(JOBS)
+
+format:
+	git ls-files '*.cpp' '*.h' | xargs clang-format -i
+
+clean:
+	rm -rf build
