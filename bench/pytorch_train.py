@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""PyTorch peer for braid's training benchmarks: GPT-2 style model, random tokens, AdamW, fp32.
+
+Single process:   pytorch_train.py --steps 10
+Data parallel:    pytorch_train.py --ddp --world 2 --steps 10   (spawns gloo DDP ranks)
+Prints one line: `pytorch tokens_per_s=<x> step_ms=<y> peak_rss_mib=<z> threads=<n>`.
+Model: vocab V, T positions, L layers, NH heads, C channels; tied LM head; GELU tanh; LayerNorm.
+"""
+import argparse
+import math
+import os
+import resource
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, C, NH):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(C)
+        self.c_attn = nn.Linear(C, 3 * C)
+        self.c_proj = nn.Linear(C, C)
+        self.ln_2 = nn.LayerNorm(C)
+        self.c_fc = nn.Linear(C, 4 * C)
+        self.mlp_proj = nn.Linear(4 * C, C)
+        self.NH = NH
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        q = q.view(B, T, self.NH, C // self.NH).transpose(1, 2)
+        k = k.view(B, T, self.NH, C // self.NH).transpose(1, 2)
+        v = v.view(B, T, self.NH, C // self.NH).transpose(1, 2)
+        if hasattr(F, "scaled_dot_product_attention"):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # torch 1.13 (Debian 12): explicit causal softmax attention
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            mask = torch.ones(T, T, dtype=torch.bool).tril()
+            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+            y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        x = x + self.c_proj(y)
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, V, T, L, NH, C):
+        super().__init__()
+        self.wte = nn.Embedding(V, C)
+        self.wpe = nn.Embedding(T, C)
+        self.h = nn.ModuleList([Block(C, NH) for _ in range(L)])
+        self.ln_f = nn.LayerNorm(C)
+        for name, p in self.named_parameters():  # GPT-2 init, as braid does
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif p.dim() >= 2:
+                std = 0.02 / math.sqrt(2 * L) if name.endswith("proj.weight") else 0.02
+                nn.init.normal_(p, 0.0, std)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        for b in self.h:
+            x = b(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def run(args, rank=0, world=1):
+    torch.manual_seed(1234 + rank)
+    torch.set_num_threads(args.threads)
+    model = GPT(args.vocab, args.seq, args.layers, args.heads, args.dim)
+    if world > 1:
+        model = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+    B = args.batch // world
+    g = torch.Generator().manual_seed(99 + rank)
+    times = []
+    for step in range(args.warmup + args.steps):
+        idx = torch.randint(0, args.vocab, (B, args.seq), generator=g)
+        tgt = torch.randint(0, args.vocab, (B, args.seq), generator=g)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = model(idx, tgt)
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    steady = times[args.warmup:]
+    step_s = sorted(steady)[len(steady) // 2]  # median
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    tps = args.batch * args.seq / step_s
+    if rank == 0:
+        print(f"pytorch tokens_per_s={tps:.1f} step_ms={step_s * 1e3:.1f} "
+              f"peak_rss_mib={rss:.1f} threads={args.threads} world={world} "
+              f"torch={torch.__version__} loss={loss.item():.4f}", flush=True)
+
+
+def ddp_worker(rank, args):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", rank=rank, world_size=args.world)
+    run(args, rank, args.world)
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--vocab", type=int, default=8192)
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--heads", type=int, default=6)
+    p.add_argument("--dim", type=int, default=384)
+    p.add_argument("--batch", type=int, default=8, help="global batch")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "2")))
+    p.add_argument("--ddp", action="store_true")
+    p.add_argument("--world", type=int, default=2)
+    args = p.parse_args()
+    if args.ddp:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+        torch.multiprocessing.spawn(ddp_worker, args=(args,), nprocs=args.world)
+    else:
+        run(args)
+
+
+if __name__ == "__main__":
+    main()
