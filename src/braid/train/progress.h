@@ -1,0 +1,51 @@
+// Progress reporting for training: throughput, MFU and ETA, printed as one updating line on a
+// terminal and as plain lines otherwise. Only rank 0 prints; the numbers it prints are
+// already reduced over ranks by the trainer.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace braid::train {
+
+// Note [MFU formula]: model FLOPs per trained token = 6 N + 6 L T C (PaLM appendix B;
+// nanoGPT's estimate_mfu): 6 N for the forward (2N) and backward (4N) matrix multiplies over
+// the N non-embedding-lookup parameters (the tied/untied LM head counts, the position table
+// does not), and 6 L T C for attention scores and weighted sums (2 x 2 L T C forward, twice
+// that backward, halved for the causal mask... kept at the conventional 6 L T C = 12 L T C /
+// 2). Recomputation from activation checkpointing is not counted (MFU, not HFU).
+double flops_per_token(int64_t n_matmul_params, int64_t n_layer, int64_t seq_len,
+                       int64_t d_model);
+
+struct StepStats {
+  int64_t step = 0;
+  int64_t max_steps = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = -1;   // < 0: not computed
+  double tokens_per_s = 0;
+  double mfu = 0;          // fraction of peak
+  double step_ms = 0;
+};
+
+class Progress {
+ public:
+  // peak_flops: summed over all ranks; formula text goes into the header line.
+  Progress(bool is_printer, FILE* out = stdout);
+  void header(const std::string& text);
+  void step(const StepStats& s, bool force_line);
+  void message(const std::string& text);  // a full line (ends any in-place line first)
+
+ private:
+  bool printer_;
+  bool tty_;
+  FILE* out_;
+  bool line_open_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+std::string format_eta(double seconds);  // "1h02m", "3m05s", "12s"
+
+}  // namespace braid::train
