@@ -8,7 +8,7 @@ namespace braid::train {
 
 double flops_per_token(int64_t n_params, int64_t n_layer, int64_t seq_len, int64_t d_model) {
   return 6.0 * static_cast<double>(n_params) +
-         6.0 * static_cast<double>(n_layer) * static_cast<double>(seq_len) *
+         12.0 * static_cast<double>(n_layer) * static_cast<double>(seq_len) *
              static_cast<double>(d_model);
 }
 

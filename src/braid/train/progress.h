@@ -10,12 +10,12 @@
 
 namespace braid::train {
 
-// Note [MFU formula]: model FLOPs per trained token = 6 N + 6 L T C (PaLM appendix B;
-// nanoGPT's estimate_mfu): 6 N for the forward (2N) and backward (4N) matrix multiplies over
-// the N non-embedding-lookup parameters (the tied/untied LM head counts, the position table
-// does not), and 6 L T C for attention scores and weighted sums (2 x 2 L T C forward, twice
-// that backward, halved for the causal mask... kept at the conventional 6 L T C = 12 L T C /
-// 2). Recomputation from activation checkpointing is not counted (MFU, not HFU).
+// Note [MFU formula]: model FLOPs per trained token = 6 N + 12 L T C (PaLM appendix B, as
+// nanoGPT's estimate_mfu): 6 N for the forward (2 N) and backward (4 N) matrix multiplies over
+// the N parameters that take part in matmuls (LM head included, embedding lookups and the
+// position table excluded), and 12 L T C for the attention scores and weighted sums (not
+// halved for the causal mask, by the same convention). Recomputation from activation
+// checkpointing is not counted (MFU, not HFU).
 double flops_per_token(int64_t n_matmul_params, int64_t n_layer, int64_t seq_len,
                        int64_t d_model);
 
