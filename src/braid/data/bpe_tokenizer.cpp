@@ -1,0 +1,223 @@
+#include "braid/data/bpe_tokenizer.h"
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <sstream>
+
+#include "braid/core/error.h"
+#include "braid/data/byte_unicode.h"
+
+namespace braid::data {
+
+namespace {
+constexpr size_t kMaxCacheEntries = 1 << 16;  // cleared when full; bounds memory on any corpus
+constexpr const char* kEndOfText = "<|endoftext|>";
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  BRAID_CHECK(in.good(), "tokenizer: cannot open '", path, "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+uint64_t pair_key(int32_t a, int32_t b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
+}  // namespace
+
+struct BpeTokenizer::Model {
+  std::vector<std::string> id_bytes;                                 // raw bytes of each token
+  std::array<int32_t, 256> byte_id{};                                // token of each single byte
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;  // (a,b) -> (rank, merged)
+  int32_t eot = -1;
+};
+
+BpeTokenizer::BpeTokenizer(std::shared_ptr<const Model> model) : model_(std::move(model)) {}
+
+BpeTokenizer BpeTokenizer::from_vocab(
+    const std::unordered_map<std::string, int32_t>& vocab,
+    const std::vector<std::pair<std::string, std::string>>& merges) {
+  auto m = std::make_shared<Model>();
+  const auto n = static_cast<int32_t>(vocab.size());
+  BRAID_CHECK(n > 0, "tokenizer: empty vocabulary");
+  m->id_bytes.resize(n);
+  std::vector<bool> seen(n, false);
+  std::unordered_map<std::string, int32_t> by_bytes;
+  by_bytes.reserve(vocab.size());
+  for (const auto& [spelling, id] : vocab) {
+    BRAID_CHECK(id >= 0 && id < n, "tokenizer: token '", spelling, "' has id ", id, " outside [0, ",
+                n, ") (ids must be dense from 0)");
+    BRAID_CHECK(!seen[id], "tokenizer: id ", id, " is used by two tokens");
+    seen[id] = true;
+    if (spelling == kEndOfText) {
+      m->eot = id;
+      m->id_bytes[id] = spelling;
+      continue;
+    }
+    std::string bytes = unicode_string_to_bytes(spelling);
+    m->id_bytes[id] = bytes;
+    by_bytes.emplace(std::move(bytes), id);
+  }
+  for (int b = 0; b < 256; ++b) {
+    auto it = by_bytes.find(std::string(1, static_cast<char>(b)));
+    BRAID_CHECK(it != by_bytes.end(), "tokenizer: vocabulary has no token for byte ", b, " ('",
+                byte_to_unicode(static_cast<unsigned char>(b)), "')");
+    m->byte_id[b] = it->second;
+  }
+  m->merges.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const auto& [a, b] = merges[rank];
+    auto lookup = [&](const std::string& bytes, const std::string& what) {
+      auto it = by_bytes.find(bytes);
+      BRAID_CHECK(it != by_bytes.end(), "tokenizer: merge ", rank, " ('", a, " ", b, "'): ", what,
+                  " '", bytes_to_unicode_string(bytes), "' is not in the vocabulary");
+      return it->second;
+    };
+    std::string ab = unicode_string_to_bytes(a), bb = unicode_string_to_bytes(b);
+    int32_t ia = lookup(ab, "left"), ib = lookup(bb, "right"), im = lookup(ab + bb, "result");
+    // A repeated pair takes its last rank, as the reference's dict(zip(merges, range(n))) does
+    // (OpenAI's file has no repeats).
+    m->merges.insert_or_assign(pair_key(ia, ib), std::pair{static_cast<int32_t>(rank), im});
+  }
+  return BpeTokenizer(std::move(m));
+}
+
+BpeTokenizer BpeTokenizer::from_files(const std::string& encoder_json,
+                                      const std::string& vocab_bpe) {
+  std::unordered_map<std::string, int32_t> vocab;
+  {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_file(encoder_json));
+    } catch (const nlohmann::json::exception& e) {
+      BRAID_THROW("tokenizer: '", encoder_json, "' is not valid JSON: ", e.what());
+    }
+    BRAID_CHECK(j.is_object(), "tokenizer: '", encoder_json,
+                "' must be a JSON object of token -> id");
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      BRAID_CHECK(it.value().is_number_integer(), "tokenizer: '", encoder_json, "': token '",
+                  it.key(), "' has a non-integer id");
+      vocab.emplace(it.key(), it.value().get<int32_t>());
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> merges;
+  {
+    std::istringstream in(read_file(vocab_bpe));
+    std::string line;
+    int64_t line_no = 0;
+    while (std::getline(in, line)) {
+      ++line_no;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty() || (line_no == 1 && line.rfind("#version", 0) == 0)) continue;
+      std::istringstream fields(line);
+      std::string a, b, extra;
+      fields >> a >> b;
+      BRAID_CHECK(!a.empty() && !b.empty() && !(fields >> extra), "tokenizer: '", vocab_bpe,
+                  "' line ", line_no, ": expected two symbols, got '", line, "'");
+      merges.emplace_back(std::move(a), std::move(b));
+    }
+  }
+  try {
+    return from_vocab(vocab, merges);
+  } catch (const Error& e) {
+    BRAID_THROW(e.what(), " (loading '", encoder_json, "' and '", vocab_bpe, "')");
+  }
+}
+
+BpeTokenizer BpeTokenizer::from_dir(const std::string& dir) {
+  return from_files(dir + "/encoder.json", dir + "/vocab.bpe");
+}
+
+int32_t BpeTokenizer::vocab_size() const {
+  return static_cast<int32_t>(model_->id_bytes.size());
+}
+int32_t BpeTokenizer::eot_id() const {
+  return model_->eot;
+}
+
+std::string_view BpeTokenizer::token_bytes(int32_t id) const {
+  BRAID_CHECK(id >= 0 && id < vocab_size(), "tokenizer: token id ", id, " outside [0, ",
+              vocab_size(), ")");
+  return model_->id_bytes[id];
+}
+
+std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t id : ids) out += token_bytes(id);
+  return out;
+}
+
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text) {
+  std::vector<int32_t> out;
+  encode(text, out);
+  return out;
+}
+
+void BpeTokenizer::encode(std::string_view text, std::vector<int32_t>& out) {
+  pretokenizer_.split(text, [&](std::string_view piece) { encode_piece(piece, out); });
+}
+
+void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) {
+  if (piece.size() == 1) {
+    out.push_back(model_->byte_id[static_cast<unsigned char>(piece[0])]);
+    return;
+  }
+  auto it = cache_.find(std::string(piece));
+  if (it == cache_.end()) {
+    std::vector<int32_t> ids;
+    merge(piece, ids);
+    if (cache_.size() >= kMaxCacheEntries) cache_.clear();
+    it = cache_.emplace(std::string(piece), std::move(ids)).first;
+  }
+  out.insert(out.end(), it->second.begin(), it->second.end());
+}
+
+// Note [Merge order]: OpenAI's reference repeatedly takes the lowest-rank adjacent pair and
+// merges all its occurrences left to right. A min-heap of (rank, position) over a linked list
+// of symbols does the same in O(n log n): pairs created by a merge contain the merged token, so
+// their ranks are higher than the one being applied, and equal ranks pop leftmost first.
+void BpeTokenizer::merge(std::string_view piece, std::vector<int32_t>& ids) const {
+  const Model& m = *model_;
+  const auto n = static_cast<int32_t>(piece.size());
+  struct Sym {
+    int32_t id, prev, next;
+  };
+  std::vector<Sym> syms(n);
+  for (int32_t i = 0; i < n; ++i) {
+    syms[i] = {m.byte_id[static_cast<unsigned char>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1};
+  }
+  struct Cand {
+    int32_t rank, pos, left, right, merged;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<>> heap;
+  auto push = [&](int32_t pos) {
+    if (pos < 0 || syms[pos].next < 0) return;
+    int32_t next = syms[pos].next;
+    auto it = m.merges.find(pair_key(syms[pos].id, syms[next].id));
+    if (it != m.merges.end()) {
+      heap.push({it->second.first, pos, syms[pos].id, syms[next].id, it->second.second});
+    }
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) push(i);
+  while (!heap.empty()) {
+    Cand c = heap.top();
+    heap.pop();
+    Sym& s = syms[c.pos];
+    if (s.id != c.left || s.next < 0 || syms[s.next].id != c.right) continue;  // stale
+    int32_t gone = s.next;
+    s.id = c.merged;
+    s.next = syms[gone].next;
+    if (s.next >= 0) syms[s.next].prev = c.pos;
+    syms[gone].id = -1;
+    push(s.prev);
+    push(c.pos);
+  }
+  for (int32_t i = 0; i >= 0; i = syms[i].next) ids.push_back(syms[i].id);
+}
+
+}  // namespace braid::data

@@ -1,0 +1,57 @@
+// BpeTokenizer: OpenAI's GPT-2 byte-level BPE, exactly (same ids as openai/gpt-2 encoder.py
+// and tiktoken's "gpt2" encode_ordinary). Text is split by the Pretokenizer, each piece's
+// UTF-8 bytes become byte tokens, and merges are applied lowest rank first (Note [Merge order]).
+//
+// The vocabulary and merges are immutable and shared between copies; each copy owns a cache of
+// encoded pieces and its Pretokenizer's match data, so encode() is not thread-safe on one
+// object: give each thread its own copy (cheap, it shares the vocabulary).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "braid/data/pretokenizer.h"
+
+namespace braid::data {
+
+class BpeTokenizer {
+ public:
+  // encoder.json (token spelling -> id) and vocab.bpe ("#version" line, then one "a b" merge a
+  // line, highest priority first), both spelt through byte_unicode.h, as OpenAI ships them.
+  static BpeTokenizer from_files(const std::string& encoder_json, const std::string& vocab_bpe);
+  // dir/encoder.json and dir/vocab.bpe (what scripts/fetch-data.sh puts in data/gpt2).
+  static BpeTokenizer from_dir(const std::string& dir);
+  // From memory, spelt as in the files. Every byte must have a token and every merge's
+  // concatenation must be in the vocabulary; ids must be dense from 0.
+  static BpeTokenizer from_vocab(const std::unordered_map<std::string, int32_t>& vocab,
+                                 const std::vector<std::pair<std::string, std::string>>& merges);
+
+  // Ordinary text: "<|endoftext|>" inside text is encoded as the plain characters it is made of
+  // (as gpt-3-encoder and tiktoken's encode_ordinary do); append eot_id() to separate documents.
+  std::vector<int32_t> encode(std::string_view text);
+  void encode(std::string_view text, std::vector<int32_t>& out);  // appends to out
+  // The bytes of the tokens concatenated (may end inside a UTF-8 character).
+  std::string decode(const std::vector<int32_t>& ids) const;
+  std::string_view token_bytes(int32_t id) const;
+
+  int32_t vocab_size() const;
+  int32_t eot_id() const;  // "<|endoftext|>" (50256 for GPT-2); -1 when the vocabulary lacks it
+  size_t cache_size() const { return cache_.size(); }
+
+ private:
+  struct Model;
+  explicit BpeTokenizer(std::shared_ptr<const Model> model);
+  void encode_piece(std::string_view piece, std::vector<int32_t>& out);
+  void merge(std::string_view piece, std::vector<int32_t>& ids) const;
+
+  std::shared_ptr<const Model> model_;
+  Pretokenizer pretokenizer_;
+  std::unordered_map<std::string, std::vector<int32_t>> cache_;
+};
+
+}  // namespace braid::data

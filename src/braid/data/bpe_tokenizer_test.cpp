@@ -1,0 +1,149 @@
+#include "braid/data/bpe_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "braid/core/error.h"
+#include "braid/data/byte_unicode.h"
+
+namespace braid::data {
+namespace {
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+// A vocabulary of the 256 bytes (ids 0..255, OpenAI's spelling) plus the given merges, whose
+// results get ids 256, 257, ... in order, then <|endoftext|>.
+BpeTokenizer mini_tokenizer(const std::vector<std::pair<std::string, std::string>>& raw_merges) {
+  std::unordered_map<std::string, int32_t> vocab;
+  for (int b = 0; b < 256; ++b) vocab[byte_to_unicode(static_cast<unsigned char>(b))] = b;
+  std::vector<std::pair<std::string, std::string>> merges;
+  for (const auto& [a, b] : raw_merges) {
+    merges.emplace_back(bytes_to_unicode_string(a), bytes_to_unicode_string(b));
+    vocab.emplace(bytes_to_unicode_string(a + b), static_cast<int32_t>(vocab.size()));
+  }
+  vocab.emplace("<|endoftext|>", static_cast<int32_t>(vocab.size()));
+  return BpeTokenizer::from_vocab(vocab, merges);
+}
+
+TEST(ByteUnicode, RoundTripsEveryByte) {
+  std::string all;
+  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  EXPECT_EQ(unicode_string_to_bytes(bytes_to_unicode_string(all)), all);
+  EXPECT_EQ(bytes_to_unicode_string(" "), "Ġ");
+  EXPECT_EQ(bytes_to_unicode_string("\n"), "Ċ");
+  EXPECT_EQ(bytes_to_unicode_string("A"), "A");
+  EXPECT_THROW(unicode_string_to_bytes("日"), Error);
+}
+
+TEST(BpeTokenizerMini, AppliesMergesByRank) {
+  // " l" then "lo", "low" and " low": rank decides, not length.
+  auto tok = mini_tokenizer({{"l", "o"}, {"lo", "w"}, {" ", "low"}, {"e", "r"}, {"low", "er"}});
+  const int32_t lo = 256, low = 257, sp_low = 258, er = 259, lower = 260;
+  EXPECT_EQ(tok.encode("low"), (std::vector<int32_t>{low}));
+  EXPECT_EQ(tok.encode(" low"), (std::vector<int32_t>{sp_low}));
+  EXPECT_EQ(tok.encode("lower"), (std::vector<int32_t>{lower}));
+  EXPECT_EQ(tok.encode("lo lo"), (std::vector<int32_t>{lo, ' ', lo}));
+  EXPECT_EQ(tok.encode("owl"), (std::vector<int32_t>{'o', 'w', 'l'}));
+  EXPECT_EQ(tok.encode("er"), (std::vector<int32_t>{er}));
+  EXPECT_EQ(tok.vocab_size(), 262);
+  EXPECT_EQ(tok.eot_id(), 261);
+  EXPECT_EQ(tok.decode(tok.encode(" lower owl")), " lower owl");
+}
+
+TEST(BpeTokenizerMini, OverlappingPairsMergeLeftToRight) {
+  auto tok = mini_tokenizer({{"a", "a"}});
+  EXPECT_EQ(tok.encode("aaa"), (std::vector<int32_t>{256, 'a'}));
+  EXPECT_EQ(tok.encode("aaaa"), (std::vector<int32_t>{256, 256}));
+}
+
+TEST(BpeTokenizerMini, PretokenizesLikeGpt2) {
+  Pretokenizer pre;
+  EXPECT_EQ(pre.split("I'm here  now\n\n 42x"),
+            (std::vector<std::string>{"I", "'m", " here", " ", " now", "\n\n", " 42", "x"}));
+  EXPECT_EQ(pre.split("a   "), (std::vector<std::string>{"a", "   "}));
+  EXPECT_TRUE(pre.split("").empty());
+}
+
+TEST(BpeTokenizerMini, InvalidUtf8NamesTheOffset) {
+  auto tok = mini_tokenizer({});
+  try {
+    tok.encode(std::string("ok \xff bad"));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("byte offset 3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BpeTokenizerMini, RejectsIncompleteVocabularies) {
+  std::unordered_map<std::string, int32_t> vocab{{"a", 0}};
+  EXPECT_THROW(BpeTokenizer::from_vocab(vocab, {}), Error);  // bytes missing
+  auto full = [] {
+    std::unordered_map<std::string, int32_t> v;
+    for (int b = 0; b < 256; ++b) v[byte_to_unicode(static_cast<unsigned char>(b))] = b;
+    return v;
+  }();
+  EXPECT_THROW(BpeTokenizer::from_vocab(full, {{"a", "b"}}), Error);  // "ab" not in vocab
+  EXPECT_THROW(mini_tokenizer({}).decode({999}), Error);
+}
+
+class Gpt2Tokenizer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = env_or("BRAID_GPT2_DIR", BRAID_DEFAULT_GPT2_DIR);
+    if (!std::filesystem::exists(dir_ + "/encoder.json")) {
+      GTEST_SKIP() << "GPT-2 vocabulary not found in " << dir_
+                   << "; run scripts/fetch-data.sh (or set BRAID_GPT2_DIR)";
+    }
+  }
+  std::string dir_;
+};
+
+TEST_F(Gpt2Tokenizer, HelloWorld) {
+  auto tok = BpeTokenizer::from_dir(dir_);
+  EXPECT_EQ(tok.encode("Hello world"), (std::vector<int32_t>{15496, 995}));
+  EXPECT_EQ(tok.vocab_size(), 50257);
+  EXPECT_EQ(tok.eot_id(), 50256);
+}
+
+// Ids from gpt-3-encoder@1.1.4's own JS encoder (testdata/gpt2_golden.json).
+TEST_F(Gpt2Tokenizer, MatchesReferenceEncoder) {
+  auto tok = BpeTokenizer::from_dir(dir_);
+  std::ifstream in(std::string(BRAID_DATA_TESTDATA_DIR) + "/gpt2_golden.json");
+  ASSERT_TRUE(in.good());
+  auto golden = nlohmann::json::parse(in);
+  ASSERT_GE(golden.size(), 10u);
+  for (const auto& c : golden) {
+    const std::string text = c["text"];
+    const auto want = c["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(tok.encode(text), want) << "text: " << text;
+    EXPECT_EQ(tok.decode(want), text);
+  }
+}
+
+TEST_F(Gpt2Tokenizer, CopiesEncodeOnTwoThreads) {
+  auto tok = BpeTokenizer::from_dir(dir_);
+  const std::string text = "The quick brown fox jumps over the lazy dog. ";
+  auto want = tok.encode(text);
+  std::vector<std::vector<int32_t>> got(2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t, copy = tok]() mutable {
+      for (int i = 0; i < 50; ++i) got[t] = copy.encode(text);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(got[0], want);
+  EXPECT_EQ(got[1], want);
+}
+
+}  // namespace
+}  // namespace braid::data
