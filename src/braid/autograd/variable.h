@@ -8,6 +8,7 @@
 // is final (every consumer has run); DDP buckets and ZeRO reduce-scatters hang on them.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -67,13 +68,22 @@ class Variable {
 // (null when input i needs no gradient) following kernels/ops.h conventions.
 class Node {
  public:
+  Node();  // takes the next sequence number of this thread (see Note [Backward order])
   virtual ~Node() = default;
   virtual const char* name() const = 0;
   virtual void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) = 0;
   // Drops saved tensors after backward (frees activations).
   virtual void release() {}
+  // True when the output is inputs[0]'s value under another shape and d(input) = dout
+  // reshaped: the engine may then hand dout's buffer to the input instead of copying
+  // (Note [Gradient buffers]); backward() is still called, with dinputs[0] null in that case.
+  virtual bool is_view() const { return false; }
 
   std::vector<Variable> inputs;
+  // Creation order on this thread; later nodes run first in backward.
+  uint64_t sequence_nr = 0;
+  // Set once backward has run through this node and dropped its inputs and saved tensors.
+  bool released = false;
 };
 
 // Gradient recording is on by default, per thread; NoGradGuard turns it off in its scope.
@@ -84,6 +94,19 @@ class NoGradGuard {
   ~NoGradGuard();
   NoGradGuard(const NoGradGuard&) = delete;
   NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// Sets grad mode to `enabled` in its scope (checkpoint reruns forward with recording on from
+// inside a backward, which itself runs with recording off).
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled);
+  ~GradModeGuard();
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
 
  private:
   bool prev_;

@@ -1,0 +1,166 @@
+// Note [Backward order]: backward runs a node once every consumer of its output (within this
+// graph) has run, i.e. in reverse topological order. Among ready nodes the one created last
+// runs first (highest sequence_nr, as in PyTorch), so the order is deterministic, follows
+// the reverse of the forward, and a parameter's gradient becomes final about as early as it
+// can: the order DDP buckets and ZeRO-2 reduce-scatters want.
+//
+// Note [Gradient buffers]: the gradient of each non-leaf output is a buffer allocated zeroed
+// (category activations) on its first contribution; every consumer's backward accumulates
+// into it (kernels accumulate, see kernels/ops.h) and it is freed as soon as its node has
+// run. A view node (reshape, backward_hook) whose input has no buffer yet hands its own
+// buffer over instead of copying. After a node runs, its saved tensors (release()) and its
+// inputs are dropped, so activations are freed during backward, not after it.
+//
+// Note [Grad accumulation]: leaves that require grad receive the kernels' += directly in
+// their grad() tensor (a view into a flat gradient buffer for parameters): no temporary, no
+// copy. A leaf without one gets a zeroed tensor in category gradients. Its post-accumulate
+// hooks fire right after the last consumer in this backward has run.
+#include "braid/autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+#include <vector>
+
+#include "braid/autograd/variable_impl.h"
+
+namespace braid::autograd {
+namespace {
+
+struct NodeState {
+  std::shared_ptr<Node> keep;  // consumers drop their inputs once run: keep pending nodes alive
+  int pending = 0;             // consumers in this graph that have not run yet
+  Tensor grad;                 // gradient of the node's output (Note [Gradient buffers])
+  bool owned = true;           // the engine allocated grad and may hand it on
+};
+
+struct LaterFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
+};
+
+void check_not_released(const Node& node) {
+  BRAID_CHECK(!node.released, "backward through the ", node.name(),
+              " node a second time: its saved tensors were freed by the first backward "
+              "(run the forward again)");
+}
+
+// dst += src, any float dtypes (only used for a leaf root, which is rare and small).
+void accumulate(Tensor& dst, const Tensor& src) {
+  std::vector<float> d = dst.to_f32_vector();
+  std::vector<float> s = src.to_f32_vector();
+  for (size_t i = 0; i < d.size(); ++i) d[i] += s[i];
+  convert_from_f32(d.data(), dst.raw_data(), dst.dtype(), dst.numel());
+}
+
+Tensor& leaf_grad(VariableImpl& leaf) {
+  if (!leaf.grad.defined()) {
+    leaf.grad = Tensor::empty(leaf.value.shape(), leaf.value.dtype(), MemCategory::gradients);
+    leaf.grad.zero_();
+  }
+  return leaf.grad;
+}
+
+void fire_hooks(Variable& leaf) {
+  // Copy: a hook may register further hooks.
+  auto hooks = leaf.impl()->hooks;
+  for (auto& hook : hooks) hook(leaf);
+}
+
+bool wants_grad(const Variable& v) {
+  return v.defined() && v.requires_grad();
+}
+
+}  // namespace
+
+void run_backward(const Variable& root, const Tensor& dout, bool dout_is_owned) {
+  BRAID_CHECK(root.defined(), "backward on an undefined Variable");
+  BRAID_CHECK(root.requires_grad(), "backward on '", root.name(),
+              "', which does not require grad (no input requires grad, or it was computed "
+              "under NoGradGuard)");
+  BRAID_CHECK(dout.defined() && dout.numel() == root.value().numel(),
+              "backward: output gradient of shape ", dout.shape().str(), " for an output of shape ",
+              root.value().shape().str());
+  NoGradGuard no_grad;  // backward kernels run on plain tensors; nothing is recorded
+
+  Variable root_copy = root;
+  if (root.is_leaf()) {
+    accumulate(leaf_grad(*root.impl()), dout);
+    fire_hooks(root_copy);
+    return;
+  }
+
+  // Discover the graph: pending consumer counts of nodes and of leaves.
+  std::unordered_map<Node*, NodeState> nodes;
+  std::unordered_map<VariableImpl*, int> leaf_pending;
+  Node* root_node = root.grad_fn().get();
+  check_not_released(*root_node);
+  nodes[root_node].keep = root.grad_fn();
+  std::vector<Node*> stack{root_node};
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Variable& in : node->inputs) {
+      if (!wants_grad(in)) continue;
+      if (in.is_leaf()) {
+        ++leaf_pending[in.impl()];
+        continue;
+      }
+      Node* child = in.grad_fn().get();
+      check_not_released(*child);
+      auto [it, inserted] = nodes.try_emplace(child);
+      ++it->second.pending;
+      if (inserted) {
+        it->second.keep = in.grad_fn();
+        stack.push_back(child);
+      }
+    }
+  }
+
+  NodeState& root_state = nodes[root_node];
+  root_state.grad = dout.view(root.value().shape());
+  root_state.owned = dout_is_owned;
+
+  std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
+  ready.push(root_node);
+  std::vector<Tensor*> dinputs;
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    NodeState& state = nodes.at(node);
+    dinputs.assign(node->inputs.size(), nullptr);
+    for (size_t i = 0; i < node->inputs.size(); ++i) {
+      const Variable& in = node->inputs[i];
+      if (!wants_grad(in)) continue;
+      if (in.is_leaf()) {
+        dinputs[i] = &leaf_grad(*in.impl());
+        continue;
+      }
+      NodeState& child = nodes.at(in.grad_fn().get());
+      if (child.grad.defined()) {
+        dinputs[i] = &child.grad;
+      } else if (i == 0 && node->is_view() && state.owned) {
+        child.grad = state.grad.view(in.value().shape());  // hand the buffer on, no copy
+      } else {
+        child.grad =
+            Tensor::empty(in.value().shape(), in.value().dtype(), MemCategory::activations);
+        child.grad.zero_();
+        dinputs[i] = &child.grad;
+      }
+    }
+    node->backward(state.grad, dinputs);
+    state.grad = Tensor();
+
+    for (Variable& in : node->inputs) {
+      if (!wants_grad(in)) continue;
+      if (in.is_leaf()) {
+        if (--leaf_pending.at(in.impl()) == 0) fire_hooks(in);
+      } else if (--nodes.at(in.grad_fn().get()).pending == 0) {
+        ready.push(in.grad_fn().get());
+      }
+    }
+    node->release();
+    node->inputs.clear();
+    node->released = true;
+  }
+}
+
+}  // namespace braid::autograd

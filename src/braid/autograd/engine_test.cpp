@@ -1,0 +1,144 @@
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "braid/autograd/test_nodes.h"
+#include "braid/autograd/variable.h"
+
+namespace braid::autograd {
+namespace {
+
+using test::mul;
+using test::sum;
+using test::vec;
+
+std::vector<float> values(const Tensor& t) {
+  return t.to_f32_vector();
+}
+
+TEST(Engine, ProductRule) {
+  Variable a(vec({1, 2, 3}), true, "a");
+  Variable b(vec({4, 5, 6}), true, "b");
+  Variable y = mul(a, b);
+  EXPECT_FALSE(y.is_leaf());
+  y.backward(vec({1, 10, 100}));
+  EXPECT_EQ(values(a.grad()), (std::vector<float>{4, 50, 600}));
+  EXPECT_EQ(values(b.grad()), (std::vector<float>{1, 20, 300}));
+  EXPECT_EQ(a.grad().storage()->category(), MemCategory::gradients);
+}
+
+TEST(Engine, LeavesAccumulateIntoTheirGradTensor) {
+  Variable a(vec({1, 2}), true, "a");
+  Variable b(vec({3, 4}), false, "b");
+  Tensor flat = Tensor::zeros(Shape{4});  // like a flat gradient buffer
+  a.set_grad(flat.flat_range(1, 2));
+  sum(mul(a, b)).backward();
+  sum(mul(a, b)).backward();
+  EXPECT_EQ(values(flat), (std::vector<float>{0, 6, 8, 0}));
+  EXPECT_FALSE(b.grad().defined());
+}
+
+TEST(Engine, ParameterUsedTwiceGetsBothContributionsAndOneHookCall) {
+  Variable w(vec({2, 3}), true, "w");
+  Variable x(vec({5, 7}), true, "x");
+  w.zero_grad();
+  int calls = 0;
+  std::vector<float> seen;
+  w.register_post_accumulate_hook([&](Variable& v) {
+    ++calls;
+    seen = values(v.grad());
+  });
+  Variable h = mul(w, x);       // first use
+  Variable y = sum(mul(w, h));  // second use: y = sum(w^2 x)
+  y.backward();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen, (std::vector<float>{2 * 2 * 5, 2 * 3 * 7}));  // d/dw w^2 x = 2 w x
+  EXPECT_EQ(values(w.grad()), seen);
+}
+
+TEST(Engine, HooksFireInReverseOrderOfUse) {
+  Variable p1(vec({1}), true, "p1");
+  Variable p2(vec({2}), true, "p2");
+  Variable x(vec({3}), false, "x");
+  std::vector<std::string> order;
+  for (Variable* p : {&p1, &p2})
+    p->register_post_accumulate_hook([&](Variable& v) { order.push_back(v.name()); });
+  sum(mul(p2, mul(p1, x))).backward();
+  EXPECT_EQ(order, (std::vector<std::string>{"p2", "p1"}));
+}
+
+TEST(Engine, ActivationsAreFreedByBackward) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  MemoryScope scope(tracker);
+  Variable w(vec({1, 2, 3, 4}), true, "w");
+  {
+    Variable x(vec({1, 1, 1, 1}), false, "x");
+    Variable loss = sum(mul(mul(w, x), w));
+    EXPECT_GT(tracker->current(MemCategory::activations), 0);
+    loss.backward();
+    // Only the loss value itself (one float) is still held.
+    EXPECT_EQ(tracker->current(MemCategory::activations), 4);
+  }
+  EXPECT_EQ(tracker->current(MemCategory::activations), 0);
+  EXPECT_EQ(values(w.grad()), (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_EQ(tracker->current(MemCategory::gradients), 16);
+}
+
+TEST(Engine, SecondBackwardThroughAFreedGraphThrows) {
+  Variable w(vec({1}), true, "w");
+  Variable y = sum(mul(w, w));
+  y.backward();
+  EXPECT_THROW(y.backward(), Error);
+}
+
+TEST(Engine, BackwardErrors) {
+  Variable a(vec({1, 2}), false, "a");
+  EXPECT_THROW(sum(a).backward(), Error);  // nothing requires grad
+  Variable w(vec({1, 2}), true, "w");
+  EXPECT_THROW(mul(w, w).backward(), Error);  // non-scalar without dout
+  EXPECT_THROW(mul(w, w).backward(vec({1, 2, 3})), Error);
+  EXPECT_THROW(w.set_grad(vec({1})), Error);
+  EXPECT_THROW(Variable(Tensor::zeros(Shape{2}, DType::i32), true), Error);
+}
+
+TEST(Engine, LeafRootAccumulatesSeed) {
+  Variable w(vec({5}), true, "w");
+  int calls = 0;
+  w.register_post_accumulate_hook([&](Variable&) { ++calls; });
+  w.backward(2.0f);
+  EXPECT_EQ(values(w.grad()), (std::vector<float>{2}));
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(GradMode, NoGradGuardRecordsNothingAndIsPerThread) {
+  Variable w(vec({1, 2}), true, "w");
+  {
+    NoGradGuard guard;
+    EXPECT_FALSE(grad_enabled());
+    Variable y = mul(w, w);
+    EXPECT_TRUE(y.is_leaf());
+    EXPECT_FALSE(y.requires_grad());
+    bool other_thread_enabled = false;
+    std::thread t([&] { other_thread_enabled = grad_enabled(); });
+    t.join();
+    EXPECT_TRUE(other_thread_enabled);
+    {
+      GradModeGuard on(true);
+      EXPECT_FALSE(mul(w, w).is_leaf());
+    }
+    EXPECT_FALSE(grad_enabled());
+  }
+  EXPECT_TRUE(grad_enabled());
+}
+
+TEST(Variable, DetachSharesValueWithoutHistory) {
+  Variable w(vec({1, 2}), true, "w");
+  Variable y = mul(w, w);
+  Variable d = y.detach();
+  EXPECT_TRUE(d.is_leaf());
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_TRUE(d.value().shares_storage(y.value()));
+}
+
+}  // namespace
+}  // namespace braid::autograd
