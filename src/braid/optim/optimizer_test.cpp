@@ -1,0 +1,144 @@
+#include "braid/optim/optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "testing/tensor_compare.h"
+
+namespace braid::optim {
+namespace {
+
+const std::vector<double> kP0 = {0.5, -1.25, 2.0, 0.0};
+const std::vector<std::vector<double>> kGrads = {
+    {0.1, -0.2, 0.3, 0.0}, {-0.4, 0.5, 0.05, 1.0}, {0.2, 0.2, -0.6, -0.3}};
+
+Tensor f32(const std::vector<double>& v) {
+  return Tensor::from_vector(std::vector<float>(v.begin(), v.end()),
+                             Shape{static_cast<int64_t>(v.size())});
+}
+
+void expect_near_vec(const Tensor& t, const std::vector<double>& want) {
+  auto got = t.to_f32_vector();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-6 + 1e-5 * std::fabs(want[i])) << "element " << i;
+}
+
+TEST(AdamW, ThreeStepsMatchTorchFormula) {
+  const double lr = 0.01, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+  Tensor p = f32(kP0), g = f32(kGrads[0]);
+  ParamGroup group{{{"w", p, g, {}}}, 1.0f, static_cast<float>(wd)};
+  AdamW opt({group}, b1, b2, eps);
+  std::vector<double> ep = kP0, m(4, 0), v(4, 0);
+  for (int t = 1; t <= 3; ++t) {
+    g.copy_(f32(kGrads[t - 1]));
+    opt.step(static_cast<float>(lr));
+    for (int i = 0; i < 4; ++i) {  // torch.optim.AdamW, float64
+      double gi = kGrads[t - 1][i];
+      ep[i] *= 1 - lr * wd;
+      m[i] = b1 * m[i] + (1 - b1) * gi;
+      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+      double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+      ep[i] -= lr / bc1 * m[i] / (std::sqrt(v[i]) / std::sqrt(bc2) + eps);
+    }
+    expect_near_vec(p, ep);
+  }
+  EXPECT_EQ(opt.step_count(), 3);
+  auto state = opt.state_tensors();
+  ASSERT_EQ(state.size(), 2u);
+  EXPECT_EQ(state[0].first, "w.exp_avg");
+  EXPECT_EQ(state[1].first, "w.exp_avg_sq");
+  expect_near_vec(state[0].second, m);
+  expect_near_vec(state[1].second, v);
+  EXPECT_EQ(state[0].second.storage()->category(), MemCategory::optimizer_state);
+}
+
+void sgd_expectation(double momentum, bool nesterov) {
+  const double lr = 0.1, wd = 0.01;
+  Tensor p = f32(kP0), g = f32(kGrads[0]);
+  SGD opt({ParamGroup{{{"w", p, g, {}}}, 1.0f, static_cast<float>(wd)}},
+          static_cast<float>(momentum), nesterov);
+  std::vector<double> ep = kP0, buf(4, 0);
+  for (int t = 1; t <= 3; ++t) {
+    g.copy_(f32(kGrads[t - 1]));
+    opt.step(static_cast<float>(lr));
+    for (int i = 0; i < 4; ++i) {  // torch.optim.SGD, dampening 0, float64
+      double d = kGrads[t - 1][i] + wd * ep[i];
+      if (momentum != 0) {
+        buf[i] = t == 1 ? d : momentum * buf[i] + d;
+        d = nesterov ? d + momentum * buf[i] : buf[i];
+      }
+      ep[i] -= lr * d;
+    }
+    expect_near_vec(p, ep);
+  }
+}
+
+TEST(SGD, ThreeStepsMatchTorchFormula) {
+  sgd_expectation(0.0, false);
+  sgd_expectation(0.9, false);
+  sgd_expectation(0.9, true);
+}
+
+TEST(Optimizer, LrScaleAndFrozenSlices) {
+  Tensor p1 = f32({1.0}), g1 = f32({1.0}), p2 = f32({1.0});
+  SGD opt({ParamGroup{{{"a", p1, g1, {}}}, 0.5f, 0.0f}, ParamGroup{{{"b", p2, Tensor(), {}}}}});
+  opt.step(0.2f);
+  EXPECT_FLOAT_EQ(p1.item(), 1.0f - 0.1f);
+  EXPECT_FLOAT_EQ(p2.item(), 1.0f);  // no gradient: skipped
+}
+
+TEST(Optimizer, SteppingAShardEqualsSteppingTheWholeBufferOnThatRange) {
+  Rng rng(3);
+  Tensor full_p = Tensor::randn(Shape{10}, rng), full_g = Tensor::randn(Shape{10}, rng);
+  Tensor shard_p = full_p.clone(), shard_g = full_g.clone();
+  AdamW whole({ParamGroup{{{"flat", full_p, full_g, {}}}, 1.0f, 0.1f}});
+  AdamW part(
+      {ParamGroup{{{"flat", shard_p.flat_range(3, 4), shard_g.flat_range(3, 4), {}}}, 1.0f, 0.1f}});
+  Tensor before = shard_p.clone();
+  for (int i = 0; i < 3; ++i) {
+    whole.step(1e-2f);
+    part.step(1e-2f);
+  }
+  EXPECT_TRUE(testing::bit_equal(shard_p.flat_range(3, 4), full_p.flat_range(3, 4)));
+  EXPECT_TRUE(testing::bit_equal(shard_p.flat_range(0, 3), before.flat_range(0, 3)));
+  EXPECT_TRUE(testing::bit_equal(shard_p.flat_range(7, 3), before.flat_range(7, 3)));
+}
+
+TEST(Optimizer, StateRestoresBitExactly) {
+  for (int which = 0; which < 2; ++which) {
+    Tensor p = f32(kP0), g = f32(kGrads[0]);
+    auto make = [&](Tensor param) -> std::unique_ptr<Optimizer> {
+      std::vector<ParamGroup> groups{ParamGroup{{{"w", param, g, {}}}, 1.0f, 0.05f}};
+      if (which == 0) return std::make_unique<AdamW>(groups);
+      return std::make_unique<SGD>(groups, 0.9f, false);
+    };
+    auto a = make(p);
+    a->step(0.01f);
+    a->step(0.01f);
+    // Save: parameters, state tensors, step count.
+    Tensor saved_p = p.clone();
+    std::vector<Tensor> saved;
+    for (auto& [name, t] : a->state_tensors()) saved.push_back(t.clone());
+    int64_t saved_step = a->step_count();
+    a->step(0.01f);
+    // Restore into a fresh optimizer and take the same third step.
+    Tensor q = saved_p.clone();
+    auto b = make(q);
+    auto state = b->state_tensors();
+    ASSERT_EQ(state.size(), saved.size());
+    for (size_t i = 0; i < saved.size(); ++i) state[i].second.copy_(saved[i]);
+    b->set_step_count(saved_step);
+    b->step(0.01f);
+    EXPECT_TRUE(testing::bit_equal(q, p)) << a->name();
+  }
+}
+
+TEST(Optimizer, RejectsMismatchedSlices) {
+  EXPECT_THROW(AdamW({ParamGroup{{{"w", f32({1, 2}), f32({1}), {}}}}}), Error);
+  EXPECT_THROW(AdamW({ParamGroup{{{"w", f32({1}).to(DType::bf16), f32({1}), {}}}}}), Error);
+}
+
+}  // namespace
+}  // namespace braid::optim
