@@ -1,0 +1,65 @@
+// ModelConfig: the shape of a decoder-only transformer, GPT-2 or LLaMA family, read from and
+// written to HuggingFace config.json field names, or taken from a named preset.
+//
+// GPT-2 fields: model_type "gpt2", vocab_size, n_positions, n_embd, n_layer, n_head, n_inner,
+// layer_norm_epsilon, activation_function ("gelu_new"/"gelu_pytorch_tanh"), tie_word_embeddings.
+// LLaMA fields: model_type "llama", vocab_size, hidden_size, intermediate_size,
+// num_hidden_layers, num_attention_heads, num_key_value_heads, rms_norm_eps, rope_theta,
+// max_position_embeddings, tie_word_embeddings, hidden_act ("silu").
+// Fields HF writes that do not change the math (dropouts, token ids, torch_dtype, ...) are
+// accepted; fields that would change it to something braid does not implement (rope_scaling,
+// attention_bias, ...) and unknown fields are errors naming the field.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace braid::nn {
+
+enum class ModelArch { gpt2, llama };
+
+struct ModelConfig {
+  ModelArch arch = ModelArch::gpt2;
+  int64_t vocab_size = 50257;
+  int64_t max_seq_len = 1024;  // n_positions / max_position_embeddings
+  int64_t d_model = 768;       // n_embd / hidden_size
+  int64_t n_layer = 12;
+  int64_t n_head = 12;
+  int64_t n_kv_head = 12;  // GQA key/value heads (= n_head for GPT-2)
+  int64_t d_ff = 3072;     // MLP hidden width: n_inner (default 4 * n_embd) / intermediate_size
+  double norm_eps = 1e-5;  // layer_norm_epsilon / rms_norm_eps
+  double rope_theta = 10000.0;
+  bool tie_word_embeddings = true;
+  int64_t bos_token_id = -1;  // -1: not set; carried through config.json round trips
+  int64_t eos_token_id = -1;
+  // braid-only (not part of config.json): rerun each block's forward in backward.
+  bool activation_checkpointing = false;
+
+  bool is_gpt2() const { return arch == ModelArch::gpt2; }
+  bool is_llama() const { return arch == ModelArch::llama; }
+  bool has_bias() const { return is_gpt2(); }
+  int64_t head_size() const { return d_model / n_head; }
+  std::string_view model_type() const { return is_gpt2() ? "gpt2" : "llama"; }
+
+  // Throws naming the field and the numbers when the shape is inconsistent.
+  void validate() const;
+  // Closed form of the number of parameters (tied embeddings counted once).
+  int64_t num_parameters() const;
+  std::string summary() const;  // "gpt2: 12 layers, 12 heads, d_model 768, ..."
+
+  static ModelConfig from_hf_json(std::string_view json_text,
+                                  std::string_view source = "config.json");
+  static ModelConfig from_hf_file(const std::filesystem::path& path);
+  std::string to_hf_json() const;  // pretty-printed config.json text
+  void save_hf_file(const std::filesystem::path& path) const;
+
+  // gpt2-tiny, gpt2-small (124M), gpt2-medium, gpt2-large, gpt2-xl, bench-small,
+  // llama-tiny, llama-7b. Unknown names throw listing the known ones.
+  static ModelConfig preset(std::string_view name);
+  static std::vector<std::string> preset_names();
+};
+
+}  // namespace braid::nn

@@ -1,0 +1,15 @@
+#include "braid/nn/rms_norm.h"
+
+#include "braid/autograd/functions.h"
+
+namespace braid::nn {
+
+RMSNorm::RMSNorm(int64_t dim, float eps) : eps_(eps) {
+  weight_ = register_parameter("weight", Shape{dim}, {0.0f, 1.0f});
+}
+
+Variable RMSNorm::forward(const Variable& x) {
+  return autograd::rmsnorm(x, weight_->var, eps_);
+}
+
+}  // namespace braid::nn

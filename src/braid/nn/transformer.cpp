@@ -1,0 +1,107 @@
+#include "braid/nn/transformer.h"
+
+#include "braid/autograd/functions.h"
+#include "braid/kernels/ops.h"
+#include "braid/nn/layer_norm.h"
+#include "braid/nn/rms_norm.h"
+
+namespace braid::nn {
+
+namespace {
+// A plain named container ("transformer", "model").
+class Container : public Module {
+ public:
+  using Module::register_module;
+};
+}  // namespace
+
+Transformer::Transformer(const ModelConfig& cfg, const TransformerOptions& opts) : cfg_(cfg) {
+  cfg_.validate();
+  const bool g = cfg_.is_gpt2();
+  const int64_t C = cfg_.d_model;
+  const float eps = static_cast<float>(cfg_.norm_eps);
+  // Declaration order = first use in forward = flat layout.
+  auto* trunk = register_module(g ? "transformer" : "model", std::make_unique<Container>());
+  wte_ = trunk->register_module(g ? "wte" : "embed_tokens",
+                                std::make_unique<Embedding>(cfg_.vocab_size, C));
+  if (g) wpe_ = trunk->register_module("wpe", std::make_unique<Embedding>(cfg_.max_seq_len, C));
+  blocks_ = trunk->register_module(g ? "h" : "layers", std::make_unique<ModuleList<Block>>());
+  for (int64_t i = 0; i < cfg_.n_layer; ++i) blocks_->append(std::make_unique<Block>(cfg_));
+  if (g) {
+    final_norm_ = trunk->register_module("ln_f", std::make_unique<LayerNorm>(C, eps));
+  } else {
+    final_norm_ = trunk->register_module("norm", std::make_unique<RMSNorm>(C, eps));
+  }
+  if (!cfg_.tie_word_embeddings) {
+    lm_head_ = register_module("lm_head", std::make_unique<Linear>(C, cfg_.vocab_size, false));
+  }
+
+  flat_ = FlatBuffer(*this, opts.allocate_grads);
+  if (opts.init_weights) flat_.init(opts.seed);
+
+  std::vector<Module*> emb{wte_};
+  if (wpe_) emb.push_back(wpe_);
+  units_.push_back({"embeddings", emb, flat_.range_of(emb)});
+  for (size_t i = 0; i < blocks_->size(); ++i) {
+    std::vector<Module*> m{&(*blocks_)[i]};
+    units_.push_back({"block." + std::to_string(i), m, flat_.range_of(m)});
+  }
+  std::vector<Module*> head{final_norm_};
+  if (lm_head_) head.push_back(lm_head_);
+  units_.push_back({"head", head, flat_.range_of(head)});
+}
+
+Variable& Transformer::head_weight() {
+  return lm_head_ ? lm_head_->weight() : wte_->weight();
+}
+
+void Transformer::check_ids(const Tensor& ids, const char* what) const {
+  BRAID_CHECK(ids.defined() && ids.dtype() == DType::i32 && ids.dim() == 2, "Transformer: ", what,
+              " must be an i32 tensor [B, T], got ",
+              ids.defined() ? std::string(dtype_name(ids.dtype())) + " " + ids.shape().str()
+                            : std::string("undefined"));
+  BRAID_CHECK(ids.size(1) <= cfg_.max_seq_len, "Transformer: ", what, " has sequence length ",
+              ids.size(1), " > max_seq_len ", cfg_.max_seq_len);
+}
+
+Variable Transformer::hidden(const Tensor& ids) {
+  check_ids(ids, "ids");
+  Variable x = (*wte_)(ids, wpe_);  // [B, T, C]
+  for (size_t i = 0; i < blocks_->size(); ++i) {
+    Block* b = &(*blocks_)[i];
+    if (cfg_.activation_checkpointing && autograd::grad_enabled()) {
+      x = autograd::checkpoint([b](const Variable& v) { return (*b)(v); }, x);
+    } else {
+      x = (*b)(x);
+    }
+  }
+  return (*final_norm_)(x);
+}
+
+Variable Transformer::loss(const Tensor& ids, const Tensor& targets, double denominator,
+                           int32_t ignore_index) {
+  check_ids(targets, "targets");
+  BRAID_CHECK(targets.shape() == ids.shape(), "Transformer::loss: targets ", targets.shape().str(),
+              " do not match ids ", ids.shape().str());
+  const int64_t N = ids.numel();
+  Variable x = autograd::reshape(hidden(ids), Shape{N, cfg_.d_model});
+  if (lm_head_) lm_head_->enter_forward();
+  Variable l = autograd::lm_head_cross_entropy(x, head_weight(), targets.view(Shape{N}),
+                                               denominator, ignore_index);
+  if (lm_head_) l = lm_head_->exit_forward(l);
+  return l;
+}
+
+Tensor Transformer::logits(const Tensor& ids) {
+  autograd::NoGradGuard no_grad;
+  Variable x = hidden(ids);
+  const int64_t B = ids.size(0), T = ids.size(1);
+  Tensor out = Tensor::empty(Shape{B * T, cfg_.vocab_size}, DType::f32, MemCategory::activations);
+  if (lm_head_) lm_head_->enter_forward();
+  kernels::lm_head_logits(out, x.value().view(Shape{B * T, cfg_.d_model}), head_weight().value());
+  Tensor logits = out.view(Shape{B, T, cfg_.vocab_size});
+  if (lm_head_) lm_head_->exit_forward(Variable(logits));
+  return logits;
+}
+
+}  // namespace braid::nn
