@@ -1,0 +1,57 @@
+// Column slices of a row-major matrix (GPT-2's fused qkv projection).
+//   inp[N,CT], out[N,W]: copy_columns out = inp[:, start:start+W]
+//   dinp[N,CT], dout[N,W]: add_columns dinp[:, start:start+W] += dout
+#include "braid/kernels/cpu/common.h"
+#include "braid/kernels/ops.h"
+
+namespace braid::kernels {
+
+using namespace cpu;
+
+namespace {
+
+void check_columns(const char* op, const char* wide_name, const Tensor& wide,
+                   const char* narrow_name, const Tensor& narrow, int64_t start) {
+  check_float(op, wide_name, wide);
+  check_same_dtype(op, narrow_name, narrow, wide_name, wide);
+  int64_t W = cols_of(narrow), CT = cols_of(wide);
+  BRAID_CHECK(rows_of(wide) == rows_of(narrow), op, ": ", wide_name, " ", wide.shape().str(),
+              " and ", narrow_name, " ", narrow.shape().str(), " have different row counts");
+  BRAID_CHECK(start >= 0 && start + W <= CT, op, ": columns [", start, ", ", start + W,
+              ") out of range for ", wide_name, " ", wide.shape().str());
+}
+
+}  // namespace
+
+void copy_columns(Tensor& out, const Tensor& inp, int64_t start) {
+  const char* op = "copy_columns";
+  check_cpu(op, {&out, &inp});
+  check_columns(op, "inp", inp, "out", out, start);
+  int64_t N = rows_of(out), W = cols_of(out), CT = cols_of(inp);
+  dispatch_float(inp.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = inp.data<T>() + start;
+    T* dst = out.data<T>();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t w = 0; w < W; ++w) dst[n * W + w] = src[n * CT + w];
+  });
+}
+
+void add_columns(Tensor& dinp, const Tensor& dout, int64_t start) {
+  const char* op = "add_columns";
+  check_cpu(op, {&dinp, &dout});
+  check_columns(op, "dinp", dinp, "dout", dout, start);
+  int64_t N = rows_of(dout), W = cols_of(dout), CT = cols_of(dinp);
+  dispatch_float(dinp.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = dout.data<T>();
+    T* dst = dinp.data<T>() + start;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t w = 0; w < W; ++w)
+        st(&dst[n * CT + w], ld(&dst[n * CT + w]) + ld(&src[n * W + w]));
+  });
+}
+
+}  // namespace braid::kernels

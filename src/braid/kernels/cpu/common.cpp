@@ -1,0 +1,110 @@
+#include "braid/kernels/cpu/common.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <memory>
+
+#include "braid/kernels/device.h"
+
+namespace braid::kernels::cpu {
+
+void load_row(float* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+void load_row(float* dst, const bf16* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_bits_to_f32(src[i].bits);
+}
+void store_row(float* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+void store_row(bf16* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i].bits = f32_to_bf16_bits(src[i]);
+}
+void add_row(float* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+void add_row(bf16* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i].bits = f32_to_bf16_bits(ld(&dst[i]) + src[i]);
+}
+
+void check_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    if (t && t->defined() && !t->device().is_cpu()) unsupported_device(t->device(), op);
+  }
+}
+
+void check_defined(const char* op, const char* name, const Tensor& t) {
+  BRAID_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
+}
+
+void check_dtype(const char* op, const char* name, const Tensor& t, DType want) {
+  check_defined(op, name, t);
+  BRAID_CHECK(t.dtype() == want, op, ": ", name, " has dtype ", dtype_name(t.dtype()),
+              ", expected ", dtype_name(want));
+}
+
+void check_float(const char* op, const char* name, const Tensor& t) {
+  check_defined(op, name, t);
+  BRAID_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16, op, ": ", name, " has dtype ",
+              dtype_name(t.dtype()), ", expected f32 or bf16");
+}
+
+void check_same_dtype(const char* op, const char* name, const Tensor& t, const char* ref_name,
+                      const Tensor& ref) {
+  check_defined(op, name, t);
+  BRAID_CHECK(t.dtype() == ref.dtype(), op, ": ", name, " has dtype ", dtype_name(t.dtype()),
+              " but ", ref_name, " has dtype ", dtype_name(ref.dtype()));
+}
+
+void check_shape(const char* op, const char* name, const Tensor& t, const Shape& want) {
+  check_defined(op, name, t);
+  BRAID_CHECK(t.shape() == want, op, ": ", name, " has shape ", t.shape().str(), ", expected ",
+              want.str());
+}
+
+void check_numel(const char* op, const char* name, const Tensor& t, int64_t want) {
+  check_defined(op, name, t);
+  BRAID_CHECK(t.numel() == want, op, ": ", name, " of shape ", t.shape().str(), " has ", t.numel(),
+              " elements, expected ", want);
+}
+
+int64_t cols_of(const Tensor& t) {
+  return t.dim() == 0 ? 1 : t.size(t.dim() - 1);
+}
+int64_t rows_of(const Tensor& t) {
+  int64_t c = cols_of(t);
+  return c == 0 ? 0 : t.numel() / c;
+}
+
+void* scratch_raw(int slot, size_t bytes) {
+  struct Buffer {
+    std::unique_ptr<std::byte[], void (*)(std::byte*)> data{nullptr, [](std::byte*) {}};
+    size_t size = 0;
+  };
+  thread_local std::array<Buffer, 8> buffers;
+  BRAID_CHECK(slot >= 0 && slot < static_cast<int>(buffers.size()), "scratch slot ", slot,
+              " out of range");
+  Buffer& b = buffers[static_cast<size_t>(slot)];
+  if (b.size < bytes) {
+    size_t want = (std::max(bytes, b.size + b.size / 2) + 63) / 64 * 64;
+    auto* p = static_cast<std::byte*>(std::aligned_alloc(64, want));
+    if (!p)
+      throw OutOfMemory(
+          detail::concat("kernel scratch: out of host memory allocating ", want, " bytes"));
+    b.data = {p, [](std::byte* q) { std::free(q); }};
+    b.size = want;
+  }
+  return b.data.get();
+}
+
+double* scratch_f64(int slot, int64_t n) {
+  thread_local std::array<std::vector<double>, 4> buffers;
+  BRAID_CHECK(slot >= 0 && slot < static_cast<int>(buffers.size()), "scratch_f64 slot ", slot,
+              " out of range");
+  auto& b = buffers[static_cast<size_t>(slot)];
+  if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
+  return b.data();
+}
+
+}  // namespace braid::kernels::cpu

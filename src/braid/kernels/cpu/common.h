@@ -1,0 +1,104 @@
+// Helpers shared by the CPU kernels (internal to kernels/): dtype dispatch, f32/bf16 element
+// access, argument checks that name the op, the argument and the numbers, and per-thread
+// scratch buffers (thread_local, so two ranks running as threads never share one).
+#pragma once
+
+#include <omp.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "braid/core/tensor.h"
+
+namespace braid::kernels::cpu {
+
+// ---- element access (bf16 is computed in f32, stored rounded to nearest even) ----
+inline float ld(const float* p) {
+  return *p;
+}
+inline float ld(const bf16* p) {
+  return bf16_bits_to_f32(p->bits);
+}
+inline void st(float* p, float v) {
+  *p = v;
+}
+inline void st(bf16* p, float v) {
+  p->bits = f32_to_bf16_bits(v);
+}
+
+// Row conversions (vectorisable).
+void load_row(float* dst, const float* src, int64_t n);
+void load_row(float* dst, const bf16* src, int64_t n);
+void store_row(float* dst, const float* src, int64_t n);
+void store_row(bf16* dst, const float* src, int64_t n);
+// dst += src (dst in its own dtype, src f32)
+void add_row(float* dst, const float* src, int64_t n);
+void add_row(bf16* dst, const float* src, int64_t n);
+
+// Calls fn(T{}) with T = float or bf16 according to dtype; other dtypes throw naming op.
+template <typename Fn>
+decltype(auto) dispatch_float(DType dtype, const char* op, Fn&& fn) {
+  if (dtype == DType::f32) return fn(float{});
+  if (dtype == DType::bf16) return fn(bf16{});
+  BRAID_THROW(op, ": unsupported dtype ", dtype_name(dtype), " (expected f32 or bf16)");
+}
+
+// ---- checks ----
+// Every tensor must live on the CPU; a tensor elsewhere throws "<backend> does not support
+// <op>" through the device seam (no_cuda.cpp).
+void check_cpu(const char* op, std::initializer_list<const Tensor*> tensors);
+void check_defined(const char* op, const char* name, const Tensor& t);
+void check_dtype(const char* op, const char* name, const Tensor& t, DType want);
+void check_float(const char* op, const char* name, const Tensor& t);  // f32 or bf16
+void check_same_dtype(const char* op, const char* name, const Tensor& t, const char* ref_name,
+                      const Tensor& ref);
+void check_shape(const char* op, const char* name, const Tensor& t, const Shape& want);
+void check_numel(const char* op, const char* name, const Tensor& t, int64_t want);
+// Rows and columns of t viewed as [N, C] over its last dimension.
+int64_t rows_of(const Tensor& t);
+int64_t cols_of(const Tensor& t);
+
+// ---- scratch ----
+// Per-thread growable, 64-byte aligned buffers; slot picks one of several independent
+// buffers so a kernel can hold a few at once (slots 6 and 7 belong to the GEMM seam).
+// Contents are undefined on return. thread_local: ranks-as-threads never share one.
+void* scratch_raw(int slot, size_t bytes);
+inline float* scratch(int slot, int64_t n) {
+  return static_cast<float*>(scratch_raw(slot, static_cast<size_t>(n) * sizeof(float)));
+}
+inline bf16* scratch_bf16(int slot, int64_t n) {
+  return static_cast<bf16*>(scratch_raw(slot, static_cast<size_t>(n) * sizeof(bf16)));
+}
+double* scratch_f64(int slot, int64_t n);
+
+// exp(x) for f32 in a branch-free, vectorisable form (Cephes polynomial, ~2 ulp on
+// [-87, 88]; below that it returns 0, above it saturates near FLT_MAX's exponent).
+inline float fast_exp(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  float n = __builtin_roundevenf(x * 1.44269504088896341f);
+  float r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t e = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  __builtin_memcpy(&scale, &e, 4);
+  return x <= -87.0f ? 0.0f : p * scale;
+}
+// tanh through exp: 1 - 2 / (exp(2x) + 1), vectorisable.
+inline float fast_tanh(float x) {
+  return 1.0f - 2.0f / (fast_exp(2.0f * x) + 1.0f);
+}
+
+// Number of OpenMP threads a parallel region in a kernel should use.
+inline int num_threads() {
+  return omp_get_max_threads();
+}
+
+}  // namespace braid::kernels::cpu

@@ -1,0 +1,188 @@
+// LM head fused with softmax cross-entropy, in chunks of rows: never N x V logits at once.
+//   x[N,C], weight[V,C], targets[N] i32 (ignore_index rows count for nothing), lse[N] f32
+//   forward, per chunk of R rows: logits[R,V] = x_r @ weight^T (GEMM into per-thread scratch),
+//     lse = logsumexp(logits row), loss += lse - logits[target]; returns the summed loss
+//   backward, per chunk: recompute logits, dlogits = (softmax - onehot) * scale (0 for
+//     ignored rows), dx_r += dlogits @ weight, dweight += dlogits^T @ x_r
+// bf16: logits accumulate in f32; dlogits are rounded to bf16 for the two backward GEMMs
+// (as autocast does) and dweight accumulates over chunks in an f32 scratch of [V,C].
+#include <cmath>
+
+#include "braid/kernels/cpu/common.h"
+#include "braid/kernels/cpu/gemm.h"
+#include "braid/kernels/ops.h"
+
+namespace braid::kernels {
+
+using namespace cpu;
+
+namespace {
+
+constexpr int64_t kChunk = 256;  // rows per chunk: logits scratch of kChunk * V floats
+
+struct CeDims {
+  int64_t N, C, V;
+};
+
+CeDims check_ce(const char* op, const Tensor& x, const Tensor& weight, const Tensor& targets,
+                int32_t ignore_index) {
+  check_float(op, "x", x);
+  check_same_dtype(op, "weight", weight, "x", x);
+  BRAID_CHECK(weight.dim() == 2, op, ": weight must be [V,C], got ", weight.shape().str());
+  CeDims d{rows_of(x), weight.size(1), weight.size(0)};
+  BRAID_CHECK(cols_of(x) == d.C, op, ": x ", x.shape().str(), " has C=", cols_of(x), " but weight ",
+              weight.shape().str(), " has C=", d.C);
+  check_dtype(op, "targets", targets, DType::i32);
+  BRAID_CHECK(targets.numel() == d.N, op, ": targets ", targets.shape().str(), " has ",
+              targets.numel(), " entries for ", d.N, " rows of x ", x.shape().str());
+  const int32_t* t = targets.data<int32_t>();
+  for (int64_t n = 0; n < d.N; ++n) {
+    BRAID_CHECK(t[n] == ignore_index || (t[n] >= 0 && t[n] < d.V), op, ": target id ", t[n],
+                " at position ", n, " (flat offset in targets ", targets.shape().str(),
+                ") is out of range for vocab size ", d.V, " (ignore_index ", ignore_index, ")");
+  }
+  return d;
+}
+
+// logits[R,V] = x[r0:r0+R] @ weight^T in f32.
+template <typename T>
+void chunk_logits(float* logits, const T* x, const T* w, int64_t R, const CeDims& d) {
+  gemm(false, true, R, d.V, d.C, 1.0f, x, d.C, w, d.C, 0.0f, logits, d.V);
+}
+
+float row_lse(const float* z, int64_t V) {
+  float m = -INFINITY;
+  for (int64_t v = 0; v < V; ++v) m = std::max(m, z[v]);
+  float s = 0;
+  for (int64_t v = 0; v < V; ++v) s += fast_exp(z[v] - m);
+  return m + std::log(s);
+}
+
+}  // namespace
+
+double lm_head_ce_forward(Tensor& lse, int64_t* count, const Tensor& x, const Tensor& weight,
+                          const Tensor& targets, int32_t ignore_index) {
+  const char* op = "lm_head_ce_forward";
+  check_cpu(op, {&lse, &x, &weight, &targets});
+  CeDims d = check_ce(op, x, weight, targets, ignore_index);
+  check_dtype(op, "lse", lse, DType::f32);
+  check_numel(op, "lse", lse, d.N);
+  const int32_t* tg = targets.data<int32_t>();
+  float* pl = lse.data<float>();
+  double* row_loss = scratch_f64(1, d.N);
+  float* logits = scratch(2, std::min(kChunk, d.N) * d.V);
+  dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t r0 = 0; r0 < d.N; r0 += kChunk) {
+      int64_t R = std::min(kChunk, d.N - r0);
+      chunk_logits(logits, x.data<T>() + r0 * d.C, weight.data<T>(), R, d);
+#pragma omp parallel for schedule(static)
+      for (int64_t r = 0; r < R; ++r) {
+        const float* z = logits + r * d.V;
+        float l = row_lse(z, d.V);
+        pl[r0 + r] = l;
+        int32_t t = tg[r0 + r];
+        row_loss[r0 + r] = t == ignore_index ? 0.0 : static_cast<double>(l - z[t]);
+      }
+    }
+  });
+  double loss = 0;
+  int64_t counted = 0;
+  for (int64_t n = 0; n < d.N; ++n) {
+    loss += row_loss[n];
+    counted += tg[n] != ignore_index;
+  }
+  if (count) *count = counted;
+  return loss;
+}
+
+void lm_head_ce_backward(Tensor* dx, Tensor* dweight, const Tensor& x, const Tensor& weight,
+                         const Tensor& targets, const Tensor& lse, float scale,
+                         int32_t ignore_index) {
+  const char* op = "lm_head_ce_backward";
+  check_cpu(op, {dx, dweight, &x, &weight, &targets, &lse});
+  CeDims d = check_ce(op, x, weight, targets, ignore_index);
+  check_dtype(op, "lse", lse, DType::f32);
+  check_numel(op, "lse", lse, d.N);
+  if (dx) check_same_dtype(op, "dx", *dx, "x", x), check_numel(op, "dx", *dx, d.N * d.C);
+  if (dweight) {
+    check_same_dtype(op, "dweight", *dweight, "x", x);
+    check_numel(op, "dweight", *dweight, d.V * d.C);
+  }
+  if (!dx && !dweight) return;
+  const int32_t* tg = targets.data<int32_t>();
+  const float* pl = lse.data<float>();
+  float* logits = scratch(2, std::min(kChunk, d.N) * d.V);
+  dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr bool kF32 = std::is_same_v<T, float>;
+    const T* w = weight.data<T>();
+    float* dw_acc = nullptr;  // bf16: f32 accumulator for dweight across chunks
+    if (!kF32 && dweight) {
+      dw_acc = scratch(3, d.V * d.C);
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < d.V * d.C; ++i) dw_acc[i] = 0.0f;
+    }
+    for (int64_t r0 = 0; r0 < d.N; r0 += kChunk) {
+      int64_t R = std::min(kChunk, d.N - r0);
+      const T* xr = x.data<T>() + r0 * d.C;
+      chunk_logits(logits, xr, w, R, d);
+#pragma omp parallel for schedule(static)
+      for (int64_t r = 0; r < R; ++r) {
+        float* z = logits + r * d.V;
+        int32_t t = tg[r0 + r];
+        if (t == ignore_index) {
+          for (int64_t v = 0; v < d.V; ++v) z[v] = 0.0f;
+          continue;
+        }
+        float l = pl[r0 + r];
+        for (int64_t v = 0; v < d.V; ++v) z[v] = fast_exp(z[v] - l) * scale;
+        z[t] -= scale;
+      }
+      if constexpr (kF32) {
+        if (dx)
+          gemm(false, false, R, d.C, d.V, 1.0f, logits, d.V, w, d.C, 1.0f,
+               dx->data<float>() + r0 * d.C, d.C);
+        if (dweight)
+          gemm(true, false, d.V, d.C, R, 1.0f, logits, d.V, xr, d.C, 1.0f, dweight->data<float>(),
+               d.C);
+      } else {
+        bf16* dl = scratch_bf16(4, R * d.V);
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < R * d.V; ++i) st(&dl[i], logits[i]);
+        if (dx) {
+          float* tmp = scratch(5, R * d.C);
+          gemm(false, false, R, d.C, d.V, 1.0f, dl, d.V, w, d.C, 0.0f, tmp, d.C);
+          T* dxr = dx->data<T>() + r0 * d.C;
+#pragma omp parallel for schedule(static)
+          for (int64_t i = 0; i < R * d.C; ++i) st(&dxr[i], ld(&dxr[i]) + tmp[i]);
+        }
+        if (dweight) gemm(true, false, d.V, d.C, R, 1.0f, dl, d.V, xr, d.C, 1.0f, dw_acc, d.C);
+      }
+    }
+    if (dw_acc) {
+      T* dwp = dweight->data<T>();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < d.V * d.C; ++i) st(&dwp[i], ld(&dwp[i]) + dw_acc[i]);
+    }
+  });
+}
+
+void lm_head_logits(Tensor& logits, const Tensor& x, const Tensor& weight) {
+  const char* op = "lm_head_logits";
+  check_cpu(op, {&logits, &x, &weight});
+  check_float(op, "x", x);
+  check_same_dtype(op, "weight", weight, "x", x);
+  check_dtype(op, "logits", logits, DType::f32);
+  BRAID_CHECK(weight.dim() == 2 && cols_of(x) == weight.size(1), op, ": x ", x.shape().str(),
+              " and weight ", weight.shape().str(), " disagree on C");
+  CeDims d{rows_of(x), weight.size(1), weight.size(0)};
+  BRAID_CHECK(logits.numel() == d.N * d.V && cols_of(logits) == d.V, op, ": logits has shape ",
+              logits.shape().str(), ", expected [", d.N, ",", d.V, "]");
+  dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    chunk_logits(logits.data<float>(), x.data<T>(), weight.data<T>(), d.N, d);
+  });
+}
+
+}  // namespace braid::kernels

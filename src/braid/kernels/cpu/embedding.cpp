@@ -1,0 +1,130 @@
+// Token (+ position) embedding.
+//   ids[B,T] i32 (a 1-D ids is [1,T]), wte[V,C], wpe[maxT,C] (optional, T <= maxT),
+//   out[B,T,C] = wte[ids[b,t]] + wpe[t]
+//   backward: dwte[ids[b,t]] += dout[b,t]; dwpe[t] += sum_b dout[b,t]
+// Ids are validated before any write: an id outside [0, V) throws naming its flat offset.
+// The backward is race-free and deterministic: thread k owns the vocabulary rows
+// v % nthreads == k and visits positions in order.
+#include "braid/kernels/cpu/common.h"
+#include "braid/kernels/ops.h"
+
+namespace braid::kernels {
+
+using namespace cpu;
+
+namespace {
+
+struct EmbedDims {
+  int64_t B, T, C, V;
+};
+
+EmbedDims check_embedding(const char* op, const Tensor& ids, const Tensor& table,
+                          const char* table_name, const Tensor* pos, const char* pos_name) {
+  check_dtype(op, "ids", ids, DType::i32);
+  check_float(op, table_name, table);
+  BRAID_CHECK(table.dim() == 2, op, ": ", table_name, " must be [V,C], got ", table.shape().str());
+  BRAID_CHECK(ids.dim() == 1 || ids.dim() == 2, op, ": ids must be [B,T] or [T], got ",
+              ids.shape().str());
+  EmbedDims d{ids.dim() == 2 ? ids.size(0) : 1, ids.size(-1), table.size(1), table.size(0)};
+  if (pos) {
+    check_same_dtype(op, pos_name, *pos, table_name, table);
+    BRAID_CHECK(pos->dim() == 2 && pos->size(1) == d.C, op, ": ", pos_name, " ", pos->shape().str(),
+                " must be [maxT,", d.C, "]");
+    BRAID_CHECK(d.T <= pos->size(0), op, ": sequence length T=", d.T, " exceeds ", pos_name,
+                " rows maxT=", pos->size(0));
+  }
+  const int32_t* id = ids.data<int32_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    BRAID_CHECK(id[i] >= 0 && id[i] < d.V, op, ": token id ", id[i], " at position ", i,
+                " (flat offset in ids ", ids.shape().str(), ") is out of range for vocab size ",
+                d.V);
+  }
+  return d;
+}
+
+}  // namespace
+
+void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& wte, const Tensor* wpe) {
+  const char* op = "embedding_forward";
+  check_cpu(op, {&out, &ids, &wte, wpe});
+  EmbedDims d = check_embedding(op, ids, wte, "wte", wpe, "wpe");
+  check_same_dtype(op, "out", out, "wte", wte);
+  BRAID_CHECK(out.numel() == d.B * d.T * d.C, op, ": out has shape ", out.shape().str(),
+              ", expected [", d.B, ",", d.T, ",", d.C, "]");
+  const int32_t* id = ids.data<int32_t>();
+  int64_t C = d.C, T = d.T;
+  dispatch_float(wte.dtype(), op, [&](auto tag) {
+    using T_ = decltype(tag);
+    const T_* w = wte.data<T_>();
+    const T_* p = wpe ? wpe->data<T_>() : nullptr;
+    T_* o = out.data<T_>();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < d.B * T; ++n) {
+      const T_* wr = w + static_cast<int64_t>(id[n]) * C;
+      T_* orow = o + n * C;
+      if (p) {
+        const T_* pr = p + (n % T) * C;
+        for (int64_t c = 0; c < C; ++c) st(&orow[c], ld(&wr[c]) + ld(&pr[c]));
+      } else {
+        for (int64_t c = 0; c < C; ++c) orow[c] = wr[c];
+      }
+    }
+  });
+}
+
+void embedding_backward(Tensor* dwte, Tensor* dwpe, const Tensor& dout, const Tensor& ids) {
+  const char* op = "embedding_backward";
+  check_cpu(op, {dwte, dwpe, &dout, &ids});
+  check_float(op, "dout", dout);
+  if (!dwte && !dwpe) return;
+  BRAID_CHECK(dwte || ids.dtype() == DType::i32, op, ": ids must be i32");
+  // Validate against dwte when given (its rows are the vocabulary); dwpe alone needs C only.
+  EmbedDims d{};
+  if (dwte) {
+    d = check_embedding(op, ids, *dwte, "dwte", dwpe, "dwpe");
+    check_same_dtype(op, "dout", dout, "dwte", *dwte);
+  } else {
+    check_dtype(op, "ids", ids, DType::i32);
+    check_same_dtype(op, "dout", dout, "dwpe", *dwpe);
+    d = {ids.dim() == 2 ? ids.size(0) : 1, ids.size(-1), dwpe->size(-1), 0};
+    BRAID_CHECK(dwpe->dim() == 2 && d.T <= dwpe->size(0), op, ": dwpe ", dwpe->shape().str(),
+                " cannot hold T=", d.T, " positions");
+  }
+  BRAID_CHECK(dout.numel() == d.B * d.T * d.C, op, ": dout has shape ", dout.shape().str(),
+              ", expected [", d.B, ",", d.T, ",", d.C, "]");
+  const int32_t* id = ids.data<int32_t>();
+  int64_t C = d.C, T = d.T, N = d.B * d.T;
+  dispatch_float(dout.dtype(), op, [&](auto tag) {
+    using T_ = decltype(tag);
+    const T_* g = dout.data<T_>();
+    if (dwte) {
+      T_* w = dwte->data<T_>();
+#pragma omp parallel
+      {
+        int nt = omp_get_num_threads(), k = omp_get_thread_num();
+        for (int64_t n = 0; n < N; ++n) {
+          if (id[n] % nt != k) continue;
+          T_* wr = w + static_cast<int64_t>(id[n]) * C;
+          const T_* gr = g + n * C;
+          for (int64_t c = 0; c < C; ++c) st(&wr[c], ld(&wr[c]) + ld(&gr[c]));
+        }
+      }
+    }
+    if (dwpe) {
+      T_* p = dwpe->data<T_>();
+#pragma omp parallel for schedule(static)
+      for (int64_t t = 0; t < T; ++t) {
+        float* acc = scratch(0, C);  // per thread; one rounding per element for bf16
+        T_* pr = p + t * C;
+        load_row(acc, pr, C);
+        for (int64_t b = 0; b < d.B; ++b) {
+          const T_* gr = g + (b * T + t) * C;
+          for (int64_t c = 0; c < C; ++c) acc[c] += ld(&gr[c]);
+        }
+        store_row(pr, acc, C);
+      }
+    }
+  });
+}
+
+}  // namespace braid::kernels

@@ -1,0 +1,134 @@
+// GEMM through oneDNN's matmul primitive (f32 and bf16 -> f32). Primitives are cached per
+// shape in a thread_local map: creating one costs tens of microseconds, executing a cached
+// one does not, and thread_local keeps ranks-as-threads independent (no global state).
+// Note [oneDNN threads]: oneDNN here is built on GNU OpenMP, so it uses the calling thread's
+// omp_get_max_threads(), like every other kernel; called inside a parallel region it runs
+// on one thread.
+#include <dnnl.hpp>
+
+#include <cstring>
+#include <tuple>
+#include <unordered_map>
+
+#include "braid/core/error.h"
+#include "braid/kernels/cpu/gemm.h"
+#include "braid/kernels/ops.h"
+
+namespace braid::kernels {
+
+const char* gemm_backend_name() {
+  return "onednn";
+}
+
+namespace cpu {
+namespace {
+
+using dt = dnnl::memory::data_type;
+
+struct Key {
+  int64_t m, n, k, lda, ldb, ldc;
+  uint32_t alpha_bits, beta_bits;
+  bool ta, tb, has_bias;
+  dt type;
+  bool operator==(const Key& o) const {
+    return std::tie(m, n, k, lda, ldb, ldc, alpha_bits, beta_bits, ta, tb, has_bias, type) ==
+           std::tie(o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.alpha_bits, o.beta_bits, o.ta, o.tb,
+                    o.has_bias, o.type);
+  }
+};
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    mix(k.m), mix(k.n), mix(k.k), mix(k.lda), mix(k.ldb), mix(k.ldc), mix(k.alpha_bits);
+    mix(k.beta_bits), mix(k.ta), mix(k.tb), mix(k.has_bias), mix(static_cast<uint64_t>(k.type));
+    return h;
+  }
+};
+
+struct Entry {
+  dnnl::matmul prim;
+  dnnl::memory::desc a, b, c, bias;
+};
+
+struct Context {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::unordered_map<Key, Entry, KeyHash> cache;
+};
+
+Context& context() {
+  thread_local Context ctx;
+  return ctx;
+}
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A, int64_t lda,
+         const void* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias,
+         dt type) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        C[i * ldc + j] = (beta == 0.0f ? 0.0f : beta * C[i * ldc + j]) + (bias ? bias[j] : 0.0f);
+    return;
+  }
+  Context& ctx = context();
+  Key key{M, N, K, lda, ldb, ldc, bits_of(alpha), bits_of(beta), ta, tb, bias != nullptr, type};
+  auto it = ctx.cache.find(key);
+  if (it == ctx.cache.end()) {
+    using dims = dnnl::memory::dims;
+    dnnl::memory::desc a({M, K}, type, ta ? dims{1, lda} : dims{lda, 1});
+    dnnl::memory::desc b({K, N}, type, tb ? dims{1, ldb} : dims{ldb, 1});
+    dnnl::memory::desc c({M, N}, dt::f32, dims{ldc, 1});
+    dnnl::memory::desc bd =
+        bias ? dnnl::memory::desc({1, N}, dt::f32, dims{N, 1}) : dnnl::memory::desc();
+    dnnl::primitive_attr attr;
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    if (beta != 0.0f) {
+      dnnl::post_ops po;
+      po.append_sum(beta);
+      attr.set_post_ops(po);
+    }
+    dnnl::matmul::primitive_desc pd(
+        bias ? dnnl::matmul::desc(a, b, bd, c) : dnnl::matmul::desc(a, b, c), attr, ctx.engine);
+    if (ctx.cache.size() > 512) ctx.cache.clear();  // bound memory for shape-churning callers
+    it = ctx.cache.emplace(key, Entry{dnnl::matmul(pd), a, b, c, bd}).first;
+  }
+  Entry& e = it->second;
+  dnnl::memory ma(e.a, ctx.engine, const_cast<void*>(A));
+  dnnl::memory mb(e.b, ctx.engine, const_cast<void*>(B));
+  dnnl::memory mc(e.c, ctx.engine, C);
+  if (bias) {
+    dnnl::memory mbias(e.bias, ctx.engine, const_cast<float*>(bias));
+    e.prim.execute(
+        ctx.stream,
+        {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_BIAS, mbias}, {DNNL_ARG_DST, mc}});
+  } else {
+    e.prim.execute(ctx.stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  }
+  ctx.stream.wait();
+}
+
+}  // namespace
+
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+          const float* bias) {
+  run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, dt::f32);
+}
+
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
+          int64_t lda, const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc,
+          const float* bias) {
+  run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, dt::bf16);
+}
+
+}  // namespace cpu
+}  // namespace braid::kernels

@@ -1,0 +1,130 @@
+// Linear layer, forward and backward, on the GEMM seam (cpu/gemm.h).
+//   inp[N,C] (any leading dims), weight[OC,C], bias[OC], out[N,OC]
+//   forward:  out = inp @ weight^T + bias (bias fused into the GEMM)
+//   backward: dinp += dout @ weight; dweight += dout^T @ inp; dbias += sum_n dout
+// bf16: GEMMs accumulate into an f32 scratch that is then rounded (forward) or added
+// (backward) into the bf16 tensors.
+#include "braid/kernels/cpu/common.h"
+#include "braid/kernels/cpu/gemm.h"
+#include "braid/kernels/ops.h"
+
+namespace braid::kernels {
+
+using namespace cpu;
+
+namespace {
+
+void check_linear(const char* op, const Tensor& inp, const Tensor& weight, int64_t* N, int64_t* C,
+                  int64_t* OC) {
+  check_float(op, "inp", inp);
+  check_same_dtype(op, "weight", weight, "inp", inp);
+  BRAID_CHECK(weight.dim() == 2, op, ": weight must be [OC,C], got ", weight.shape().str());
+  *C = weight.size(1);
+  *OC = weight.size(0);
+  BRAID_CHECK(inp.dim() >= 1 && cols_of(inp) == *C, op, ": inp ", inp.shape().str(),
+              " has last dimension ", cols_of(inp), " but weight ", weight.shape().str(),
+              " expects C=", *C);
+  *N = rows_of(inp);
+}
+
+// dst[i] (dtype T) = src[i] (f32) or += src[i] when accumulate, over n elements, in parallel.
+template <typename T>
+void write_back(T* dst, const float* src, int64_t n, bool accumulate) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) st(&dst[i], accumulate ? ld(&dst[i]) + src[i] : src[i]);
+}
+
+}  // namespace
+
+void linear_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor* bias) {
+  const char* op = "linear_forward";
+  check_cpu(op, {&out, &inp, &weight, bias});
+  int64_t N, C, OC;
+  check_linear(op, inp, weight, &N, &C, &OC);
+  check_same_dtype(op, "out", out, "inp", inp);
+  BRAID_CHECK(out.numel() == N * OC && cols_of(out) == OC, op, ": out has shape ",
+              out.shape().str(), ", expected [", N, ",", OC, "] for inp ", inp.shape().str(),
+              " and weight ", weight.shape().str());
+  if (bias) {
+    check_same_dtype(op, "bias", *bias, "inp", inp);
+    check_numel(op, "bias", *bias, OC);
+  }
+  dispatch_float(inp.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const float* b = nullptr;
+    if (bias && std::is_same_v<T, float>) {
+      b = bias->data<float>();
+    } else if (bias) {
+      float* bf = scratch(1, OC);
+      load_row(bf, bias->data<T>(), OC);
+      b = bf;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      gemm(false, true, N, OC, C, 1.0f, inp.data<float>(), C, weight.data<float>(), C, 0.0f,
+           out.data<float>(), OC, b);
+    } else {
+      float* tmp = scratch(0, N * OC);
+      gemm(false, true, N, OC, C, 1.0f, inp.data<T>(), C, weight.data<T>(), C, 0.0f, tmp, OC, b);
+      write_back(out.data<T>(), tmp, N * OC, false);
+    }
+  });
+}
+
+void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor& dout,
+                     const Tensor& inp, const Tensor& weight) {
+  const char* op = "linear_backward";
+  check_cpu(op, {dinp, dweight, dbias, &dout, &inp, &weight});
+  int64_t N, C, OC;
+  check_linear(op, inp, weight, &N, &C, &OC);
+  check_same_dtype(op, "dout", dout, "inp", inp);
+  BRAID_CHECK(dout.numel() == N * OC && cols_of(dout) == OC, op, ": dout has shape ",
+              dout.shape().str(), ", expected [", N, ",", OC, "]");
+  if (dinp) check_same_dtype(op, "dinp", *dinp, "inp", inp), check_numel(op, "dinp", *dinp, N * C);
+  if (dweight) {
+    check_same_dtype(op, "dweight", *dweight, "inp", inp);
+    check_numel(op, "dweight", *dweight, OC * C);
+  }
+  if (dbias)
+    check_same_dtype(op, "dbias", *dbias, "inp", inp), check_numel(op, "dbias", *dbias, OC);
+  dispatch_float(inp.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = dout.data<T>();
+    if (dinp) {
+      if constexpr (std::is_same_v<T, float>) {
+        gemm(false, false, N, C, OC, 1.0f, g, OC, weight.data<T>(), C, 1.0f, dinp->data<T>(), C);
+      } else {
+        float* tmp = scratch(0, N * C);
+        gemm(false, false, N, C, OC, 1.0f, g, OC, weight.data<T>(), C, 0.0f, tmp, C);
+        write_back(dinp->data<T>(), tmp, N * C, true);
+      }
+    }
+    if (dweight) {
+      if constexpr (std::is_same_v<T, float>) {
+        gemm(true, false, OC, C, N, 1.0f, g, OC, inp.data<T>(), C, 1.0f, dweight->data<T>(), C);
+      } else {
+        float* tmp = scratch(0, OC * C);
+        gemm(true, false, OC, C, N, 1.0f, g, OC, inp.data<T>(), C, 0.0f, tmp, C);
+        write_back(dweight->data<T>(), tmp, OC * C, true);
+      }
+    }
+    if (dbias) {
+      // Column sums in f64, each thread owning a contiguous range of columns.
+      T* db = dbias->data<T>();
+#pragma omp parallel
+      {
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        int64_t per = (OC + nt - 1) / nt, c0 = std::min<int64_t>(OC, id * per);
+        int64_t c1 = std::min<int64_t>(OC, c0 + per);
+        std::vector<double> acc(static_cast<size_t>(c1 - c0), 0.0);
+        for (int64_t n = 0; n < N; ++n) {
+          const T* row = g + n * OC;
+          for (int64_t c = c0; c < c1; ++c) acc[static_cast<size_t>(c - c0)] += ld(&row[c]);
+        }
+        for (int64_t c = c0; c < c1; ++c)
+          st(&db[c], static_cast<float>(ld(&db[c]) + acc[static_cast<size_t>(c - c0)]));
+      }
+    }
+  });
+}
+
+}  // namespace braid::kernels

@@ -1,0 +1,65 @@
+// Public GEMM entry points on Tensors: matmul, and the measured GEMM peak for MFU reports.
+//   c[M,N] = alpha * op(a) @ op(b) + beta * c; a is [M,K] ([K,M] when trans_a), b is [K,N]
+//   ([N,K] when trans_b). bf16 tensors multiply into an f32 scratch, then round into c.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "braid/kernels/cpu/common.h"
+#include "braid/kernels/cpu/gemm.h"
+#include "braid/kernels/ops.h"
+
+namespace braid::kernels {
+
+using namespace cpu;
+
+void matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha,
+            float beta) {
+  const char* op = "matmul";
+  check_cpu(op, {&c, &a, &b});
+  check_float(op, "a", a);
+  check_same_dtype(op, "b", b, "a", a);
+  check_same_dtype(op, "c", c, "a", a);
+  BRAID_CHECK(a.dim() == 2 && b.dim() == 2 && c.dim() == 2, op, ": expected 2-D tensors, got a ",
+              a.shape().str(), ", b ", b.shape().str(), ", c ", c.shape().str());
+  int64_t M = trans_a ? a.size(1) : a.size(0), K = trans_a ? a.size(0) : a.size(1);
+  int64_t Kb = trans_b ? b.size(1) : b.size(0), N = trans_b ? b.size(0) : b.size(1);
+  BRAID_CHECK(K == Kb && c.size(0) == M && c.size(1) == N, op, ": shapes do not multiply: a ",
+              a.shape().str(), (trans_a ? "^T" : ""), " @ b ", b.shape().str(),
+              (trans_b ? "^T" : ""), " -> c ", c.shape().str());
+  dispatch_float(a.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) {
+      gemm(trans_a, trans_b, M, N, K, alpha, a.data<float>(), a.size(1), b.data<float>(), b.size(1),
+           beta, c.data<float>(), N);
+    } else {
+      float* tmp = scratch(0, M * N);
+      gemm(trans_a, trans_b, M, N, K, alpha, a.data<bf16>(), a.size(1), b.data<bf16>(), b.size(1),
+           0.0f, tmp, N);
+      bf16* cp = c.data<bf16>();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < M * N; ++i)
+        st(&cp[i], tmp[i] + (beta == 0.0f ? 0.0f : beta * ld(&cp[i])));
+    }
+  });
+}
+
+double measure_gemm_peak_gflops(int n, DType dtype) {
+  BRAID_CHECK(n > 0, "measure_gemm_peak_gflops: n must be positive, got ", n);
+  BRAID_CHECK(dtype == DType::f32 || dtype == DType::bf16,
+              "measure_gemm_peak_gflops: unsupported dtype ", dtype_name(dtype));
+  Tensor a = Tensor::full(Shape{n, n}, 0.5, dtype), b = Tensor::full(Shape{n, n}, 0.25, dtype);
+  Tensor c = Tensor::zeros(Shape{n, n}, dtype);
+  matmul(c, a, b, false, false);  // warm-up: primitive creation, page faults
+  double flops = 2.0 * n * n * n, best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    matmul(c, a, b, false, false);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, flops / s * 1e-9);
+  }
+  return best;
+}
+
+}  // namespace braid::kernels

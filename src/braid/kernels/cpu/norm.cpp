@@ -1,0 +1,224 @@
+// LayerNorm and RMSNorm over the last dimension (inp viewed as [N,C]).
+//   inp[N,C], weight[C], bias[C], out[N,C], mean[N] (f32), rstd[N] (f32)
+//   layernorm: out = (x - mean) * rstd * weight + bias, rstd = 1/sqrt(var + eps) (biased var)
+//   rmsnorm:   out = x * rstd * weight, rstd = 1/sqrt(mean(x^2) + eps)
+// Backward (llm.c layernorm_backward): with norm = (x - mean) * rstd and dnorm = dout * weight,
+//   dinp += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm))   (rmsnorm: no mean(dnorm))
+//   dweight += sum_n dout * norm; dbias += sum_n dout
+// Parameter gradients are reduced per thread in f64 over a fixed row split, then summed in
+// thread order (deterministic for a given thread count).
+#include <cmath>
+
+#include "braid/kernels/cpu/common.h"
+#include "braid/kernels/ops.h"
+
+namespace braid::kernels {
+
+using namespace cpu;
+
+namespace {
+
+void check_norm(const char* op, const Tensor& inp, const Tensor& weight, const Tensor* bias,
+                int64_t* N, int64_t* C) {
+  check_float(op, "inp", inp);
+  check_same_dtype(op, "weight", weight, "inp", inp);
+  *C = cols_of(inp);
+  *N = rows_of(inp);
+  BRAID_CHECK(weight.numel() == *C, op, ": weight has shape ", weight.shape().str(), " but inp ",
+              inp.shape().str(), " has C=", *C);
+  if (bias) {
+    check_same_dtype(op, "bias", *bias, "inp", inp);
+    BRAID_CHECK(bias->numel() == *C, op, ": bias has shape ", bias->shape().str(), " but inp ",
+                inp.shape().str(), " has C=", *C);
+  }
+}
+
+void check_stat(const char* op, const char* name, const Tensor& t, int64_t N) {
+  check_dtype(op, name, t, DType::f32);
+  check_numel(op, name, t, N);
+}
+
+// Shared backward of both norms. mean == nullptr selects rmsnorm.
+template <typename T>
+void norm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                   const float* mean, const float* rstd, int64_t N, int64_t C) {
+  int nt = num_threads();
+  bool want_params = dweight || dbias;
+  double* partial = want_params ? scratch_f64(0, 2 * C * nt) : nullptr;
+#pragma omp parallel num_threads(nt)
+  {
+    int id = omp_get_thread_num(), used = omp_get_num_threads();
+    double* pw = want_params ? partial + 2 * C * id : nullptr;
+    double* pb = want_params ? pw + C : nullptr;
+    if (want_params)
+      for (int64_t c = 0; c < 2 * C; ++c) pw[c] = 0;
+    float* w = scratch(0, 3 * C);
+    float* norm = w + C;
+    float* dnorm = w + 2 * C;
+    load_row(w, weight, C);
+    int64_t per = (N + used - 1) / used, n0 = std::min<int64_t>(N, id * per);
+    int64_t n1 = std::min<int64_t>(N, n0 + per);
+    for (int64_t n = n0; n < n1; ++n) {
+      const T* x = inp + n * C;
+      const T* g = dout + n * C;
+      float mu = mean ? mean[n] : 0.0f, rs = rstd[n];
+      float sum_dnorm = 0, sum_dnorm_norm = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        norm[c] = (ld(&x[c]) - mu) * rs;
+        dnorm[c] = ld(&g[c]) * w[c];
+        sum_dnorm += dnorm[c];
+        sum_dnorm_norm += dnorm[c] * norm[c];
+      }
+      float a = mean ? sum_dnorm / static_cast<float>(C) : 0.0f;
+      float b = sum_dnorm_norm / static_cast<float>(C);
+      if (dinp) {
+        T* di = dinp + n * C;
+        for (int64_t c = 0; c < C; ++c) st(&di[c], ld(&di[c]) + rs * (dnorm[c] - a - norm[c] * b));
+      }
+      if (want_params) {
+        for (int64_t c = 0; c < C; ++c) {
+          float gc = ld(&g[c]);
+          pw[c] += static_cast<double>(gc * norm[c]);
+          pb[c] += static_cast<double>(gc);
+        }
+      }
+    }
+#pragma omp barrier  // all partials written; reduce them in thread order
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < C; ++c) {
+      double sw = 0, sb = 0;
+      if (want_params) {
+        for (int k = 0; k < used; ++k) {
+          sw += partial[2 * C * k + c];
+          sb += partial[2 * C * k + C + c];
+        }
+      }
+      if (dweight) st(&dweight[c], static_cast<float>(ld(&dweight[c]) + sw));
+      if (dbias) st(&dbias[c], static_cast<float>(ld(&dbias[c]) + sb));
+    }
+  }
+}
+
+}  // namespace
+
+void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp,
+                       const Tensor& weight, const Tensor& bias, float eps) {
+  const char* op = "layernorm_forward";
+  check_cpu(op, {&out, &mean, &rstd, &inp, &weight, &bias});
+  int64_t N, C;
+  check_norm(op, inp, weight, &bias, &N, &C);
+  check_same_dtype(op, "out", out, "inp", inp);
+  check_numel(op, "out", out, N * C);
+  check_stat(op, "mean", mean, N);
+  check_stat(op, "rstd", rstd, N);
+  dispatch_float(inp.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = inp.data<T>();
+    const T* w = weight.data<T>();
+    const T* b = bias.data<T>();
+    T* o = out.data<T>();
+    float* pm = mean.data<float>();
+    float* pr = rstd.data<float>();
+#pragma omp parallel
+    {
+      float* row = scratch(0, 3 * C);
+      float* wf = row + C;
+      float* bf = row + 2 * C;
+      load_row(wf, w, C);
+      load_row(bf, b, C);
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < N; ++n) {
+        load_row(row, x + n * C, C);
+        float s = 0;
+        for (int64_t c = 0; c < C; ++c) s += row[c];
+        float mu = s / static_cast<float>(C);
+        float v = 0;
+        for (int64_t c = 0; c < C; ++c) v += (row[c] - mu) * (row[c] - mu);
+        float rs = 1.0f / std::sqrt(v / static_cast<float>(C) + eps);
+        T* orow = o + n * C;
+        for (int64_t c = 0; c < C; ++c) st(&orow[c], (row[c] - mu) * rs * wf[c] + bf[c]);
+        pm[n] = mu;
+        pr[n] = rs;
+      }
+    }
+  });
+}
+
+void layernorm_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor& dout,
+                        const Tensor& inp, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd) {
+  const char* op = "layernorm_backward";
+  check_cpu(op, {dinp, dweight, dbias, &dout, &inp, &weight, &mean, &rstd});
+  int64_t N, C;
+  check_norm(op, inp, weight, nullptr, &N, &C);
+  check_same_dtype(op, "dout", dout, "inp", inp);
+  check_numel(op, "dout", dout, N * C);
+  check_stat(op, "mean", mean, N);
+  check_stat(op, "rstd", rstd, N);
+  if (dinp) check_same_dtype(op, "dinp", *dinp, "inp", inp), check_numel(op, "dinp", *dinp, N * C);
+  if (dweight)
+    check_same_dtype(op, "dweight", *dweight, "inp", inp), check_numel(op, "dweight", *dweight, C);
+  if (dbias) check_same_dtype(op, "dbias", *dbias, "inp", inp), check_numel(op, "dbias", *dbias, C);
+  dispatch_float(inp.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    norm_backward<T>(dinp ? dinp->data<T>() : nullptr, dweight ? dweight->data<T>() : nullptr,
+                     dbias ? dbias->data<T>() : nullptr, dout.data<T>(), inp.data<T>(),
+                     weight.data<T>(), mean.data<float>(), rstd.data<float>(), N, C);
+  });
+}
+
+void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                     float eps) {
+  const char* op = "rmsnorm_forward";
+  check_cpu(op, {&out, &rstd, &inp, &weight});
+  int64_t N, C;
+  check_norm(op, inp, weight, nullptr, &N, &C);
+  check_same_dtype(op, "out", out, "inp", inp);
+  check_numel(op, "out", out, N * C);
+  check_stat(op, "rstd", rstd, N);
+  dispatch_float(inp.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = inp.data<T>();
+    const T* w = weight.data<T>();
+    T* o = out.data<T>();
+    float* pr = rstd.data<float>();
+#pragma omp parallel
+    {
+      float* row = scratch(0, 2 * C);
+      float* wf = row + C;
+      load_row(wf, w, C);
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < N; ++n) {
+        load_row(row, x + n * C, C);
+        float s = 0;
+        for (int64_t c = 0; c < C; ++c) s += row[c] * row[c];
+        float rs = 1.0f / std::sqrt(s / static_cast<float>(C) + eps);
+        T* orow = o + n * C;
+        for (int64_t c = 0; c < C; ++c) st(&orow[c], row[c] * rs * wf[c]);
+        pr[n] = rs;
+      }
+    }
+  });
+}
+
+void rmsnorm_backward(Tensor* dinp, Tensor* dweight, const Tensor& dout, const Tensor& inp,
+                      const Tensor& weight, const Tensor& rstd) {
+  const char* op = "rmsnorm_backward";
+  check_cpu(op, {dinp, dweight, &dout, &inp, &weight, &rstd});
+  int64_t N, C;
+  check_norm(op, inp, weight, nullptr, &N, &C);
+  check_same_dtype(op, "dout", dout, "inp", inp);
+  check_numel(op, "dout", dout, N * C);
+  check_stat(op, "rstd", rstd, N);
+  if (dinp) check_same_dtype(op, "dinp", *dinp, "inp", inp), check_numel(op, "dinp", *dinp, N * C);
+  if (dweight)
+    check_same_dtype(op, "dweight", *dweight, "inp", inp), check_numel(op, "dweight", *dweight, C);
+  dispatch_float(inp.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    norm_backward<T>(dinp ? dinp->data<T>() : nullptr, dweight ? dweight->data<T>() : nullptr,
+                     nullptr, dout.data<T>(), inp.data<T>(), weight.data<T>(), nullptr,
+                     rstd.data<float>(), N, C);
+  });
+}
+
+}  // namespace braid::kernels

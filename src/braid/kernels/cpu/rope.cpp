@@ -1,0 +1,110 @@
+// Rotary position embedding, HF LLaMA convention (rotate_half over the two halves of a head).
+//   x[B,T,NH,HS] (HS even), half = HS/2, inv_freq[i] = 1 / theta^(2i/HS) (f32, as HF computes
+//   it), angle = float(pos0 + t) * inv_freq[i]:
+//   out[i]      = x[i] cos - x[i+half] sin
+//   out[i+half] = x[i+half] cos + x[i] sin          (out may alias x)
+//   backward (transpose rotation): dx[i] += dout[i] cos + dout[i+half] sin,
+//                                  dx[i+half] += dout[i+half] cos - dout[i] sin
+#include <cmath>
+
+#include "braid/kernels/cpu/common.h"
+#include "braid/kernels/ops.h"
+
+namespace braid::kernels {
+
+using namespace cpu;
+
+namespace {
+
+struct RopeDims {
+  int64_t B, T, NH, HS;
+};
+
+RopeDims check_rope(const char* op, const char* name, const Tensor& x, int64_t pos0) {
+  check_float(op, name, x);
+  BRAID_CHECK(x.dim() == 4, op, ": ", name, " must be [B,T,NH,HS], got ", x.shape().str());
+  BRAID_CHECK(x.size(3) % 2 == 0, op, ": head size HS=", x.size(3), " must be even");
+  BRAID_CHECK(pos0 >= 0, op, ": pos0 must be >= 0, got ", pos0);
+  return {x.size(0), x.size(1), x.size(2), x.size(3)};
+}
+
+// cos/sin tables [T, half] in per-thread scratch (slot 1).
+void rope_tables(float** cs, float** sn, int64_t T, int64_t HS, float theta, int64_t pos0) {
+  int64_t half = HS / 2;
+  float* buf = scratch(1, 2 * T * half + half);
+  float* inv_freq = buf + 2 * T * half;
+  for (int64_t i = 0; i < half; ++i)
+    inv_freq[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(HS));
+  *cs = buf;
+  *sn = buf + T * half;
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      float a = static_cast<float>(pos0 + t) * inv_freq[i];
+      (*cs)[t * half + i] = std::cos(a);
+      (*sn)[t * half + i] = std::sin(a);
+    }
+  }
+}
+
+// sign = +1 forward rotation, -1 transposed rotation; accumulate adds into out.
+template <typename T>
+void rotate(T* out, const T* x, const float* cs, const float* sn, const RopeDims& d, float sign,
+            bool accumulate) {
+  int64_t half = d.HS / 2;
+#pragma omp parallel for schedule(static)
+  for (int64_t bt = 0; bt < d.B * d.T; ++bt) {
+    int64_t t = bt % d.T;
+    const float* c = cs + t * half;
+    const float* s = sn + t * half;
+    for (int64_t h = 0; h < d.NH; ++h) {
+      const T* xr = x + (bt * d.NH + h) * d.HS;
+      T* orow = out + (bt * d.NH + h) * d.HS;
+      for (int64_t i = 0; i < half; ++i) {
+        float x1 = ld(&xr[i]), x2 = ld(&xr[i + half]);
+        float o1 = x1 * c[i] - sign * x2 * s[i];
+        float o2 = x2 * c[i] + sign * x1 * s[i];
+        if (accumulate) {
+          o1 += ld(&orow[i]);
+          o2 += ld(&orow[i + half]);
+        }
+        st(&orow[i], o1);
+        st(&orow[i + half], o2);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void rope_forward(Tensor& out, const Tensor& x, float theta, int64_t pos0) {
+  const char* op = "rope_forward";
+  check_cpu(op, {&out, &x});
+  RopeDims d = check_rope(op, "x", x, pos0);
+  check_same_dtype(op, "out", out, "x", x);
+  check_shape(op, "out", out, x.shape());
+  float *cs, *sn;
+  rope_tables(&cs, &sn, d.T, d.HS, theta, pos0);
+  dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    rotate<T>(out.data<T>(), x.data<T>(), cs, sn, d, 1.0f, false);
+  });
+}
+
+void rope_backward(Tensor& dx, const Tensor& dout, float theta, int64_t pos0) {
+  const char* op = "rope_backward";
+  check_cpu(op, {&dx, &dout});
+  RopeDims d = check_rope(op, "dout", dout, pos0);
+  check_same_dtype(op, "dx", dx, "dout", dout);
+  check_shape(op, "dx", dx, dout.shape());
+  BRAID_CHECK(!(dx.shares_storage(dout) && dx.offset() == dout.offset()), op,
+              ": dx must not alias dout (the backward accumulates into dx)");
+  float *cs, *sn;
+  rope_tables(&cs, &sn, d.T, d.HS, theta, pos0);
+  dispatch_float(dout.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    rotate<T>(dx.data<T>(), dout.data<T>(), cs, sn, d, -1.0f, true);
+  });
+}
+
+}  // namespace braid::kernels
