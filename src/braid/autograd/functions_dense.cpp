@@ -1,0 +1,180 @@
+// The GEMM-backed functions: linear, embedding, attention, lm_head_cross_entropy.
+#include "braid/autograd/function_util.h"
+#include "braid/autograd/functions.h"
+#include "braid/kernels/ops.h"
+
+namespace braid::autograd {
+
+using namespace detail;
+
+namespace {
+
+// x[N,C] (any leading dims), w[OC,C], b[OC] (optional)
+class LinearNode : public Node {
+ public:
+  const char* name() const override { return "linear"; }
+  void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
+    const Tensor& x = inputs[0].value();
+    const Tensor& w = inputs[1].value();
+    Shape xs = rows(x.shape());
+    Tensor dx = view_or_empty(dinputs[0], xs);
+    kernels::linear_backward(ptr(dx), dinputs[1], dinputs.size() > 2 ? dinputs[2] : nullptr,
+                             dout.view(Shape{xs[0], w.size(0)}), x.view(xs), w);
+  }
+};
+
+class EmbeddingNode : public Node {
+ public:
+  explicit EmbeddingNode(Tensor ids) : ids_(std::move(ids)) {}
+  const char* name() const override { return "embedding"; }
+  void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
+    kernels::embedding_backward(dinputs[0], dinputs[1], dout, ids_);
+  }
+  void release() override { ids_ = Tensor(); }
+
+ private:
+  Tensor ids_;  // [B,T] i32
+};
+
+class AttentionNode : public Node {
+ public:
+  AttentionNode(Tensor out, Tensor lse) : out_(std::move(out)), lse_(std::move(lse)) {}
+  const char* name() const override { return "attention"; }
+  void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
+    kernels::attention_backward(dinputs[0], dinputs[1], dinputs[2], dout, inputs[0].value(),
+                                inputs[1].value(), inputs[2].value(), out_, lse_);
+  }
+  void release() override {
+    out_ = Tensor();
+    lse_ = Tensor();
+  }
+
+ private:
+  Tensor out_;  // [B,T,NH,HS], the output itself
+  Tensor lse_;  // [B,NH,T] f32
+};
+
+class LmHeadCrossEntropyNode : public Node {
+ public:
+  LmHeadCrossEntropyNode(Tensor targets, Tensor lse, double denominator, int32_t ignore_index)
+      : targets_(std::move(targets)),
+        lse_(std::move(lse)),
+        denominator_(denominator),
+        ignore_index_(ignore_index) {}
+  const char* name() const override { return "lm_head_cross_entropy"; }
+  void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
+    if (denominator_ == 0) return;  // no counted target: the loss is the constant 0
+    const Tensor& x = inputs[0].value();
+    Shape xs = rows(x.shape());
+    Tensor dx = view_or_empty(dinputs[0], xs);
+    auto scale = static_cast<float>(dout.item() / denominator_);
+    kernels::lm_head_ce_backward(ptr(dx), dinputs[1], x.view(xs), inputs[1].value(),
+                                 targets_.flatten(), lse_, scale, ignore_index_);
+  }
+  void release() override {
+    targets_ = Tensor();
+    lse_ = Tensor();
+  }
+
+ private:
+  Tensor targets_;  // [N] i32
+  Tensor lse_;      // [N] f32
+  double denominator_;
+  int32_t ignore_index_;
+};
+
+}  // namespace
+
+Variable linear(const Variable& x, const Variable& w, const Variable& b) {
+  const char* fn = "linear";
+  check_defined(fn, "x", x);
+  check_defined(fn, "w", w);
+  BRAID_CHECK(w.shape().dim() == 2 && x.shape().dim() >= 1 && x.shape()[-1] == w.shape()[1],
+              "linear: x ", x.shape().str(), " and w ", w.shape().str(),
+              " do not match (need x[..., C] and w[OC, C])");
+  check_same_dtype(fn, "w", w, "x", x);
+  if (b.defined()) {
+    BRAID_CHECK(b.shape() == Shape{w.shape()[0]}, "linear: bias ", b.shape().str(),
+                " does not match w ", w.shape().str(), " (need b[OC])");
+    check_same_dtype(fn, "b", b, "x", x);
+  }
+  Shape xs = rows(x.shape());
+  Tensor out = activation(with_last(x.shape(), w.shape()[0]), x.value().dtype());
+  Tensor out2 = out.view(Shape{xs[0], w.shape()[0]});
+  kernels::linear_forward(out2, x.value().view(xs), w.value(), b.defined() ? &b.value() : nullptr);
+  return result(out, should_record({&x, &w, &b}), std::make_shared<LinearNode>(), {x, w, b});
+}
+
+Variable embedding(const Tensor& ids, const Variable& wte, const Variable& wpe) {
+  const char* fn = "embedding";
+  check_defined(fn, "wte", wte);
+  BRAID_CHECK(ids.defined() && ids.dim() == 2 && ids.dtype() == DType::i32,
+              "embedding: ids must be [B, T] i32, got ",
+              ids.defined() ? ids.shape().str() : "(undefined)");
+  BRAID_CHECK(wte.shape().dim() == 2, "embedding: wte must be [V, C], got ", wte.shape().str());
+  const int64_t C = wte.shape()[1];
+  if (wpe.defined()) {
+    BRAID_CHECK(wpe.shape().dim() == 2 && wpe.shape()[1] == C && wpe.shape()[0] >= ids.size(1),
+                "embedding: wpe ", wpe.shape().str(), " does not fit wte ", wte.shape().str(),
+                " and ids ", ids.shape().str(), " (need wpe[maxT >= T, C])");
+    check_same_dtype(fn, "wpe", wpe, "wte", wte);
+  }
+  Tensor out = activation(Shape{ids.size(0), ids.size(1), C}, wte.value().dtype());
+  kernels::embedding_forward(out, ids, wte.value(), wpe.defined() ? &wpe.value() : nullptr);
+  return result(out, should_record({&wte, &wpe}), std::make_shared<EmbeddingNode>(ids), {wte, wpe});
+}
+
+Variable attention(const Variable& q, const Variable& k, const Variable& v) {
+  const char* fn = "attention";
+  check_defined(fn, "q", q);
+  check_defined(fn, "k", k);
+  check_defined(fn, "v", v);
+  const Shape& qs = q.shape();
+  const Shape& ks = k.shape();
+  BRAID_CHECK(qs.dim() == 4 && ks.dim() == 4 && k.shape() == v.shape() && ks[0] == qs[0] &&
+                  ks[1] == qs[1] && ks[3] == qs[3] && ks[2] > 0 && qs[2] % ks[2] == 0,
+              "attention: q ", qs.str(), ", k ", ks.str(), ", v ", v.shape().str(),
+              " do not match (need q[B,T,NH,HS], k and v [B,T,NKV,HS], NH % NKV == 0)");
+  check_same_dtype(fn, "k", k, "q", q);
+  check_same_dtype(fn, "v", v, "q", q);
+  Tensor out = activation(qs, q.value().dtype());
+  Tensor lse = activation(Shape{qs[0], qs[2], qs[1]}, DType::f32);
+  kernels::attention_forward(out, lse, q.value(), k.value(), v.value());
+  bool record = should_record({&q, &k, &v});
+  if (!record) lse = Tensor();
+  return result(out, record, std::make_shared<AttentionNode>(out, lse), {q, k, v});
+}
+
+Variable lm_head_cross_entropy(const Variable& x, const Variable& w, const Tensor& targets,
+                               double denominator, int32_t ignore_index) {
+  const char* fn = "lm_head_cross_entropy";
+  check_defined(fn, "x", x);
+  check_defined(fn, "w", w);
+  BRAID_CHECK(w.shape().dim() == 2 && x.shape().dim() >= 1 && x.shape()[-1] == w.shape()[1],
+              "lm_head_cross_entropy: x ", x.shape().str(), " and w ", w.shape().str(),
+              " do not match (need x[..., C] and w[V, C])");
+  check_same_dtype(fn, "w", w, "x", x);
+  Shape xs = rows(x.shape());
+  BRAID_CHECK(targets.defined() && targets.dtype() == DType::i32 && targets.numel() == xs[0],
+              "lm_head_cross_entropy: targets must be i32 with one entry per row of x ",
+              x.shape().str(), " (", xs[0], "), got ",
+              targets.defined() ? targets.shape().str() : "(undefined)");
+  BRAID_CHECK(denominator >= 0, "lm_head_cross_entropy: denominator must be >= 0, got ",
+              denominator);
+  Tensor lse = activation(Shape{xs[0]}, DType::f32);
+  int64_t count = 0;
+  double sum = kernels::lm_head_ce_forward(lse, &count, x.value().view(xs), w.value(),
+                                           targets.flatten(), ignore_index);
+  // Note [Empty loss]: with no counted target and no explicit denominator the loss is 0 with
+  // zero gradients (a micro-batch of padding contributes nothing), not torch's 0/0 = nan.
+  double denom = denominator > 0 ? denominator : static_cast<double>(count);
+  Tensor out = activation(Shape{1}, DType::f32);
+  out.data<float>()[0] = denom > 0 ? static_cast<float>(sum / denom) : 0.0f;
+  bool record = should_record({&x, &w});
+  if (!record) lse = Tensor();
+  return result(out, record,
+                std::make_shared<LmHeadCrossEntropyNode>(targets, lse, denom, ignore_index),
+                {x, w});
+}
+
+}  // namespace braid::autograd
