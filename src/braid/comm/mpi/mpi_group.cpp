@@ -1,0 +1,177 @@
+#include "braid/comm/mpi/mpi_group.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "braid/core/error.h"
+
+namespace braid::comm {
+
+namespace {
+
+int comm_rank(MPI_Comm c) {
+  int r = 0;
+  MPI_Comm_rank(c, &r);
+  return r;
+}
+int comm_size(MPI_Comm c) {
+  int s = 0;
+  MPI_Comm_size(c, &s);
+  return s;
+}
+
+std::string transport_choice() {
+  const char* t = std::getenv("BRAID_COMM_TRANSPORT");
+  std::string s = t ? t : "auto";
+  if (s != "auto" && s != "shm" && s != "p2p")
+    throw CommError("BRAID_COMM_TRANSPORT='" + s + "': expected auto, shm or p2p");
+  return s;
+}
+
+constexpr int64_t kMaxMessage = int64_t{1} << 30;
+
+}  // namespace
+
+MpiGroup::MpiGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm comm, ProcessGroupOptions options)
+    : ProcessGroup(comm_rank(comm), comm_size(comm), std::move(options)),
+      runtime_(std::move(runtime)),
+      comm_(comm) {
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  mpi_check(MPI_Comm_dup(comm_, &p2p_comm_), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(p2p_comm_, MPI_ERRORS_RETURN);
+  runtime_->defer_free([c = comm_, p = p2p_comm_]() mutable {
+    MPI_Comm_free(&p);
+    MPI_Comm_free(&c);
+  });
+
+  MPI_Comm node = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank(), MPI_INFO_NULL, &node),
+            "MPI_Comm_split_type");
+  int all_on_node = comm_size(node) == size() ? 1 : 0;
+  // Every rank must take the same decision.
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &all_on_node, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce");
+  std::string transport = transport_choice();
+  if (transport == "shm" && !all_on_node)
+    throw CommError(prefix() + "BRAID_COMM_TRANSPORT=shm but the group spans several nodes");
+  if (all_on_node && transport != "p2p") {
+    size_t slot = options_slot_bytes();
+    MPI_Aint bytes = rank() == 0 ? static_cast<MPI_Aint>(ShmEngine::arena_bytes(size(), slot)) : 0;
+    void* mine = nullptr;
+    mpi_check(MPI_Win_allocate_shared(bytes, 1, MPI_INFO_NULL, node, &mine, &win_),
+              "MPI_Win_allocate_shared");
+    MPI_Aint got = 0;
+    int disp = 0;
+    void* base = nullptr;
+    mpi_check(MPI_Win_shared_query(win_, 0, &got, &disp, &base), "MPI_Win_shared_query");
+    if (rank() == 0) ShmEngine::init_arena(base, size());
+    mpi_check(MPI_Barrier(node), "MPI_Barrier");
+    shm_ = std::make_unique<ShmEngine>(base, rank(), size(), slot, /*check_pids=*/true,
+                                       [this] { poll_p2p(); });
+    runtime_->defer_free([w = win_]() mutable { MPI_Win_free(&w); });
+  } else {
+    p2p_ = std::make_unique<P2pEngine>(comm_, rank(), size(), this->options().debug,
+                                       [this] { poll_p2p(); });
+  }
+  runtime_->defer_free([node]() mutable { MPI_Comm_free(&node); });
+  start();
+}
+
+size_t MpiGroup::options_slot_bytes() const {
+  if (options().shm_slot_bytes) return options().shm_slot_bytes;
+  if (const char* s = std::getenv("BRAID_COMM_SHM_SLOT_BYTES"); s && *s) {
+    long long v = std::atoll(s);
+    if (v >= 4096) return static_cast<size_t>(v) / 64 * 64;
+  }
+  return kDefaultSlotBytes;
+}
+
+MpiGroup::~MpiGroup() {
+  stop();
+  if (shm_) shm_->mark_left();
+}
+
+void MpiGroup::run_collective(const CollectiveOp& op, Clock::time_point deadline) {
+  if (shm_) return shm_->run(op, deadline);
+  p2p_->run(op, deadline);
+}
+
+void MpiGroup::on_fatal(const std::string& message) {
+  if (shm_) shm_->mark_left();
+  runtime_->fatal(message);
+}
+
+void MpiGroup::start_p2p(const CollectiveOp& op, std::shared_ptr<Work> work,
+                         Clock::time_point deadline) {
+  PendingP2p p{op, std::move(work), deadline, {}};
+  char* data = bytes_of(op.in);
+  int64_t bytes = static_cast<int64_t>(op.in.nbytes());
+  do {
+    int piece = static_cast<int>(std::min(bytes, kMaxMessage));
+    p.reqs.emplace_back();
+    int rc = op.type == OpType::send
+                 ? MPI_Isend(data, piece, MPI_BYTE, op.root, op.tag, p2p_comm_, &p.reqs.back())
+                 : MPI_Irecv(data, piece, MPI_BYTE, op.root, op.tag, p2p_comm_, &p.reqs.back());
+    mpi_check(rc, op.type == OpType::send ? "MPI_Isend" : "MPI_Irecv");
+    data += piece;
+    bytes -= piece;
+  } while (bytes > 0);
+  pending_.push_back(std::move(p));
+}
+
+bool MpiGroup::poll_p2p() {
+  const auto now = Clock::now();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    int done = 0;
+    int rc =
+        MPI_Testall(static_cast<int>(it->reqs.size()), it->reqs.data(), &done, MPI_STATUSES_IGNORE);
+    std::string error;
+    if (rc != MPI_SUCCESS) {
+      char text[MPI_MAX_ERROR_STRING];
+      int len = 0;
+      MPI_Error_string(rc, text, &len);
+      error = it->op.describe() + ": MPI error: " + std::string(text, len);
+    } else if (done) {
+      it->work->mark_done();
+      it = pending_.erase(it);
+      continue;
+    } else if (now > it->deadline) {
+      error = detail::concat(it->op.describe(), " timed out after ", timeout().count(),
+                             " ms: rank ", it->op.root,
+                             it->op.type == OpType::send ? " never received" : " never sent");
+    } else {
+      ++it;
+      continue;
+    }
+    std::string msg = prefix() + error;
+    abandoned_.push_back(it->op);
+    it->work->mark_failed(std::make_exception_ptr(CommError(msg)));
+    it = pending_.erase(it);
+    mark_broken(error);
+  }
+  return !pending_.empty();
+}
+
+void MpiGroup::fail_p2p(const std::string& why) {
+  for (auto& p : pending_) {
+    abandoned_.push_back(p.op);
+    p.work->mark_failed(
+        std::make_exception_ptr(CommError(prefix() + p.op.describe() + " failed: " + why)));
+  }
+  pending_.clear();
+}
+
+std::shared_ptr<ProcessGroup> MpiGroup::make_subgroup(int color, const std::vector<int>& members,
+                                                      uint64_t, ProcessGroupOptions options) {
+  int key = 0;
+  if (color >= 0)
+    key = static_cast<int>(std::find(members.begin(), members.end(), rank()) - members.begin());
+  MPI_Comm child = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split(comm_, color >= 0 ? color : MPI_UNDEFINED, key, &child),
+            "MPI_Comm_split");
+  if (color < 0) return nullptr;
+  return std::make_shared<MpiGroup>(runtime_, child, std::move(options));
+}
+
+}  // namespace braid::comm

@@ -1,0 +1,211 @@
+#include "braid/comm/mpi/p2p_engine.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "braid/comm/chunking.h"
+#include "braid/comm/mpi/mpi_runtime.h"
+#include "braid/comm/reduce_kernels.h"
+#include "braid/core/error.h"
+
+namespace braid::comm {
+
+namespace {
+
+constexpr int64_t kMaxMessage = int64_t{1} << 30;  // MPI counts are int: send in <= 1 GiB pieces
+
+enum Phase { kFingerprint = 0, kData = 1, kData2 = 2 };
+
+}  // namespace
+
+P2pEngine::P2pEngine(MPI_Comm comm, int rank, int size, bool debug, std::function<void()> progress)
+    : comm_(comm), rank_(rank), size_(size), debug_(debug), progress_(std::move(progress)) {}
+
+int P2pEngine::tag(const CollectiveOp& op, int phase) const {
+  return static_cast<int>(op.seq % 8000) * 4 + phase;  // < 32767, the smallest MPI_TAG_UB
+}
+
+void P2pEngine::post_send(const void* data, int64_t bytes, int peer, int tag) {
+  const char* p = static_cast<const char*>(data);
+  do {
+    int piece = static_cast<int>(std::min(bytes, kMaxMessage));
+    reqs_.emplace_back();
+    req_peer_.push_back(-1 - peer);
+    mpi_check(MPI_Isend(p, piece, MPI_BYTE, peer, tag, comm_, &reqs_.back()), "MPI_Isend");
+    p += piece;
+    bytes -= piece;
+  } while (bytes > 0);
+}
+
+void P2pEngine::post_recv(void* data, int64_t bytes, int peer, int tag) {
+  char* p = static_cast<char*>(data);
+  do {
+    int piece = static_cast<int>(std::min(bytes, kMaxMessage));
+    reqs_.emplace_back();
+    req_peer_.push_back(peer);
+    mpi_check(MPI_Irecv(p, piece, MPI_BYTE, peer, tag, comm_, &reqs_.back()), "MPI_Irecv");
+    p += piece;
+    bytes -= piece;
+  } while (bytes > 0);
+}
+
+void P2pEngine::wait_all(const CollectiveOp& op) {
+  auto fail = [&](const std::string& why) {
+    abandoned_.push_back(op);  // MPI may still touch its buffers
+    reqs_.clear();
+    req_peer_.clear();
+    throw CommError(op.describe() + why);
+  };
+  for (uint64_t it = 0; !reqs_.empty(); ++it) {
+    int done = 0;
+    int rc = MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      char text[MPI_MAX_ERROR_STRING];
+      int len = 0;
+      MPI_Error_string(rc, text, &len);
+      fail(": MPI error: " + std::string(text, len));
+    }
+    if (done) break;
+    if (progress_ && it % 8 == 0) progress_();
+    auto now = Clock::now();
+    if (now > deadline_) {
+      std::vector<int> absent, unreceived;
+      for (size_t i = 0; i < reqs_.size(); ++i) {
+        if (reqs_[i] == MPI_REQUEST_NULL) continue;
+        int peer = req_peer_[i];
+        auto& list = peer >= 0 ? absent : unreceived;
+        int r = peer >= 0 ? peer : -1 - peer;
+        if (std::find(list.begin(), list.end(), r) == list.end()) list.push_back(r);
+      }
+      std::ostringstream os;
+      os.precision(3);
+      os << " timed out after " << std::chrono::duration<double>(now - started_).count()
+         << " s: ranks [";
+      for (size_t i = 0; i < absent.size(); ++i) os << (i ? ", " : "") << absent[i];
+      os << "] never arrived";
+      if (absent.empty()) {
+        os.str("");
+        os << " timed out: ranks [";
+        for (size_t i = 0; i < unreceived.size(); ++i) os << (i ? ", " : "") << unreceived[i];
+        os << "] never took their data";
+      }
+      fail(os.str());
+    }
+    if (it > 64) std::this_thread::sleep_for(std::chrono::microseconds(it > 4096 ? 100 : 5));
+  }
+  reqs_.clear();
+  req_peer_.clear();
+}
+
+void P2pEngine::check_fingerprints(const CollectiveOp& op) {
+  std::vector<Fingerprint> fps(size_);
+  fps[rank_] = op.fingerprint();
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    post_recv(&fps[r], sizeof(Fingerprint), r, tag(op, kFingerprint));
+    post_send(&fps[rank_], sizeof(Fingerprint), r, tag(op, kFingerprint));
+  }
+  wait_all(op);
+  std::ostringstream os;
+  for (int r = 1; r < size_; ++r)
+    if (!(fps[r] == fps[0]))
+      os << (os.tellp() > 0 ? ", " : "") << "rank " << r << " called " << fps[r].str();
+  if (os.tellp() > 0)
+    throw CommError(detail::concat("collective mismatch at seq ", op.seq, ": rank 0 called ",
+                                   fps[0].str(), " but ", os.str()));
+}
+
+void P2pEngine::reduce_scatter_into(const CollectiveOp& op, const char* in, char* out, int64_t n) {
+  const DType dt = op.in.dtype();
+  const size_t es = dtype_size(dt);
+  const Chunk mine = chunk_of(n, size_, rank_);
+  const size_t need = static_cast<size_t>(size_) * mine.size * es;
+  if (scratch_.size() < need) scratch_.resize(need);
+  for (int j = 0; j < size_; ++j) {
+    if (j == rank_) continue;
+    Chunk cj = chunk_of(n, size_, j);
+    if (mine.size)
+      post_recv(scratch_.data() + j * mine.size * es, mine.size * es, j, tag(op, kData));
+    if (cj.size) post_send(in + cj.offset * es, cj.size * es, j, tag(op, kData));
+  }
+  wait_all(op);
+  std::vector<const void*> srcs(size_);
+  for (int j = 0; j < size_; ++j)
+    srcs[j] = j == rank_ ? in + mine.offset * es : scratch_.data() + j * mine.size * es;
+  reduce_ranks(srcs.data(), size_, out, nullptr, mine.size, dt, op.reduce);
+}
+
+void P2pEngine::all_gather_into(const CollectiveOp& op, const char* in, char* out, int64_t n,
+                                int tg) {
+  const size_t es = dtype_size(op.out.dtype());
+  const Chunk mine = chunk_of(n, size_, rank_);
+  for (int j = 0; j < size_; ++j) {
+    if (j == rank_) continue;
+    Chunk cj = chunk_of(n, size_, j);
+    if (cj.size) post_recv(out + cj.offset * es, cj.size * es, j, tg);
+    if (mine.size) post_send(in, mine.size * es, j, tg);
+  }
+  wait_all(op);
+  if (mine.size && out + mine.offset * es != in)
+    std::memcpy(out + mine.offset * es, in, mine.size * es);
+}
+
+void P2pEngine::run(const CollectiveOp& op, Clock::time_point deadline) {
+  started_ = Clock::now();
+  deadline_ = deadline;
+  if (debug_ || op.type == OpType::barrier) check_fingerprints(op);  // a barrier is just this
+  const size_t es = op.type == OpType::barrier ? 1 : dtype_size(op.in.dtype());
+  switch (op.type) {
+    case OpType::barrier:
+      return;
+    case OpType::all_reduce: {
+      char* data = bytes_of(op.out);
+      const int64_t n = op.out.numel();
+      Chunk mine = chunk_of(n, size_, rank_);
+      reduce_scatter_into(op, data, data + mine.offset * es, n);
+      all_gather_into(op, data + mine.offset * es, data, n, tag(op, kData2));
+      return;
+    }
+    case OpType::reduce_scatter:
+      return reduce_scatter_into(op, bytes_of(op.in), bytes_of(op.out), op.in.numel());
+    case OpType::all_gather:
+    case OpType::split:
+      return all_gather_into(op, bytes_of(op.in), bytes_of(op.out), op.out.numel(), tag(op, kData));
+    case OpType::broadcast: {
+      const int64_t bytes = op.out.numel() * static_cast<int64_t>(es);
+      if (bytes == 0) return;
+      if (rank_ == op.root) {
+        for (int j = 0; j < size_; ++j)
+          if (j != rank_) post_send(bytes_of(op.out), bytes, j, tag(op, kData));
+      } else {
+        post_recv(bytes_of(op.out), bytes, op.root, tag(op, kData));
+      }
+      return wait_all(op);
+    }
+    case OpType::all_to_all: {
+      const char* in = bytes_of(op.in);
+      char* out = bytes_of(op.out);
+      const int64_t n = op.in.numel();
+      const Chunk mine = chunk_of(n, size_, rank_);
+      for (int j = 0; j < size_; ++j) {
+        Chunk cj = chunk_of(n, size_, j);
+        if (j == rank_) {
+          if (mine.size)
+            std::memcpy(out + j * mine.size * es, in + mine.offset * es, mine.size * es);
+          continue;
+        }
+        if (mine.size) post_recv(out + j * mine.size * es, mine.size * es, j, tag(op, kData));
+        if (cj.size) post_send(in + cj.offset * es, cj.size * es, j, tag(op, kData));
+      }
+      return wait_all(op);
+    }
+    default:
+      break;
+  }
+  throw CommError(detail::concat("mpi/p2p does not support ", op_type_name(op.type)));
+}
+
+}  // namespace braid::comm

@@ -1,0 +1,146 @@
+// ProcessGroup: the ranks that communicate, and the collectives they run together.
+//
+// Ordering contract (the one place it is written):
+//  1. Every rank of a group issues the same collectives (all_reduce, reduce_scatter, all_gather,
+//     broadcast, all_to_all, barrier, split) in the same order, with matching dtype, count, op
+//     and root (see Note [Fingerprints] in op.h). The k-th collective issued on a group has
+//     sequence number k on every rank.
+//  2. Each call returns at once with a Work; the group runs its operations one at a time, in
+//     issue order, on its own communication thread (Note [Comm threads], DESIGN.md), so compute
+//     overlaps communication. Collectives complete in issue order. Different groups are
+//     independent: ranks may interleave the collectives of different groups differently.
+//  3. Until its Work completes, an operation's tensors belong to the group: do not read or write
+//     them (the handles keep the memory alive).
+//  4. send/recv are point to point and take no collective sequence number. They start in issue
+//     order and may complete after later operations; sends never wait for the matching recv to
+//     start, so any order of sends and recvs between two ranks is deadlock free. Messages
+//     between two ranks with the same tag arrive in the order sent.
+//  5. Nothing waits forever. An operation that outlives the group's timeout fails on every rank
+//     with a CommError naming the group, operation, sequence number and the ranks that never
+//     arrived; a peer that dies fails it promptly, naming the peer; ranks that issue different
+//     collectives at the same sequence number get a CommError naming both sides. After such a
+//     failure the group is unusable (later operations fail at once with the first error); under
+//     MPI the process aborts the whole job shortly after (Note [Fatal comm errors]).
+//  6. Reductions are deterministic: element i is combined in rank order 0..n-1 (Note
+//     [Deterministic reduction], reduce_kernels.h), so all_reduce equals reduce_scatter followed
+//     by all_gather bit for bit, on every backend.
+//
+// Sizes (Note [Uneven chunks], chunking.h): with n elements over w ranks, rank r's chunk is
+// chunk_of(n, w, r). reduce_scatter(out, in): in has n, out has chunk r. all_gather(out, in):
+// out has n, in has chunk r. all_to_all(out, in): in has n, its chunk j goes to rank j; out has
+// w blocks of size chunk_of(n, w, r).size, block j from rank j. In place: reduce_scatter's out
+// may be in's chunk r, all_gather's in may be out's chunk r.
+//
+// Types: f32, bf16, f16 (reduced in f32), i32, i64 (reduced in int64; sums wrap; avg truncates
+// toward zero) and u8. ReduceOp::avg is the sum divided by the group size.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "braid/comm/comm_thread.h"
+#include "braid/comm/op.h"
+#include "braid/comm/work.h"
+
+namespace braid::comm {
+
+struct ProcessGroupOptions {
+  std::string name = "world";
+  // A collective running longer than this fails everywhere (contract point 5).
+  std::chrono::milliseconds timeout = std::chrono::seconds(600);
+  // Exchange fingerprints before every collective on transports that do not do it for free.
+  bool debug = false;
+  // Staging bytes per rank per step for shared-memory transports; 0 = backend default.
+  size_t shm_slot_bytes = 0;
+
+  // Applies BRAID_COMM_TIMEOUT (seconds, may be fractional) and BRAID_COMM_DEBUG (0/1) on top of
+  // `base`; the environment wins because the launcher sets it.
+  static ProcessGroupOptions from_env(ProcessGroupOptions base);
+};
+
+class ProcessGroup {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  virtual ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& name() const { return options_.name; }
+  const ProcessGroupOptions& options() const { return options_; }
+  virtual std::string backend() const = 0;  // "local", "mpi/shm", "mpi/p2p"
+
+  std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_); }
+  void set_timeout(std::chrono::milliseconds t) { timeout_ms_ = t.count(); }
+
+  std::shared_ptr<Work> all_reduce(Tensor t, ReduceOp op = ReduceOp::sum);
+  std::shared_ptr<Work> reduce_scatter(Tensor out, Tensor in, ReduceOp op = ReduceOp::sum);
+  std::shared_ptr<Work> all_gather(Tensor out, Tensor in);
+  std::shared_ptr<Work> broadcast(Tensor t, int root);
+  std::shared_ptr<Work> all_to_all(Tensor out, Tensor in);
+  std::shared_ptr<Work> barrier();
+  std::shared_ptr<Work> send(Tensor t, int dst, int tag = 0);
+  std::shared_ptr<Work> recv(Tensor t, int src, int tag = 0);
+
+  // Collective over this group (blocks until done). Ranks with the same color >= 0 form a new
+  // group ordered by (key, rank); color < 0 returns nullptr. The child inherits the options
+  // with the given name (default "<parent>/<color>").
+  std::shared_ptr<ProcessGroup> split(int color, int key, std::string name = "");
+  // Every rank calls it with the same list; members get a group ranked in list order.
+  std::shared_ptr<ProcessGroup> split(const std::vector<int>& ranks, std::string name = "");
+
+  uint64_t collectives_issued() const { return coll_seq_; }
+
+ protected:
+  ProcessGroup(int rank, int size, ProcessGroupOptions options);
+
+  // The derived constructor calls start() once it can run operations; the derived destructor
+  // calls stop() first (runs what is queued, fails sends/recvs still in flight).
+  void start();
+  void stop();
+
+  // Backend hooks, all called on the comm thread. A collective returns when done or throws a
+  // CommError (message without the "group 'x' rank r: " prefix, which is added here).
+  virtual void run_collective(const CollectiveOp& op, Clock::time_point deadline) = 0;
+  // Starts a send/recv; the backend completes or fails `work` later, from poll_p2p().
+  virtual void start_p2p(const CollectiveOp& op, std::shared_ptr<Work> work,
+                         Clock::time_point deadline) = 0;
+  virtual bool poll_p2p() = 0;  // true while sends/recvs are in flight
+  virtual void fail_p2p(const std::string& why) = 0;
+  // After the (color, key) exchange: members holds the parent ranks of the new group in order
+  // (empty when color < 0). Returns null for color < 0.
+  // seq is the split's sequence number (the same on every member).
+  virtual std::shared_ptr<ProcessGroup> make_subgroup(int color, const std::vector<int>& members,
+                                                      uint64_t seq,
+                                                      ProcessGroupOptions options) = 0;
+  // A collective failed: the group is now broken. MPI arranges to abort the job.
+  virtual void on_fatal(const std::string& /*message*/) {}
+
+  std::string prefix() const;  // "group 'world' rank 0: "
+  // Comm thread: a send/recv failed in a way that leaves the group unusable (contract point 5).
+  void mark_broken(const std::string& message);
+
+ private:
+  std::shared_ptr<Work> enqueue(CollectiveOp op);
+  void run_task(const CollectiveOp& op, const std::shared_ptr<Work>& work);
+  std::shared_ptr<Work> make_work(const CollectiveOp& op) const;
+
+  int rank_;
+  int size_;
+  ProcessGroupOptions options_;
+  std::atomic<int64_t> timeout_ms_;
+  std::mutex issue_mu_;  // makes (sequence number, queue position) one step
+  std::atomic<uint64_t> coll_seq_{0};
+  uint64_t p2p_seq_ = 0;
+  std::string broken_;  // comm thread only: first fatal error
+  std::unique_ptr<CommThread> thread_;
+};
+
+}  // namespace braid::comm

@@ -1,0 +1,86 @@
+// ShmEngine: collectives among ranks that share one memory arena: threads of one process
+// (local backend, heap arena) or processes of one node (MPI backend, MPI-3 shared window).
+//
+// Arena layout: a RankControl per rank, then two staging slots per rank, then two result slots
+// (each slot_bytes). Ranks synchronise with per-rank phase counters (release/acquire); every
+// wait is bounded by the operation's deadline, checks that peers are alive, and knows which
+// ranks have not arrived.
+//
+// Note [Shm phases]: barrier k publishes data written into buffer half k % 2, and a reader
+// consumes it before arriving at barrier k + 1. A writer reuses half k % 2 only for barrier
+// k + 2, which it passes only after every reader arrived at k + 1. So one barrier per step, no
+// trailing barrier at the end of an operation, and operations can follow back to back.
+// Large tensors are processed in slot-sized steps, which keeps staging in cache.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "braid/comm/op.h"
+
+namespace braid::comm {
+
+struct alignas(128) RankControl {
+  std::atomic<uint64_t> phase{0};  // last barrier this rank arrived at
+  std::atomic<uint64_t> seq{0};    // last collective it entered
+  std::atomic<uint32_t> op{0};     // ... and its OpType (diagnostics only)
+  std::atomic<uint32_t> left{0};   // 1 once the rank destroyed its group or failed
+  std::atomic<int32_t> pid{0};     // for liveness checks across processes (0: not checked)
+  Fingerprint fp[2];               // fingerprint of seq, in fp[seq % 2] (Note [Fingerprints])
+};
+
+class ShmEngine {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  static size_t arena_bytes(int size, size_t slot_bytes);
+  // Constructs the control blocks; exactly one rank calls it before any rank uses the arena.
+  static void init_arena(void* base, int size);
+
+  // progress (may be empty) runs every few hundred microseconds while waiting, so sends/recvs
+  // of the same group make progress during a collective. check_pids: peers are processes.
+  ShmEngine(void* base, int rank, int size, size_t slot_bytes, bool check_pids,
+            std::function<void()> progress);
+
+  // Runs one collective; throws CommError (timeout, dead peer, mismatch) without a group prefix.
+  void run(const CollectiveOp& op, Clock::time_point deadline);
+  void mark_left();  // peers waiting on this rank fail at once
+  bool has_left(int rank) const;
+
+ private:
+  void all_reduce(const CollectiveOp& op);
+  void reduce_scatter(const CollectiveOp& op);
+  void all_gather(const CollectiveOp& op);
+  void broadcast(const CollectiveOp& op);
+  void all_to_all(const CollectiveOp& op);
+
+  // Arrives at the next barrier, waits for every rank, returns the buffer half it published.
+  int barrier(const CollectiveOp& op);
+  [[noreturn]] void throw_timeout(const CollectiveOp& op, uint64_t target) const;
+  std::string dead_peer(const CollectiveOp& op, uint64_t target) const;  // "" when all alive
+  void check_fingerprints(const CollectiveOp& op) const;
+
+  RankControl& ctl(int r) const { return controls_[r]; }
+  char* slot(int r, int half) const { return data_ + (2 * r + half) * slot_bytes_; }
+  char* result(int half) const { return data_ + (2 * size_ + half) * slot_bytes_; }
+
+  RankControl* controls_;
+  char* data_;
+  int rank_;
+  int size_;
+  size_t slot_bytes_;
+  bool check_pids_;
+  std::function<void()> progress_;
+  std::vector<const void*> srcs_;  // reduction sources in rank order
+  uint64_t phase_ = 0;
+  bool first_barrier_ = false;  // the next barrier is the first of the current collective
+  Clock::time_point deadline_;
+  Clock::time_point started_;
+};
+
+}  // namespace braid::comm

@@ -1,0 +1,41 @@
+#include "braid/comm/work.h"
+
+#include "braid/core/error.h"
+
+namespace braid::comm {
+
+Work::Work(OpType op, uint64_t seq, std::string description, std::chrono::milliseconds wait_limit)
+    : op_(op), seq_(seq), description_(std::move(description)), wait_limit_(wait_limit) {}
+
+void Work::wait() {
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_for(lock, wait_limit_, [&] { return done_; })) {
+    throw CommError(detail::concat(description_, ": not finished after ", wait_limit_.count(),
+                                   " ms; the communication thread is stuck"));
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::is_completed() const {
+  std::lock_guard lock(mu_);
+  return done_;
+}
+
+void Work::mark_done() {
+  {
+    std::lock_guard lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Work::mark_failed(std::exception_ptr error) {
+  {
+    std::lock_guard lock(mu_);
+    error_ = std::move(error);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+}  // namespace braid::comm

@@ -1,0 +1,45 @@
+// Work: the handle of one asynchronous operation on a ProcessGroup.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <string>
+
+#include "braid/comm/reduce_op.h"
+
+namespace braid::comm {
+
+class Work {
+ public:
+  // wait_limit bounds wait(): the comm thread always finishes or fails an op within the group's
+  // timeout, so a wait that outlives it means the comm thread itself is stuck.
+  Work(OpType op, uint64_t seq, std::string description, std::chrono::milliseconds wait_limit);
+
+  // Blocks until the operation finished; rethrows its failure (a CommError naming the group,
+  // operation, sequence number and ranks).
+  void wait();
+  bool is_completed() const;
+
+  OpType op() const { return op_; }
+  uint64_t seq() const { return seq_; }  // collectives: 1, 2, ... per group; p2p: per group too
+  const std::string& description() const { return description_; }
+
+  // Backend side: exactly one of these, once.
+  void mark_done();
+  void mark_failed(std::exception_ptr error);
+
+ private:
+  OpType op_;
+  uint64_t seq_;
+  std::string description_;
+  std::chrono::milliseconds wait_limit_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace braid::comm
