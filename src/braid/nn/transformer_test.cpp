@@ -1,0 +1,186 @@
+#include "braid/nn/transformer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "braid/optim/optimizer.h"
+#include "testing/tensor_compare.h"
+
+namespace braid::nn {
+namespace {
+
+ModelConfig tiny(ModelArch arch) {
+  ModelConfig c = ModelConfig::preset(arch == ModelArch::gpt2 ? "gpt2-tiny" : "llama-tiny");
+  c.vocab_size = 61;
+  c.max_seq_len = 16;
+  c.d_model = 32;
+  c.d_ff = arch == ModelArch::gpt2 ? 128 : 48;
+  c.n_layer = 3;
+  return c;
+}
+
+Tensor tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int32_t> v(static_cast<size_t>(B * T));
+  for (auto& x : v) x = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
+  return Tensor::from_vector(v, Shape{B, T});
+}
+
+class TransformerTest : public ::testing::TestWithParam<ModelArch> {};
+
+TEST_P(TransformerTest, LayoutFollowsFirstUseAndUnitsTileTheBuffer) {
+  const ModelConfig cfg = tiny(GetParam());
+  Transformer m(cfg);
+  EXPECT_EQ(m.flat().numel(), cfg.num_parameters());
+  const auto& e = m.flat().entries();
+  if (cfg.is_gpt2()) {
+    EXPECT_EQ(e.front().name, "transformer.wte.weight");
+    EXPECT_EQ(e[1].name, "transformer.wpe.weight");
+    EXPECT_EQ(e[2].name, "transformer.h.0.ln_1.weight");
+    EXPECT_EQ(e[4].name, "transformer.h.0.attn.c_attn.weight");
+    EXPECT_EQ(e[4].param->shape, (Shape{96, 32}));
+    EXPECT_EQ(e.back().name, "transformer.ln_f.bias");
+  } else {
+    EXPECT_EQ(e.front().name, "model.embed_tokens.weight");
+    EXPECT_EQ(e[1].name, "model.layers.0.input_layernorm.weight");
+    EXPECT_EQ(e[3].name, "model.layers.0.self_attn.k_proj.weight");
+    EXPECT_EQ(e[3].param->shape, (Shape{16, 32}));  // 2 kv heads of 8
+    EXPECT_EQ(e.back().name, "lm_head.weight");
+  }
+  const auto& units = m.units();
+  ASSERT_EQ(units.size(), static_cast<size_t>(cfg.n_layer + 2));
+  EXPECT_EQ(units[0].name, "embeddings");
+  EXPECT_EQ(units[1].name, "block.0");
+  EXPECT_EQ(units.back().name, "head");
+  int64_t at = 0;
+  for (const auto& u : units) {
+    EXPECT_EQ(u.range.offset, at) << u.name;
+    at += u.range.size;
+  }
+  EXPECT_EQ(at, m.flat().numel());
+}
+
+TEST_P(TransformerTest, InitIsDeterministicGpt2Style) {
+  const ModelConfig cfg = tiny(GetParam());
+  Transformer a(cfg, {.seed = 5}), b(cfg, {.seed = 5}), c(cfg, {.seed = 6});
+  EXPECT_TRUE(testing::bit_equal(a.flat().params(), b.flat().params()));
+  EXPECT_FALSE(testing::bit_equal(a.flat().params(), c.flat().params()));
+  const std::string proj = cfg.is_gpt2() ? "transformer.h.1.attn.c_proj.weight"
+                                         : "model.layers.1.self_attn.o_proj.weight";
+  auto v = a.flat().entry(proj).param->var.value().to_f32_vector();
+  double sq = 0;
+  for (float x : v) sq += x * x;
+  const double want = 0.02 / std::sqrt(2.0 * cfg.n_layer);
+  EXPECT_NEAR(std::sqrt(sq / v.size()), want, 0.15 * want);
+}
+
+TEST_P(TransformerTest, MemoryIsAccountedAndActivationsFreedAfterBackward) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  MemoryScope scope(tracker);
+  const ModelConfig cfg = tiny(GetParam());
+  Transformer m(cfg);
+  const int64_t n = cfg.num_parameters();
+  EXPECT_EQ(tracker->current(MemCategory::parameters), 4 * n);
+  EXPECT_EQ(tracker->current(MemCategory::gradients), 4 * n);
+
+  std::vector<optim::ParamSlice> slices;
+  for (auto& [name, v] : m.named_parameters()) slices.push_back({name, v.value(), v.grad(), {}});
+  optim::AdamW opt({optim::ParamGroup{slices, 1.0f, 0.1f}});
+  for (int step = 0; step < 2; ++step) {
+    Tensor ids = tokens(2, 8, cfg.vocab_size, 1 + step), tg = tokens(2, 8, cfg.vocab_size, 9);
+    m.zero_grad();
+    {
+      Variable loss = m.loss(ids, tg);
+      EXPECT_GT(tracker->current(MemCategory::activations), 0);
+      loss.backward();
+    }
+    EXPECT_EQ(tracker->current(MemCategory::activations), 0) << tracker->breakdown();
+    opt.step(1e-3f);
+  }
+  EXPECT_EQ(tracker->current(MemCategory::parameters), 4 * n);
+  EXPECT_EQ(tracker->current(MemCategory::gradients), 4 * n);
+  EXPECT_EQ(tracker->current(MemCategory::optimizer_state), 8 * n);
+}
+
+TEST_P(TransformerTest, ActivationCheckpointingGivesTheSameGradients) {
+  const ModelConfig cfg = tiny(GetParam());
+  Transformer a(cfg, {.seed = 3}), b(cfg, {.seed = 3});
+  b.set_activation_checkpointing(true);
+  Tensor ids = tokens(2, 8, cfg.vocab_size, 1), tg = tokens(2, 8, cfg.vocab_size, 2);
+  Variable la = a.loss(ids, tg), lb = b.loss(ids, tg);
+  EXPECT_EQ(la.value().item(), lb.value().item());
+  la.backward();
+  lb.backward();
+  EXPECT_TRUE(testing::all_close(b.flat().grads(), a.flat().grads(), 1e-6, 1e-9));
+}
+
+TEST_P(TransformerTest, LogitsAgreeWithTheLossAndDenominatorScales) {
+  const ModelConfig cfg = tiny(GetParam());
+  Transformer m(cfg, {.seed = 11});
+  const int64_t B = 2, T = 5, V = cfg.vocab_size;
+  Tensor ids = tokens(B, T, V, 4), tg = tokens(B, T, V, 8);
+  tg.data<int32_t>()[3] = -100;
+  Tensor logits = m.logits(ids);
+  ASSERT_EQ(logits.shape(), (Shape{B, T, V}));
+  const float* lg = logits.data<float>();
+  double sum = 0;
+  int count = 0;
+  for (int64_t r = 0; r < B * T; ++r) {
+    const int32_t t = tg.data<int32_t>()[r];
+    if (t == -100) continue;
+    double mx = -1e30, se = 0;
+    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(lg[r * V + v]));
+    for (int64_t v = 0; v < V; ++v) se += std::exp(lg[r * V + v] - mx);
+    sum += mx + std::log(se) - lg[r * V + t];
+    ++count;
+  }
+  autograd::NoGradGuard no_grad;
+  EXPECT_NEAR(m.loss(ids, tg).value().item(), sum / count, 1e-5 * sum / count);
+  EXPECT_NEAR(m.loss(ids, tg, 4.0 * count).value().item(), sum / count / 4, 1e-5 * sum / count);
+}
+
+TEST_P(TransformerTest, HooksFireAroundForwardAndBackward) {
+  const ModelConfig cfg = tiny(GetParam());
+  Transformer m(cfg, {.seed = 1});
+  std::vector<std::string> events;
+  for (size_t i = 0; i < m.num_blocks(); ++i) {
+    const std::string id = std::to_string(i);
+    Block& b = m.block(i);
+    b.register_forward_pre_hook([&events, id](Module&) { events.push_back("fpre" + id); });
+    b.register_forward_post_hook(
+        [&events, id](Module&, const Variable&) { events.push_back("fpost" + id); });
+    b.register_backward_pre_hook([&events, id](Module&) { events.push_back("bpre" + id); });
+    b.register_backward_post_hook([&events, id](Module&) { events.push_back("bpost" + id); });
+  }
+  for (int rep = 0; rep < 2; ++rep) {
+    events.clear();
+    Tensor ids = tokens(1, 4, cfg.vocab_size, 1);
+    m.zero_grad();
+    Variable loss = m.loss(ids, ids);
+    EXPECT_EQ(events,
+              (std::vector<std::string>{"fpre0", "fpost0", "fpre1", "fpost1", "fpre2", "fpost2"}));
+    events.clear();
+    loss.backward();
+    EXPECT_EQ(events,
+              (std::vector<std::string>{"bpre2", "bpost2", "bpre1", "bpost1", "bpre0", "bpost0"}));
+  }
+}
+
+TEST_P(TransformerTest, RejectsBadInputs) {
+  const ModelConfig cfg = tiny(GetParam());
+  Transformer m(cfg);
+  Tensor ok = tokens(1, 4, cfg.vocab_size, 1);
+  EXPECT_THROW(m.loss(Tensor::zeros(Shape{1, 4}), ok), Error);                         // f32 ids
+  EXPECT_THROW(m.loss(tokens(1, 17, cfg.vocab_size, 1), tokens(1, 17, 5, 1)), Error);  // T > 16
+  EXPECT_THROW(m.loss(ok, tokens(1, 3, cfg.vocab_size, 1)), Error);                    // shapes
+}
+
+INSTANTIATE_TEST_SUITE_P(Arch, TransformerTest,
+                         ::testing::Values(ModelArch::gpt2, ModelArch::llama),
+                         [](const auto& info) {
+                           return info.param == ModelArch::gpt2 ? "gpt2" : "llama";
+                         });
+
+}  // namespace
+}  // namespace braid::nn
