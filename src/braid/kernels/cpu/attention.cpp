@@ -2,14 +2,14 @@
 //   q[B,T,NH,HS], k[B,T,NKV,HS], v[B,T,NKV,HS], out[B,T,NH,HS], lse[B,NH,T] f32;
 //   query head h reads key/value head h / (NH/NKV); scale = 1/sqrt(HS).
 // Forward, per (b,h): the head's rows are gathered into contiguous f32 panels (Q scaled,
-//   K transposed to [HS,T], V), then each query block of kBq rows walks the key blocks of
-//   kBk columns at or below the diagonal with an online softmax (running max m, sum l);
-//   out = O / l, lse = m + log l. Only a kBq x kBk tile of scores exists at any time.
+//   K transposed to [HS,T], V; padded, see attention_tiles.h), then each query block of 64
+//   rows walks the key blocks of 64 columns at or below the diagonal with an online softmax (running max m, sum l);
+//   out = O / l, lse = m + log l. Only a 64 x 64 tile of scores exists at any time.
 // Backward, per (b, kv head) so dk/dv have one writer: for each query head of the group,
 //   D_i = rowsum(dO_i * O_i); for each key block j and query block i >= j the probabilities
 //   are recomputed, P = exp(S - lse), then dV_j += P^T dO_i, dP = dO_i V_j^T,
 //   dS = P (dP - D) * scale, dQ_i += dS K_j, dK_j += dS^T Q_i.
-// Per-thread memory: a few [T,HS] panels and [kBq,kBk] tiles (thread_local scratch).
+// Per-thread memory: a few [T,HS] panels and 64 x 64 tiles (thread_local scratch).
 #include <cmath>
 
 #include "braid/kernels/cpu/attention_tiles.h"
@@ -41,58 +41,67 @@ AttnDims check_attention(const char* op, const Tensor& q, const Tensor& k, const
   return d;
 }
 
-// dst[T,HS] (f32, contiguous) = src rows t*stride (+ head offset already applied) * mul.
+// dst[Tp,HSp] (f32, zero-padded) = src rows t*stride (head offset applied) * mul.
 template <typename T>
-void gather(float* dst, const T* src, int64_t T_, int64_t HS, int64_t stride, float mul) {
-  for (int64_t t = 0; t < T_; ++t)
-    for (int64_t d = 0; d < HS; ++d) dst[t * HS + d] = ld(&src[t * stride + d]) * mul;
+void gather(float* dst, const T* src, int64_t T_, int64_t HS, int64_t stride, float mul,
+            int64_t Tp, int64_t HSp) {
+  for (int64_t t = 0; t < Tp; ++t) {
+    float* d = dst + t * HSp;
+    int64_t valid = t < T_ ? HS : 0;
+    for (int64_t x = 0; x < valid; ++x) d[x] = ld(&src[t * stride + x]) * mul;
+    for (int64_t x = valid; x < HSp; ++x) d[x] = 0.0f;
+  }
 }
 
-// dst[HS,T] = src^T (src rows t*stride).
+// dst[HSp,Tp] (zero-padded) = src^T (src rows t*stride).
 template <typename T>
-void gather_transposed(float* dst, const T* src, int64_t T_, int64_t HS, int64_t stride) {
+void gather_transposed(float* dst, const T* src, int64_t T_, int64_t HS, int64_t stride,
+                       int64_t Tp, int64_t HSp) {
+  for (int64_t x = 0; x < HSp * Tp; ++x) dst[x] = 0.0f;
   for (int64_t t = 0; t < T_; ++t)
-    for (int64_t d = 0; d < HS; ++d) dst[d * T_ + t] = ld(&src[t * stride + d]);
+    for (int64_t x = 0; x < HS; ++x) dst[x * Tp + t] = ld(&src[t * stride + x]);
 }
 
 template <typename T>
 void forward_impl(T* out, float* lse, const T* q, const T* k, const T* v, const AttnDims& d) {
   const int64_t T_ = d.T, HS = d.HS, group = d.NH / d.NKV;
+  const int64_t Tp = round_up(T_, kTile), HSp = round_up(HS, 16);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
 #pragma omp parallel
   {
-    float* Q = scratch(0, T_ * HS);
-    float* Kt = scratch(1, HS * T_);
-    float* V = scratch(2, T_ * HS);
-    float* S = scratch(3, kBq * kBk + kBq * HS + 2 * kBq);
-    float* O = S + kBq * kBk;
-    float* m = O + kBq * HS;
-    float* l = m + kBq;
+    float* Q = scratch(0, Tp * HSp);
+    float* Kt = scratch(1, HSp * Tp);
+    float* V = scratch(2, Tp * HSp);
+    float* S = scratch(3, kTile * kTile + kTile * HSp + 2 * kTile);
+    float* O = S + kTile * kTile;
+    float* m = O + kTile * HSp;
+    float* l = m + kTile;
     int64_t loaded = -1;  // (b * NKV + kvh) whose K/V panels are loaded
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
       int64_t b = bh / d.NH, h = bh % d.NH, kvh = h / group;
       if (loaded != b * d.NKV + kvh) {
         const int64_t kv_off = (b * T_ * d.NKV + kvh) * HS;
-        gather_transposed(Kt, k + kv_off, T_, HS, d.NKV * HS);
-        gather(V, v + kv_off, T_, HS, d.NKV * HS, 1.0f);
+        gather_transposed(Kt, k + kv_off, T_, HS, d.NKV * HS, Tp, HSp);
+        gather(V, v + kv_off, T_, HS, d.NKV * HS, 1.0f, Tp, HSp);
         loaded = b * d.NKV + kvh;
       }
       const int64_t q_off = (b * T_ * d.NH + h) * HS;
-      gather(Q, q + q_off, T_, HS, d.NH * HS, scale);
-      for (int64_t i0 = 0; i0 < T_; i0 += kBq) {
-        const int64_t bq = std::min(kBq, T_ - i0);
-        for (int64_t r = 0; r < bq; ++r) m[r] = -INFINITY, l[r] = 0.0f;
-        for (int64_t x = 0; x < bq * HS; ++x) O[x] = 0.0f;
-        for (int64_t j0 = 0; j0 < i0 + bq; j0 += kBk) {
-          const int64_t bk = std::min(kBk, T_ - j0);
-          tile_scores(S, Q + i0 * HS, HS, Kt + j0, T_, bq, bk, HS);
-          online_softmax_update(S, O, m, l, V + j0 * HS, bq, bk, HS, i0 - j0);
+      gather(Q, q + q_off, T_, HS, d.NH * HS, scale, Tp, HSp);
+      for (int64_t i0 = 0; i0 < T_; i0 += kTile) {
+        const int64_t bq = std::min(kTile, T_ - i0);
+        for (int64_t r = 0; r < kTile; ++r) m[r] = -INFINITY, l[r] = 0.0f;
+        for (int64_t x = 0; x < kTile * HSp; ++x) O[x] = 0.0f;
+        for (int64_t j0 = 0; j0 < i0 + bq; j0 += kTile) {
+          const int64_t bk = std::min(kTile, T_ - j0);
+          tile_scores(S, Q + i0 * HSp, HSp, Kt + j0, Tp, HSp);
+          online_softmax_step(S, O, m, l, bq, bk, HSp, i0 - j0);
+          tile_acc_nn(O, S, V + j0 * HSp, HSp);
         }
         for (int64_t r = 0; r < bq; ++r) {
           const float inv = 1.0f / l[r];
           T* orow = out + q_off + (i0 + r) * d.NH * HS;
-          for (int64_t x = 0; x < HS; ++x) st(&orow[x], O[r * HS + x] * inv);
+          for (int64_t x = 0; x < HS; ++x) st(&orow[x], O[r * HSp + x] * inv);
           lse[bh * T_ + i0 + r] = m[r] + std::log(l[r]);
         }
       }
@@ -104,62 +113,64 @@ template <typename T>
 void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                    const T* out, const float* lse, const AttnDims& d) {
   const int64_t T_ = d.T, HS = d.HS, group = d.NH / d.NKV;
+  const int64_t Tp = round_up(T_, kTile), HSp = round_up(HS, 16);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
 #pragma omp parallel
   {
-    float* K = scratch(0, T_ * HS);
-    float* Kt = scratch(1, HS * T_);
-    float* Vt = scratch(2, HS * T_);
-    float* Q = scratch(3, 2 * T_ * HS + T_);  // Q, dO, D
-    float* dO = Q + T_ * HS;
-    float* D = dO + T_ * HS;
-    float* acc = scratch(4, 3 * T_ * HS);  // dQ, dK, dV
+    float* K = scratch(0, Tp * HSp);
+    float* Kt = scratch(1, HSp * Tp);
+    float* Vt = scratch(2, HSp * Tp);
+    float* Q = scratch(3, 2 * Tp * HSp + Tp);  // Q, dO, D
+    float* dO = Q + Tp * HSp;
+    float* D = dO + Tp * HSp;
+    float* acc = scratch(4, 3 * Tp * HSp);  // dQ, dK, dV
     float* dQ = acc;
-    float* dK = acc + T_ * HS;
-    float* dV = acc + 2 * T_ * HS;
-    float* P = scratch(5, 2 * kBq * kBk);
-    float* dS = P + kBq * kBk;
+    float* dK = acc + Tp * HSp;
+    float* dV = acc + 2 * Tp * HSp;
+    float* P = scratch(5, 2 * kTile * kTile);
+    float* dS = P + kTile * kTile;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bkv = 0; bkv < d.B * d.NKV; ++bkv) {
       int64_t b = bkv / d.NKV, kvh = bkv % d.NKV;
       const int64_t kv_off = (b * T_ * d.NKV + kvh) * HS;
-      gather(K, k + kv_off, T_, HS, d.NKV * HS, 1.0f);
-      gather_transposed(Kt, k + kv_off, T_, HS, d.NKV * HS);
-      gather_transposed(Vt, v + kv_off, T_, HS, d.NKV * HS);
-      for (int64_t x = 0; x < 2 * T_ * HS; ++x) dK[x] = 0.0f;  // dK and dV
+      gather(K, k + kv_off, T_, HS, d.NKV * HS, 1.0f, Tp, HSp);
+      gather_transposed(Kt, k + kv_off, T_, HS, d.NKV * HS, Tp, HSp);
+      gather_transposed(Vt, v + kv_off, T_, HS, d.NKV * HS, Tp, HSp);
+      for (int64_t x = 0; x < 2 * Tp * HSp; ++x) dK[x] = 0.0f;  // dK and dV
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
         const int64_t q_off = (b * T_ * d.NH + h) * HS;
         const float* lrow = lse + (b * d.NH + h) * T_;
-        gather(Q, q + q_off, T_, HS, d.NH * HS, 1.0f);
-        gather(dO, dout + q_off, T_, HS, d.NH * HS, 1.0f);
-        for (int64_t t = 0; t < T_; ++t) {
-          const T* orow = out + q_off + t * d.NH * HS;
+        gather(Q, q + q_off, T_, HS, d.NH * HS, 1.0f, Tp, HSp);
+        gather(dO, dout + q_off, T_, HS, d.NH * HS, 1.0f, Tp, HSp);
+        for (int64_t t = 0; t < Tp; ++t) {
           float s = 0;
-          for (int64_t x = 0; x < HS; ++x) s += dO[t * HS + x] * ld(&orow[x]);
+          if (t < T_) {
+            const T* orow = out + q_off + t * d.NH * HS;
+            for (int64_t x = 0; x < HS; ++x) s += dO[t * HSp + x] * ld(&orow[x]);
+          }
           D[t] = s;
         }
-        for (int64_t x = 0; x < T_ * HS; ++x) dQ[x] = 0.0f;
-        for (int64_t j0 = 0; j0 < T_; j0 += kBk) {
-          const int64_t bk = std::min(kBk, T_ - j0);
-          for (int64_t i0 = (j0 / kBq) * kBq; i0 < T_; i0 += kBq) {
-            const int64_t bq = std::min(kBq, T_ - i0);
-            if (i0 + bq <= j0) continue;  // block entirely above the diagonal
-            tile_scores(P, Q + i0 * HS, HS, Kt + j0, T_, bq, bk, HS);
+        for (int64_t x = 0; x < Tp * HSp; ++x) dQ[x] = 0.0f;
+        for (int64_t j0 = 0; j0 < T_; j0 += kTile) {
+          const int64_t bk = std::min(kTile, T_ - j0);
+          for (int64_t i0 = j0; i0 < T_; i0 += kTile) {  // query blocks on/below the diagonal
+            const int64_t bq = std::min(kTile, T_ - i0);
+            tile_scores(P, Q + i0 * HSp, HSp, Kt + j0, Tp, HSp);
             tile_probs(P, lrow + i0, scale, bq, bk, i0 - j0);
-            tile_acc_tn(dV + j0 * HS, P, dO + i0 * HS, bq, bk, HS);
-            tile_scores(dS, dO + i0 * HS, HS, Vt + j0, T_, bq, bk, HS);
-            tile_dscores(dS, P, D + i0, scale, bq, bk);
-            tile_acc_nn(dQ + i0 * HS, dS, K + j0 * HS, bq, bk, HS);
-            tile_acc_tn(dK + j0 * HS, dS, Q + i0 * HS, bq, bk, HS);
+            tile_acc_tn(dV + j0 * HSp, P, dO + i0 * HSp, HSp);
+            tile_scores(dS, dO + i0 * HSp, HSp, Vt + j0, Tp, HSp);
+            tile_dscores(dS, P, D + i0, scale);
+            tile_acc_nn(dQ + i0 * HSp, dS, K + j0 * HSp, HSp);
+            tile_acc_tn(dK + j0 * HSp, dS, Q + i0 * HSp, HSp);
           }
         }
         if (dq) {
-          for (int64_t t = 0; t < T_; ++t) add_row(dq + q_off + t * d.NH * HS, dQ + t * HS, HS);
+          for (int64_t t = 0; t < T_; ++t) add_row(dq + q_off + t * d.NH * HS, dQ + t * HSp, HS);
         }
       }
       for (int64_t t = 0; t < T_; ++t) {
-        if (dk) add_row(dk + kv_off + t * d.NKV * HS, dK + t * HS, HS);
-        if (dv) add_row(dv + kv_off + t * d.NKV * HS, dV + t * HS, HS);
+        if (dk) add_row(dk + kv_off + t * d.NKV * HS, dK + t * HSp, HS);
+        if (dv) add_row(dv + kv_off + t * d.NKV * HS, dV + t * HSp, HS);
       }
     }
   }

@@ -1,30 +1,103 @@
-// Tile kernels of the flash attention (internal to cpu/attention.cpp). Score tiles are
-// [kBq, kBk] f32 with row stride kBk; panels are f32 [rows, HS] or transposed [HS, T].
+// Tile kernels of the flash attention (internal to cpu/attention.cpp).
+// Every tile is kTile x kTile (64 x 64) f32 with row stride kTile; panels are f32 with rows
+// padded to Tp (a multiple of kTile) and head size padded to HSp (a multiple of 16), the
+// padding zero-filled, so the register-blocked micro-kernels below never see ragged edges.
+// Row/column masks are applied by writing zeros into the probability tiles.
 // diag = i0 - j0 (query block start minus key block start): key c of a tile is visible to
 // query row r iff c <= r + diag (causal mask).
+// The micro-kernels use GCC vector extensions (16 floats, one AVX-512 register; split into
+// narrower registers on other targets): 4 rows x 64 columns of accumulators.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "braid/kernels/cpu/common.h"
 
 namespace braid::kernels::cpu {
 
-constexpr int64_t kBq = 64;  // query rows per tile
-constexpr int64_t kBk = 64;  // key columns per tile
+constexpr int64_t kTile = 64;  // query rows and key columns per tile
 
-// S[r, c] = sum_d A[r, d] * Bt[d, c]   (r < m, c < n, d < k; A row stride lda, Bt ldb)
+typedef float v16 __attribute__((vector_size(64)));
+
+inline v16 vload(const float* p) {
+  v16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline void vstore(float* p, v16 v) { std::memcpy(p, &v, sizeof(v)); }
+
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// S[64,64] = A[64 rows, HSp] (row stride lda) @ Bt[HSp rows, 64 cols] (row stride ldb)
 inline void tile_scores(float* __restrict S, const float* __restrict A, int64_t lda,
-                        const float* __restrict Bt, int64_t ldb, int64_t m, int64_t n, int64_t k) {
-  for (int64_t r = 0; r < m; ++r) {
-    float* s = S + r * kBk;
-    for (int64_t c = 0; c < n; ++c) s[c] = 0.0f;
-    for (int64_t d = 0; d < k; ++d) {
-      const float a = A[r * lda + d];
+                        const float* __restrict Bt, int64_t ldb, int64_t HSp) {
+  for (int64_t r = 0; r < kTile; r += 4) {
+    v16 acc[4][4] = {};
+    const float* a = A + r * lda;
+    for (int64_t d = 0; d < HSp; ++d) {
       const float* b = Bt + d * ldb;
-#pragma omp simd
-      for (int64_t c = 0; c < n; ++c) s[c] += a * b[c];
+      v16 b0 = vload(b), b1 = vload(b + 16), b2 = vload(b + 32), b3 = vload(b + 48);
+      for (int i = 0; i < 4; ++i) {
+        const float ai = a[i * lda + d];
+        acc[i][0] += ai * b0;
+        acc[i][1] += ai * b1;
+        acc[i][2] += ai * b2;
+        acc[i][3] += ai * b3;
+      }
+    }
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) vstore(S + (r + i) * kTile + 16 * j, acc[i][j]);
+  }
+}
+
+// C[64 rows, HSp] += P[64,64] @ B[64 rows, HSp]   (C, B row stride HSp)
+inline void tile_acc_nn(float* __restrict C, const float* __restrict P,
+                        const float* __restrict B, int64_t HSp) {
+  for (int64_t x0 = 0; x0 < HSp; x0 += 64) {
+    const int nv = static_cast<int>(std::min<int64_t>(4, (HSp - x0) / 16));
+    for (int64_t r = 0; r < kTile; r += 4) {
+      v16 acc[4][4] = {};
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < nv; ++j) acc[i][j] = vload(C + (r + i) * HSp + x0 + 16 * j);
+      const float* p = P + r * kTile;
+      for (int64_t c = 0; c < kTile; ++c) {
+        const float* b = B + c * HSp + x0;
+        v16 bv[4];
+        for (int j = 0; j < nv; ++j) bv[j] = vload(b + 16 * j);
+        for (int i = 0; i < 4; ++i) {
+          const float pi = p[i * kTile + c];
+          for (int j = 0; j < nv; ++j) acc[i][j] += pi * bv[j];
+        }
+      }
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < nv; ++j) vstore(C + (r + i) * HSp + x0 + 16 * j, acc[i][j]);
+    }
+  }
+}
+
+// C[64 rows, HSp] += P[64,64]^T @ B[64 rows, HSp]  (C[c,:] += sum_r P[r,c] B[r,:])
+inline void tile_acc_tn(float* __restrict C, const float* __restrict P,
+                        const float* __restrict B, int64_t HSp) {
+  for (int64_t x0 = 0; x0 < HSp; x0 += 64) {
+    const int nv = static_cast<int>(std::min<int64_t>(4, (HSp - x0) / 16));
+    for (int64_t c = 0; c < kTile; c += 4) {
+      v16 acc[4][4] = {};
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < nv; ++j) acc[i][j] = vload(C + (c + i) * HSp + x0 + 16 * j);
+      for (int64_t r = 0; r < kTile; ++r) {
+        const float* b = B + r * HSp + x0;
+        const float* p = P + r * kTile + c;
+        v16 bv[4];
+        for (int j = 0; j < nv; ++j) bv[j] = vload(b + 16 * j);
+        for (int i = 0; i < 4; ++i) {
+          const float pi = p[i];
+          for (int j = 0; j < nv; ++j) acc[i][j] += pi * bv[j];
+        }
+      }
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < nv; ++j) vstore(C + (c + i) * HSp + x0 + 16 * j, acc[i][j]);
     }
   }
 }
@@ -35,89 +108,58 @@ inline int64_t visible(int64_t r, int64_t n, int64_t diag) {
   return v < 0 ? 0 : (v > n ? n : v);
 }
 
-// One online-softmax step of the forward: S (scores, already scaled) of m x n against
-// V[n, HS]; updates running max mx, sum l and unnormalised output O[m, HS].
-inline void online_softmax_update(float* __restrict S, float* __restrict O, float* mx, float* l,
-                                  const float* __restrict V, int64_t m, int64_t n, int64_t HS,
-                                  int64_t diag) {
-  for (int64_t r = 0; r < m; ++r) {
-    const int64_t nv = visible(r, n, diag);
-    if (nv == 0) continue;
-    float* s = S + r * kBk;
+// One online-softmax step of the forward over a tile of m valid query rows and n valid keys:
+// S holds scaled scores and becomes the probabilities exp(S - new max) (0 where masked or
+// padded); the running max mx, sum l and the output rows O[m, HSp] are rescaled.
+inline void online_softmax_step(float* __restrict S, float* __restrict O, float* mx, float* l,
+                                int64_t m, int64_t n, int64_t HSp, int64_t diag) {
+  for (int64_t r = 0; r < kTile; ++r) {
+    float* s = S + r * kTile;
+    const int64_t nv = r < m ? visible(r, n, diag) : 0;
+    if (nv == 0) {
+      for (int64_t c = 0; c < kTile; ++c) s[c] = 0.0f;
+      continue;
+    }
     float row_max = mx[r];
-    for (int64_t c = 0; c < nv; ++c) row_max = s[c] > row_max ? s[c] : row_max;
+#pragma omp simd reduction(max : row_max)
+    for (int64_t c = 0; c < nv; ++c) row_max = std::max(row_max, s[c]);
     const float alpha = fast_exp(mx[r] - row_max);
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t c = 0; c < nv; ++c) {
-      s[c] = fast_exp(s[c] - row_max);
-      sum += s[c];
+    for (int64_t c = 0; c < kTile; ++c) {
+      const float p = c < nv ? fast_exp(s[c] - row_max) : 0.0f;
+      s[c] = p;
+      sum += p;
     }
     mx[r] = row_max;
     l[r] = l[r] * alpha + sum;
-    float* o = O + r * HS;
-    for (int64_t x = 0; x < HS; ++x) o[x] *= alpha;
-    for (int64_t c = 0; c < nv; ++c) {
-      const float p = s[c];
-      const float* vr = V + c * HS;
+    float* o = O + r * HSp;
 #pragma omp simd
-      for (int64_t x = 0; x < HS; ++x) o[x] += p * vr[x];
-    }
+    for (int64_t x = 0; x < HSp; ++x) o[x] *= alpha;
   }
 }
 
-// P = exp(S * scale - lse[r]) where visible, 0 elsewhere (in place).
+// P = exp(S * scale - lse[r]) where visible (r < m, c < n, causal), 0 elsewhere; in place.
 inline void tile_probs(float* __restrict P, const float* lse, float scale, int64_t m, int64_t n,
                        int64_t diag) {
-  for (int64_t r = 0; r < m; ++r) {
-    const int64_t nv = visible(r, n, diag);
-    float* p = P + r * kBk;
-    const float l = lse[r];
+  for (int64_t r = 0; r < kTile; ++r) {
+    const int64_t nv = r < m ? visible(r, n, diag) : 0;
+    float* p = P + r * kTile;
+    const float l = r < m ? lse[r] : 0.0f;
 #pragma omp simd
-    for (int64_t c = 0; c < nv; ++c) p[c] = fast_exp(p[c] * scale - l);
-    for (int64_t c = nv; c < n; ++c) p[c] = 0.0f;
+    for (int64_t c = 0; c < kTile; ++c) p[c] = c < nv ? fast_exp(p[c] * scale - l) : 0.0f;
   }
 }
 
-// dS = P * (dP - D[r]) * scale (dP given in dS, in place).
+// dS = P * (dP - D[r]) * scale (dP given in dS, in place; rows >= m have P = 0).
 inline void tile_dscores(float* __restrict dS, const float* __restrict P, const float* D,
-                         float scale, int64_t m, int64_t n) {
-  for (int64_t r = 0; r < m; ++r) {
-    float* ds = dS + r * kBk;
-    const float* p = P + r * kBk;
+                         float scale) {
+  for (int64_t r = 0; r < kTile; ++r) {
+    float* ds = dS + r * kTile;
+    const float* p = P + r * kTile;
     const float dr = D[r];
 #pragma omp simd
-    for (int64_t c = 0; c < n; ++c) ds[c] = p[c] * (ds[c] - dr) * scale;
-  }
-}
-
-// C[r, :] += sum_c A[r, c] * B[c, :]    (A a score tile m x n, B [n, HS], C [m, HS])
-inline void tile_acc_nn(float* __restrict C, const float* __restrict A, const float* __restrict B,
-                        int64_t m, int64_t n, int64_t HS) {
-  for (int64_t r = 0; r < m; ++r) {
-    float* cr = C + r * HS;
-    for (int64_t c = 0; c < n; ++c) {
-      const float a = A[r * kBk + c];
-      if (a == 0.0f) continue;
-      const float* br = B + c * HS;
-#pragma omp simd
-      for (int64_t x = 0; x < HS; ++x) cr[x] += a * br[x];
-    }
-  }
-}
-
-// C[c, :] += sum_r A[r, c] * B[r, :]    (A a score tile m x n, B [m, HS], C [n, HS])
-inline void tile_acc_tn(float* __restrict C, const float* __restrict A, const float* __restrict B,
-                        int64_t m, int64_t n, int64_t HS) {
-  for (int64_t r = 0; r < m; ++r) {
-    const float* br = B + r * HS;
-    for (int64_t c = 0; c < n; ++c) {
-      const float a = A[r * kBk + c];
-      if (a == 0.0f) continue;
-      float* cr = C + c * HS;
-#pragma omp simd
-      for (int64_t x = 0; x < HS; ++x) cr[x] += a * br[x];
-    }
+    for (int64_t c = 0; c < kTile; ++c) ds[c] = p[c] * (ds[c] - dr) * scale;
   }
 }
 

@@ -76,7 +76,8 @@ double* scratch_f64(int slot, int64_t n);
 // [-87, 88]; below that it returns 0, above it saturates near FLT_MAX's exponent).
 inline float fast_exp(float x) {
   x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  float n = __builtin_roundevenf(x * 1.44269504088896341f);
+  // round to nearest through the 1.5 * 2^23 shifter (vectorises, unlike roundevenf)
+  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = x - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;

@@ -52,8 +52,10 @@ void chunk_logits(float* logits, const T* x, const T* w, int64_t R, const CeDims
 
 float row_lse(const float* z, int64_t V) {
   float m = -INFINITY;
+#pragma omp simd reduction(max : m)
   for (int64_t v = 0; v < V; ++v) m = std::max(m, z[v]);
   float s = 0;
+#pragma omp simd reduction(+ : s)
   for (int64_t v = 0; v < V; ++v) s += fast_exp(z[v] - m);
   return m + std::log(s);
 }
