@@ -15,9 +15,13 @@
 namespace braid::data {
 namespace {
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : fallback;
+// BRAID_GPT2_DIR, else $BRAID_DATA_DIR/gpt2 (the Makefile sets it), else <repo>/data/gpt2.
+std::string gpt2_dir() {
+  if (const char* v = std::getenv("BRAID_GPT2_DIR"); v != nullptr && *v != '\0') return v;
+  if (const char* v = std::getenv("BRAID_DATA_DIR"); v != nullptr && *v != '\0') {
+    return std::string(v) + "/gpt2";
+  }
+  return BRAID_DEFAULT_GPT2_DIR;
 }
 
 // A vocabulary of the 256 bytes (ids 0..255, OpenAI's spelling) plus the given merges, whose
@@ -98,10 +102,10 @@ TEST(BpeTokenizerMini, RejectsIncompleteVocabularies) {
 class Gpt2Tokenizer : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = env_or("BRAID_GPT2_DIR", BRAID_DEFAULT_GPT2_DIR);
+    dir_ = gpt2_dir();
     if (!std::filesystem::exists(dir_ + "/encoder.json")) {
       GTEST_SKIP() << "GPT-2 vocabulary not found in " << dir_
-                   << "; run scripts/fetch-data.sh (or set BRAID_GPT2_DIR)";
+                   << "; run scripts/fetch-data.sh (or set BRAID_GPT2_DIR or BRAID_DATA_DIR)";
     }
   }
   std::string dir_;
