@@ -10,9 +10,9 @@
 #include <omp.h>
 
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <vector>
@@ -46,8 +46,7 @@ double now_s() {
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (ts.tv_sec + ts.tv_nsec * 1e-9) / omp_get_max_threads();
   }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Best-of-reps GFLOP/s of fn for an M x N x K product.
@@ -118,16 +117,15 @@ int main(int argc, char** argv) {
     oblas = gflops(
         [&] {
           cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans,
-                      s.tb ? CblasTrans : CblasNoTrans, s.M, s.N, s.K, 1.0f, a.data<float>(),
-                      sa[1], b.data<float>(), sb[1], beta, c.data<float>(), s.N);
+                      s.tb ? CblasTrans : CblasNoTrans, s.M, s.N, s.K, 1.0f, a.data<float>(), sa[1],
+                      b.data<float>(), sb[1], beta, c.data<float>(), s.N);
         },
         s, reps);
 #endif
-    double bf16 =
-        gflops([&] { kernels::matmul(c16, a16, b16, s.ta, s.tb, 1.0f, beta); }, s, reps);
+    double bf16 = gflops([&] { kernels::matmul(c16, a16, b16, s.ta, s.tb, 1.0f, beta); }, s, reps);
     std::printf("%-14s %5ld %5ld %5ld %c%c | %8.1f %10.1f %8.1f %10.1f\n", s.what, long(s.M),
-                long(s.N), long(s.K), s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', braid_f32, sgemm,
-                oblas, bf16);
+                long(s.N), long(s.K), s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', braid_f32, sgemm, oblas,
+                bf16);
   }
 #ifdef BRAID_BENCH_ONEDNN
   // Cost of building a matmul primitive per call instead of caching it.
@@ -141,8 +139,8 @@ int main(int argc, char** argv) {
       dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md_a, md_a, md_a), eng);
       dnnl::matmul prim(pd);
     }
-    double us = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-                n * 1e6;
+    double us =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n * 1e6;
     std::printf("\noneDNN matmul primitive creation (64x64x64, cache hit): %.1f us per call\n", us);
   }
 #endif

@@ -4,9 +4,9 @@
 #include <omp.h>
 
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <string>
 
@@ -56,8 +56,9 @@ int main(int argc, char** argv) {
   int reps = argc > 1 ? std::atoi(argv[1]) : 5;
   DType dt = argc > 2 ? dtype_from_name(argv[2]) : DType::f32;
   const int64_t B = 8, T = 256, C = 384, NH = 6, HS = 64, H = 1536, V = 8192, N = B * T;
-  std::printf("kernels_bench: %s, %d threads, GEMM %s, best of %d\n", std::string(dtype_name(dt)).c_str(),
-              omp_get_max_threads(), k::gemm_backend_name(), reps);
+  std::printf("kernels_bench: %s, %d threads, GEMM %s, best of %d\n",
+              std::string(dtype_name(dt)).c_str(), omp_get_max_threads(), k::gemm_backend_name(),
+              reps);
   Rng rng(7);
   auto rnd = [&](Shape s, float sd = 1.0f) { return Tensor::randn(s, rng, sd, dt); };
 
@@ -115,8 +116,7 @@ int main(int argc, char** argv) {
   Tensor p = Tensor::randn({P}, rng), pg = Tensor::randn({P}, rng, 1.0f, dt);
   Tensor m = Tensor::zeros({P}), vv = Tensor::zeros({P});
   int64_t t = 0;
-  report("adamw_step (14M params)", best_ms([&] {
-           k::adamw_step(p, pg, m, vv, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t);
-         }, reps));
+  report("adamw_step (14M params)",
+         best_ms([&] { k::adamw_step(p, pg, m, vv, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t); }, reps));
   return 0;
 }

@@ -3,8 +3,9 @@
 //   query head h reads key/value head h / (NH/NKV); scale = 1/sqrt(HS).
 // Forward, per (b,h): the head's rows are gathered into contiguous f32 panels (Q scaled,
 //   K transposed to [HS,T], V; padded, see attention_tiles.h), then each query block of 64
-//   rows walks the key blocks of 64 columns at or below the diagonal with an online softmax (running max m, sum l);
-//   out = O / l, lse = m + log l. Only a 64 x 64 tile of scores exists at any time.
+//   rows walks the key blocks of 64 columns at or below the diagonal with an online softmax
+//   (running max m, sum l); out = O / l, lse = m + log l. Only a 64 x 64 tile of scores exists at
+//   any time.
 // Backward, per (b, kv head) so dk/dv have one writer: for each query head of the group,
 //   D_i = rowsum(dO_i * O_i); for each key block j and query block i >= j the probabilities
 //   are recomputed, P = exp(S - lse), then dV_j += P^T dO_i, dP = dO_i V_j^T,
@@ -43,8 +44,8 @@ AttnDims check_attention(const char* op, const Tensor& q, const Tensor& k, const
 
 // dst[Tp,HSp] (f32, zero-padded) = src rows t*stride (head offset applied) * mul.
 template <typename T>
-void gather(float* dst, const T* src, int64_t T_, int64_t HS, int64_t stride, float mul,
-            int64_t Tp, int64_t HSp) {
+void gather(float* dst, const T* src, int64_t T_, int64_t HS, int64_t stride, float mul, int64_t Tp,
+            int64_t HSp) {
   for (int64_t t = 0; t < Tp; ++t) {
     float* d = dst + t * HSp;
     int64_t valid = t < T_ ? HS : 0;
@@ -53,13 +54,23 @@ void gather(float* dst, const T* src, int64_t T_, int64_t HS, int64_t stride, fl
   }
 }
 
-// dst[HSp,Tp] (zero-padded) = src^T (src rows t*stride).
+// dst[HSp,Tp] (zero-padded) = src^T (src rows t*stride). Blocks of 16 rows keep the reads
+// in a few cache lines and make every write a contiguous 16-float run.
 template <typename T>
-void gather_transposed(float* dst, const T* src, int64_t T_, int64_t HS, int64_t stride,
-                       int64_t Tp, int64_t HSp) {
-  for (int64_t x = 0; x < HSp * Tp; ++x) dst[x] = 0.0f;
-  for (int64_t t = 0; t < T_; ++t)
-    for (int64_t x = 0; x < HS; ++x) dst[x * Tp + t] = ld(&src[t * stride + x]);
+void gather_transposed(float* dst, const T* src, int64_t T_, int64_t HS, int64_t stride, int64_t Tp,
+                       int64_t HSp) {
+  for (int64_t t0 = 0; t0 < Tp; t0 += 16) {
+    const int64_t nt = std::max<int64_t>(0, std::min<int64_t>(16, T_ - t0));
+    for (int64_t x = 0; x < HSp; ++x) {
+      float* d = dst + x * Tp + t0;
+      if (x < HS) {
+        for (int64_t t = 0; t < nt; ++t) d[t] = ld(&src[(t0 + t) * stride + x]);
+        for (int64_t t = nt; t < 16; ++t) d[t] = 0.0f;
+      } else {
+        for (int64_t t = 0; t < 16; ++t) d[t] = 0.0f;
+      }
+    }
+  }
 }
 
 template <typename T>

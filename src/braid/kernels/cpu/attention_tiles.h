@@ -26,9 +26,13 @@ inline v16 vload(const float* p) {
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-inline void vstore(float* p, v16 v) { std::memcpy(p, &v, sizeof(v)); }
+inline void vstore(float* p, v16 v) {
+  std::memcpy(p, &v, sizeof(v));
+}
 
-inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+inline int64_t round_up(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
 
 // S[64,64] = A[64 rows, HSp] (row stride lda) @ Bt[HSp rows, 64 cols] (row stride ldb)
 inline void tile_scores(float* __restrict S, const float* __restrict A, int64_t lda,
@@ -52,54 +56,61 @@ inline void tile_scores(float* __restrict S, const float* __restrict A, int64_t 
   }
 }
 
-// C[64 rows, HSp] += P[64,64] @ B[64 rows, HSp]   (C, B row stride HSp)
-inline void tile_acc_nn(float* __restrict C, const float* __restrict P,
-                        const float* __restrict B, int64_t HSp) {
-  for (int64_t x0 = 0; x0 < HSp; x0 += 64) {
-    const int nv = static_cast<int>(std::min<int64_t>(4, (HSp - x0) / 16));
-    for (int64_t r = 0; r < kTile; r += 4) {
-      v16 acc[4][4] = {};
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < nv; ++j) acc[i][j] = vload(C + (r + i) * HSp + x0 + 16 * j);
-      const float* p = P + r * kTile;
-      for (int64_t c = 0; c < kTile; ++c) {
-        const float* b = B + c * HSp + x0;
-        v16 bv[4];
-        for (int j = 0; j < nv; ++j) bv[j] = vload(b + 16 * j);
-        for (int i = 0; i < 4; ++i) {
-          const float pi = p[i * kTile + c];
-          for (int j = 0; j < nv; ++j) acc[i][j] += pi * bv[j];
-        }
+// Columns [x0, x0 + 16 NV) of C[64 rows, HSp] += P[64,64] @ B[64 rows, HSp] (TRANS: P^T).
+// NV is a template parameter so the 4 x NV accumulators stay in registers.
+template <int NV, bool TRANS>
+inline void tile_acc_block(float* __restrict C, const float* __restrict P,
+                           const float* __restrict B, int64_t HSp, int64_t x0) {
+  for (int64_t r = 0; r < kTile; r += 4) {
+    v16 acc[4][NV];
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < NV; ++j) acc[i][j] = vload(C + (r + i) * HSp + x0 + 16 * j);
+    for (int64_t c = 0; c < kTile; ++c) {
+      const float* b = B + c * HSp + x0;
+      v16 bv[NV];
+      for (int j = 0; j < NV; ++j) bv[j] = vload(b + 16 * j);
+      for (int i = 0; i < 4; ++i) {
+        // nn: C[r+i] += P[r+i, c] B[c];  tn: C[r+i] += P[c, r+i] B[c]
+        const float pi = TRANS ? P[c * kTile + r + i] : P[(r + i) * kTile + c];
+        for (int j = 0; j < NV; ++j) acc[i][j] += pi * bv[j];
       }
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < nv; ++j) vstore(C + (r + i) * HSp + x0 + 16 * j, acc[i][j]);
+    }
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < NV; ++j) vstore(C + (r + i) * HSp + x0 + 16 * j, acc[i][j]);
+  }
+}
+
+template <bool TRANS>
+inline void tile_acc(float* __restrict C, const float* __restrict P, const float* __restrict B,
+                     int64_t HSp) {
+  for (int64_t x0 = 0; x0 < HSp; x0 += 64) {
+    switch (std::min<int64_t>(4, (HSp - x0) / 16)) {
+      case 4:
+        tile_acc_block<4, TRANS>(C, P, B, HSp, x0);
+        break;
+      case 3:
+        tile_acc_block<3, TRANS>(C, P, B, HSp, x0);
+        break;
+      case 2:
+        tile_acc_block<2, TRANS>(C, P, B, HSp, x0);
+        break;
+      default:
+        tile_acc_block<1, TRANS>(C, P, B, HSp, x0);
+        break;
     }
   }
 }
 
+// C[64 rows, HSp] += P[64,64] @ B[64 rows, HSp]   (C, B row stride HSp)
+inline void tile_acc_nn(float* __restrict C, const float* __restrict P, const float* __restrict B,
+                        int64_t HSp) {
+  tile_acc<false>(C, P, B, HSp);
+}
+
 // C[64 rows, HSp] += P[64,64]^T @ B[64 rows, HSp]  (C[c,:] += sum_r P[r,c] B[r,:])
-inline void tile_acc_tn(float* __restrict C, const float* __restrict P,
-                        const float* __restrict B, int64_t HSp) {
-  for (int64_t x0 = 0; x0 < HSp; x0 += 64) {
-    const int nv = static_cast<int>(std::min<int64_t>(4, (HSp - x0) / 16));
-    for (int64_t c = 0; c < kTile; c += 4) {
-      v16 acc[4][4] = {};
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < nv; ++j) acc[i][j] = vload(C + (c + i) * HSp + x0 + 16 * j);
-      for (int64_t r = 0; r < kTile; ++r) {
-        const float* b = B + r * HSp + x0;
-        const float* p = P + r * kTile + c;
-        v16 bv[4];
-        for (int j = 0; j < nv; ++j) bv[j] = vload(b + 16 * j);
-        for (int i = 0; i < 4; ++i) {
-          const float pi = p[i];
-          for (int j = 0; j < nv; ++j) acc[i][j] += pi * bv[j];
-        }
-      }
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < nv; ++j) vstore(C + (c + i) * HSp + x0 + 16 * j, acc[i][j]);
-    }
-  }
+inline void tile_acc_tn(float* __restrict C, const float* __restrict P, const float* __restrict B,
+                        int64_t HSp) {
+  tile_acc<true>(C, P, B, HSp);
 }
 
 // Number of visible keys of row r in a tile of n keys.
