@@ -1,6 +1,7 @@
 #include "braid/comm/mpi/mpi_group.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -31,6 +32,7 @@ std::string transport_choice() {
 }
 
 constexpr int64_t kMaxMessage = int64_t{1} << 30;
+constexpr uintptr_t kAlign = 4096;
 
 }  // namespace
 
@@ -57,7 +59,8 @@ MpiGroup::MpiGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm comm, ProcessGr
     throw CommError(prefix() + "BRAID_COMM_TRANSPORT=shm but the group spans several nodes");
   if (all_on_node && transport != "p2p") {
     size_t slot = options_slot_bytes();
-    MPI_Aint bytes = rank() == 0 ? static_cast<MPI_Aint>(ShmEngine::arena_bytes(size(), slot)) : 0;
+    MPI_Aint bytes =
+        rank() == 0 ? static_cast<MPI_Aint>(ShmEngine::arena_bytes(size(), slot) + kAlign) : 0;
     void* mine = nullptr;
     mpi_check(MPI_Win_allocate_shared(bytes, 1, MPI_INFO_NULL, node, &mine, &win_),
               "MPI_Win_allocate_shared");
@@ -65,6 +68,10 @@ MpiGroup::MpiGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm comm, ProcessGr
     int disp = 0;
     void* base = nullptr;
     mpi_check(MPI_Win_shared_query(win_, 0, &got, &disp, &base), "MPI_Win_shared_query");
+    // The window need not be cache-line aligned; the segment's offset within a page is the same
+    // in every process, so rounding up lands every rank on the same byte.
+    base =
+        reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(base) + kAlign - 1) / kAlign * kAlign);
     if (rank() == 0) ShmEngine::init_arena(base, size());
     mpi_check(MPI_Barrier(node), "MPI_Barrier");
     shm_ = std::make_unique<ShmEngine>(base, rank(), size(), slot, /*check_pids=*/true,

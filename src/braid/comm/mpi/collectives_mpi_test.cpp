@@ -1,0 +1,97 @@
+// The collective checks as real processes under mpirun (label mpi). Arguments:
+//   --transport=shm|p2p   force the MPI transport (default: auto, shm on one node)
+//   --slot-bytes=N        shm staging bytes per step (default 4096: many steps per collective)
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "braid/comm/collective_checks_test.h"
+#include "braid/comm/world.h"
+#include "testing/tensor_compare.h"
+
+namespace braid::comm {
+namespace {
+
+// The world group of this process; set by main for the tests below.
+ProcessGroup* world = nullptr;
+
+TEST(Mpi, Backend) {
+  EXPECT_EQ(world->size(), launched_world_size());
+  const char* t = std::getenv("BRAID_COMM_TRANSPORT");
+  EXPECT_EQ(world->backend(), std::string("mpi/") + (t ? t : "shm"));
+}
+
+TEST(Mpi, AllReduce) {
+  checks::all_reduce_every_op_and_type(*world);
+}
+TEST(Mpi, ReduceScatter) {
+  checks::reduce_scatter_uneven_and_in_place(*world);
+}
+TEST(Mpi, AllGather) {
+  checks::all_gather_uneven_and_in_place(*world);
+}
+TEST(Mpi, Broadcast) {
+  checks::broadcast_from_every_root(*world);
+}
+TEST(Mpi, AllToAll) {
+  checks::all_to_all_uneven(*world);
+}
+TEST(Mpi, SendRecv) {
+  checks::send_recv_ring_both_orders(*world);
+}
+TEST(Mpi, InOrder) {
+  checks::many_in_flight_complete_in_order(*world);
+}
+
+TEST(Mpi, SplitGroupsRunTheChecksToo) {
+  auto half = world->split(world->rank() % 2, world->rank(), "parity");
+  ASSERT_TRUE(half);
+  EXPECT_EQ(half->size(), (world->size() + 1 - world->rank() % 2) / 2);
+  checks::all_reduce_every_op_and_type(*half);
+  checks::send_recv_ring_both_orders(*half);
+}
+
+// Note [Deterministic reduction]: the bits equal the rank-ordered f32 sum on every transport.
+TEST(Mpi, DeterministicRankOrderedSum) {
+  const int64_t n = 100003;
+  auto data = [](int r, int64_t n) {
+    Rng rng(77 + r);
+    Tensor x = Tensor::randn(Shape{n}, rng);
+    float* p = x.data<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] *= (i % 5 == 0) ? 3e5f : 1e-2f;
+    return x;
+  };
+  Tensor x = data(world->rank(), n);
+  world->all_reduce(x)->wait();
+  std::vector<float> want(n);
+  for (int r = 0; r < world->size(); ++r) {
+    auto v = data(r, n).to_f32_vector();
+    for (int64_t i = 0; i < n; ++i) want[i] = r == 0 ? v[i] : want[i] + v[i];
+  }
+  EXPECT_TRUE(braid::testing::bit_equal(x, Tensor::from_vector(want, Shape{n})));
+}
+
+}  // namespace
+}  // namespace braid::comm
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  braid::comm::ProcessGroupOptions options;
+  options.name = "mpi-test";
+  options.timeout = std::chrono::seconds(30);
+  options.shm_slot_bytes = 4096;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--transport=", 12) == 0) {
+      ::setenv("BRAID_COMM_TRANSPORT", argv[i] + 12, 1);
+    } else if (std::strncmp(argv[i], "--slot-bytes=", 13) == 0) {
+      options.shm_slot_bytes = std::strtoull(argv[i] + 13, nullptr, 10);
+    }
+  }
+  auto world = braid::comm::init_world(options);
+  braid::comm::world = world.get();
+  int rc = RUN_ALL_TESTS();
+  braid::comm::world = nullptr;
+  world.reset();
+  return rc;
+}
