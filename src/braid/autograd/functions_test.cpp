@@ -196,3 +196,26 @@ TEST(Functions, NoGradRecordsNothingAndBackwardFreesActivations) {
 
 }  // namespace
 }  // namespace braid::autograd
+
+namespace braid::autograd {
+namespace {
+
+// bf16 values flow through the tape: gradient buffers take the value's dtype and the result
+// is close to the f32 one.
+TEST(Functions, Bf16TapeMatchesF32) {
+  Tensor targets = Tensor::from_vector<int32_t>({1, 2, 0, 5, 3, 4}, Shape{2, 3});
+  std::vector<std::vector<float>> dw;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    Variable x(rnd({2, 3, 8}, 1).to(dt)), w1(rnd({8, 8}, 2, 0.3f).to(dt), true, "w1");
+    Variable head(rnd({6, 8}, 3).to(dt));
+    Variable h = rmsnorm(add(x, gelu(linear(x, w1, Variable()))),
+                         Variable(Tensor::full({8}, 1.0, dt)), 1e-6f);
+    lm_head_cross_entropy(h, head, targets).backward();
+    EXPECT_EQ(w1.grad().dtype(), dt);
+    dw.push_back(w1.grad().to_f32_vector());
+  }
+  for (size_t i = 0; i < dw[0].size(); ++i) EXPECT_NEAR(dw[1][i], dw[0][i], 2e-2) << i;
+}
+
+}  // namespace
+}  // namespace braid::autograd
