@@ -86,6 +86,12 @@ int main(int argc, char** argv) {
          best_ms([&] { k::lm_head_ce_backward(&dx, &dwl, x, wl, tg, lse2, 1.0f / N); }, reps),
          3 * ce_f);
 
+  report(
+      "lm_head_ce_forward_backward",
+      best_ms([&] { k::lm_head_ce_forward_backward(lse2, &count, &dx, &dwl, x, wl, tg, 1.0f / N); },
+              reps),
+      3 * ce_f);
+
   Tensor w1 = rnd({H, C}, 0.02f), b1 = rnd({H}), h = Tensor::empty({N, H}, dt);
   Tensor dh = rnd({N, H}), dw1 = Tensor::zeros({H, C}, dt), db1 = Tensor::zeros({H}, dt);
   double fc_f = 2.0 * N * H * C * 1e-9;

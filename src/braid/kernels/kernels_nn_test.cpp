@@ -76,6 +76,17 @@ TEST_P(NnOps, LmHeadCrossEntropy) {
   ref::lm_head_ce_backward(&dx_r, &dw_r, x, w, tg, lse_r, sc);
   EXPECT_TRUE(close(dx, dx_r, tol()));
   EXPECT_TRUE(close(dw, dw_r, tol()));
+  // Fused forward + backward: same loss, lse and (accumulated) gradients.
+  Tensor lse2 = Tensor::empty(Shape{N});
+  Tensor dx2 = rnd(Shape{N, C}), dw2 = rnd(Shape{V, C}), dx2_r = dx2.clone(), dw2_r = dw2.clone();
+  int64_t count2 = -1;
+  double loss2 = lm_head_ce_forward_backward(lse2, &count2, &dx2, &dw2, x, w, tg, sc);
+  ref::lm_head_ce_forward_backward(lse_r, &count_r, &dx2_r, &dw2_r, x, w, tg, sc);
+  EXPECT_EQ(count2, count);
+  EXPECT_NEAR(loss2, loss_r, (dt() == DType::f32 ? 1e-5 : 1e-2) * std::fabs(loss_r));
+  EXPECT_TRUE(close(lse2, lse_r, 2e-5));
+  EXPECT_TRUE(close(dx2, dx2_r, tol()));
+  EXPECT_TRUE(close(dw2, dw2_r, tol()));
   Tensor logits = Tensor::empty(Shape{N, V}), logits_r = logits.clone();
   lm_head_logits(logits, x, w);
   ref::lm_head_logits(logits_r, x, w);

@@ -90,6 +90,13 @@ double lm_head_ce_forward(Tensor& lse, int64_t* count, const Tensor& x, const Te
 void lm_head_ce_backward(Tensor* dx, Tensor* dweight, const Tensor& x, const Tensor& weight,
                          const Tensor& targets, const Tensor& lse, float scale,
                          int32_t ignore_index = -100);
+// Forward and backward in one pass, for callers that know the gradient scale up front (e.g.
+// scale = dloss / count with count from the targets): returns the summed loss, fills lse and
+// *count, and accumulates dx, dweight exactly as lm_head_ce_backward would. It skips the
+// backward's logits recompute (one of the four lm-head GEMMs).
+double lm_head_ce_forward_backward(Tensor& lse, int64_t* count, Tensor* dx, Tensor* dweight,
+                                   const Tensor& x, const Tensor& weight, const Tensor& targets,
+                                   float scale, int32_t ignore_index = -100);
 // Logits for generation: logits[N,V] = x @ weight^T (f32 out).
 void lm_head_logits(Tensor& logits, const Tensor& x, const Tensor& weight);
 

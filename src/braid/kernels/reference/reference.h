@@ -47,6 +47,9 @@ double lm_head_ce_forward(Tensor& lse, int64_t* count, const Tensor& x, const Te
 void lm_head_ce_backward(Tensor* dx, Tensor* dweight, const Tensor& x, const Tensor& weight,
                          const Tensor& targets, const Tensor& lse, float scale,
                          int32_t ignore_index = -100);
+double lm_head_ce_forward_backward(Tensor& lse, int64_t* count, Tensor* dx, Tensor* dweight,
+                                   const Tensor& x, const Tensor& weight, const Tensor& targets,
+                                   float scale, int32_t ignore_index = -100);
 void lm_head_logits(Tensor& logits, const Tensor& x, const Tensor& weight);
 
 void copy_columns(Tensor& out, const Tensor& inp, int64_t start);

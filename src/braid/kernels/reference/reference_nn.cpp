@@ -294,6 +294,14 @@ void lm_head_ce_backward(Tensor* dx, Tensor* dweight, const Tensor& x, const Ten
   add_into(dweight, dW);
 }
 
+double lm_head_ce_forward_backward(Tensor& lse, int64_t* count, Tensor* dx, Tensor* dweight,
+                                   const Tensor& x, const Tensor& weight, const Tensor& targets,
+                                   float scale, int32_t ignore_index) {
+  double loss = lm_head_ce_forward(lse, count, x, weight, targets, ignore_index);
+  lm_head_ce_backward(dx, dweight, x, weight, targets, lse, scale, ignore_index);
+  return loss;
+}
+
 void lm_head_logits(Tensor& logits, const Tensor& x, const Tensor& weight) {
   put(logits, logits_of(x, weight));
 }
