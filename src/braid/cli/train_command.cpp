@@ -1,0 +1,58 @@
+// braid train CONFIG.yaml [--set key=value ...]
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "braid/cli/command.h"
+#include "braid/comm/world.h"
+#include "braid/core/error.h"
+#include "braid/train/config.h"
+#include "braid/train/trainer.h"
+
+namespace {
+
+int run_train(const std::vector<std::string>& args) {
+  std::string path;
+  std::vector<std::string> sets;
+  bool dump = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::printf(
+          "usage: braid train CONFIG.yaml [--set section.key=value ...] [--print-config]\n"
+          "Trains as the config says; under `braid launch -n N` every rank runs this.\n");
+      return 0;
+    } else if (a == "--set") {
+      BRAID_CHECK(i + 1 < args.size(), "--set needs key=value");
+      sets.push_back(args[++i]);
+    } else if (a.rfind("--set=", 0) == 0) {
+      sets.push_back(a.substr(6));
+    } else if (a == "--print-config") {
+      dump = true;
+    } else if (!a.empty() && a[0] == '-') {
+      BRAID_THROW("unknown option '", a, "' (see braid train --help)");
+    } else {
+      BRAID_CHECK(path.empty(), "more than one config file given: '", path, "' and '", a, "'");
+      path = a;
+    }
+  }
+  BRAID_CHECK(!path.empty(), "missing CONFIG.yaml (usage: braid train CONFIG.yaml)");
+  braid::train::TrainConfig cfg = braid::train::load_config(path);
+  for (const auto& s : sets) braid::train::apply_override(cfg, s);
+  if (dump) {
+    std::printf("%s", braid::train::dump_config(cfg).c_str());
+    return 0;
+  }
+  braid::comm::ProcessGroupOptions po;
+  po.timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(cfg.parallel.comm_timeout_s * 1000.0));
+  po.debug = cfg.parallel.comm_debug;
+  auto world = braid::comm::init_world(po);
+  braid::train::Trainer trainer(cfg, world);
+  trainer.run();
+  return 0;
+}
+
+}  // namespace
+
+BRAID_COMMAND("train", "train a model from a config (braid YAML)", run_train);

@@ -1,0 +1,39 @@
+#include "braid/train/batch_source.h"
+
+#include "braid/core/error.h"
+#include "braid/core/rng.h"
+
+namespace braid::train {
+
+RandomTokenSource::RandomTokenSource(int64_t batch, int64_t seq_len, int64_t vocab,
+                                     uint64_t seed, int rank, int world)
+    : batch_(batch), seq_len_(seq_len), vocab_(vocab), seed_(seed), rank_(rank), world_(world) {
+  BRAID_CHECK(vocab > 0, "random tokens need a vocabulary size, got ", vocab);
+}
+
+data::Batch RandomTokenSource::next() {
+  data::Batch b;
+  b.inputs = Tensor::empty(Shape{batch_, seq_len_}, DType::i32, MemCategory::activations);
+  b.targets = Tensor::empty(Shape{batch_, seq_len_}, DType::i32, MemCategory::activations);
+  b.state = {0, counter_};
+  int32_t* in = b.inputs.data<int32_t>();
+  int32_t* tg = b.targets.data<int32_t>();
+  const int64_t first = counter_++ * batch_ * world_ + rank_ * batch_;
+  for (int64_t j = 0; j < batch_; ++j) {
+    Rng rng = Rng(seed_).fork(static_cast<uint64_t>(first + j));
+    int32_t prev = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab_)));
+    for (int64_t t = 0; t < seq_len_; ++t) {
+      int32_t cur = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab_)));
+      in[j * seq_len_ + t] = prev;
+      tg[j * seq_len_ + t] = cur;
+      prev = cur;
+    }
+  }
+  return b;
+}
+
+ShardSource::ShardSource(const std::string& dir, const std::string& split,
+                         const data::DataLoaderOptions& options)
+    : loader_(data::DataLoader::from_dir(dir, split, options)) {}
+
+}  // namespace braid::train

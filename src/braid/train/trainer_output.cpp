@@ -1,0 +1,80 @@
+#include "braid/train/trainer_output.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "braid/checkpoint/hf_model_io.h"
+#include "braid/core/memory_tracker.h"
+#include "braid/data/bpe_tokenizer.h"
+#include "braid/kernels/ops.h"
+#include "braid/train/generate.h"
+#include "braid/train/threads.h"
+#include "braid/train/trainer.h"
+
+namespace braid::train {
+
+std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model, int world,
+                         double peak_gflops, double flops_tok) {
+  const auto& t = cfg.training;
+  std::ostringstream os;
+  os << "model: " << model.config().summary() << "\n"
+     << "params: " << model.config().num_parameters() << " (" << format_bytes(model.flat().numel() * 4)
+     << " fp32)\n"
+     << "strategy: " << cfg.parallel.strategy << " on " << world << " rank(s) x "
+     << threads_per_rank() << " thread(s); batch: global " << t.global_batch_size << " = micro "
+     << t.micro_batch_size << " x accumulation " << t.gradient_accumulation_steps << " x dp "
+     << world << ", seq " << cfg.data.seq_len << "\n"
+     << "MFU = tokens/s x " << std::llround(flops_tok / 1e6)
+     << " MFLOP/token (6N + 12LTC) / measured GEMM peak " << std::llround(peak_gflops)
+     << " GFLOP/s (" << kernels::gemm_backend_name() << ", summed over ranks)";
+  return os.str();
+}
+
+std::string format_loss(double loss) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4f (ppl %.1f)", loss, std::exp(loss));
+  return buf;
+}
+
+std::string format_summary(const TrainResult& r, double rss_mib, int world) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "summary: steps=%lld world=%d tokens_per_s=%.1f step_ms=%.1f mfu=%.4f "
+                "first_loss=%.4f last_loss=%.4f first_val_loss=%.4f val_loss=%.4f "
+                "peak_tracked_mib=%.1f peak_rss_mib=%.1f exposed_comm_ms=%.2f",
+                static_cast<long long>(r.steps), world, r.tokens_per_s, r.step_ms, r.mfu,
+                r.first_loss, r.last_loss, r.first_val_loss, r.last_val_loss,
+                static_cast<double>(r.peak_tracked_bytes) / 1048576.0, rss_mib,
+                r.exposed_comm_ms);
+  return buf;
+}
+
+void load_initial_weights(nn::Transformer& model, const std::string& dir) {
+  checkpoint::load_hf_weights(model, dir);
+}
+
+void write_outputs(const TrainConfig& cfg, nn::Transformer& model, bool quiet) {
+  namespace fs = std::filesystem;
+  const auto& out = cfg.output;
+  if (out.export_model) {
+    fs::path dir = fs::path(out.dir) / "model";
+    checkpoint::export_hf(model, dir);
+    if (!quiet) std::printf("exported %s (model.safetensors + config.json)\n", dir.c_str());
+  }
+  if (out.samples <= 0 || cfg.data.tokenizer.empty() || quiet) return;
+  data::BpeTokenizer tok = data::BpeTokenizer::from_dir(cfg.data.tokenizer);
+  Rng rng(cfg.training.seed + 17);
+  SampleOptions so;
+  so.max_new_tokens = out.sample_tokens;
+  so.stop_token = tok.eot_id();
+  std::vector<int32_t> prompt = tok.encode(out.sample_prompt);
+  for (int64_t i = 0; i < out.samples; ++i) {
+    std::vector<int32_t> ids = sample(model, prompt, so, rng);
+    std::printf("--- sample %lld ---\n%s\n", static_cast<long long>(i + 1),
+                tok.decode(ids).c_str());
+  }
+}
+
+}  // namespace braid::train
