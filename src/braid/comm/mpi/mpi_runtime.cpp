@@ -49,11 +49,24 @@ MpiRuntime::MpiRuntime() {
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
 }
 
+namespace {
+// mpirun forwards a rank's output asynchronously and drops what it has not read when the job is
+// aborted: give it a moment to take the error line first.
+void abort_job() {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+}  // namespace
+
 MpiRuntime::~MpiRuntime() {
   if (failed_.load()) {
-    std::fflush(stdout);
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    // The program may not have printed the error: unwinding to its handler destroys the group
+    // (and so this runtime) before the handler runs.
+    std::fprintf(stderr, "braid: rank %d: aborting the job after a communication failure: %s\n",
+                 world_rank_, fatal_message_.c_str());
+    abort_job();
     _exit(1);  // not reached
   }
   for (auto& f : frees_) f();
@@ -61,15 +74,18 @@ MpiRuntime::~MpiRuntime() {
 }
 
 void MpiRuntime::fatal(const std::string& message) {
-  if (failed_.exchange(true)) return;
+  {
+    std::lock_guard lock(mu_);
+    if (failed_.load()) return;
+    fatal_message_ = message;
+    failed_.store(true);
+  }
   int rank = world_rank_;
   std::thread([message, rank] {
     std::this_thread::sleep_for(std::chrono::milliseconds(kAbortGraceMs));
     std::fprintf(stderr, "braid: rank %d: aborting the job after a communication failure: %s\n",
                  rank, message.c_str());
-    std::fflush(stdout);
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort_job();
     _exit(1);
   }).detach();
 }

@@ -44,6 +44,7 @@ class MpiRuntime {
   int world_rank_ = 0;
   int world_size_ = 1;
   std::atomic<bool> failed_{false};
+  std::string fatal_message_;  // guarded by mu_ until failed_ is set, then constant
   std::mutex mu_;
   std::vector<std::function<void()>> frees_;
 };

@@ -59,15 +59,20 @@ void P2pEngine::wait_all(const CollectiveOp& op) {
     req_peer_.clear();
     throw CommError(op.describe() + why);
   };
+  std::vector<int> indices(reqs_.size());
   for (uint64_t it = 0; !reqs_.empty(); ++it) {
-    int done = 0;
-    int rc = MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE);
+    // Testsome, not Testall: completed requests become MPI_REQUEST_NULL, so on a timeout the
+    // ones left name the ranks that never arrived.
+    int outcount = 0;
+    int rc = MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &outcount, indices.data(),
+                          MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) {
       char text[MPI_MAX_ERROR_STRING];
       int len = 0;
       MPI_Error_string(rc, text, &len);
       fail(": MPI error: " + std::string(text, len));
     }
+    const bool done = outcount == MPI_UNDEFINED;
     if (done) break;
     if (progress_ && it % 8 == 0) progress_();
     auto now = Clock::now();
