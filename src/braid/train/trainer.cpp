@@ -121,12 +121,8 @@ void Trainer::build_data() {
   lo.shuffle = true;
   lo.drop_last = true;
   lo.vocab_size = vocab;
-  auto train = std::make_unique<ShardSource>(cfg_.data.train, "train", lo);
-  BRAID_CHECK(train->loader().batches_per_epoch() > 0, "data.train '", cfg_.data.train, "' has ",
-              train->loader().num_samples(), " samples of ", cfg_.data.seq_len + 1,
-              " tokens: too few for ", world_size(), " rank(s) x micro_batch_size ",
-              t.micro_batch_size, " (need at least ", world_size() * t.micro_batch_size, ")");
-  train_data_ = std::move(train);
+  // The loader checks the sample count against world size and micro-batch, with the numbers.
+  train_data_ = std::make_unique<ShardSource>(cfg_.data.train, "train", lo);
   if (t.eval_batches > 0) {
     lo.shuffle = false;
     lo.drop_last = false;

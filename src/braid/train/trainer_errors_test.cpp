@@ -1,0 +1,96 @@
+// Bad input reaching the trainer ends in one clear error on every rank, naming what and where.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "braid/data/token_shard.h"
+#include "braid/train/ddp_parity_util.h"
+#include "testing/run_ranks.h"
+
+namespace braid::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A prepared-data directory with `train_tokens` tokens; every sample holds `last_id`.
+fs::path make_data(const std::string& name, int64_t train_tokens, int32_t last_id = 5,
+                   int64_t vocab = 1024) {
+  fs::path dir = fs::temp_directory_path() / ("braid_trainer_errors_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<int32_t> ids(static_cast<size_t>(train_tokens));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i % 50);
+  for (size_t i = 5; i < ids.size(); i += 16) ids[i] = last_id;  // one in every sample
+  data::write_token_shard((dir / "train_000000.bin").string(), ids, vocab);
+  data::write_token_shard((dir / "val_000000.bin").string(), ids, vocab);
+  return dir;
+}
+
+TrainConfig shard_config(const fs::path& dir, int64_t micro) {
+  TrainConfig c = tiny(micro, 1, "ddp");
+  c.data.random_tokens = false;
+  c.data.train = dir.string();
+  c.training.eval_batches = 0;
+  return c;
+}
+
+TEST(TrainerErrors, WorldLargerThanTheSamplesIsAClearErrorOnEveryRank) {
+  // 3 samples of 17 tokens (seq_len 16), 4 ranks.
+  fs::path dir = make_data("world", 3 * 16 + 1);
+  TrainConfig c = shard_config(dir, 1);
+  auto errors = braid::testing::run_ranks_collect(4, [&](comm::ProcessGroup& pg) {
+    std::shared_ptr<comm::ProcessGroup> group(&pg, [](comm::ProcessGroup*) {});
+    Trainer t(c, group, quiet());
+  });
+  for (size_t r = 0; r < errors.size(); ++r) {
+    std::string msg = braid::testing::what(errors[r]);
+    ASSERT_FALSE(msg.empty()) << "rank " << r << " did not fail";
+    EXPECT_NE(msg.find("world size 4 > 3"), std::string::npos) << msg;
+  }
+}
+
+TEST(TrainerErrors, TooFewSamplesForTheMicroBatch) {
+  fs::path dir = make_data("micro", 4 * 16 + 1);
+  TrainConfig c = shard_config(dir, 4);
+  auto errors = braid::testing::run_ranks_collect(2, [&](comm::ProcessGroup& pg) {
+    std::shared_ptr<comm::ProcessGroup> group(&pg, [](comm::ProcessGroup*) {});
+    Trainer t(c, group, quiet());
+  });
+  for (auto& e : errors) {
+    std::string msg = braid::testing::what(e);
+    EXPECT_NE(msg.find("rank 0 of 2 gets 2 samples per epoch"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("fewer than one batch of 4"), std::string::npos) << msg;
+    if (msg.find("rank 1") != std::string::npos) break;  // rank 1's message names rank 1
+  }
+}
+
+TEST(TrainerErrors, TokenIdOutOfTheModelsVocabularyNamesFileAndOffset) {
+  // Shards from a 4096-token tokenizer, one id of which gpt2-tiny (1024 ids) cannot embed.
+  fs::path dir = make_data("vocab", 64 * 16 + 1, 3000, 4096);
+  TrainConfig ok = shard_config(dir, 1);
+  ok.parallel.strategy = "none";
+  try {
+    Trainer t(ok, nullptr, quiet());
+    t.run();
+    FAIL() << "expected an out-of-range token error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("train_000000.bin"), std::string::npos) << msg;
+  }
+}
+
+TEST(TrainerErrors, StrategyNoneOnSeveralRanksIsRefused) {
+  TrainConfig c = tiny(1, 1, "none");
+  auto errors = braid::testing::run_ranks_collect(2, [&](comm::ProcessGroup& pg) {
+    std::shared_ptr<comm::ProcessGroup> group(&pg, [](comm::ProcessGroup*) {});
+    Trainer t(c, group, quiet());
+  });
+  for (auto& e : errors)
+    EXPECT_NE(braid::testing::what(e).find("parallel.strategy is 'none' but 2 ranks"),
+              std::string::npos);
+}
+
+}  // namespace
+}  // namespace braid::train
