@@ -90,7 +90,7 @@ std::shared_ptr<Work> ProcessGroup::enqueue(CollectiveOp op) {
 
 void ProcessGroup::run_task(const CollectiveOp& op, const std::shared_ptr<Work>& work) {
   if (!broken_.empty()) {
-    work->mark_failed(std::make_exception_ptr(CommError(
+    work->mark_failed(std::string((
         detail::concat(prefix(), op.describe(), " not run: the group failed earlier: ", broken_))));
     return;
   }
@@ -99,7 +99,7 @@ void ProcessGroup::run_task(const CollectiveOp& op, const std::shared_ptr<Work>&
     try {
       start_p2p(op, work, deadline);
     } catch (const std::exception& e) {
-      work->mark_failed(std::make_exception_ptr(CommError(prefix() + e.what())));
+      work->mark_failed(std::string((prefix() + e.what())));
     }
     return;
   }
@@ -111,7 +111,7 @@ void ProcessGroup::run_task(const CollectiveOp& op, const std::shared_ptr<Work>&
     std::string msg = prefix() + e.what();
     fail_p2p(msg);
     on_fatal(msg);
-    work->mark_failed(std::make_exception_ptr(CommError(msg)));
+    work->mark_failed(std::string((msg)));
   }
 }
 
@@ -199,7 +199,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, std::strin
   child.timeout = timeout();
   auto in = Tensor::from_vector<int64_t>({color, key}, Shape{2});
   auto out = Tensor::empty(Shape{2 * size_}, DType::i64);
-  auto result = std::make_shared<std::promise<std::shared_ptr<ProcessGroup>>>();
+  // The outcome travels as a value: an exception_ptr crossing threads is opaque to TSan.
+  struct Outcome {
+    std::shared_ptr<ProcessGroup> group;
+    std::string error;
+  };
+  auto result = std::make_shared<std::promise<Outcome>>();
   auto future = result->get_future();
   CollectiveOp op = CollectiveOp::make(OpType::split, in, out);
   std::shared_ptr<Work> work;
@@ -218,16 +223,18 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, std::strin
           if (color >= 0 && kv[2 * r] == color) members.push_back(r);
         std::stable_sort(members.begin(), members.end(),
                          [&](int a, int b) { return kv[2 * a + 1] < kv[2 * b + 1]; });
-        result->set_value(make_subgroup(color, members, op.seq, child));
-      } catch (...) {
-        result->set_exception(std::current_exception());
+        result->set_value({make_subgroup(color, members, op.seq, child), ""});
+      } catch (const std::exception& e) {
+        result->set_value({nullptr, prefix() + "split: " + e.what()});
       }
     });
   }
   work->wait();  // a failed exchange throws here
   if (future.wait_for(timeout() + kWaitMargin) != std::future_status::ready)
     throw CommError(prefix() + "split: creating the sub-group did not finish");
-  return future.get();
+  Outcome outcome = future.get();
+  if (!outcome.error.empty()) throw CommError(outcome.error);
+  return outcome.group;
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split(const std::vector<int>& ranks, std::string name) {

@@ -13,7 +13,7 @@ void Work::wait() {
     throw CommError(detail::concat(description_, ": not finished after ", wait_limit_.count(),
                                    " ms; the communication thread is stuck"));
   }
-  if (error_) std::rethrow_exception(error_);
+  if (failed_) throw CommError(error_);
 }
 
 bool Work::is_completed() const {
@@ -30,9 +30,20 @@ void Work::mark_done() {
 }
 
 void Work::mark_failed(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    mark_failed(std::string(e.what()));
+  } catch (...) {
+    mark_failed(description_ + ": failed with an unknown exception");
+  }
+}
+
+void Work::mark_failed(const std::string& message) {
   {
     std::lock_guard lock(mu_);
-    error_ = std::move(error);
+    error_ = message;
+    failed_ = true;
     done_ = true;
   }
   cv_.notify_all();

@@ -27,9 +27,11 @@ class Work {
   uint64_t seq() const { return seq_; }  // collectives: 1, 2, ... per group; p2p: per group too
   const std::string& description() const { return description_; }
 
-  // Backend side: exactly one of these, once.
+  // Backend side: exactly one of these, once. A failure is kept as its message and every
+  // wait() throws a fresh CommError, so no exception object is shared between threads.
   void mark_done();
   void mark_failed(std::exception_ptr error);
+  void mark_failed(const std::string& message);
 
  private:
   OpType op_;
@@ -39,7 +41,8 @@ class Work {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
-  std::exception_ptr error_;
+  bool failed_ = false;
+  std::string error_;
 };
 
 }  // namespace braid::comm

@@ -84,7 +84,7 @@ bool LocalGroup::poll_p2p() {
     if (error.empty()) {
       work->mark_done();
     } else {
-      work->mark_failed(std::make_exception_ptr(CommError(prefix() + error)));
+      work->mark_failed(std::string((prefix() + error)));
       mark_broken(error);
     }
   }
@@ -93,8 +93,7 @@ bool LocalGroup::poll_p2p() {
 
 void LocalGroup::fail_p2p(const std::string& why) {
   for (auto& p : recvs_)
-    p.work->mark_failed(
-        std::make_exception_ptr(CommError(prefix() + p.op.describe() + " failed: " + why)));
+    p.work->mark_failed(std::string((prefix() + p.op.describe() + " failed: " + why)));
   recvs_.clear();
 }
 

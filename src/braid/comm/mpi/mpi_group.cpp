@@ -153,7 +153,7 @@ bool MpiGroup::poll_p2p() {
     }
     std::string msg = prefix() + error;
     abandoned_.push_back(it->op);
-    it->work->mark_failed(std::make_exception_ptr(CommError(msg)));
+    it->work->mark_failed(std::string((msg)));
     it = pending_.erase(it);
     mark_broken(error);
   }
@@ -163,8 +163,7 @@ bool MpiGroup::poll_p2p() {
 void MpiGroup::fail_p2p(const std::string& why) {
   for (auto& p : pending_) {
     abandoned_.push_back(p.op);
-    p.work->mark_failed(
-        std::make_exception_ptr(CommError(prefix() + p.op.describe() + " failed: " + why)));
+    p.work->mark_failed(std::string((prefix() + p.op.describe() + " failed: " + why)));
   }
   pending_.clear();
 }

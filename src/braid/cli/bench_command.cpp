@@ -1,0 +1,65 @@
+// braid bench comm [--min-bytes 4K] [--max-bytes 256M] [--iters N] [--warmup N] [--dtype f32]
+//                  [--ops all_reduce,reduce_scatter,...] [--no-raw]
+// Run it under the launcher: braid launch -n 4 -- braid bench comm
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "braid/cli/command.h"
+#include "braid/comm/world.h"
+#include "braid/core/error.h"
+#include "braid/train/comm_bench.h"
+
+namespace {
+
+int run_bench(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::printf(
+        "usage: braid bench comm [--min-bytes 4K] [--max-bytes 256M] [--iters 20] "
+        "[--warmup 3]\n"
+        "                        [--dtype f32|bf16|f16|i32|i64] [--ops all_reduce,...] "
+        "[--no-raw]\n"
+        "Times every collective like nccl-tests, with the raw MPI call beside it.\n"
+        "Run it on several ranks: braid launch -n 2 -- braid bench comm\n");
+    return args.empty() ? 2 : 0;
+  }
+  BRAID_CHECK(args[0] == "comm", "unknown benchmark '", args[0], "' (available: comm)");
+  braid::train::CommBenchOptions o;
+  auto value = [&](size_t& i) -> const std::string& {
+    BRAID_CHECK(i + 1 < args.size(), args[i], " needs a value");
+    return args[++i];
+  };
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--min-bytes") {
+      o.min_bytes = braid::train::parse_bytes(value(i));
+    } else if (a == "--max-bytes") {
+      o.max_bytes = braid::train::parse_bytes(value(i));
+    } else if (a == "--iters") {
+      o.iters = std::stoi(value(i));
+    } else if (a == "--warmup") {
+      o.warmup = std::stoi(value(i));
+    } else if (a == "--dtype") {
+      o.dtype = braid::dtype_from_name(value(i));
+    } else if (a == "--ops") {
+      o.ops.clear();
+      std::stringstream ss(value(i));
+      for (std::string op; std::getline(ss, op, ',');) o.ops.push_back(op);
+    } else if (a == "--no-raw") {
+      o.raw = false;
+    } else {
+      BRAID_THROW("unknown option '", a, "' (see braid bench --help)");
+    }
+  }
+  BRAID_CHECK(o.iters >= 1 && o.warmup >= 0, "--iters must be >= 1 and --warmup >= 0");
+  BRAID_CHECK(o.min_bytes <= o.max_bytes, "--min-bytes ", o.min_bytes, " > --max-bytes ",
+              o.max_bytes);
+  auto world = braid::comm::init_world();
+  braid::train::run_comm_bench(*world, o, stdout);
+  return 0;
+}
+
+}  // namespace
+
+BRAID_COMMAND("bench", "benchmarks: 'braid bench comm' times the collectives", run_bench);
