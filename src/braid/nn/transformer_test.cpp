@@ -167,6 +167,44 @@ TEST_P(TransformerTest, HooksFireAroundForwardAndBackward) {
   }
 }
 
+TEST_P(TransformerTest, HooksUnderActivationCheckpointingFireAgainOnTheRerun) {
+  ModelConfig cfg = tiny(GetParam());
+  cfg.activation_checkpointing = true;
+  Transformer m(cfg, {.seed = 1});
+  std::vector<std::string> events;
+  for (size_t i = 0; i < m.num_blocks(); ++i) {
+    const std::string id = std::to_string(i);
+    Block& b = m.block(i);
+    b.register_forward_pre_hook([&events, id](Module&) { events.push_back("fpre" + id); });
+    b.register_backward_pre_hook([&events, id](Module&) { events.push_back("bpre" + id); });
+    b.register_backward_post_hook([&events, id](Module&) { events.push_back("bpost" + id); });
+  }
+  Tensor ids = tokens(1, 4, cfg.vocab_size, 1);
+  Variable loss = m.loss(ids, ids);
+  EXPECT_EQ(events, (std::vector<std::string>{"fpre0", "fpre1", "fpre2"}));
+  events.clear();
+  loss.backward();
+  EXPECT_EQ(events, (std::vector<std::string>{"fpre2", "bpre2", "bpost2", "fpre1", "bpre1",
+                                              "bpost1", "fpre0", "bpre0", "bpost0"}));
+}
+
+TEST_P(TransformerTest, FrozenEmbeddingsGetNoGradient) {
+  const ModelConfig cfg = tiny(GetParam());
+  Transformer m(cfg, {.seed = 2});
+  m.find_module(cfg.is_gpt2() ? "transformer.wte" : "model.embed_tokens")->set_requires_grad(false);
+  if (cfg.is_gpt2()) m.find_module("transformer.wpe")->set_requires_grad(false);
+  Tensor ids = tokens(2, 6, cfg.vocab_size, 3);
+  m.loss(ids, ids).backward();
+  const FlatRange emb = m.units().front().range;
+  auto g = m.flat().grads().to_f32_vector();
+  double frozen = 0, trained = 0;
+  for (int64_t i = 0; i < m.flat().numel(); ++i) {
+    (i < emb.end() ? frozen : trained) += std::fabs(g[static_cast<size_t>(i)]);
+  }
+  EXPECT_EQ(frozen, 0.0);
+  EXPECT_GT(trained, 0.0);
+}
+
 TEST_P(TransformerTest, RejectsBadInputs) {
   const ModelConfig cfg = tiny(GetParam());
   Transformer m(cfg);
