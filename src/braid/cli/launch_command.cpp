@@ -1,0 +1,90 @@
+// braid launch -n N [--hostfile F] [--max-restarts K] [--timeout S] [--job-timeout S]
+//              [--threads T] [--no-tag] [--mpirun-arg ARG]... -- PROGRAM ARGS...
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "braid/cli/command.h"
+#include "braid/core/error.h"
+#include "braid/train/launcher.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: braid launch -n N [options] -- PROGRAM [ARGS...]\n"
+    "Starts N ranks of PROGRAM through mpirun (here, across a hostfile's hosts, or inside a\n"
+    "Slurm allocation, whose hosts mpirun takes itself). PROGRAM 'braid' means this braid.\n"
+    "  -n N               ranks (default 1)\n"
+    "  --hostfile F       hosts and slots, as mpirun reads them\n"
+    "  --max-restarts K   restart the whole job up to K times after a failure (default 0)\n"
+    "  --timeout S        collective timeout of every rank in seconds (BRAID_COMM_TIMEOUT)\n"
+    "  --job-timeout S    end the job after S seconds\n"
+    "  --threads T        compute threads per rank (default: cores / ranks here)\n"
+    "  --no-tag           do not prefix output lines with [rank R]\n"
+    "  --mpirun-arg ARG   pass ARG to mpirun (repeatable)\n"
+    "Exits with the failing rank's status and prints a one-line cause.\n"
+    "Under Slurm you may also skip the launcher: srun -n N braid ... (srun --mpi=pmix).\n";
+
+std::string self_path() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "braid";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+int run_launch(const std::vector<std::string>& args) {
+  braid::train::LaunchOptions o;
+  size_t i = 0;
+  auto value = [&]() -> const std::string& {
+    BRAID_CHECK(i + 1 < args.size(), args[i], " needs a value (see braid launch --help)");
+    return args[++i];
+  };
+  auto number = [&](const std::string& flag, const std::string& v) {
+    try {
+      size_t used = 0;
+      double d = std::stod(v, &used);
+      BRAID_CHECK(used == v.size(), "");
+      return d;
+    } catch (const std::exception&) {
+      BRAID_THROW(flag, " '", v, "' is not a number");
+    }
+  };
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    } else if (a == "--help" || a == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else if (a == "-n" || a == "-np" || a == "--nprocs") {
+      o.nprocs = static_cast<int>(number(a, value()));
+    } else if (a == "--hostfile") {
+      o.hostfile = value();
+    } else if (a == "--max-restarts") {
+      o.max_restarts = static_cast<int>(number(a, value()));
+    } else if (a == "--timeout") {
+      o.comm_timeout_s = number(a, value());
+    } else if (a == "--job-timeout") {
+      o.job_timeout_s = number(a, value());
+    } else if (a == "--threads") {
+      o.threads = static_cast<int>(number(a, value()));
+    } else if (a == "--no-tag") {
+      o.tag_output = false;
+    } else if (a == "--mpirun-arg") {
+      o.mpirun_args.push_back(value());
+    } else {
+      BRAID_THROW("unknown option '", a, "' (the program goes after --; see braid launch --help)");
+    }
+  }
+  BRAID_CHECK(!o.command.empty(), "no program given: braid launch -n N -- PROGRAM [ARGS...]");
+  if (o.command[0] == "braid") o.command[0] = self_path();
+  return braid::train::launch(o);
+}
+
+}  // namespace
+
+BRAID_COMMAND("launch", "start N ranks of a program through mpirun", run_launch);

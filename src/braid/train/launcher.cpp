@@ -1,0 +1,246 @@
+#include "braid/train/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <regex>
+#include <thread>
+
+#include "braid/core/error.h"
+
+namespace braid::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string format_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+struct Child {
+  pid_t pid = -1;
+  int out = -1;  // read ends of the child's stdout / stderr
+  int err = -1;
+};
+
+Child spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+  int out[2], err[2];
+  BRAID_CHECK(pipe(out) == 0 && pipe(err) == 0, "launch: pipe failed: ", std::strerror(errno));
+  pid_t pid = fork();
+  BRAID_CHECK(pid >= 0, "launch: fork failed: ", std::strerror(errno));
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    close(out[0]);
+    close(err[0]);
+    close(out[1]);
+    close(err[1]);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "braid launch: cannot run '%s': %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  return {pid, out[0], err[0]};
+}
+
+// Forwards the child's output line by line (retagged) until both pipes close; ends the job when
+// it outlives the deadline. Returns the exit status (128 + signal for a signal).
+int pump(Child& c, const LaunchOptions& o, FailureCause& cause, bool& timed_out) {
+  std::string pending[2];
+  FILE* sinks[2] = {stdout, stderr};
+  int fds[2] = {c.out, c.err};
+  const auto start = Clock::now();
+  int kill_stage = 0;
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    pollfd p[2];
+    int n = 0;
+    for (int i = 0; i < 2; ++i)
+      if (fds[i] >= 0) p[n++] = {fds[i], POLLIN, 0};
+    poll(p, n, 200);
+    for (int k = 0; k < n; ++k) {
+      if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      int i = p[k].fd == fds[0] ? 0 : 1;
+      char buf[65536];
+      ssize_t got = read(fds[i], buf, sizeof buf);
+      if (got <= 0) {
+        if (!pending[i].empty()) pending[i] += '\n';
+        got = 0;
+        close(fds[i]);
+        fds[i] = -1;
+      }
+      pending[i].append(buf, static_cast<size_t>(got));
+      size_t nl;
+      while ((nl = pending[i].find('\n')) != std::string::npos) {
+        std::string line = pending[i].substr(0, nl);
+        pending[i].erase(0, nl + 1);
+        if (o.tag_output) line = retag_line(line);
+        cause.observe(line);
+        std::fprintf(sinks[i], "%s\n", line.c_str());
+      }
+      std::fflush(sinks[i]);
+    }
+    if (o.job_timeout_s > 0) {
+      double secs = std::chrono::duration<double>(Clock::now() - start).count();
+      if (kill_stage == 0 && secs > o.job_timeout_s) {
+        timed_out = true;
+        kill(c.pid, SIGTERM);  // mpirun forwards it to every rank
+        kill_stage = 1;
+      } else if (kill_stage == 1 && secs > o.job_timeout_s + 10) {
+        kill(c.pid, SIGKILL);
+        kill_stage = 2;
+      }
+    }
+  }
+  int status = 0;
+  waitpid(c.pid, &status, 0);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace
+
+std::string find_on_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find(':', start);
+    if (end == std::string::npos) end = p.size();
+    std::string candidate = p.substr(start, end - start) + "/" + name;
+    if (end > start && access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+std::map<std::string, std::string> launch_environment(const LaunchOptions& o, int cores,
+                                                      int attempt) {
+  std::map<std::string, std::string> env;
+  int threads = o.threads;
+  // With a hostfile the ranks per node are unknown here; each rank divides its node's cores by
+  // OMPI_COMM_WORLD_LOCAL_SIZE itself (train/threads.h).
+  if (threads <= 0 && o.hostfile.empty()) threads = std::max(1, cores / std::max(1, o.nprocs));
+  if (threads > 0) {
+    env["BRAID_NUM_THREADS"] = std::to_string(threads);
+    env["OMP_NUM_THREADS"] = std::to_string(threads);
+  }
+  if (o.comm_timeout_s > 0) env["BRAID_COMM_TIMEOUT"] = format_seconds(o.comm_timeout_s);
+  env["BRAID_RESTART_COUNT"] = std::to_string(attempt);
+  if (geteuid() == 0) {
+    env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
+    env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+  }
+  return env;
+}
+
+std::vector<std::string> mpirun_command(const LaunchOptions& o, const std::string& mpirun,
+                                        const std::map<std::string, std::string>& env) {
+  std::vector<std::string> cmd = {mpirun, "-np", std::to_string(o.nprocs), "--oversubscribe",
+                                  "--bind-to", "none",
+                                  // Measured faster here than CMA single-copy (bench comm).
+                                  "--mca", "btl_vader_single_copy_mechanism", "none"};
+  if (o.tag_output) cmd.push_back("--tag-output");
+  if (!o.hostfile.empty()) cmd.insert(cmd.end(), {"--hostfile", o.hostfile});
+  // Local ranks inherit the environment; remote ones get what -x names.
+  for (const auto& [k, v] : env)
+    if (k.rfind("OMPI_", 0) != 0) cmd.insert(cmd.end(), {"-x", k});
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string k = kv.substr(0, kv.find('='));
+    if (k.rfind("BRAID_", 0) == 0 && !env.count(k)) cmd.insert(cmd.end(), {"-x", k});
+  }
+  cmd.insert(cmd.end(), o.mpirun_args.begin(), o.mpirun_args.end());
+  cmd.insert(cmd.end(), o.command.begin(), o.command.end());
+  return cmd;
+}
+
+std::string retag_line(const std::string& line) {
+  // "[1,3]<stderr>:text" (mpirun --tag-output) -> "[rank 3] text"
+  if (line.size() < 6 || line[0] != '[') return line;
+  size_t comma = line.find(',');
+  size_t close = line.find("]<");
+  if (comma == std::string::npos || close == std::string::npos || comma > close) return line;
+  size_t colon = line.find(">:", close);
+  if (colon == std::string::npos) return line;
+  std::string rank = line.substr(comma + 1, close - comma - 1);
+  if (rank.empty() || rank.find_first_not_of("0123456789") != std::string::npos) return line;
+  return "[rank " + rank + "] " + line.substr(colon + 2);
+}
+
+void FailureCause::observe(const std::string& line) {
+  static const std::regex noticed(
+      "process rank [0-9]+ with PID [0-9]+ on node \\S+ exited on "
+      "signal [0-9]+[^.]*|process rank [0-9]+ .*exited.*");
+  if (line.find("aborting the job after a communication failure") != std::string::npos) {
+    if (abort_line_.empty()) abort_line_ = line;
+  } else if (line.rfind("[rank ", 0) == 0 &&
+             (line.find("error") != std::string::npos || line.find("Error") != std::string::npos)) {
+    if (rank_error_.empty()) rank_error_ = line;
+  } else if (mpirun_line_.empty()) {
+    std::smatch m;
+    if (std::regex_search(line, m, noticed)) mpirun_line_ = m.str();
+  }
+}
+
+std::string FailureCause::cause(int exit_status) const {
+  if (!abort_line_.empty()) return abort_line_;
+  if (!rank_error_.empty()) return rank_error_;
+  if (!mpirun_line_.empty()) return mpirun_line_;
+  return "exit status " + std::to_string(exit_status) + " (no rank printed an error)";
+}
+
+int launch(const LaunchOptions& o) {
+  BRAID_CHECK(o.nprocs >= 1, "launch: -n ", o.nprocs, " must be at least 1");
+  BRAID_CHECK(!o.command.empty(), "launch: no program given (braid launch -n N -- PROGRAM ...)");
+  BRAID_CHECK(o.max_restarts >= 0, "launch: --max-restarts ", o.max_restarts, " is negative");
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string mpirun = find_on_path("mpirun");
+  if (mpirun.empty())
+    BRAID_CHECK(o.nprocs == 1 && o.hostfile.empty(), "launch: mpirun not found, and ", o.nprocs,
+                " ranks need it (apt-get install openmpi-bin, or scripts/setup-deps.sh)");
+  int status = 0;
+  for (int attempt = 0; attempt <= o.max_restarts; ++attempt) {
+    auto env = launch_environment(o, cores, attempt);
+    std::vector<std::string> argv = mpirun.empty() ? o.command : mpirun_command(o, mpirun, env);
+    LaunchOptions local = o;
+    if (mpirun.empty()) local.tag_output = false;
+    Child child = spawn(argv, env);
+    FailureCause cause;
+    bool timed_out = false;
+    status = pump(child, local, cause, timed_out);
+    if (status == 0) return 0;
+    std::string why =
+        timed_out ? "the job ran past --job-timeout " + format_seconds(o.job_timeout_s) + " s"
+                  : cause.cause(status);
+    if (attempt < o.max_restarts) {
+      std::fprintf(stderr, "braid launch: attempt %d of %d failed (exit %d): %s; restarting\n",
+                   attempt + 1, o.max_restarts + 1, status, why.c_str());
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    } else {
+      std::fprintf(
+          stderr, "braid launch: job failed (exit %d%s): %s\n", status,
+          o.max_restarts ? (", after " + std::to_string(o.max_restarts) + " restarts").c_str() : "",
+          why.c_str());
+    }
+  }
+  return status;
+}
+
+}  // namespace braid::train

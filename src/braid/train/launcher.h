@@ -1,0 +1,56 @@
+// The launcher behind `braid launch`: starts N ranks of a program through mpirun, here or across
+// the hosts of a hostfile (inside a Slurm allocation mpirun takes its hosts from Slurm), with what
+// mpirun needs on this kind of machine: running as root, more ranks than cores, no core binding,
+// the faster shared-memory copy. Each rank gets cores / ranks compute threads unless told
+// otherwise (BRAID_NUM_THREADS, OMP_NUM_THREADS; train/threads.h), output lines carry their rank,
+// a failed job is restarted up to max_restarts times, and the result is the failing rank's exit
+// status plus a one-line cause. Without mpirun, a 1-rank job runs the program directly.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace braid::train {
+
+struct LaunchOptions {
+  int nprocs = 1;
+  std::string hostfile;       // mpirun --hostfile
+  int max_restarts = 0;       // whole-job restarts after a failure
+  double comm_timeout_s = 0;  // collective timeout for the ranks (BRAID_COMM_TIMEOUT); 0: keep
+  double job_timeout_s = 0;   // end the job after this long; 0: never
+  int threads = 0;            // compute threads per rank; 0: cores / ranks (local runs)
+  bool tag_output = true;     // prefix every output line with "[rank R] "
+  std::vector<std::string> mpirun_args;  // passed through to mpirun before the program
+  std::vector<std::string> command;      // PROGRAM ARGS...
+};
+
+// The environment the ranks get (added to the launcher's own).
+std::map<std::string, std::string> launch_environment(const LaunchOptions& o, int cores,
+                                                      int attempt);
+// The full mpirun command line for o.
+std::vector<std::string> mpirun_command(const LaunchOptions& o, const std::string& mpirun,
+                                        const std::map<std::string, std::string>& env);
+
+// Rewrites mpirun's "[1,3]<stderr>:text" into "[rank 3] text"; other lines are unchanged.
+std::string retag_line(const std::string& line);
+
+// Remembers the lines that explain a failure and picks the best one-line cause.
+class FailureCause {
+ public:
+  void observe(const std::string& line);  // a (retagged) output line
+  std::string cause(int exit_status) const;
+
+ private:
+  std::string rank_error_;   // first "[rank R] ... error ..." line
+  std::string abort_line_;   // "braid: rank R: aborting the job ..."
+  std::string mpirun_line_;  // "mpirun noticed that process rank R ... exited on signal 9"
+};
+
+// Runs the job (with restarts); returns the exit status to exit with.
+int launch(const LaunchOptions& o);
+
+// Finds an executable on PATH ("" if absent).
+std::string find_on_path(const std::string& name);
+
+}  // namespace braid::train
