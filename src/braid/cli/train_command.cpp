@@ -44,8 +44,8 @@ int run_train(const std::vector<std::string>& args) {
     return 0;
   }
   braid::comm::ProcessGroupOptions po;
-  po.timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(cfg.parallel.comm_timeout_s * 1000.0));
+  po.timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.comm_timeout_s * 1000.0));
   po.debug = cfg.parallel.comm_debug;
   auto world = braid::comm::init_world(po);
   braid::train::Trainer trainer(cfg, world);

@@ -5,8 +5,8 @@
 
 namespace braid::train {
 
-RandomTokenSource::RandomTokenSource(int64_t batch, int64_t seq_len, int64_t vocab,
-                                     uint64_t seed, int rank, int world)
+RandomTokenSource::RandomTokenSource(int64_t batch, int64_t seq_len, int64_t vocab, uint64_t seed,
+                                     int rank, int world)
     : batch_(batch), seq_len_(seq_len), vocab_(vocab), seed_(seed), rank_(rank), world_(world) {
   BRAID_CHECK(vocab > 0, "random tokens need a vocabulary size, got ", vocab);
 }

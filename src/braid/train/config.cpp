@@ -86,7 +86,9 @@ void set_scalar(const FieldPtr& p, const YAML::Node& n, const std::string& key,
                 const std::string& where) {
   if (!n.IsScalar())
     BRAID_THROW(where, ": key '", key, "' must be ", type_name(p), ", got a ",
-                n.IsMap() ? "mapping" : n.IsSequence() ? "list" : "null");
+                n.IsMap()        ? "mapping"
+                : n.IsSequence() ? "list"
+                                 : "null");
   try {
     std::visit([&](auto* ptr) { *ptr = n.as<std::remove_pointer_t<decltype(ptr)>>(); }, p);
   } catch (const YAML::Exception&) {
@@ -99,8 +101,8 @@ void parse_node(const YAML::Node& node, const std::string& prefix,
   std::set<std::string> sections;
   for (auto& [k, _] : fields) sections.insert(k.substr(0, k.find('.')));
   for (auto it = node.begin(); it != node.end(); ++it) {
-    std::string key = prefix.empty() ? it->first.as<std::string>()
-                                     : prefix + "." + it->first.as<std::string>();
+    std::string key =
+        prefix.empty() ? it->first.as<std::string>() : prefix + "." + it->first.as<std::string>();
     std::string where = source + ":" + std::to_string(it->first.Mark().line + 1);
     auto f = fields.find(key);
     if (f != fields.end()) {
@@ -117,8 +119,8 @@ void parse_node(const YAML::Node& node, const std::string& prefix,
     for (auto& [k, _] : fields) {
       std::string leaf = k.substr(k.rfind('.') + 1);
       std::string want = key.substr(key.rfind('.') + 1);
-      if (leaf.size() > 2 && (leaf.find(want) != std::string::npos ||
-                              want.find(leaf) != std::string::npos)) {
+      if (leaf.size() > 2 &&
+          (leaf.find(want) != std::string::npos || want.find(leaf) != std::string::npos)) {
         hint = " (did you mean '" + k + "'?)";
         break;
       }
@@ -154,8 +156,7 @@ TrainConfig load_config(const std::string& path) {
 
 void apply_override(TrainConfig& cfg, const std::string& assignment) {
   auto eq = assignment.find('=');
-  BRAID_CHECK(eq != std::string::npos && eq > 0, "--set expects key=value, got '", assignment,
-              "'");
+  BRAID_CHECK(eq != std::string::npos && eq > 0, "--set expects key=value, got '", assignment, "'");
   std::string key = assignment.substr(0, eq);
   auto fields = field_map(cfg);
   auto f = fields.find(key);
@@ -180,8 +181,8 @@ void resolve_batch(TrainConfig& cfg, int64_t dp) {
                          {"gradient_accumulation_steps", t.gradient_accumulation_steps},
                          {"global_batch_size", t.global_batch_size}})
     BRAID_CHECK(v >= 0, "training.", name, " must be positive, got ", v);
-  int known = (t.micro_batch_size > 0) + (t.gradient_accumulation_steps > 0) +
-              (t.global_batch_size > 0);
+  int known =
+      (t.micro_batch_size > 0) + (t.gradient_accumulation_steps > 0) + (t.global_batch_size > 0);
   if (known < 2 && t.gradient_accumulation_steps == 0) {
     t.gradient_accumulation_steps = 1;
     ++known;
@@ -198,17 +199,16 @@ void resolve_batch(TrainConfig& cfg, int64_t dp) {
   } else if (t.gradient_accumulation_steps == 0) {
     int64_t denom = t.micro_batch_size * dp;
     BRAID_CHECK(t.global_batch_size % denom == 0, "training.global_batch_size ",
-                t.global_batch_size, " is not divisible by micro_batch_size ",
-                t.micro_batch_size, " x data-parallel size ", dp, " = ", denom);
+                t.global_batch_size, " is not divisible by micro_batch_size ", t.micro_batch_size,
+                " x data-parallel size ", dp, " = ", denom);
     t.gradient_accumulation_steps = t.global_batch_size / denom;
   } else if (t.global_batch_size == 0) {
     t.global_batch_size = t.micro_batch_size * t.gradient_accumulation_steps * dp;
   }
   int64_t product = t.micro_batch_size * t.gradient_accumulation_steps * dp;
-  BRAID_CHECK(product == t.global_batch_size, "training: global_batch_size ",
-              t.global_batch_size, " != micro_batch_size ", t.micro_batch_size,
-              " x gradient_accumulation_steps ", t.gradient_accumulation_steps,
-              " x data-parallel size ", dp, " = ", product);
+  BRAID_CHECK(product == t.global_batch_size, "training: global_batch_size ", t.global_batch_size,
+              " != micro_batch_size ", t.micro_batch_size, " x gradient_accumulation_steps ",
+              t.gradient_accumulation_steps, " x data-parallel size ", dp, " = ", product);
 }
 
 void validate(const TrainConfig& c) {

@@ -13,54 +13,54 @@
 namespace braid::train {
 
 struct ModelSection {
-  std::string preset = "";       // nn preset name (gpt2-tiny, bench-small, gpt2-small, ...)
-  std::string config = "";       // path to an HF config.json (instead of preset)
-  std::string init_from = "";    // HF model dir (model.safetensors + config.json) to start from
+  std::string preset = "";     // nn preset name (gpt2-tiny, bench-small, gpt2-small, ...)
+  std::string config = "";     // path to an HF config.json (instead of preset)
+  std::string init_from = "";  // HF model dir (model.safetensors + config.json) to start from
   bool activation_checkpointing = false;
 };
 
 struct DataSection {
-  std::string train = "";        // prepared token shard dir (braid prepare-data)
-  std::string tokenizer = "";    // dir with encoder.json + vocab.bpe (for samples)
+  std::string train = "";      // prepared token shard dir (braid prepare-data)
+  std::string tokenizer = "";  // dir with encoder.json + vocab.bpe (for samples)
   int64_t seq_len = 256;
-  bool random_tokens = false;    // synthetic data (benchmarks); ignores `train`
-  int64_t vocab_size = 0;        // for random_tokens; 0 = the model's
+  bool random_tokens = false;  // synthetic data (benchmarks); ignores `train`
+  int64_t vocab_size = 0;      // for random_tokens; 0 = the model's
 };
 
 struct TrainingSection {
-  int64_t micro_batch_size = 0;          // per rank, per micro-step
+  int64_t micro_batch_size = 0;  // per rank, per micro-step
   int64_t gradient_accumulation_steps = 0;
-  int64_t global_batch_size = 0;         // = micro x accumulation x data-parallel size
+  int64_t global_batch_size = 0;  // = micro x accumulation x data-parallel size
   int64_t max_steps = 100;
   uint64_t seed = 1337;
   int64_t log_interval = 10;
-  int64_t eval_interval = 100;           // 0 = only at the end
+  int64_t eval_interval = 100;  // 0 = only at the end
   int64_t eval_batches = 8;
   std::string precision = "fp32";
 };
 
 struct OptimizerSection {
-  std::string type = "adamw";            // adamw | sgd
+  std::string type = "adamw";  // adamw | sgd
   double lr = 6e-4;
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
-  double momentum = 0.0;                 // sgd
-  bool nesterov = false;                 // sgd
-  double grad_clip = 1.0;                // 0 = off
+  double momentum = 0.0;   // sgd
+  bool nesterov = false;   // sgd
+  double grad_clip = 1.0;  // 0 = off
 };
 
 struct ScheduleSection {
-  std::string type = "cosine";           // constant | linear | cosine
+  std::string type = "cosine";  // constant | linear | cosine
   int64_t warmup_steps = 0;
-  double min_lr_ratio = 0.1;             // decay floor as a fraction of lr
-  bool scale_lr = false;                 // linear scaling rule: lr x global / base_batch_size
+  double min_lr_ratio = 0.1;  // decay floor as a fraction of lr
+  bool scale_lr = false;      // linear scaling rule: lr x global / base_batch_size
   int64_t base_batch_size = 0;
 };
 
 struct ParallelSection {
-  std::string strategy = "none";         // none | ddp
+  std::string strategy = "none";  // none | ddp
   double bucket_mb = 25.0;
   bool find_unused_parameters = false;
   bool deterministic = true;
@@ -71,7 +71,7 @@ struct ParallelSection {
 struct OutputSection {
   std::string dir = "out/run";
   bool export_model = true;
-  int64_t samples = 2;                   // samples generated at the end (0 = none)
+  int64_t samples = 2;  // samples generated at the end (0 = none)
   int64_t sample_tokens = 48;
   std::string sample_prompt = "\n";
 };

@@ -7,9 +7,9 @@
 namespace braid::train {
 
 double flops_per_token(int64_t n_params, int64_t n_layer, int64_t seq_len, int64_t d_model) {
-  return 6.0 * static_cast<double>(n_params) +
-         12.0 * static_cast<double>(n_layer) * static_cast<double>(seq_len) *
-             static_cast<double>(d_model);
+  return 6.0 * static_cast<double>(n_params) + 12.0 * static_cast<double>(n_layer) *
+                                                   static_cast<double>(seq_len) *
+                                                   static_cast<double>(d_model);
 }
 
 std::string format_eta(double s) {
@@ -31,7 +31,9 @@ Progress::Progress(bool is_printer, FILE* out)
       out_(out),
       start_(std::chrono::steady_clock::now()) {}
 
-void Progress::header(const std::string& text) { message(text); }
+void Progress::header(const std::string& text) {
+  message(text);
+}
 
 void Progress::message(const std::string& text) {
   if (!printer_) return;
@@ -43,18 +45,17 @@ void Progress::message(const std::string& text) {
 
 void Progress::step(const StepStats& s, bool force_line) {
   if (!printer_) return;
-  double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  double eta = s.step > 0 ? elapsed / static_cast<double>(s.step) *
-                                static_cast<double>(s.max_steps - s.step)
-                          : -1;
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double eta =
+      s.step > 0 ? elapsed / static_cast<double>(s.step) * static_cast<double>(s.max_steps - s.step)
+                 : -1;
   char buf[256];
-  int n = std::snprintf(buf, sizeof buf,
-                        "step %5lld/%lld | loss %.4f | lr %.3e | %s%.0f tok/s | MFU %.1f%% | "
-                        "%.0f ms/step | ETA %s",
-                        static_cast<long long>(s.step), static_cast<long long>(s.max_steps),
-                        s.loss, s.lr, "", s.tokens_per_s, 100.0 * s.mfu, s.step_ms,
-                        format_eta(eta).c_str());
+  int n =
+      std::snprintf(buf, sizeof buf,
+                    "step %5lld/%lld | loss %.4f | lr %.3e | %s%.0f tok/s | MFU %.1f%% | "
+                    "%.0f ms/step | ETA %s",
+                    static_cast<long long>(s.step), static_cast<long long>(s.max_steps), s.loss,
+                    s.lr, "", s.tokens_per_s, 100.0 * s.mfu, s.step_ms, format_eta(eta).c_str());
   if (s.grad_norm >= 0 && n > 0 && n < static_cast<int>(sizeof buf))
     std::snprintf(buf + n, sizeof buf - n, " | gnorm %.3f", s.grad_norm);
   if (tty_ && !force_line) {

@@ -16,17 +16,16 @@ namespace braid::train {
 // position table excluded), and 12 L T C for the attention scores and weighted sums (not
 // halved for the causal mask, by the same convention). Recomputation from activation
 // checkpointing is not counted (MFU, not HFU).
-double flops_per_token(int64_t n_matmul_params, int64_t n_layer, int64_t seq_len,
-                       int64_t d_model);
+double flops_per_token(int64_t n_matmul_params, int64_t n_layer, int64_t seq_len, int64_t d_model);
 
 struct StepStats {
   int64_t step = 0;
   int64_t max_steps = 0;
   double loss = 0;
   double lr = 0;
-  double grad_norm = -1;   // < 0: not computed
+  double grad_norm = -1;  // < 0: not computed
   double tokens_per_s = 0;
-  double mfu = 0;          // fraction of peak
+  double mfu = 0;  // fraction of peak
   double step_ms = 0;
 };
 

@@ -17,9 +17,8 @@ int env_int(const char* name) {
 }  // namespace
 
 int local_world_size() {
-  for (const char* name :
-       {"BRAID_LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE",
-        "MPI_LOCALNRANKS"}) {
+  for (const char* name : {"BRAID_LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                           "SLURM_NTASKS_PER_NODE", "MPI_LOCALNRANKS"}) {
     if (int n = env_int(name)) return n;
   }
   return 1;
@@ -32,6 +31,8 @@ int threads_per_rank() {
   return std::max(1, cores / local_world_size());
 }
 
-void apply_threads_per_rank() { omp_set_num_threads(threads_per_rank()); }
+void apply_threads_per_rank() {
+  omp_set_num_threads(threads_per_rank());
+}
 
 }  // namespace braid::train

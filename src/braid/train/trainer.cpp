@@ -44,8 +44,7 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
       world_(std::move(world)),
       options_(options),
       tracker_(std::make_shared<MemoryTracker>("cpu (rank " +
-                                               std::to_string(world_ ? world_->rank() : 0) +
-                                               ")")) {
+                                               std::to_string(world_ ? world_->rank() : 0) + ")")) {
   validate(cfg_);
   if (cfg_.parallel.strategy == "none")
     BRAID_CHECK(world_size() == 1, "parallel.strategy is 'none' but ", world_size(),
@@ -68,8 +67,7 @@ void Trainer::build_model() {
   if (!cfg_.model.init_from.empty()) load_initial_weights(*model_, cfg_.model.init_from);
   if (cfg_.parallel.strategy == "ddp") {
     std::vector<parallel::DdpParam> params;
-    for (const auto& e : model_->flat().entries())
-      params.push_back({e.param->var, e.range.offset});
+    for (const auto& e : model_->flat().entries()) params.push_back({e.param->var, e.range.offset});
     parallel::DdpOptions o;
     o.bucket_mb = cfg_.parallel.bucket_mb;
     o.find_unused_parameters = cfg_.parallel.find_unused_parameters;
@@ -93,12 +91,12 @@ void Trainer::build_optimizer() {
   auto groups = optim::split_decay_groups(slices, split);
   const auto& o = cfg_.optimizer;
   if (o.type == "adamw") {
-    optimizer_ = std::make_unique<optim::AdamW>(std::move(groups), static_cast<float>(o.beta1),
-                                                static_cast<float>(o.beta2),
-                                                static_cast<float>(o.eps));
+    optimizer_ =
+        std::make_unique<optim::AdamW>(std::move(groups), static_cast<float>(o.beta1),
+                                       static_cast<float>(o.beta2), static_cast<float>(o.eps));
   } else {
-    optimizer_ = std::make_unique<optim::SGD>(std::move(groups), static_cast<float>(o.momentum),
-                                              o.nesterov);
+    optimizer_ =
+        std::make_unique<optim::SGD>(std::move(groups), static_cast<float>(o.momentum), o.nesterov);
   }
 }
 
@@ -179,7 +177,8 @@ TrainResult Trainer::run() {
   int64_t matmul_params = mc.num_parameters() - (mc.is_gpt2() ? mc.max_seq_len * mc.d_model : 0);
   if (!mc.tie_word_embeddings) matmul_params -= mc.vocab_size * mc.d_model;  // lookup table
   const double flops_tok = flops_per_token(matmul_params, mc.n_layer, T, mc.d_model);
-  if (options_.measure_peak) result.peak_gflops = all_reduce_sum(kernels::measure_gemm_peak_gflops());
+  if (options_.measure_peak)
+    result.peak_gflops = all_reduce_sum(kernels::measure_gemm_peak_gflops(2048));
 
   progress.header(describe_run(cfg_, *model_, world_size(), result.peak_gflops, flops_tok));
   if (val_data_ && t.eval_interval > 0) {
@@ -249,9 +248,8 @@ TrainResult Trainer::run() {
   std::sort(steady.begin(), steady.end());
   result.step_ms = steady[steady.size() / 2] * 1e3;
   result.tokens_per_s = tokens_per_step / (result.step_ms / 1e3);
-  result.mfu = result.peak_gflops > 0
-                   ? result.tokens_per_s * flops_tok / (result.peak_gflops * 1e9)
-                   : 0;
+  result.mfu =
+      result.peak_gflops > 0 ? result.tokens_per_s * flops_tok / (result.peak_gflops * 1e9) : 0;
   result.exposed_comm_ms = exposed_ms / static_cast<double>(t.max_steps);
   result.peak_tracked_bytes = tracker_->total_peak();
   finish(result);
@@ -263,9 +261,9 @@ void Trainer::finish(TrainResult& r) {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   if (!options_.quiet) {
-    std::printf("%s\n", format_summary(r, static_cast<double>(ru.ru_maxrss) / 1024.0,
-                                       world_size())
-                            .c_str());
+    std::printf(
+        "%s\n",
+        format_summary(r, static_cast<double>(ru.ru_maxrss) / 1024.0, world_size()).c_str());
     std::printf("memory (rank 0):\n%s\n", tracker_->breakdown().c_str());
   }
   write_outputs(cfg_, *model_, options_.quiet);

@@ -23,21 +23,21 @@ namespace braid::train {
 
 struct TrainResult {
   int64_t steps = 0;
-  double first_loss = NAN;      // global mean train loss of the first step
+  double first_loss = NAN;  // global mean train loss of the first step
   double last_loss = NAN;
   double first_val_loss = NAN;  // validation loss before training / at the end
   double last_val_loss = NAN;
-  double tokens_per_s = 0;      // all ranks, median step after warm-up
-  double step_ms = 0;           // median
+  double tokens_per_s = 0;  // all ranks, median step after warm-up
+  double step_ms = 0;       // median
   double mfu = 0;
-  double peak_gflops = 0;       // measured GEMM peak, summed over ranks
+  double peak_gflops = 0;          // measured GEMM peak, summed over ranks
   int64_t peak_tracked_bytes = 0;  // this rank's MemoryTracker peak
   double exposed_comm_ms = 0;      // DDP: mean per-step wait for communication
 };
 
 struct TrainerOptions {
-  bool quiet = false;            // no progress output (tests)
-  bool measure_peak = true;      // time a GEMM for the MFU denominator
+  bool quiet = false;        // no progress output (tests)
+  bool measure_peak = true;  // time a GEMM for the MFU denominator
 };
 
 class Trainer {

@@ -20,8 +20,8 @@ std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model, i
   const auto& t = cfg.training;
   std::ostringstream os;
   os << "model: " << model.config().summary() << "\n"
-     << "params: " << model.config().num_parameters() << " (" << format_bytes(model.flat().numel() * 4)
-     << " fp32)\n"
+     << "params: " << model.config().num_parameters() << " ("
+     << format_bytes(model.flat().numel() * 4) << " fp32)\n"
      << "strategy: " << cfg.parallel.strategy << " on " << world << " rank(s) x "
      << threads_per_rank() << " thread(s); batch: global " << t.global_batch_size << " = micro "
      << t.micro_batch_size << " x accumulation " << t.gradient_accumulation_steps << " x dp "
@@ -46,8 +46,7 @@ std::string format_summary(const TrainResult& r, double rss_mib, int world) {
                 "peak_tracked_mib=%.1f peak_rss_mib=%.1f exposed_comm_ms=%.2f",
                 static_cast<long long>(r.steps), world, r.tokens_per_s, r.step_ms, r.mfu,
                 r.first_loss, r.last_loss, r.first_val_loss, r.last_val_loss,
-                static_cast<double>(r.peak_tracked_bytes) / 1048576.0, rss_mib,
-                r.exposed_comm_ms);
+                static_cast<double>(r.peak_tracked_bytes) / 1048576.0, rss_mib, r.exposed_comm_ms);
   return buf;
 }
 

@@ -44,8 +44,8 @@ struct DistributedDataParallel::State {
   std::shared_ptr<comm::ProcessGroup> group;
   DdpOptions options;
   std::vector<DdpBucket> buckets;
-  std::vector<int> bucket_of;          // parameter -> bucket (-1: frozen)
-  std::vector<int> pending;            // per bucket: parameters whose gradient is not final
+  std::vector<int> bucket_of;  // parameter -> bucket (-1: frozen)
+  std::vector<int> pending;    // per bucket: parameters whose gradient is not final
   std::vector<bool> param_ready;
   std::vector<std::shared_ptr<comm::Work>> works;
   int next_launch = 0;
@@ -87,8 +87,8 @@ struct DistributedDataParallel::State {
   }
 };
 
-DistributedDataParallel::DistributedDataParallel(std::vector<DdpParam> params,
-                                                 Tensor flat_params, Tensor flat_grads,
+DistributedDataParallel::DistributedDataParallel(std::vector<DdpParam> params, Tensor flat_params,
+                                                 Tensor flat_grads,
                                                  std::shared_ptr<comm::ProcessGroup> group,
                                                  DdpOptions options)
     : state_(std::make_shared<State>()) {
@@ -114,8 +114,8 @@ DistributedDataParallel::DistributedDataParallel(std::vector<DdpParam> params,
                 " elements lies outside the flat buffer of ", flat_grads.numel(), " elements");
   }
   auto elem_bytes = static_cast<double>(dtype_size(flat_grads.dtype()));
-  auto bucket_elems = std::max<int64_t>(1, static_cast<int64_t>(options.bucket_mb * 1048576.0 /
-                                                                elem_bytes));
+  auto bucket_elems =
+      std::max<int64_t>(1, static_cast<int64_t>(options.bucket_mb * 1048576.0 / elem_bytes));
   s.buckets = plan_buckets(offsets, sizes, trainable, bucket_elems);
   s.bucket_of.assign(s.params.size(), -1);
   for (size_t b = 0; b < s.buckets.size(); ++b)
@@ -146,11 +146,21 @@ DistributedDataParallel::~DistributedDataParallel() {
   }
 }
 
-void DistributedDataParallel::set_sync(bool sync) { state_->sync = sync; }
-bool DistributedDataParallel::sync() const { return state_->sync; }
-const std::vector<DdpBucket>& DistributedDataParallel::buckets() const { return state_->buckets; }
-const DdpStepStats& DistributedDataParallel::last_step_stats() const { return state_->stats; }
-comm::ProcessGroup& DistributedDataParallel::group() const { return *state_->group; }
+void DistributedDataParallel::set_sync(bool sync) {
+  state_->sync = sync;
+}
+bool DistributedDataParallel::sync() const {
+  return state_->sync;
+}
+const std::vector<DdpBucket>& DistributedDataParallel::buckets() const {
+  return state_->buckets;
+}
+const DdpStepStats& DistributedDataParallel::last_step_stats() const {
+  return state_->stats;
+}
+comm::ProcessGroup& DistributedDataParallel::group() const {
+  return *state_->group;
+}
 
 void DistributedDataParallel::finish_backward() {
   State& s = *state_;
@@ -166,14 +176,18 @@ void DistributedDataParallel::finish_backward() {
   }
   if (!unused.empty() && !s.options.find_unused_parameters) {
     std::string names;
-    for (size_t k = 0; k < unused.size() && k < 5; ++k) names += (k ? ", '" : "'") + unused[k] + "'";
+    for (size_t k = 0; k < unused.size() && k < 5; ++k)
+      names += (k ? ", '" : "'") + unused[k] + "'";
     if (unused.size() > 5) names += " and " + std::to_string(unused.size() - 5) + " more";
     // Wait for what was launched so no reduction is left writing into the gradients.
     for (auto& w : s.works)
       if (w) w->wait();
     s.reset();
-    BRAID_THROW("DDP: ", unused.size(), " trainable parameter(s) received no gradient in this "
-                "backward: ", names, ". Freeze them (requires_grad = false) or set "
+    BRAID_THROW("DDP: ", unused.size(),
+                " trainable parameter(s) received no gradient in this "
+                "backward: ",
+                names,
+                ". Freeze them (requires_grad = false) or set "
                 "parallel.find_unused_parameters: true");
   }
   s.launch_ready(false);
