@@ -25,9 +25,9 @@ std::string format_eta(double s) {
   return buf;
 }
 
-Progress::Progress(bool is_printer, FILE* out)
+Progress::Progress(bool is_printer, bool launched, FILE* out)
     : printer_(is_printer),
-      tty_(is_printer && isatty(fileno(out))),
+      tty_(is_printer && !launched && isatty(fileno(out))),
       out_(out),
       start_(std::chrono::steady_clock::now()) {}
 

@@ -31,8 +31,9 @@ struct StepStats {
 
 class Progress {
  public:
-  // peak_flops: summed over all ranks; formula text goes into the header line.
-  Progress(bool is_printer, FILE* out = stdout);
+  // Updates one line in place only on a terminal of our own: under mpirun/srun stdout is a
+  // pty shared through the launcher, which tags whole lines, so launched runs print lines.
+  Progress(bool is_printer, bool launched, FILE* out = stdout);
   void header(const std::string& text);
   void step(const StepStats& s, bool force_line);
   void message(const std::string& text);  // a full line (ends any in-place line first)

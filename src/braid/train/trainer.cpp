@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "braid/autograd/variable.h"
+#include "braid/comm/world.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
 #include "braid/optim/clip_grad.h"
@@ -159,7 +160,7 @@ TrainResult Trainer::run() {
   const int64_t accum = t.gradient_accumulation_steps;
   const double tokens_per_step = static_cast<double>(t.global_batch_size * T);
   const bool printer = rank() == 0 && !options_.quiet;
-  Progress progress(printer);
+  Progress progress(printer, comm::launched_world_size() > 0);
   TrainResult result;
 
   optim::LrSchedule sched;
