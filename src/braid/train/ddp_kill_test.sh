@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# A rank that dies mid-step (SIGKILL) during DDP training: the job must end non-zero within the
+# collective timeout + 5 s, and the launcher's one-line cause must name the dead rank.
+#   ddp_kill_test.sh BRAID CONFIG [REPEATS=1]
+set -uo pipefail
+BRAID=$1
+CONFIG=$2
+REPEATS=${3:-1}
+TIMEOUT_S=4
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+for rep in $(seq "$REPEATS"); do
+  "$BRAID" launch -n 2 -- "$BRAID" train "$CONFIG" --set model.preset=gpt2-tiny \
+    --set data.seq_len=64 --set training.max_steps=1000000 --set training.log_interval=1 \
+    --set parallel.comm_timeout_s=$TIMEOUT_S --set output.dir="$(dirname "$log")/braid_kill" \
+    > "$log" 2>&1 &
+  launcher=$!
+  # Wait for training to be under way (a few logged steps), then kill rank 1.
+  for _ in $(seq 600); do
+    [ "$(grep -c 'step ' "$log")" -ge 3 ] && break
+    kill -0 $launcher 2>/dev/null || { echo "FAIL: job ended before the kill:"; cat "$log"; exit 1; }
+    sleep 0.1
+  done
+  victim=""
+  for p in $(pgrep -f "braid train $CONFIG"); do
+    tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$' && victim=$p
+  done
+  [ -n "$victim" ] || { echo "FAIL: rank 1 not found"; kill $launcher; exit 1; }
+  start=$(date +%s.%N)
+  kill -9 "$victim"
+  # The job must end by itself within timeout + 5 s.
+  deadline=$(awk "BEGIN{print $TIMEOUT_S + 5}")
+  while kill -0 $launcher 2>/dev/null; do
+    if awk "BEGIN{exit !($(date +%s.%N) - $start > $deadline + 2)}"; then
+      echo "FAIL: the job still runs $deadline s after rank 1 died (hang)"; kill -9 $launcher
+      pkill -9 -f "braid train $CONFIG"; exit 1
+    fi
+    sleep 0.05
+  done
+  wait $launcher
+  status=$?
+  elapsed=$(awk "BEGIN{printf \"%.2f\", $(date +%s.%N) - $start}")
+  cause=$(grep 'braid launch: job failed' "$log" | tail -1)
+  echo "repeat $rep: exit $status after ${elapsed}s: $cause"
+  [ $status -ne 0 ] || { echo "FAIL: exit status 0"; cat "$log"; exit 1; }
+  awk "BEGIN{exit !($elapsed <= $deadline)}" || { echo "FAIL: took ${elapsed}s > ${deadline}s"; exit 1; }
+  echo "$cause" | grep -q 'rank 1' || { echo "FAIL: the cause does not name rank 1"; cat "$log"; exit 1; }
+  if pgrep -f "braid train $CONFIG" > /dev/null; then
+    echo "FAIL: ranks left running"; pkill -9 -f "braid train $CONFIG"; exit 1
+  fi
+done
+echo "ddp_kill_test: $REPEATS repeat(s) passed"
