@@ -17,7 +17,7 @@ int run_bench(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::printf(
         "usage: braid bench comm [--min-bytes 4K] [--max-bytes 256M] [--iters 20] "
-        "[--warmup 3]\n"
+        "[--warmup 3] [--rounds 3]\n"
         "                        [--dtype f32|bf16|f16|i32|i64] [--ops all_reduce,...] "
         "[--no-raw]\n"
         "Times every collective like nccl-tests, with the raw MPI call beside it.\n"
@@ -38,6 +38,8 @@ int run_bench(const std::vector<std::string>& args) {
       o.max_bytes = braid::train::parse_bytes(value(i));
     } else if (a == "--iters") {
       o.iters = std::stoi(value(i));
+    } else if (a == "--rounds") {
+      o.rounds = std::stoi(value(i));
     } else if (a == "--warmup") {
       o.warmup = std::stoi(value(i));
     } else if (a == "--dtype") {
@@ -52,7 +54,8 @@ int run_bench(const std::vector<std::string>& args) {
       BRAID_THROW("unknown option '", a, "' (see braid bench --help)");
     }
   }
-  BRAID_CHECK(o.iters >= 1 && o.warmup >= 0, "--iters must be >= 1 and --warmup >= 0");
+  BRAID_CHECK(o.iters >= 1 && o.warmup >= 0 && o.rounds >= 1,
+              "--iters and --rounds must be >= 1, --warmup >= 0");
   BRAID_CHECK(o.min_bytes <= o.max_bytes, "--min-bytes ", o.min_bytes, " > --max-bytes ",
               o.max_bytes);
   auto world = braid::comm::init_world();

@@ -16,6 +16,7 @@ void CommThread::post(Task task) {
   {
     std::lock_guard lock(mu_);
     queue_.push_back(std::move(task));
+    queued_.store(queue_.size(), std::memory_order_release);
   }
   cv_.notify_one();
 }
@@ -34,6 +35,11 @@ void CommThread::loop() {
   bool polling = false;
   for (;;) {
     Task task;
+    // Ops usually come back to back: look for the next one briefly before sleeping.
+    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (queued_.load(std::memory_order_acquire) == 0 &&
+           std::chrono::steady_clock::now() < spin_until)
+      std::this_thread::yield();
     {
       std::unique_lock lock(mu_);
       auto ready = [&] { return !queue_.empty() || stopping_; };
@@ -45,6 +51,7 @@ void CommThread::loop() {
       if (!queue_.empty()) {
         task = std::move(queue_.front());
         queue_.pop_front();
+        queued_.store(queue_.size(), std::memory_order_release);
       } else if (stopping_) {
         return;  // sends/recvs still in flight are failed by the group's destructor
       }

@@ -2,6 +2,7 @@
 // Note [Comm threads] in DESIGN.md: one per group, so groups never wait on each other's queues.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -33,6 +34,7 @@ class CommThread {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
+  std::atomic<size_t> queued_{0};  // queue_.size(), readable without the lock
   bool stopping_ = false;
   std::thread thread_;
 };

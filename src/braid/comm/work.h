@@ -1,6 +1,7 @@
 // Work: the handle of one asynchronous operation on a ProcessGroup.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -41,6 +42,7 @@ class Work {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
+  std::atomic<bool> done_flag_{false};  // done_, readable without the lock (spin in wait)
   bool failed_ = false;
   std::string error_;
 };

@@ -17,6 +17,7 @@ struct CommBenchOptions {
   int64_t max_bytes = int64_t{256} << 20;
   int iters = 20;  // timed calls per size, fewer for big sizes (at most ~2 GiB moved per size)
   int warmup = 3;
+  int rounds = 3;  // report the best of this many timed rounds (the machine may be shared)
   DType dtype = DType::f32;
   std::vector<std::string> ops = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
                                   "all_to_all"};
