@@ -1,0 +1,69 @@
+#include "braid/parallel/device_mesh.h"
+
+#include <gtest/gtest.h>
+
+#include "testing/run_ranks.h"
+
+namespace braid::parallel {
+namespace {
+
+using braid::testing::run_ranks;
+
+// The sum of world ranks over a group, by all_reduce: names exactly which ranks are in it.
+float sum_of_ranks(comm::ProcessGroup& g, int world_rank) {
+  Tensor x = Tensor::full(Shape{1}, world_rank);
+  g.all_reduce(x)->wait();
+  return x.item();
+}
+
+TEST(DeviceMesh, PipelineDataTensorGroups) {
+  run_ranks(8,
+            [](comm::ProcessGroup& world) {
+              DeviceMesh mesh = DeviceMesh::strategy(world.split(0, world.rank(), "w"), 2, 2, 2);
+              const int r = world.rank();
+              EXPECT_EQ(mesh.coord("pp"), r / 4);
+              EXPECT_EQ(mesh.coord("dp"), (r / 2) % 2);
+              EXPECT_EQ(mesh.coord("tp"), r % 2);
+              EXPECT_EQ(mesh.group("tp").size(), 2);
+              EXPECT_EQ(mesh.group("tp").rank(), r % 2);
+              // tp peers are adjacent ranks; dp peers are 2 apart; pp peers 4 apart.
+              EXPECT_EQ(sum_of_ranks(mesh.group("tp"), r), (r - r % 2) * 2 + 1);
+              int dp_base = r - ((r / 2) % 2) * 2;
+              EXPECT_EQ(sum_of_ranks(mesh.group("dp"), r), dp_base * 2 + 2);
+              EXPECT_EQ(sum_of_ranks(mesh.group("pp"), r), (r % 4) * 2 + 4);
+              EXPECT_EQ(mesh.rank_of({mesh.coord("pp"), mesh.coord("dp"), mesh.coord("tp")}), r);
+              EXPECT_THROW(mesh.group("ep"), Error);
+            },
+            {.group = braid::testing::RunRanksOptions::default_group(),
+             .limit = std::chrono::seconds(120)});
+}
+
+TEST(DeviceMesh, HybridShardSplitsDpIntoShardAndReplicate) {
+  run_ranks(4, [](comm::ProcessGroup& world) {
+    DeviceMesh mesh = DeviceMesh::strategy(world.split(0, world.rank(), "w"), 4, 1, 1, 2);
+    const int r = world.rank();
+    EXPECT_EQ(mesh.size("dp"), 4);
+    EXPECT_EQ(mesh.coord("dp"), r);
+    EXPECT_EQ(mesh.group("dp_shard").size(), 2);
+    EXPECT_EQ(sum_of_ranks(mesh.group("dp_shard"), r), r < 2 ? 1 : 5);      // {0,1} {2,3}
+    EXPECT_EQ(sum_of_ranks(mesh.group("dp_replicate"), r), r % 2 ? 4 : 2);  // {0,2} {1,3}
+    EXPECT_EQ(sum_of_ranks(mesh.group("dp"), r), 6);
+    EXPECT_EQ(mesh.group("dp").rank(), r);
+  });
+}
+
+TEST(DeviceMesh, SizesMustMultiplyToTheWorld) {
+  run_ranks(2, [](comm::ProcessGroup& world) {
+    auto w = world.split(0, world.rank(), "w");
+    try {
+      DeviceMesh mesh(w, {{"dp", 3}});
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("multiply to 3 but the world has 2"), std::string::npos)
+          << e.what();
+    }
+  });
+}
+
+}  // namespace
+}  // namespace braid::parallel
