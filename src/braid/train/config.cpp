@@ -55,7 +55,6 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("parallel.strategy", &c.parallel.strategy);
   f("parallel.bucket_mb", &c.parallel.bucket_mb);
   f("parallel.find_unused_parameters", &c.parallel.find_unused_parameters);
-  f("parallel.deterministic", &c.parallel.deterministic);
   f("parallel.comm_timeout_s", &c.parallel.comm_timeout_s);
   f("parallel.comm_debug", &c.parallel.comm_debug);
   f("output.dir", &c.output.dir);

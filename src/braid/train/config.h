@@ -63,7 +63,6 @@ struct ParallelSection {
   std::string strategy = "none";  // none | ddp
   double bucket_mb = 25.0;
   bool find_unused_parameters = false;
-  bool deterministic = true;
   double comm_timeout_s = 600.0;
   bool comm_debug = false;
 };
