@@ -22,6 +22,7 @@
 #include "braid/core/rng.h"
 #include "braid/nn/transformer.h"
 #include "braid/parallel/ddp/distributed_data_parallel.h"
+#include "braid/train/process_setup.h"
 #include "braid/train/threads.h"
 
 using namespace braid;
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
   parallel::DdpOptions opts;
   if (argc > 3) opts.bucket_mb = std::atof(argv[3]);
   const int64_t B = 4, T = 256;  // per rank: global batch 8 on 2 ranks
+  train::tune_allocator();
   train::apply_threads_per_rank();
   auto world = comm::init_world();
   nn::Transformer model(nn::ModelConfig::preset(preset), {.seed = 1});

@@ -1,7 +1,5 @@
 // braid: one binary, many subcommands (cli/*_command.cpp). Every error ends here as one line
 // on stderr and a non-zero exit.
-#include <malloc.h>
-
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -9,6 +7,7 @@
 
 #include "braid/cli/command.h"
 #include "braid/core/error.h"
+#include "braid/train/process_setup.h"
 
 namespace braid::cli {
 
@@ -34,17 +33,8 @@ static void usage(FILE* f) {
   std::fprintf(f, "\nRun 'braid <command> --help' for a command's options.\n");
 }
 
-// Note [Allocator tuning]: glibc serves blocks above the mmap threshold with fresh mmaps and
-// trims freed heap tops back to the OS, so every training step would fault its activation and
-// gradient buffers in again (about a tenth of a step). Keeping freed memory in the heap makes
-// the steady-state step reuse it. Process-wide, so it belongs to the binary, not the library.
-static void tune_allocator() {
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-}
-
 int main(int argc, char** argv) {
-  tune_allocator();
+  braid::train::tune_allocator();  // Note [Allocator tuning]
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

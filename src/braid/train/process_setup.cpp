@@ -1,0 +1,12 @@
+#include "braid/train/process_setup.h"
+
+#include <malloc.h>
+
+namespace braid::train {
+
+void tune_allocator() {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+}  // namespace braid::train
