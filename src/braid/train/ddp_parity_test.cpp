@@ -16,8 +16,7 @@ std::vector<Tensor> train_ranks(int n, const TrainConfig& cfg) {
   std::vector<Tensor> out(n);
   std::mutex mu;
   braid::testing::run_ranks(n, [&](comm::ProcessGroup& pg) {
-    std::shared_ptr<comm::ProcessGroup> group(&pg, [](comm::ProcessGroup*) {});
-    Trainer t(cfg, group, quiet());
+    Trainer t(cfg, borrow(pg), quiet());
     t.run();
     Tensor w = t.model().flat().params().clone();
     std::lock_guard<std::mutex> lock(mu);
@@ -60,12 +59,7 @@ TEST(DdpDeterminism, SameConfigSameWorldIsBitIdentical) {
 TEST(DdpErrors, BatchArithmeticThatDoesNotAddUpNamesTheNumbers) {
   TrainConfig c = tiny(2, 1, "ddp");
   c.training.global_batch_size = 5;
-  auto errors = braid::testing::run_ranks_collect(2, [&](comm::ProcessGroup& pg) {
-    std::shared_ptr<comm::ProcessGroup> group(&pg, [](comm::ProcessGroup*) {});
-    Trainer t(c, group, quiet());
-  });
-  for (auto& e : errors) {
-    std::string msg = braid::testing::what(e);
+  for (const std::string& msg : construction_errors(2, c)) {
     EXPECT_NE(msg.find("global_batch_size 5 != micro_batch_size 2 x gradient_accumulation_steps "
                        "1 x data-parallel size 2 = 4"),
               std::string::npos)

@@ -8,6 +8,7 @@
 
 #include "braid/nn/transformer.h"
 #include "braid/train/trainer.h"
+#include "testing/run_ranks.h"
 #include "testing/tensor_compare.h"
 
 namespace braid::train {
@@ -74,6 +75,21 @@ inline Tensor train_one(const TrainConfig& cfg) {
   Trainer t(cfg, nullptr, quiet());
   t.run();
   return t.model().flat().params().clone();
+}
+
+// A non-owning handle on a run_ranks group, for APIs that take shared_ptr.
+inline std::shared_ptr<comm::ProcessGroup> borrow(comm::ProcessGroup& pg) {
+  return std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {});
+}
+
+// Builds a Trainer for cfg on each of n thread-backed ranks; returns each rank's error
+// message ("" when construction succeeded).
+inline std::vector<std::string> construction_errors(int n, const TrainConfig& cfg) {
+  auto errors = braid::testing::run_ranks_collect(
+      n, [&](comm::ProcessGroup& pg) { Trainer t(cfg, borrow(pg), quiet()); });
+  std::vector<std::string> out;
+  for (auto& e : errors) out.push_back(braid::testing::what(e));
+  return out;
 }
 
 }  // namespace braid::train

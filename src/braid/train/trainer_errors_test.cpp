@@ -7,7 +7,6 @@
 
 #include "braid/data/token_shard.h"
 #include "braid/train/ddp_parity_util.h"
-#include "testing/run_ranks.h"
 
 namespace braid::train {
 namespace {
@@ -40,12 +39,9 @@ TEST(TrainerErrors, WorldLargerThanTheSamplesIsAClearErrorOnEveryRank) {
   // 3 samples of 17 tokens (seq_len 16), 4 ranks.
   fs::path dir = make_data("world", 3 * 16 + 1);
   TrainConfig c = shard_config(dir, 1);
-  auto errors = braid::testing::run_ranks_collect(4, [&](comm::ProcessGroup& pg) {
-    std::shared_ptr<comm::ProcessGroup> group(&pg, [](comm::ProcessGroup*) {});
-    Trainer t(c, group, quiet());
-  });
+  std::vector<std::string> errors = construction_errors(4, c);
   for (size_t r = 0; r < errors.size(); ++r) {
-    std::string msg = braid::testing::what(errors[r]);
+    const std::string& msg = errors[r];
     ASSERT_FALSE(msg.empty()) << "rank " << r << " did not fail";
     EXPECT_NE(msg.find("world size 4 > 3"), std::string::npos) << msg;
   }
@@ -54,12 +50,9 @@ TEST(TrainerErrors, WorldLargerThanTheSamplesIsAClearErrorOnEveryRank) {
 TEST(TrainerErrors, TooFewSamplesForTheMicroBatch) {
   fs::path dir = make_data("micro", 4 * 16 + 1);
   TrainConfig c = shard_config(dir, 4);
-  auto errors = braid::testing::run_ranks_collect(2, [&](comm::ProcessGroup& pg) {
-    std::shared_ptr<comm::ProcessGroup> group(&pg, [](comm::ProcessGroup*) {});
-    Trainer t(c, group, quiet());
-  });
+  std::vector<std::string> errors = construction_errors(2, c);
   for (size_t r = 0; r < errors.size(); ++r) {
-    std::string msg = braid::testing::what(errors[r]);
+    const std::string& msg = errors[r];
     std::string want = "rank " + std::to_string(r) + " of 2 gets 2 samples per epoch";
     EXPECT_NE(msg.find(want), std::string::npos) << msg;
     EXPECT_NE(msg.find("fewer than one batch of 4"), std::string::npos) << msg;
@@ -83,13 +76,8 @@ TEST(TrainerErrors, TokenIdOutOfTheModelsVocabularyNamesFileAndOffset) {
 
 TEST(TrainerErrors, StrategyNoneOnSeveralRanksIsRefused) {
   TrainConfig c = tiny(1, 1, "none");
-  auto errors = braid::testing::run_ranks_collect(2, [&](comm::ProcessGroup& pg) {
-    std::shared_ptr<comm::ProcessGroup> group(&pg, [](comm::ProcessGroup*) {});
-    Trainer t(c, group, quiet());
-  });
-  for (auto& e : errors)
-    EXPECT_NE(braid::testing::what(e).find("parallel.strategy is 'none' but 2 ranks"),
-              std::string::npos);
+  for (const std::string& msg : construction_errors(2, c))
+    EXPECT_NE(msg.find("parallel.strategy is 'none' but 2 ranks"), std::string::npos) << msg;
 }
 
 }  // namespace
