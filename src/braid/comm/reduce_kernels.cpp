@@ -66,44 +66,90 @@ inline Acc pick_min(Acc a, Acc b) {
   }
 }
 
-template <typename C>
-void reduce_typed(const void* const* srcs_v, int n, void* dst_v, void* dst2_v, int64_t count,
-                  ReduceOp op) {
+template <typename Acc>
+inline Acc combine(Acc a, Acc b, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::max:
+      return pick_max<Acc>(a, b);
+    case ReduceOp::min:
+      return pick_min<Acc>(a, b);
+    default:
+      return add<Acc>(a, b);
+  }
+}
+
+// The last combine of a block, fused with avg's division and both stores, specialised per op
+// so the loop vectorises. `omp simd`: a destination may alias a source element for element,
+// which is safe here, and without it the compiler's overlap check would pick the scalar loop.
+template <typename C, ReduceOp kOp, bool kFirst>
+void finish_block(const typename C::Acc* acc, const typename C::Elem* s0, const typename C::Elem* s,
+                  typename C::Elem* d, typename C::Elem* d2, int64_t m, int n) {
+  using Acc = typename C::Acc;
+  [[maybe_unused]] const Acc fn = static_cast<Acc>(n);
+#pragma omp simd
+  for (int64_t i = 0; i < m; ++i) {
+    Acc a = kFirst ? C::load(s0[i]) : acc[i];
+    Acc v = combine<Acc>(a, C::load(s[i]), kOp == ReduceOp::avg ? ReduceOp::sum : kOp);
+    if constexpr (kOp == ReduceOp::avg) v = v / fn;  // integers truncate toward zero
+    typename C::Elem e = C::store(v);
+    d[i] = e;
+    if (d2) d2[i] = e;
+  }
+}
+
+template <typename C, ReduceOp kOp>
+void reduce_op(const void* const* srcs_v, int n, void* dst_v, void* dst2_v, int64_t count) {
   using Elem = typename C::Elem;
   using Acc = typename C::Acc;
+  constexpr ReduceOp kCombine = kOp == ReduceOp::avg ? ReduceOp::sum : kOp;
   Acc acc[kBlock];
   Elem* dst = static_cast<Elem*>(dst_v);
   Elem* dst2 = static_cast<Elem*>(dst2_v);
+  auto src = [&](int r, int64_t b) { return static_cast<const Elem*>(srcs_v[r]) + b; };
   for (int64_t b = 0; b < count; b += kBlock) {
     const int64_t m = std::min(kBlock, count - b);
-    const Elem* s0 = static_cast<const Elem*>(srcs_v[0]) + b;
-    for (int64_t i = 0; i < m; ++i) acc[i] = C::load(s0[i]);
-    for (int r = 1; r < n; ++r) {
-      const Elem* s = static_cast<const Elem*>(srcs_v[r]) + b;
-      switch (op) {
-        case ReduceOp::sum:
-        case ReduceOp::avg:
-          for (int64_t i = 0; i < m; ++i) acc[i] = add<Acc>(acc[i], C::load(s[i]));
-          break;
-        case ReduceOp::max:
-          for (int64_t i = 0; i < m; ++i) acc[i] = pick_max<Acc>(acc[i], C::load(s[i]));
-          break;
-        case ReduceOp::min:
-          for (int64_t i = 0; i < m; ++i) acc[i] = pick_min<Acc>(acc[i], C::load(s[i]));
-          break;
-      }
-    }
-    if (op == ReduceOp::avg) {
-      if constexpr (std::is_floating_point_v<Acc>) {
-        const Acc fn = static_cast<Acc>(n);
-        for (int64_t i = 0; i < m; ++i) acc[i] = acc[i] / fn;
-      } else {
-        for (int64_t i = 0; i < m; ++i) acc[i] = acc[i] / n;  // truncates toward zero
-      }
-    }
     Elem* d = dst + b;
-    for (int64_t i = 0; i < m; ++i) d[i] = C::store(acc[i]);
-    if (dst2) std::memcpy(dst2 + b, d, static_cast<size_t>(m) * sizeof(Elem));
+    Elem* d2 = dst2 ? dst2 + b : nullptr;
+    if (n == 1) {
+      // One rank: avg divides by 1; the value still goes through the accumulator type.
+      for (int64_t i = 0; i < m; ++i) {
+        Elem e = C::store(C::load(src(0, b)[i]));
+        d[i] = e;
+        if (d2) d2[i] = e;
+      }
+      continue;
+    }
+    if (n == 2) {
+      finish_block<C, kOp, true>(nullptr, src(0, b), src(1, b), d, d2, m, n);
+      continue;
+    }
+    // Sources are read block by block before the final pass writes, so a destination that
+    // aliases a source element for element is safe.
+    const Elem* s0 = src(0, b);
+    const Elem* s1 = src(1, b);
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) acc[i] = combine<Acc>(C::load(s0[i]), C::load(s1[i]), kCombine);
+    for (int r = 2; r < n - 1; ++r) {
+      const Elem* s = src(r, b);
+#pragma omp simd
+      for (int64_t i = 0; i < m; ++i) acc[i] = combine<Acc>(acc[i], C::load(s[i]), kCombine);
+    }
+    finish_block<C, kOp, false>(acc, nullptr, src(n - 1, b), d, d2, m, n);
+  }
+}
+
+template <typename C>
+void reduce_typed(const void* const* srcs, int n, void* dst, void* dst2, int64_t count,
+                  ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return reduce_op<C, ReduceOp::sum>(srcs, n, dst, dst2, count);
+    case ReduceOp::avg:
+      return reduce_op<C, ReduceOp::avg>(srcs, n, dst, dst2, count);
+    case ReduceOp::max:
+      return reduce_op<C, ReduceOp::max>(srcs, n, dst, dst2, count);
+    case ReduceOp::min:
+      return reduce_op<C, ReduceOp::min>(srcs, n, dst, dst2, count);
   }
 }
 

@@ -54,6 +54,7 @@ class ShmEngine {
 
  private:
   void all_reduce(const CollectiveOp& op);
+  void all_reduce_direct(const CollectiveOp& op);
   void reduce_scatter(const CollectiveOp& op);
   void all_gather(const CollectiveOp& op);
   void broadcast(const CollectiveOp& op);
