@@ -26,3 +26,14 @@ foreach(case "skip;2;auto" "kill;2;auto" "mismatch;2;auto" "skip;3;p2p" "mismatc
            ${scenario} ${transport} ${BRAID_FAULT_REPEATS})
   set_tests_properties(${name} PROPERTIES TIMEOUT 300 LABELS "mpi;fault")
 endforeach()
+
+# The launcher end to end: `braid launch -n 2 -- braid bench comm` (small sizes), and a failing
+# job whose exit status and one-line cause come back through the launcher.
+add_test(NAME braid_launch_bench_comm_np2
+  COMMAND $<TARGET_FILE:braid> launch -n 2 -- braid bench comm --max-bytes 64K --iters 2
+          --rounds 1)
+set_tests_properties(braid_launch_bench_comm_np2 PROPERTIES TIMEOUT 120 LABELS mpi)
+add_test(NAME braid_launch_failure_np2
+  COMMAND $<TARGET_FILE:braid> launch -n 2 --max-restarts 1 -- sh -c "exit 3")
+set_tests_properties(braid_launch_failure_np2 PROPERTIES TIMEOUT 120 LABELS mpi
+  PASS_REGULAR_EXPRESSION "job failed \\(exit 3, after 1 restarts\\)")

@@ -1,0 +1,91 @@
+#include "braid/train/launcher.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "braid/core/error.h"
+
+namespace braid::train {
+namespace {
+
+bool contains(const std::vector<std::string>& v, const std::vector<std::string>& seq) {
+  return std::search(v.begin(), v.end(), seq.begin(), seq.end()) != v.end();
+}
+
+TEST(Launcher, MpirunCommandCarriesTheFlagsThisMachineNeeds) {
+  LaunchOptions o;
+  o.nprocs = 4;
+  o.command = {"braid", "bench", "comm"};
+  auto env = launch_environment(o, 2, 0);
+  auto cmd = mpirun_command(o, "/usr/bin/mpirun", env);
+  EXPECT_EQ(cmd[0], "/usr/bin/mpirun");
+  EXPECT_TRUE(contains(cmd, {"-np", "4"}));
+  EXPECT_TRUE(contains(cmd, {"--oversubscribe"}));
+  EXPECT_TRUE(contains(cmd, {"--bind-to", "none"}));
+  EXPECT_TRUE(contains(cmd, {"--mca", "btl_vader_single_copy_mechanism", "none"}));
+  EXPECT_TRUE(contains(cmd, {"--tag-output"}));
+  EXPECT_TRUE(contains(cmd, {"-x", "BRAID_NUM_THREADS"}));
+  EXPECT_TRUE(contains(cmd, {"braid", "bench", "comm"}));
+  EXPECT_EQ(cmd.back(), "comm");
+  // 2 cores over 4 ranks: one thread each, never zero.
+  EXPECT_EQ(env.at("BRAID_NUM_THREADS"), "1");
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "1");
+}
+
+TEST(Launcher, ThreadsTimeoutAndHostfile) {
+  LaunchOptions o;
+  o.nprocs = 2;
+  o.command = {"prog"};
+  EXPECT_EQ(launch_environment(o, 16, 0).at("BRAID_NUM_THREADS"), "8");
+  o.threads = 3;
+  o.comm_timeout_s = 2.5;
+  auto env = launch_environment(o, 16, 1);
+  EXPECT_EQ(env.at("BRAID_NUM_THREADS"), "3");
+  EXPECT_EQ(env.at("BRAID_COMM_TIMEOUT"), "2.5");
+  EXPECT_EQ(env.at("BRAID_RESTART_COUNT"), "1");
+  // With a hostfile each rank divides its own node's cores (train/threads.h).
+  o.threads = 0;
+  o.hostfile = "hosts";
+  EXPECT_EQ(launch_environment(o, 16, 0).count("BRAID_NUM_THREADS"), 0u);
+  EXPECT_TRUE(contains(mpirun_command(o, "mpirun", {}), {"--hostfile", "hosts"}));
+}
+
+TEST(Launcher, RetagsMpirunOutput) {
+  EXPECT_EQ(retag_line("[1,3]<stderr>:braid train: error: x"), "[rank 3] braid train: error: x");
+  EXPECT_EQ(retag_line("[12,0]<stdout>:step 10"), "[rank 0] step 10");
+  EXPECT_EQ(retag_line("[not a tag] text"), "[not a tag] text");
+  EXPECT_EQ(retag_line("plain"), "plain");
+}
+
+TEST(Launcher, CausePrefersTheRanksOwnError) {
+  FailureCause c;
+  c.observe("[rank 1] step 3 loss 2.5");
+  c.observe(
+      "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 "
+      "(Killed).");
+  EXPECT_EQ(c.cause(137), "process rank 1 with PID 0 on node vm exited on signal 9 (Killed)");
+  c.observe("[rank 0] braid train: error: group 'world' rank 0: all_reduce seq 7 timed out");
+  EXPECT_EQ(c.cause(1),
+            "[rank 0] braid train: error: group 'world' rank 0: all_reduce seq 7 "
+            "timed out");
+  c.observe("[rank 2] braid: rank 2: aborting the job after a communication failure: boom");
+  EXPECT_NE(c.cause(1).find("aborting the job"), std::string::npos);
+  EXPECT_EQ(FailureCause().cause(3), "exit status 3 (no rank printed an error)");
+}
+
+TEST(Launcher, RejectsBadOptions) {
+  LaunchOptions o;
+  EXPECT_THROW(launch(o), Error);  // no program
+  o.command = {"true"};
+  o.nprocs = 0;
+  EXPECT_THROW(launch(o), Error);
+}
+
+TEST(Launcher, FindsProgramsOnPath) {
+  EXPECT_FALSE(find_on_path("sh").empty());
+  EXPECT_TRUE(find_on_path("no-such-program-braid").empty());
+}
+
+}  // namespace
+}  // namespace braid::train
