@@ -18,9 +18,11 @@
 //  5. Nothing waits forever. An operation that outlives the group's timeout fails on every rank
 //     with a CommError naming the group, operation, sequence number and the ranks that never
 //     arrived; a peer that dies fails it promptly, naming the peer; ranks that issue different
-//     collectives at the same sequence number get a CommError naming both sides. After such a
-//     failure the group is unusable (later operations fail at once with the first error); under
-//     MPI the process aborts the whole job shortly after (Note [Fatal comm errors]).
+//     collectives at the same sequence number get a CommError naming both sides (always within
+//     a node; across nodes with options.debug / BRAID_COMM_DEBUG=1, else the timeout catches
+//     it). After such a failure the group is unusable (later operations fail at once with the
+//     first error); under MPI the process aborts the whole job shortly after (Note [Fatal comm
+//     errors], mpi/mpi_runtime.h).
 //  6. Reductions are deterministic: element i is combined in rank order 0..n-1 (Note
 //     [Deterministic reduction], reduce_kernels.h), so all_reduce equals reduce_scatter followed
 //     by all_gather bit for bit, on every backend.
