@@ -75,7 +75,7 @@ MpiGroup::MpiGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm comm, ProcessGr
     if (rank() == 0) ShmEngine::init_arena(base, size());
     mpi_check(MPI_Barrier(node), "MPI_Barrier");
     shm_ = std::make_unique<ShmEngine>(base, rank(), size(), slot, /*check_pids=*/true,
-                                       [this] { poll_p2p(); });
+                                       [this] { return poll_p2p(); });
     runtime_->defer_free([w = win_]() mutable { MPI_Win_free(&w); });
   } else {
     p2p_ = std::make_unique<P2pEngine>(comm_, rank(), size(), this->options().debug,

@@ -26,12 +26,14 @@
 namespace braid::comm {
 
 struct alignas(128) RankControl {
-  std::atomic<uint64_t> phase{0};  // last barrier this rank arrived at
-  std::atomic<uint64_t> seq{0};    // last collective it entered
-  std::atomic<uint32_t> op{0};     // ... and its OpType (diagnostics only)
-  std::atomic<uint32_t> left{0};   // 1 once the rank destroyed its group or failed
-  std::atomic<int32_t> pid{0};     // for liveness checks across processes (0: not checked)
-  Fingerprint fp[2];               // fingerprint of seq, in fp[seq % 2] (Note [Fingerprints])
+  std::atomic<uint64_t> phase{0};     // last barrier this rank arrived at
+  std::atomic<uint64_t> seq{0};       // last collective it entered
+  std::atomic<uint32_t> op{0};        // ... and its OpType (diagnostics only)
+  std::atomic<uint32_t> left{0};      // 1 once the rank destroyed its group or failed
+  std::atomic<int32_t> pid{0};        // for liveness checks across processes (0: not checked)
+  std::atomic<uint32_t> wake{0};      // futex word: bumped when this rank arrives and ...
+  std::atomic<uint32_t> sleepers{0};  // ... peers sleep on it (Note [Sleeping in barriers])
+  Fingerprint fp[2];                  // fingerprint of seq, in fp[seq % 2] (Note [Fingerprints])
 };
 
 class ShmEngine {
@@ -43,9 +45,10 @@ class ShmEngine {
   static void init_arena(void* base, int size);
 
   // progress (may be empty) runs every few hundred microseconds while waiting, so sends/recvs
-  // of the same group make progress during a collective. check_pids: peers are processes.
+  // of the same group make progress during a collective; it returns whether any are still in
+  // flight. check_pids: peers are processes.
   ShmEngine(void* base, int rank, int size, size_t slot_bytes, bool check_pids,
-            std::function<void()> progress);
+            std::function<bool()> progress);
 
   // Runs one collective; throws CommError (timeout, dead peer, mismatch) without a group prefix.
   void run(const CollectiveOp& op, Clock::time_point deadline);
@@ -62,6 +65,9 @@ class ShmEngine {
 
   // Arrives at the next barrier, waits for every rank, returns the buffer half it published.
   int barrier(const CollectiveOp& op);
+  void arrive(uint64_t k);
+  void sleep_until_arrival(int peer, uint64_t k, Clock::duration at_most);
+  static void wake_all(std::atomic<uint32_t>& word);
   [[noreturn]] void throw_timeout(const CollectiveOp& op, uint64_t target) const;
   std::string dead_peer(const CollectiveOp& op, uint64_t target) const;  // "" when all alive
   void check_fingerprints(const CollectiveOp& op) const;
@@ -76,7 +82,7 @@ class ShmEngine {
   int size_;
   size_t slot_bytes_;
   bool check_pids_;
-  std::function<void()> progress_;
+  std::function<bool()> progress_;
   std::vector<const void*> srcs_;  // reduction sources in rank order
   uint64_t phase_ = 0;
   bool first_barrier_ = false;  // the next barrier is the first of the current collective
