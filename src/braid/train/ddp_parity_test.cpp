@@ -56,6 +56,18 @@ TEST(DdpDeterminism, SameConfigSameWorldIsBitIdentical) {
   EXPECT_TRUE(braid::testing::bit_equal(a[1], b[1]));
 }
 
+TEST(DdpParity, LinearScalingRuleIsTheScaledLearningRate) {
+  // lr 1e-3 for a base batch of 2, scaled to the global batch of 4 (2 ranks x 2): exactly lr 2e-3.
+  TrainConfig scaled = tiny(2, 1, "ddp");
+  scaled.schedule.scale_lr = true;
+  scaled.schedule.base_batch_size = 2;
+  TrainConfig plain = tiny(2, 1, "ddp");
+  plain.optimizer.lr = 2e-3;
+  std::vector<Tensor> a = train_ranks(2, scaled), b = train_ranks(2, plain);
+  EXPECT_TRUE(braid::testing::bit_equal(a[0], b[0]));
+  EXPECT_FALSE(braid::testing::bit_equal(a[0], train_ranks(2, tiny(2, 1, "ddp"))[0]));
+}
+
 TEST(DdpErrors, BatchArithmeticThatDoesNotAddUpNamesTheNumbers) {
   TrainConfig c = tiny(2, 1, "ddp");
   c.training.global_batch_size = 5;
