@@ -346,6 +346,18 @@ void ShmEngine::all_reduce_direct(const CollectiveOp& op) {
   }
 }
 
+// For every other rank j: the [lo, lo + step) window of j's chunk of `in` into this rank's slot
+// h at j * step, where j reads it (reduce_scatter and all_to_all).
+void ShmEngine::publish_chunks(const char* in, int64_t n, int64_t lo, int64_t step, size_t es,
+                               int h) {
+  for (int j = 0; j < size_; ++j) {
+    if (j == rank_) continue;
+    Chunk cj = chunk_of(n, size_, j);
+    copy_bytes(slot(rank_, h) + j * step * es, in + (cj.offset + lo) * es,
+               clamp_len(cj.size, lo, step) * es);
+  }
+}
+
 void ShmEngine::reduce_scatter(const CollectiveOp& op) {
   const char* in = bytes_of(op.in);
   char* out = bytes_of(op.out);
@@ -357,12 +369,7 @@ void ShmEngine::reduce_scatter(const CollectiveOp& op) {
   for (int64_t s = 0; s < steps; ++s) {
     const int64_t lo = s * step;
     const int h = static_cast<int>((phase_ + 1) % 2);
-    for (int j = 0; j < size_; ++j) {
-      if (j == rank_) continue;
-      Chunk cj = chunk_of(n, size_, j);
-      copy_bytes(slot(rank_, h) + j * step * es, in + (cj.offset + lo) * es,
-                 clamp_len(cj.size, lo, step) * es);
-    }
+    publish_chunks(in, n, lo, step, es, h);
     barrier(op);
     for (int j = 0; j < size_; ++j)
       srcs_[j] = j == rank_ ? in + (mine.offset + lo) * es : slot(j, h) + rank_ * step * es;
@@ -420,12 +427,7 @@ void ShmEngine::all_to_all(const CollectiveOp& op) {
   for (int64_t s = 0; s < steps; ++s) {
     const int64_t lo = s * step;
     const int h = static_cast<int>((phase_ + 1) % 2);
-    for (int j = 0; j < size_; ++j) {
-      if (j == rank_) continue;
-      Chunk cj = chunk_of(n, size_, j);
-      copy_bytes(slot(rank_, h) + j * step * es, in + (cj.offset + lo) * es,
-                 clamp_len(cj.size, lo, step) * es);
-    }
+    publish_chunks(in, n, lo, step, es, h);
     barrier(op);
     const int64_t len = clamp_len(mine.size, lo, step);
     for (int j = 0; j < size_; ++j) {

@@ -62,6 +62,7 @@ class ShmEngine {
   void all_gather(const CollectiveOp& op);
   void broadcast(const CollectiveOp& op);
   void all_to_all(const CollectiveOp& op);
+  void publish_chunks(const char* in, int64_t n, int64_t lo, int64_t step, size_t es, int h);
 
   // Arrives at the next barrier, waits for every rank, returns the buffer half it published.
   int barrier(const CollectiveOp& op);
