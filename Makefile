@@ -37,7 +37,9 @@ test-asan: deps data
 
 test-tsan: deps data
 	$(MAKE) PRESET=tsan build
-	cd build/tsan && BRAID_DATA_DIR=$(CURDIR)/data TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -L unit -j $(JOBS)
+	cd build/tsan && BRAID_DATA_DIR=$(CURDIR)/data OMP_NUM_THREADS=1 BRAID_NUM_THREADS=1 \
+	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/cmake/tsan-suppressions.txt" \
+	  ctest --output-on-failure -L unit -j $(JOBS)
 
 format:
 	git ls-files '*.cpp' '*.h' | xargs clang-format -i

@@ -45,8 +45,12 @@ inline TrainerOptions quiet() {
 // c_attn.bias) is exactly zero in exact arithmetic (a bias on k adds q.b to every score of a
 // row, and softmax ignores shifts), so in floats it is rounding noise, which AdamW's
 // m / (sqrt(v) + eps) turns into updates of arbitrary sign. Those elements can only agree to
-// an absolute tolerance; every other element must agree to 1e-5 relative.
+// an absolute tolerance; every other element must agree to 1e-5 relative, with an absolute
+// floor of 1e-5 of the weights' scale (init std 0.02: 2e-7) for elements whose gradient is
+// mostly cancellation (tied wte rows of rare tokens), where summation order alone moves
+// AdamW's update by a few 1e-8 per step.
 inline ::testing::AssertionResult weights_match(const Tensor& actual, const Tensor& expected) {
+  constexpr double kAtol = 1e-5 * 0.02;
   nn::ModelConfig mc = nn::ModelConfig::preset("gpt2-tiny");
   nn::TransformerOptions o;
   o.init_weights = false;
@@ -61,10 +65,10 @@ inline ::testing::AssertionResult weights_match(const Tensor& actual, const Tens
     };
     const int64_t o0 = e.range.offset, C = mc.d_model;
     if (e.name.find("attn.c_attn.bias") != std::string::npos) {
-      for (auto r : {check(o0, C, 1e-5, 1e-7, " (q)"), check(o0 + 2 * C, C, 1e-5, 1e-7, " (v)"),
+      for (auto r : {check(o0, C, 1e-5, kAtol, " (q)"), check(o0 + 2 * C, C, 1e-5, kAtol, " (v)"),
                      check(o0 + C, C, 0, 1e-5, " (k, Note [Key bias parity])")})
         if (!r) return r;
-    } else if (auto r = check(o0, e.range.size, 1e-5, 1e-7, ""); !r) {
+    } else if (auto r = check(o0, e.range.size, 1e-5, kAtol, ""); !r) {
       return r;
     }
   }
