@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
-  libdnnl-dev libopenblas-dev
+  libdnnl-dev ocl-icd-opencl-dev libopenblas-dev   # dnnl-config.cmake requires OpenCL
   libopenmpi-dev openmpi-bin
   libpcre2-dev nlohmann-json3-dev libyaml-cpp-dev
   python3 python3-torch python3-numpy
