@@ -2,12 +2,15 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <set>
 #include <sstream>
 #include <variant>
+#include <vector>
 
 #include "braid/core/error.h"
 
@@ -95,6 +98,38 @@ void set_scalar(const FieldPtr& p, const YAML::Node& n, const std::string& key,
   }
 }
 
+// Levenshtein distance between a and b (insert, delete, substitute, each cost 1).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean 'training.max_steps'?)" for the known key closest to `key`: the fewest edits
+// of the whole path, or of the last component alone (a key put in the wrong section). Empty
+// when no key is within a third of the longer name's length.
+std::string did_you_mean(const std::string& key, const std::map<std::string, FieldPtr>& fields) {
+  std::string leaf = key.substr(key.rfind('.') + 1);
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const auto& [k, _] : fields) {
+    std::string k_leaf = k.substr(k.rfind('.') + 1);
+    size_t d = std::min(edit_distance(key, k), edit_distance(leaf, k_leaf));
+    size_t limit = std::max<size_t>(1, std::max(leaf.size(), k_leaf.size()) / 3);
+    if (d <= limit && d < best_d) best_d = d, best = k;
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
 void parse_node(const YAML::Node& node, const std::string& prefix,
                 std::map<std::string, FieldPtr>& fields, const std::string& source) {
   std::set<std::string> sections;
@@ -113,18 +148,7 @@ void parse_node(const YAML::Node& node, const std::string& prefix,
       parse_node(it->second, key, fields, source);
       continue;
     }
-    // Suggest the closest known key so misspellings are obvious.
-    std::string hint;
-    for (auto& [k, _] : fields) {
-      std::string leaf = k.substr(k.rfind('.') + 1);
-      std::string want = key.substr(key.rfind('.') + 1);
-      if (leaf.size() > 2 &&
-          (leaf.find(want) != std::string::npos || want.find(leaf) != std::string::npos)) {
-        hint = " (did you mean '" + k + "'?)";
-        break;
-      }
-    }
-    BRAID_THROW(where, ": unknown key '", key, "'", hint);
+    BRAID_THROW(where, ": unknown key '", key, "'", did_you_mean(key, fields));
   }
 }
 
@@ -159,7 +183,7 @@ void apply_override(TrainConfig& cfg, const std::string& assignment) {
   std::string key = assignment.substr(0, eq);
   auto fields = field_map(cfg);
   auto f = fields.find(key);
-  BRAID_CHECK(f != fields.end(), "--set: unknown key '", key, "'");
+  BRAID_CHECK(f != fields.end(), "--set: unknown key '", key, "'", did_you_mean(key, fields));
   YAML::Node value;
   try {
     value = YAML::Load(assignment.substr(eq + 1));

@@ -50,6 +50,15 @@ TEST(Config, UnknownKeysAndBadTypesNameThePath) {
   TrainConfig c;
   e = error_of([&] { apply_override(c, "parallel.bucket=3"); });
   EXPECT_NE(e.find("unknown key 'parallel.bucket'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'parallel.bucket_mb'"), std::string::npos) << e;
+  // A typo inside the name, and a key in the wrong section.
+  e = error_of([] { parse_config("training:\n  global_bach_size: 8\n", "c.yaml"); });
+  EXPECT_NE(e.find("did you mean 'training.global_batch_size'"), std::string::npos) << e;
+  e = error_of([&] { apply_override(c, "optimizer.warmup_steps=3"); });
+  EXPECT_NE(e.find("did you mean 'schedule.warmup_steps'"), std::string::npos) << e;
+  // Nothing close: no guess.
+  e = error_of([] { parse_config("training:\n  banana: 8\n", "c.yaml"); });
+  EXPECT_EQ(e.find("did you mean"), std::string::npos) << e;
   c.model.preset = "gpt2-tiny";
   c.data.random_tokens = true;
   c.parallel.strategy = "zero9";
