@@ -54,6 +54,26 @@ TEST(Determinism, AllReduceEqualsReduceScatterThenAllGatherBitForBit) {
   }
 }
 
+TEST(Determinism, LargeReduceScatterWithStreamingStoresMatchesAllReduce) {
+  // Each rank's f32 output is over 4 MiB, so the shm engine streams it (Note [Streaming
+  // stores]); in place it does not. Both must hold the all_reduce's bits.
+  const int64_t n = 2 * (int64_t{1} << 20) + 2 * 1031 + 1;
+  run_ranks(2, [&](ProcessGroup& g) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::max}) {
+      Tensor a = noisy(n, g.rank(), DType::f32);
+      g.all_reduce(a, op)->wait();
+      Chunk c = chunk_of(n, g.size(), g.rank());
+      Tensor shard = Tensor::empty(Shape{c.size}, DType::f32);
+      g.reduce_scatter(shard, noisy(n, g.rank(), DType::f32), op)->wait();
+      EXPECT_TRUE(braid::testing::bit_equal(shard, a.flat_range(c.offset, c.size)));
+      Tensor in = noisy(n, g.rank(), DType::f32);
+      Tensor mine = in.flat_range(c.offset, c.size);
+      g.reduce_scatter(mine, in, op)->wait();
+      EXPECT_TRUE(braid::testing::bit_equal(mine, a.flat_range(c.offset, c.size)));
+    }
+  });
+}
+
 TEST(Split, EvenOddAndRankListsAndNested) {
   run_ranks(4, [](ProcessGroup& g) {
     auto half = g.split(g.rank() % 2, g.rank(), "parity");

@@ -16,7 +16,9 @@ namespace braid::comm {
 
 // dst[i] = reduce(srcs[0][i], ..., srcs[n-1][i]); dst2 (may be null) gets the same values.
 // dst or dst2 may alias a source element for element (reads happen before writes).
+// `stream`: write dst with non-temporal stores (Note [Streaming stores] in the .cpp), for a large
+// destination that is no source and will not be read soon; dst2 must then be null.
 void reduce_ranks(const void* const* srcs, int n, void* dst, void* dst2, int64_t count, DType dtype,
-                  ReduceOp op);
+                  ReduceOp op, bool stream = false);
 
 }  // namespace braid::comm

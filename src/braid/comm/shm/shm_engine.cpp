@@ -46,6 +46,9 @@ int64_t clamp_len(int64_t size, int64_t lo, int64_t step) {
   return std::clamp<int64_t>(size - lo, 0, step);
 }
 
+// Outputs at least this large are written with streaming stores (Note [Streaming stores]).
+constexpr int64_t kStreamMinBytes = 4 << 20;
+
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
@@ -366,6 +369,10 @@ void ShmEngine::reduce_scatter(const CollectiveOp& op) {
   const int64_t step = static_cast<int64_t>(slot_bytes_ / (size_ * es));
   const Chunk mine = chunk_of(n, size_, rank_);
   const int64_t steps = std::max<int64_t>(1, ceil_div(chunk_of(n, size_, 0).size, step));
+  // Note [Streaming stores]: an output larger than a core's L2 cache would be evicted before use
+  // anyway, unless it is the caller's own chunk of the input (in place).
+  const bool stream =
+      static_cast<int64_t>(mine.size * es) >= kStreamMinBytes && out != in + mine.offset * es;
   for (int64_t s = 0; s < steps; ++s) {
     const int64_t lo = s * step;
     const int h = static_cast<int>((phase_ + 1) % 2);
@@ -374,7 +381,7 @@ void ShmEngine::reduce_scatter(const CollectiveOp& op) {
     for (int j = 0; j < size_; ++j)
       srcs_[j] = j == rank_ ? in + (mine.offset + lo) * es : slot(j, h) + rank_ * step * es;
     reduce_ranks(srcs_.data(), size_, out + lo * es, nullptr, clamp_len(mine.size, lo, step),
-                 op.in.dtype(), op.reduce);
+                 op.in.dtype(), op.reduce, stream);
   }
 }
 
