@@ -24,6 +24,15 @@ namespace braid::train {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
+namespace {
+// Median of per-step values after warm-up (the first steps allocate and fault pages in).
+double steady_median(std::vector<double> v) {
+  v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(2, v.size() / 2)));
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+}  // namespace
+
 nn::ModelConfig model_config_from(const TrainConfig& cfg) {
   nn::ModelConfig mc;
   if (!cfg.model.init_from.empty()) {
@@ -187,8 +196,7 @@ TrainResult Trainer::run() {
     progress.message("step 0 | val loss " + format_loss(result.first_val_loss));
   }
 
-  std::vector<double> step_times;
-  double exposed_ms = 0;
+  std::vector<double> step_times, exposed_ms;
   for (int64_t step = 0; step < t.max_steps; ++step) {
     auto t0 = Clock::now();
     model_->zero_grad();
@@ -202,7 +210,7 @@ TrainResult Trainer::run() {
     }
     if (ddp_) {
       ddp_->finish_backward();
-      exposed_ms += ddp_->last_step_stats().exposed_wait_ms;
+      exposed_ms.push_back(ddp_->last_step_stats().exposed_wait_ms);
     }
     double gnorm = -1;
     if (cfg_.optimizer.grad_clip > 0) {
@@ -243,15 +251,11 @@ TrainResult Trainer::run() {
     }
   }
   result.steps = t.max_steps;
-  // Median of the steps after warm-up (the first steps allocate and fault pages in).
-  std::vector<double> steady(step_times.begin() + std::min<size_t>(2, step_times.size() / 2),
-                             step_times.end());
-  std::sort(steady.begin(), steady.end());
-  result.step_ms = steady[steady.size() / 2] * 1e3;
+  result.step_ms = steady_median(step_times) * 1e3;
   result.tokens_per_s = tokens_per_step / (result.step_ms / 1e3);
   result.mfu =
       result.peak_gflops > 0 ? result.tokens_per_s * flops_tok / (result.peak_gflops * 1e9) : 0;
-  result.exposed_comm_ms = exposed_ms / static_cast<double>(t.max_steps);
+  result.exposed_comm_ms = exposed_ms.empty() ? 0 : steady_median(exposed_ms);
   result.peak_tracked_bytes = tracker_->total_peak();
   finish(result);
   return result;

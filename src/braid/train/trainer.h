@@ -32,7 +32,7 @@ struct TrainResult {
   double mfu = 0;
   double peak_gflops = 0;          // measured GEMM peak, summed over ranks
   int64_t peak_tracked_bytes = 0;  // this rank's MemoryTracker peak
-  double exposed_comm_ms = 0;      // DDP: mean per-step wait for communication
+  double exposed_comm_ms = 0;      // DDP: median per-step wait for communication
 };
 
 struct TrainerOptions {
