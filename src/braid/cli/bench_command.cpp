@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/cli/args.h"
 #include "braid/cli/command.h"
 #include "braid/comm/world.h"
 #include "braid/core/error.h"
@@ -14,7 +15,9 @@
 namespace {
 
 int run_bench(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+  bool help = args.empty();
+  for (const auto& a : args) help = help || a == "--help" || a == "-h";
+  if (help) {
     std::printf(
         "usage: braid bench comm [--min-bytes 4K] [--max-bytes 256M] [--iters 20] "
         "[--warmup 3] [--rounds 3]\n"
@@ -37,11 +40,11 @@ int run_bench(const std::vector<std::string>& args) {
     } else if (a == "--max-bytes") {
       o.max_bytes = braid::train::parse_bytes(value(i));
     } else if (a == "--iters") {
-      o.iters = std::stoi(value(i));
+      o.iters = static_cast<int>(braid::cli::parse_int(a, value(i)));
     } else if (a == "--rounds") {
-      o.rounds = std::stoi(value(i));
+      o.rounds = static_cast<int>(braid::cli::parse_int(a, value(i)));
     } else if (a == "--warmup") {
-      o.warmup = std::stoi(value(i));
+      o.warmup = static_cast<int>(braid::cli::parse_int(a, value(i)));
     } else if (a == "--dtype") {
       o.dtype = braid::dtype_from_name(value(i));
     } else if (a == "--ops") {

@@ -24,6 +24,6 @@ const std::vector<Command>& commands();
 #define BRAID_CONCAT_INNER(a, b) a##b
 #define BRAID_CONCAT(a, b) BRAID_CONCAT_INNER(a, b)
 // BRAID_COMMAND("train", "train a model from a config", run_train);
-#define BRAID_COMMAND(name, summary, fn)                                               \
+#define BRAID_COMMAND(name, summary, fn)                                                 \
   [[maybe_unused]] static const bool BRAID_CONCAT(braid_command_registered_, __LINE__) = \
       ::braid::cli::register_command({name, summary, fn})

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "braid/checkpoint/hf_model_io.h"
+#include "braid/cli/args.h"
 #include "braid/cli/command.h"
 #include "braid/core/error.h"
 #include "braid/data/bpe_tokenizer.h"
@@ -13,20 +14,6 @@
 #include "braid/train/threads.h"
 
 namespace {
-
-int64_t to_int(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  BRAID_CHECK(end && *end == 0 && !v.empty(), flag, " expects an integer, got '", v, "'");
-  return x;
-}
-
-double to_double(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  double x = std::strtod(v.c_str(), &end);
-  BRAID_CHECK(end && *end == 0 && !v.empty(), flag, " expects a number, got '", v, "'");
-  return x;
-}
 
 int run_generate(const std::vector<std::string>& args) {
   std::string model_dir, tokenizer = "data/gpt2", prompt = "\n";
@@ -52,15 +39,15 @@ int run_generate(const std::vector<std::string>& args) {
     else if (a == "--prompt")
       prompt = v;
     else if (a == "--tokens")
-      so.max_new_tokens = to_int(a, v);
+      so.max_new_tokens = braid::cli::parse_int(a, v);
     else if (a == "--temperature")
-      so.temperature = static_cast<float>(to_double(a, v));
+      so.temperature = static_cast<float>(braid::cli::parse_number(a, v));
     else if (a == "--top-k")
-      so.top_k = to_int(a, v);
+      so.top_k = braid::cli::parse_int(a, v);
     else if (a == "--samples")
-      samples = to_int(a, v);
+      samples = braid::cli::parse_int(a, v);
     else if (a == "--seed")
-      seed = static_cast<uint64_t>(to_int(a, v));
+      seed = static_cast<uint64_t>(braid::cli::parse_int(a, v));
     else
       BRAID_THROW("unknown option '", a, "' (see braid generate --help)");
   }

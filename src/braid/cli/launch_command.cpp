@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/cli/args.h"
 #include "braid/cli/command.h"
 #include "braid/core/error.h"
 #include "braid/train/launcher.h"
@@ -42,16 +43,6 @@ int run_launch(const std::vector<std::string>& args) {
     BRAID_CHECK(i + 1 < args.size(), args[i], " needs a value (see braid launch --help)");
     return args[++i];
   };
-  auto number = [&](const std::string& flag, const std::string& v) {
-    try {
-      size_t used = 0;
-      double d = std::stod(v, &used);
-      BRAID_CHECK(used == v.size(), "");
-      return d;
-    } catch (const std::exception&) {
-      BRAID_THROW(flag, " '", v, "' is not a number");
-    }
-  };
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--") {
@@ -61,17 +52,17 @@ int run_launch(const std::vector<std::string>& args) {
       std::printf("%s", kUsage);
       return 0;
     } else if (a == "-n" || a == "-np" || a == "--nprocs") {
-      o.nprocs = static_cast<int>(number(a, value()));
+      o.nprocs = static_cast<int>(braid::cli::parse_int(a, value()));
     } else if (a == "--hostfile") {
       o.hostfile = value();
     } else if (a == "--max-restarts") {
-      o.max_restarts = static_cast<int>(number(a, value()));
+      o.max_restarts = static_cast<int>(braid::cli::parse_int(a, value()));
     } else if (a == "--timeout") {
-      o.comm_timeout_s = number(a, value());
+      o.comm_timeout_s = braid::cli::parse_number(a, value());
     } else if (a == "--job-timeout") {
-      o.job_timeout_s = number(a, value());
+      o.job_timeout_s = braid::cli::parse_number(a, value());
     } else if (a == "--threads") {
-      o.threads = static_cast<int>(number(a, value()));
+      o.threads = static_cast<int>(braid::cli::parse_int(a, value()));
     } else if (a == "--no-tag") {
       o.tag_output = false;
     } else if (a == "--mpirun-arg") {

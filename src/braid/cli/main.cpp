@@ -22,14 +22,15 @@ bool register_command(const Command& c) {
   table().push_back(c);
   return true;
 }
-const std::vector<Command>& commands() { return table(); }
+const std::vector<Command>& commands() {
+  return table();
+}
 
 }  // namespace braid::cli
 
 static void usage(FILE* f) {
   std::fprintf(f, "usage: braid <command> [args...]\n\ncommands:\n");
-  for (const auto& c : braid::cli::commands())
-    std::fprintf(f, "  %-16s %s\n", c.name, c.summary);
+  for (const auto& c : braid::cli::commands()) std::fprintf(f, "  %-16s %s\n", c.name, c.summary);
   std::fprintf(f, "\nRun 'braid <command> --help' for a command's options.\n");
 }
 

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/cli/args.h"
 #include "braid/cli/command.h"
 #include "braid/core/error.h"
 #include "braid/data/prepare_data.h"
@@ -24,30 +25,6 @@ constexpr const char* kUsage =
     "  --shard-tokens N    tokens per shard file (default 100000000)\n"
     "  --threads N         tokenising threads (default: every core)\n"
     "  --force             rebuild even when the output exists\n";
-
-int64_t parse_int(const std::string& flag, const std::string& v) {
-  size_t used = 0;
-  int64_t x = 0;
-  try {
-    x = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  BRAID_CHECK(used == v.size() && !v.empty(), flag, ": expected an integer, got '", v, "'");
-  return x;
-}
-
-double parse_double(const std::string& flag, const std::string& v) {
-  size_t used = 0;
-  double x = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  BRAID_CHECK(used == v.size() && !v.empty(), flag, ": expected a number, got '", v, "'");
-  return x;
-}
 
 int run_prepare_data(const std::vector<std::string>& args) {
   braid::data::PrepareDataOptions o;
@@ -79,11 +56,11 @@ int run_prepare_data(const std::vector<std::string>& args) {
     } else if (flag == "--out") {
       o.out_dir = value;
     } else if (flag == "--val-fraction") {
-      o.val_fraction = parse_double(flag, value);
+      o.val_fraction = braid::cli::parse_number(flag, value);
     } else if (flag == "--shard-tokens") {
-      o.shard_tokens = parse_int(flag, value);
+      o.shard_tokens = braid::cli::parse_int(flag, value);
     } else if (flag == "--threads") {
-      o.threads = static_cast<int>(parse_int(flag, value));
+      o.threads = static_cast<int>(braid::cli::parse_int(flag, value));
     } else {
       BRAID_THROW("unknown option '", flag, "' (see braid prepare-data --help)");
     }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/cli/args.h"
 #include "braid/cli/command.h"
 #include "braid/core/error.h"
 #include "braid/data/bpe_tokenizer.h"
@@ -48,15 +49,7 @@ int run_tokenize(const std::vector<std::string>& args) {
     std::istringstream in(text);
     std::string w;
     while (in >> w) {
-      size_t used = 0;
-      long v = -1;
-      try {
-        v = std::stol(w, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      BRAID_CHECK(used == w.size(), "--decode: '", w, "' is not a token id");
-      ids.push_back(static_cast<int32_t>(v));
+      ids.push_back(static_cast<int32_t>(braid::cli::parse_int("--decode", w)));
     }
     std::string out = tok.decode(ids);
     std::fwrite(out.data(), 1, out.size(), stdout);

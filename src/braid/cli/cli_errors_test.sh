@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Bad command lines: each must exit non-zero with one error line naming the option and value.
+#   cli_errors_test.sh BRAID
+set -uo pipefail
+BRAID=$1
+failures=0
+# expect WANT ARGS...: `braid ARGS` exits non-zero and its stderr contains WANT.
+expect() {
+  local want=$1
+  shift
+  local err rc
+  err=$(timeout 60 "$BRAID" "$@" 2>&1 >/dev/null)
+  rc=$?
+  if [[ $rc == 0 || $rc == 124 ]] || ! grep -qF -- "$want" <<<"$err"; then
+    echo "FAIL: braid $*: exit $rc, stderr: $err (wanted: $want)"
+    failures=$((failures + 1))
+  else
+    echo "ok: braid $*: exit $rc: $err"
+  fi
+}
+expect "unknown command 'trian'" trian x.yaml
+expect "--iters expects an integer, got 'x'" bench comm --iters x
+expect "unknown benchmark 'disk'" bench disk
+expect "-n expects an integer, got '2.5'" launch -n 2.5 -- true
+expect "--timeout expects a number, got 'soon'" launch --timeout soon -- true
+expect "launch: -n 0 must be at least 1" launch -n 0 -- true
+expect "--tokens expects an integer, got '3x'" generate --model /nonexistent --tokens 3x
+expect "--threads expects an integer, got 'z'" prepare-data --threads z
+expect "unknown option '--sett'" train configs/demo.yaml --sett a=b
+expect "--set expects key=value, got 'training.max_steps'" train configs/demo.yaml \
+  --set training.max_steps
+expect "missing CONFIG.yaml" train
+[[ $failures == 0 ]] || { echo "cli_errors_test: $failures failed"; exit 1; }
+echo "cli_errors_test: all passed"
