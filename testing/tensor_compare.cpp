@@ -27,8 +27,8 @@ std::string CompareResult::describe(const Tensor& a, const Tensor& b) const {
   std::ostringstream os;
   os << "max abs err " << max_abs << ", max rel err " << max_rel;
   if (worst >= 0) {
-    os << " at flat index " << worst << " (actual " << a.to_f32_vector()[worst]
-       << ", expected " << b.to_f32_vector()[worst] << ")";
+    os << " at flat index " << worst << " (actual " << a.to_f32_vector()[worst] << ", expected "
+       << b.to_f32_vector()[worst] << ")";
   }
   return os.str();
 }
@@ -45,8 +45,8 @@ std::string CompareResult::describe(const Tensor& a, const Tensor& b) const {
     double d = std::fabs(static_cast<double>(a[i]) - b[i]);
     if (!(d <= tol)) {
       return ::testing::AssertionFailure()
-             << "element " << i << ": actual " << a[i] << ", expected " << b[i] << " (|diff| "
-             << d << " > tol " << tol << "); overall "
+             << "element " << i << ": actual " << a[i] << ", expected " << b[i] << " (|diff| " << d
+             << " > tol " << tol << "); overall "
              << compare(actual, expected).describe(actual, expected);
     }
   }
@@ -55,9 +55,9 @@ std::string CompareResult::describe(const Tensor& a, const Tensor& b) const {
 
 ::testing::AssertionResult bit_equal(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape())
-    return ::testing::AssertionFailure() << "dtype/shape differ: " << dtype_name(a.dtype())
-                                         << a.shape().str() << " vs " << dtype_name(b.dtype())
-                                         << b.shape().str();
+    return ::testing::AssertionFailure()
+           << "dtype/shape differ: " << dtype_name(a.dtype()) << a.shape().str() << " vs "
+           << dtype_name(b.dtype()) << b.shape().str();
   if (a.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) != 0)
     return ::testing::AssertionFailure() << "bytes differ: " << compare(a, b).describe(a, b);
   return ::testing::AssertionSuccess();

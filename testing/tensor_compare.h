@@ -12,8 +12,8 @@ namespace braid::testing {
 
 struct CompareResult {
   double max_abs = 0;
-  double max_rel = 0;   // |a-b| / max(|b|, floor)
-  int64_t worst = -1;   // index of the worst relative error
+  double max_rel = 0;  // |a-b| / max(|b|, floor)
+  int64_t worst = -1;  // index of the worst relative error
   std::string describe(const Tensor& a, const Tensor& b) const;
 };
 

@@ -120,8 +120,8 @@ void run_backward(const Variable& root, const Tensor& dout, bool dout_is_owned) 
     root_state.grad = dout.view(root.value().shape());
     root_state.owned = dout_is_owned;
   } else {  // e.g. an f32 seed for a bf16 output: kernels want one dtype
-    root_state.grad = Tensor::empty(root.value().shape(), root.value().dtype(),
-                                    MemCategory::activations);
+    root_state.grad =
+        Tensor::empty(root.value().shape(), root.value().dtype(), MemCategory::activations);
     root_state.grad.copy_(dout);
   }
 

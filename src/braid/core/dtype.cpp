@@ -6,24 +6,36 @@ namespace braid {
 
 size_t dtype_size(DType d) {
   switch (d) {
-    case DType::f32: return 4;
-    case DType::bf16: return 2;
-    case DType::f16: return 2;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
-    case DType::u8: return 1;
+    case DType::f32:
+      return 4;
+    case DType::bf16:
+      return 2;
+    case DType::f16:
+      return 2;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
+    case DType::u8:
+      return 1;
   }
   return 0;
 }
 
 std::string_view dtype_name(DType d) {
   switch (d) {
-    case DType::f32: return "f32";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::u8: return "u8";
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::u8:
+      return "u8";
   }
   return "?";
 }
@@ -38,6 +50,8 @@ DType dtype_from_name(std::string_view n) {
   BRAID_THROW("unknown dtype '", n, "' (expected one of f32, bf16, f16, i32, i64, u8)");
 }
 
-bool is_floating(DType d) { return d == DType::f32 || d == DType::bf16 || d == DType::f16; }
+bool is_floating(DType d) {
+  return d == DType::f32 || d == DType::bf16 || d == DType::f16;
+}
 
 }  // namespace braid

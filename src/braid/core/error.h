@@ -40,11 +40,11 @@ std::string concat(const Args&... args) {
 }  // namespace braid
 
 // BRAID_CHECK(cond, parts...) throws braid::Error with the parts streamed together.
-#define BRAID_CHECK(cond, ...)                                                              \
-  do {                                                                                      \
-    if (!(cond)) [[unlikely]]                                                               \
-      ::braid::detail::throw_check_failure(#cond, __FILE__, __LINE__,                       \
-                                           ::braid::detail::concat(__VA_ARGS__));           \
+#define BRAID_CHECK(cond, ...)                                                    \
+  do {                                                                            \
+    if (!(cond)) [[unlikely]]                                                     \
+      ::braid::detail::throw_check_failure(#cond, __FILE__, __LINE__,             \
+                                           ::braid::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 // BRAID_THROW(parts...) throws braid::Error unconditionally.

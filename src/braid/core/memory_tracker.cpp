@@ -9,12 +9,18 @@ namespace braid {
 
 const char* mem_category_name(MemCategory c) {
   switch (c) {
-    case MemCategory::parameters: return "parameters";
-    case MemCategory::gradients: return "gradients";
-    case MemCategory::optimizer_state: return "optimizer state";
-    case MemCategory::activations: return "activations";
-    case MemCategory::communication: return "communication buffers";
-    case MemCategory::other: return "other";
+    case MemCategory::parameters:
+      return "parameters";
+    case MemCategory::gradients:
+      return "gradients";
+    case MemCategory::optimizer_state:
+      return "optimizer state";
+    case MemCategory::activations:
+      return "activations";
+    case MemCategory::communication:
+      return "communication buffers";
+    case MemCategory::other:
+      return "other";
   }
   return "?";
 }
@@ -116,7 +122,11 @@ MemoryScope::~MemoryScope() {
   t_tracker = std::move(prev_tracker_);
   t_category = prev_category_;
 }
-const std::shared_ptr<MemoryTracker>& MemoryScope::current_tracker() { return t_tracker; }
-MemCategory MemoryScope::current_category() { return t_category; }
+const std::shared_ptr<MemoryTracker>& MemoryScope::current_tracker() {
+  return t_tracker;
+}
+MemCategory MemoryScope::current_category() {
+  return t_category;
+}
 
 }  // namespace braid

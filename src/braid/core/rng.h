@@ -13,9 +13,9 @@ class Rng {
   explicit Rng(uint64_t seed = 0);
 
   uint64_t next_u64();
-  float uniform();               // [0, 1)
-  float normal();                // standard normal (Box-Muller)
-  uint64_t below(uint64_t n);    // uniform integer in [0, n)
+  float uniform();                  // [0, 1)
+  float normal();                   // standard normal (Box-Muller)
+  uint64_t below(uint64_t n);       // uniform integer in [0, n)
   Rng fork(uint64_t stream) const;  // an independent generator derived from this one's seed
 
   struct State {

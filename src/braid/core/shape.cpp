@@ -7,8 +7,8 @@ namespace braid {
 Shape::Shape(std::initializer_list<int64_t> dims) : Shape(std::vector<int64_t>(dims)) {}
 
 Shape::Shape(const std::vector<int64_t>& dims) {
-  BRAID_CHECK(dims.size() <= kMaxDims, "shape has ", dims.size(), " dimensions, at most ",
-              kMaxDims, " are supported");
+  BRAID_CHECK(dims.size() <= kMaxDims, "shape has ", dims.size(), " dimensions, at most ", kMaxDims,
+              " are supported");
   ndim_ = static_cast<int>(dims.size());
   for (int i = 0; i < ndim_; ++i) {
     BRAID_CHECK(dims[i] >= 0, "shape dimension ", i, " is negative (", dims[i], ")");

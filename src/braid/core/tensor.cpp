@@ -53,8 +53,8 @@ Tensor Tensor::uniform(const Shape& shape, Rng& rng, float lo, float hi, DType d
 
 template <typename T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
-  BRAID_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), "from_vector: ",
-              values.size(), " values for shape ", shape.str());
+  BRAID_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), "from_vector: ", values.size(),
+              " values for shape ", shape.str());
   Tensor t = empty(shape, dtype_of<T>::value);
   if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
   return t;
@@ -124,7 +124,9 @@ Tensor Tensor::to(DType dtype) const {
 
 void convert_to_f32(const void* src, DType d, float* dst, int64_t n) {
   switch (d) {
-    case DType::f32: std::memcpy(dst, src, n * 4); return;
+    case DType::f32:
+      std::memcpy(dst, src, n * 4);
+      return;
     case DType::bf16: {
       auto* s = static_cast<const uint16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = bf16_bits_to_f32(s[i]);
@@ -155,7 +157,9 @@ void convert_to_f32(const void* src, DType d, float* dst, int64_t n) {
 
 void convert_from_f32(const float* src, void* dst, DType d, int64_t n) {
   switch (d) {
-    case DType::f32: std::memcpy(dst, src, n * 4); return;
+    case DType::f32:
+      std::memcpy(dst, src, n * 4);
+      return;
     case DType::bf16: {
       auto* o = static_cast<uint16_t*>(dst);
       for (int64_t i = 0; i < n; ++i) o[i] = f32_to_bf16_bits(src[i]);
@@ -185,8 +189,8 @@ void convert_from_f32(const float* src, void* dst, DType d, int64_t n) {
 }
 
 void Tensor::copy_(const Tensor& src) {
-  BRAID_CHECK(src.numel() == numel(), "copy_: source has ", src.numel(),
-              " elements, destination ", numel());
+  BRAID_CHECK(src.numel() == numel(), "copy_: source has ", src.numel(), " elements, destination ",
+              numel());
   if (numel() == 0) return;
   if (src.dtype_ == dtype_) {
     std::memmove(raw_data(), src.raw_data(), nbytes());

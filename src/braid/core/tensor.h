@@ -61,17 +61,17 @@ class Tensor {
     return static_cast<const T*>(raw_data());
   }
 
-  Tensor view(const Shape& shape) const;               // same numel, shares data
-  Tensor narrow(int64_t start, int64_t length) const;  // rows [start, start+length) of dim 0
+  Tensor view(const Shape& shape) const;                   // same numel, shares data
+  Tensor narrow(int64_t start, int64_t length) const;      // rows [start, start+length) of dim 0
   Tensor flat_range(int64_t offset, int64_t count) const;  // 1-D view of the flat elements
   Tensor flatten() const { return view(Shape{numel()}); }
 
-  Tensor clone() const;                  // same category as the source storage
-  Tensor to(DType dtype) const;          // converting copy (clone if same dtype)
-  void copy_(const Tensor& src);         // same numel; converts dtype
+  Tensor clone() const;           // same category as the source storage
+  Tensor to(DType dtype) const;   // converting copy (clone if same dtype)
+  void copy_(const Tensor& src);  // same numel; converts dtype
   void zero_();
   void fill_(double value);
-  float item() const;                    // numel == 1, as float
+  float item() const;  // numel == 1, as float
   std::vector<float> to_f32_vector() const;
   bool shares_storage(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
 

@@ -52,8 +52,7 @@ void layernorm_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tens
                         const Tensor& inp, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd);
 // out = inp * rstd * weight, rstd = 1/sqrt(mean(inp^2) + eps)
-void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor& weight,
-                     float eps);
+void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor& weight, float eps);
 void rmsnorm_backward(Tensor* dinp, Tensor* dweight, const Tensor& dout, const Tensor& inp,
                       const Tensor& weight, const Tensor& rstd);
 
@@ -75,8 +74,7 @@ void rope_backward(Tensor& dx, const Tensor& dout, float theta, int64_t pos0 = 0
 // ---- Causal self-attention, flash style (never stores a T x T matrix) ----
 // q[B,T,NH,HS], k[B,T,NKV,HS], v[B,T,NKV,HS] -> out[B,T,NH,HS], lse[B,NH,T] (f32, the
 // log-sum-exp of each softmax row, saved for backward). scale = 1/sqrt(HS).
-void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k,
-                       const Tensor& v);
+void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v);
 void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, const Tensor& dout, const Tensor& q,
                         const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse);
 

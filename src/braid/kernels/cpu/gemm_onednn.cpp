@@ -83,9 +83,8 @@ void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const v
     // Note [sgemm vs matmul]: for B not transposed (linear backward: dinp, dweight) oneDNN's
     // dnnl_sgemm runs ~5-10% faster than the matmul primitive here; for B^T (the forward
     // x @ W^T) the primitive is up to 2x faster (bench/gemm_bench.cpp).
-    dnnl_status_t st =
-        dnnl_sgemm(ta ? 'T' : 'N', 'N', M, N, K, alpha, static_cast<const float*>(A), lda,
-                   static_cast<const float*>(B), ldb, beta, C, ldc);
+    dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', 'N', M, N, K, alpha, static_cast<const float*>(A),
+                                  lda, static_cast<const float*>(B), ldb, beta, C, ldc);
     BRAID_CHECK(st == dnnl_success, "oneDNN sgemm failed (status ", static_cast<int>(st), ") for ",
                 M, "x", N, "x", K);
     return;
