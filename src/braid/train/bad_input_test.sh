@@ -4,9 +4,11 @@
 #   bad_input_test.sh BRAID CONFIG
 set -uo pipefail
 BRAID=$1
-CONFIG=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# A private copy: no other test's process lines (pgrep -f) can match ours.
+CONFIG=$work/config.yaml
+cp "$2" "$CONFIG"
 
 sed 's/global_batch_size/global_bach_size/' "$CONFIG" > "$work/misspelt.yaml"
 mkdir -p "$work/garbage"

@@ -8,12 +8,15 @@ CONFIG=$2
 REPEATS=${3:-1}
 TIMEOUT_S=4
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+# Every process of this test carries this output dir on its command line, so pgrep/pkill find
+# this test's ranks and never another test's that trains the same config.
+marker=$(mktemp -d /tmp/braid_kill.XXXXXX)
+trap 'rm -rf "$log" "$marker"' EXIT
 
 for rep in $(seq "$REPEATS"); do
   "$BRAID" launch -n 2 -- "$BRAID" train "$CONFIG" --set model.preset=gpt2-tiny \
     --set data.seq_len=64 --set training.max_steps=1000000 --set training.log_interval=1 \
-    --set parallel.comm_timeout_s=$TIMEOUT_S --set output.dir="$(dirname "$log")/braid_kill" \
+    --set parallel.comm_timeout_s=$TIMEOUT_S --set output.dir="$marker" \
     > "$log" 2>&1 &
   launcher=$!
   # Wait for training to be under way (a few logged steps), then kill rank 1.
@@ -23,7 +26,7 @@ for rep in $(seq "$REPEATS"); do
     sleep 0.1
   done
   victim=""
-  for p in $(pgrep -f "braid train $CONFIG"); do
+  for p in $(pgrep -f "braid train .*$marker"); do
     tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$' && victim=$p
   done
   [ -n "$victim" ] || { echo "FAIL: rank 1 not found"; kill $launcher; exit 1; }
@@ -34,7 +37,7 @@ for rep in $(seq "$REPEATS"); do
   while kill -0 $launcher 2>/dev/null; do
     if awk "BEGIN{exit !($(date +%s.%N) - $start > $deadline + 2)}"; then
       echo "FAIL: the job still runs $deadline s after rank 1 died (hang)"; kill -9 $launcher
-      pkill -9 -f "braid train $CONFIG"; exit 1
+      pkill -9 -f "braid train .*$marker"; exit 1
     fi
     sleep 0.05
   done
@@ -46,8 +49,8 @@ for rep in $(seq "$REPEATS"); do
   [ $status -ne 0 ] || { echo "FAIL: exit status 0"; cat "$log"; exit 1; }
   awk "BEGIN{exit !($elapsed <= $deadline)}" || { echo "FAIL: took ${elapsed}s > ${deadline}s"; exit 1; }
   echo "$cause" | grep -q 'rank 1' || { echo "FAIL: the cause does not name rank 1"; cat "$log"; exit 1; }
-  if pgrep -f "braid train $CONFIG" > /dev/null; then
-    echo "FAIL: ranks left running"; pkill -9 -f "braid train $CONFIG"; exit 1
+  if pgrep -f "braid train .*$marker" > /dev/null; then
+    echo "FAIL: ranks left running"; pkill -9 -f "braid train .*$marker"; exit 1
   fi
 done
 echo "ddp_kill_test: $REPEATS repeat(s) passed"
