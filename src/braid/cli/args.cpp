@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 
 #include "braid/core/error.h"
 
@@ -14,6 +15,13 @@ int64_t parse_int(const std::string& flag, const std::string& value) {
   BRAID_CHECK(!value.empty() && end && *end == 0 && errno == 0, flag, " expects an integer, got '",
               value, "'");
   return x;
+}
+
+int parse_int32(const std::string& flag, const std::string& value) {
+  int64_t x = parse_int(flag, value);
+  BRAID_CHECK(x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max(), flag,
+              " ", x, " is out of range");
+  return static_cast<int>(x);
 }
 
 double parse_number(const std::string& flag, const std::string& value) {

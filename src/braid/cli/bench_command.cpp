@@ -40,11 +40,11 @@ int run_bench(const std::vector<std::string>& args) {
     } else if (a == "--max-bytes") {
       o.max_bytes = braid::train::parse_bytes(value(i));
     } else if (a == "--iters") {
-      o.iters = static_cast<int>(braid::cli::parse_int(a, value(i)));
+      o.iters = braid::cli::parse_int32(a, value(i));
     } else if (a == "--rounds") {
-      o.rounds = static_cast<int>(braid::cli::parse_int(a, value(i)));
+      o.rounds = braid::cli::parse_int32(a, value(i));
     } else if (a == "--warmup") {
-      o.warmup = static_cast<int>(braid::cli::parse_int(a, value(i)));
+      o.warmup = braid::cli::parse_int32(a, value(i));
     } else if (a == "--dtype") {
       o.dtype = braid::dtype_from_name(value(i));
     } else if (a == "--ops") {

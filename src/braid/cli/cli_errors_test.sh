@@ -24,6 +24,7 @@ expect "unknown benchmark 'disk'" bench disk
 expect "-n expects an integer, got '2.5'" launch -n 2.5 -- true
 expect "--timeout expects a number, got 'soon'" launch --timeout soon -- true
 expect "launch: -n 0 must be at least 1" launch -n 0 -- true
+expect "--threads 4294967297 is out of range" launch --threads 4294967297 -- true
 expect "--tokens expects an integer, got '3x'" generate --model /nonexistent --tokens 3x
 expect "--threads expects an integer, got 'z'" prepare-data --threads z
 expect "unknown option '--sett'" train configs/demo.yaml --sett a=b

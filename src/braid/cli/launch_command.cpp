@@ -52,17 +52,17 @@ int run_launch(const std::vector<std::string>& args) {
       std::printf("%s", kUsage);
       return 0;
     } else if (a == "-n" || a == "-np" || a == "--nprocs") {
-      o.nprocs = static_cast<int>(braid::cli::parse_int(a, value()));
+      o.nprocs = braid::cli::parse_int32(a, value());
     } else if (a == "--hostfile") {
       o.hostfile = value();
     } else if (a == "--max-restarts") {
-      o.max_restarts = static_cast<int>(braid::cli::parse_int(a, value()));
+      o.max_restarts = braid::cli::parse_int32(a, value());
     } else if (a == "--timeout") {
       o.comm_timeout_s = braid::cli::parse_number(a, value());
     } else if (a == "--job-timeout") {
       o.job_timeout_s = braid::cli::parse_number(a, value());
     } else if (a == "--threads") {
-      o.threads = static_cast<int>(braid::cli::parse_int(a, value()));
+      o.threads = braid::cli::parse_int32(a, value());
     } else if (a == "--no-tag") {
       o.tag_output = false;
     } else if (a == "--mpirun-arg") {

@@ -60,7 +60,7 @@ int run_prepare_data(const std::vector<std::string>& args) {
     } else if (flag == "--shard-tokens") {
       o.shard_tokens = braid::cli::parse_int(flag, value);
     } else if (flag == "--threads") {
-      o.threads = static_cast<int>(braid::cli::parse_int(flag, value));
+      o.threads = braid::cli::parse_int32(flag, value);
     } else {
       BRAID_THROW("unknown option '", flag, "' (see braid prepare-data --help)");
     }
