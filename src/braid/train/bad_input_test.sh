@@ -15,12 +15,18 @@ mkdir -p "$work/garbage"
 head -c 4096 /dev/urandom > "$work/garbage/train_000000.bin"
 
 failures=0
-# check NAME WANT ARGS...: runs the job, wants a non-zero exit and /WANT/ on every rank.
+# check NAME WANT ARGS...: runs `braid train ARGS` on 2 ranks, wants a non-zero exit and /WANT/
+# in every rank's error line. check_program is the same for any PROGRAM ARGS after the --.
 check() {
   local name=$1 want=$2
   shift 2
+  check_program "$name" "$want" "$BRAID" train "$@"
+}
+check_program() {
+  local name=$1 want=$2
+  shift 2
   local out rc
-  out=$(timeout 120 "$BRAID" launch -n 2 -- "$BRAID" train "$@" 2>&1)
+  out=$(timeout 120 "$BRAID" launch -n 2 -- "$@" 2>&1)
   rc=$?
   local fail=""
   [[ $rc == 0 ]] && fail="exit status 0"
@@ -53,5 +59,10 @@ check corrupt-shard "train_000000.bin': bad magic at offset 0" \
   "$CONFIG" --set data.random_tokens=false --set data.train="$work/garbage"
 check bad-value "--set: key 'training.max_steps' must be an integer, got 'twelve'" "$CONFIG" --set training.max_steps=twelve
 
+# Ranks started with different values (here the seed is the rank number).
+check_program differing-config \
+  "the config differs across ranks: rank\(s\) 1 differ from rank 0 in training.seed" \
+  sh -c "exec '$BRAID' train '$CONFIG' --set training.seed=\$OMPI_COMM_WORLD_RANK"
+
 [[ $failures == 0 ]] || { echo "bad_input_test: $failures case(s) failed"; exit 1; }
-echo "bad_input_test: 6 cases passed"
+echo "bad_input_test: 7 cases passed"

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <fstream>
 #include <functional>
@@ -270,34 +271,43 @@ void validate(const TrainConfig& c) {
   BRAID_CHECK(c.parallel.comm_timeout_s > 0, "parallel.comm_timeout_s must be positive");
 }
 
-std::string dump_config(const TrainConfig& cfg) {
+std::vector<std::pair<std::string, std::string>> config_entries(const TrainConfig& cfg) {
   TrainConfig copy = cfg;
-  std::ostringstream os;
-  std::string section;
+  std::vector<std::pair<std::string, std::string>> out;
   visit_fields(copy, [&](const char* key, FieldPtr p) {
-    std::string k = key;
-    std::string s = k.substr(0, k.find('.'));
-    if (s != section) {
-      os << s << ":\n";
-      section = s;
-    }
-    os << "  " << k.substr(k.find('.') + 1) << ": ";
-    std::visit(
-        [&](auto* v) {
+    std::string value = std::visit(
+        [](auto* v) -> std::string {
           using T = std::remove_pointer_t<decltype(v)>;
           if constexpr (std::is_same_v<T, std::string>) {
             YAML::Emitter e;
             e << YAML::DoubleQuoted << *v;
-            os << e.c_str();
+            return e.c_str();
           } else if constexpr (std::is_same_v<T, bool>) {
-            os << (*v ? "true" : "false");
+            return *v ? "true" : "false";
           } else {
-            os << *v;
+            // Shortest text that reads back to the same value (0.1 stays "0.1").
+            char buf[32];
+            auto r = std::to_chars(buf, buf + sizeof(buf), *v);
+            return std::string(buf, r.ptr);
           }
         },
         p);
-    os << "\n";
+    out.emplace_back(key, std::move(value));
   });
+  return out;
+}
+
+std::string dump_config(const TrainConfig& cfg) {
+  std::ostringstream os;
+  std::string section;
+  for (const auto& [key, value] : config_entries(cfg)) {
+    std::string s = key.substr(0, key.find('.'));
+    if (s != section) {
+      os << s << ":\n";
+      section = s;
+    }
+    os << "  " << key.substr(key.find('.') + 1) << ": " << value << "\n";
+  }
   return os.str();
 }
 

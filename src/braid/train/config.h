@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace braid::train {
@@ -96,5 +97,8 @@ void resolve_batch(TrainConfig& cfg, int64_t dp_size);
 // Checks value ranges and choices (lr > 0, known strategy, ...). Errors name the key.
 void validate(const TrainConfig& cfg);
 std::string dump_config(const TrainConfig& cfg);  // YAML, every field
+// Every field as (section.key, value as YAML text), in declaration order; numbers in their
+// shortest exact form, so two configs have equal entries exactly when their fields are equal.
+std::vector<std::pair<std::string, std::string>> config_entries(const TrainConfig& cfg);
 
 }  // namespace braid::train

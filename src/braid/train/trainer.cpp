@@ -15,6 +15,7 @@
 #include "braid/optim/clip_grad.h"
 #include "braid/optim/lr_schedule.h"
 #include "braid/optim/param_groups.h"
+#include "braid/train/config_agreement.h"
 #include "braid/train/progress.h"
 #include "braid/train/threads.h"
 #include "braid/train/trainer_output.h"
@@ -56,6 +57,7 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
       tracker_(std::make_shared<MemoryTracker>("cpu (rank " +
                                                std::to_string(world_ ? world_->rank() : 0) + ")")) {
   validate(cfg_);
+  if (world_) check_config_agrees(cfg_, *world_);
   if (cfg_.parallel.strategy == "none")
     BRAID_CHECK(world_size() == 1, "parallel.strategy is 'none' but ", world_size(),
                 " ranks were launched; set parallel.strategy: ddp (or launch one rank)");

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <numeric>
 
 #include "braid/data/token_shard.h"
@@ -78,6 +79,43 @@ TEST(TrainerErrors, StrategyNoneOnSeveralRanksIsRefused) {
   TrainConfig c = tiny(1, 1, "none");
   for (const std::string& msg : construction_errors(2, c))
     EXPECT_NE(msg.find("parallel.strategy is 'none' but 2 ranks"), std::string::npos) << msg;
+}
+
+// Builds a Trainer on each of 2 thread-backed ranks, rank r's config from make(r).
+std::vector<std::string> per_rank_errors(const std::function<TrainConfig(int)>& make) {
+  auto errors = braid::testing::run_ranks_collect(
+      2, [&](comm::ProcessGroup& pg) { Trainer t(make(pg.rank()), borrow(pg), quiet()); });
+  std::vector<std::string> out;
+  for (auto& e : errors) out.push_back(braid::testing::what(e));
+  return out;
+}
+
+TEST(TrainerErrors, ConfigThatDiffersAcrossRanksNamesTheFieldsOnEveryRank) {
+  std::vector<std::string> errors = per_rank_errors([](int rank) {
+    TrainConfig c = tiny(2, 1, "ddp");
+    if (rank == 1) c.optimizer.lr = 2e-3, c.training.seed = 7;
+    return c;
+  });
+  for (int r = 0; r < 2; ++r) {
+    const std::string& msg = errors[r];
+    EXPECT_NE(msg.find("rank(s) 1 differ from rank 0 in training.seed, optimizer.lr"),
+              std::string::npos)
+        << msg;
+    std::string mine = r == 0 ? "training.seed = 1337, optimizer.lr = 0.001"
+                              : "training.seed = 7, optimizer.lr = 0.002";
+    EXPECT_NE(msg.find("this rank (" + std::to_string(r) + ") has " + mine), std::string::npos)
+        << msg;
+  }
+}
+
+TEST(TrainerErrors, PerNodePathsMayDifferAcrossRanks) {
+  std::vector<std::string> errors = per_rank_errors([](int rank) {
+    TrainConfig c = tiny(2, 1, "ddp");
+    c.output.dir = "out/node" + std::to_string(rank);
+    c.data.tokenizer = "/mnt/node" + std::to_string(rank) + "/gpt2";
+    return c;
+  });
+  for (const std::string& msg : errors) EXPECT_EQ(msg, "");
 }
 
 }  // namespace
