@@ -30,7 +30,7 @@ struct TrainResult {
   double tokens_per_s = 0;  // all ranks, median step after warm-up
   double step_ms = 0;       // median
   double mfu = 0;
-  double peak_gflops = 0;          // measured GEMM peak, summed over ranks
+  double peak_gflops = 0;          // measured GEMM peak, summed over ranks (Note [Peak twice])
   int64_t peak_tracked_bytes = 0;  // this rank's MemoryTracker peak
   double exposed_comm_ms = 0;      // DDP: median per-step wait for communication
 };
