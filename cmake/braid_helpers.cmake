@@ -1,8 +1,36 @@
-# braid_layer(NAME SOURCES... DEPS...): one library per src/braid folder.
+# One-way layering (DESIGN.md "Layers", STYLE.md "Layout"). A layer's target, and whatever
+# links it, sees only that layer's own headers and the headers of the layers it links, so a
+# wrong-way #include is a compile error ("No such file or directory"), not a review comment.
+# There is no include path to src/ or to the repository root: each folder gets an include root
+# of its own in the build tree holding one symbolic link,
+#   <build>/include/braid_nn/braid/nn -> src/braid/nn
+# so "braid/nn/module.h" keeps working. The root is PUBLIC on the layer's target and travels
+# exactly as far as its PUBLIC link dependencies. To use a header of another layer, link that
+# layer (only where DESIGN.md allows the arrow). A test needing a layer its own does not link
+# links it explicitly in its CMakeLists.txt. The ctest `layering` (label lint,
+# cmake/layering_test.cmake) checks every layer against DESIGN.md's table.
+
+# braid_include_root(TARGET SCOPE LINK_PATH SOURCE_DIR): gives TARGET the include root
+# <build>/include/TARGET (with SCOPE: PUBLIC or PRIVATE) holding the symbolic link
+# LINK_PATH -> SOURCE_DIR, made at configure time.
+function(braid_include_root target scope link_path source_dir)
+  set(root ${PROJECT_BINARY_DIR}/include/${target})
+  get_filename_component(parent ${root}/${link_path} DIRECTORY)
+  file(MAKE_DIRECTORY ${parent})
+  file(CREATE_LINK ${source_dir} ${root}/${link_path} RESULT made SYMBOLIC)
+  if(NOT made EQUAL 0)
+    message(FATAL_ERROR "cannot link ${root}/${link_path} -> ${source_dir}: ${made}")
+  endif()
+  target_include_directories(${target} ${scope} ${root})
+  set_property(GLOBAL APPEND PROPERTY BRAID_INCLUDE_ROOTS "${target}|${link_path}|${source_dir}")
+endfunction()
+
+# braid_layer(NAME SOURCES... DEPS...): one library per src/braid folder, seeing its own
+# headers as "braid/NAME/..." and, through DEPS, those of the layers below it.
 function(braid_layer name)
   cmake_parse_arguments(L "" "" "SOURCES;DEPS" ${ARGN})
   add_library(braid_${name} STATIC ${L_SOURCES})
-  target_include_directories(braid_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  braid_include_root(braid_${name} PUBLIC braid/${name} ${PROJECT_SOURCE_DIR}/src/braid/${name})
   target_link_libraries(braid_${name} PUBLIC ${L_DEPS})
 endfunction()
 
@@ -39,4 +67,31 @@ function(braid_mpi_test name)
   add_test(NAME ${name}_np${T_NP}
     COMMAND ${PROJECT_SOURCE_DIR}/scripts/mpirun-test.sh ${T_NP} $<TARGET_FILE:${name}> ${T_ARGS})
   set_tests_properties(${name}_np${T_NP} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS mpi)
+endfunction()
+
+# braid_layering_test(): the ctest `layering` (label lint), run by cmake/layering_test.cmake
+# with the include directories CMake computes (transitively) for every target that has an
+# include root. Call it once, after every folder is added.
+function(braid_layering_test)
+  if(NOT BRAID_BUILD_TESTS)
+    return()
+  endif()
+  get_property(entries GLOBAL PROPERTY BRAID_INCLUDE_ROOTS)
+  set(content "set(CXX \"${CMAKE_CXX_COMPILER}\")\nset(SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")\n")
+  foreach(entry ${entries})
+    string(REPLACE "|" ";" entry "${entry}")
+    list(GET entry 0 target)
+    list(GET entry 1 link_path)
+    list(GET entry 2 source_dir)
+    string(APPEND content "list(APPEND TARGETS ${target})\n"
+      "set(LINK_${target} \"${link_path}\")\n"
+      "set(DIR_${target} \"${source_dir}\")\n"
+      "set(INCLUDES_${target} \"$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>\")\n"
+      "set(INTERFACE_${target} \"$<TARGET_PROPERTY:${target},INTERFACE_INCLUDE_DIRECTORIES>\")\n")
+  endforeach()
+  file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/layering/targets.cmake CONTENT "${content}")
+  add_test(NAME layering
+    COMMAND ${CMAKE_COMMAND} -DINPUT=${PROJECT_BINARY_DIR}/layering/targets.cmake
+            -DWORK_DIR=${PROJECT_BINARY_DIR}/layering -P ${PROJECT_SOURCE_DIR}/cmake/layering_test.cmake)
+  set_tests_properties(layering PROPERTIES TIMEOUT 60 LABELS lint)
 endfunction()

@@ -92,14 +92,21 @@ WeightFiles open_weights(const fs::path& dir) {
 
 }  // namespace
 
-std::vector<HfTensor> hf_tensor_layout(nn::Transformer& model) {
+std::vector<HfTensor> hf_tensor_layout(const nn::Transformer& model) {
   const nn::ModelConfig& cfg = model.config();
   std::vector<HfTensor> out;
-  for (const auto& e : model.flat().entries()) {
-    HfTensor t{e.name, e.param->shape, is_conv1d(cfg, e.name)};
-    if (t.transposed) t.hf_shape = Shape{e.param->shape[1], e.param->shape[0]};
+  for (const nn::ParamInfo& p : model.layout().params()) {
+    HfTensor t{p.name, p.param->shape, is_conv1d(cfg, p.name)};
+    if (t.transposed) t.hf_shape = Shape{p.param->shape[1], p.param->shape[0]};
     out.push_back(std::move(t));
   }
+  return out;
+}
+
+Tensor to_hf_layout(const HfTensor& t, const Tensor& value) {
+  if (!t.transposed) return value;
+  Tensor out = Tensor::empty(t.hf_shape, DType::f32, MemCategory::other);
+  transpose_into(out, value);
   return out;
 }
 
@@ -108,38 +115,64 @@ Tensor to_hf_layout(nn::Transformer& model, const HfTensor& t, bool gradient) {
   const Tensor& src = gradient ? var.grad() : var.value();
   BRAID_CHECK(src.defined(), "to_hf_layout: '", t.name, "' has no ",
               gradient ? "gradient" : "value");
-  if (!t.transposed) return src;
-  Tensor out = Tensor::empty(t.hf_shape, DType::f32, MemCategory::other);
-  transpose_into(out, src);
-  return out;
+  return to_hf_layout(t, src);
+}
+
+void export_hf(const nn::Transformer& model, const fs::path& dir, const UnitSource& units,
+               bool write, const HfExportOptions& options) {
+  BRAID_CHECK(is_floating(options.dtype), "HF export: dtype must be f32, bf16 or f16, got ",
+              dtype_name(options.dtype));
+  const auto layout = hf_tensor_layout(model);
+  std::unique_ptr<SafetensorsWriter> writer;
+  if (write) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    BRAID_CHECK(!ec, "HF export: cannot create ", dir.string(), ": ", ec.message());
+    const fs::path config_tmp = dir / "config.json.tmp";
+    model.config().save_hf_file(config_tmp);
+    fs::rename(config_tmp, dir / "config.json", ec);
+    BRAID_CHECK(!ec, "HF export: renaming ", config_tmp.string(), ": ", ec.message());
+    std::vector<TensorSpec> specs;
+    for (const auto& t : layout) specs.push_back({t.name, options.dtype, t.hf_shape});
+    writer =
+        std::make_unique<SafetensorsWriter>(dir / "model.safetensors", std::move(specs),
+                                            std::map<std::string, std::string>{{"format", "pt"}});
+  }
+  const nn::ParamLayout& params = model.layout();
+  units([&](int u, const Tensor& unit) {
+    if (!writer) return;
+    for (int i : params.units().at(static_cast<size_t>(u)).params) {
+      const nn::ParamInfo& p = params.params()[static_cast<size_t>(i)];
+      const HfTensor& t = layout[static_cast<size_t>(p.index)];
+      writer->write(t.name,
+                    to_hf_layout(t, unit.flat_range(p.unit_offset, p.numel).view(p.param->shape)));
+    }
+  });
+  if (writer) writer->finish();
 }
 
 void export_hf(nn::Transformer& model, const fs::path& dir, const HfExportOptions& options) {
-  BRAID_CHECK(is_floating(options.dtype), "HF export: dtype must be f32, bf16 or f16, got ",
-              dtype_name(options.dtype));
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  BRAID_CHECK(!ec, "HF export: cannot create ", dir.string(), ": ", ec.message());
-
-  const fs::path config_tmp = dir / "config.json.tmp";
-  model.config().save_hf_file(config_tmp);
-  fs::rename(config_tmp, dir / "config.json", ec);
-  BRAID_CHECK(!ec, "HF export: renaming ", config_tmp.string(), ": ", ec.message());
-
-  const auto layout = hf_tensor_layout(model);
-  std::vector<TensorSpec> specs;
-  for (const auto& t : layout) specs.push_back({t.name, options.dtype, t.hf_shape});
-  SafetensorsWriter writer(dir / "model.safetensors", std::move(specs), {{"format", "pt"}});
-  for (const auto& t : layout) writer.write(t.name, to_hf_layout(model, t));
-  writer.finish();
+  nn::FlatBuffer& flat = model.flat();
+  auto units = [&flat](const std::function<void(int, const Tensor&)>& visit) {
+    for (size_t u = 0; u < flat.layout().units().size(); ++u) {
+      const nn::FlatRange r = flat.unit_range(static_cast<int>(u));
+      visit(static_cast<int>(u), flat.params().flat_range(r.offset, r.size));
+    }
+  };
+  export_hf(model, dir, units, /*write=*/true, options);
 }
 
-void load_hf_weights(nn::Transformer& model, const fs::path& dir) {
+struct HfWeightReader::Files {
+  WeightFiles w;
+};
+
+HfWeightReader::HfWeightReader(const nn::Transformer& model, const fs::path& dir)
+    : model_(model), dir_(dir), files_(std::make_unique<Files>()) {
   const nn::ModelConfig& cfg = model.config();
-  WeightFiles files = open_weights(dir);
+  files_->w = open_weights(dir);
+  WeightFiles& files = files_->w;
 
   // Stored name -> braid name; drop what braid does not keep.
-  std::map<std::string, std::string> canonical;  // braid name -> stored name
   std::vector<std::string> unexpected;
   std::set<std::string> expected;
   for (const auto& t : hf_tensor_layout(model)) expected.insert(t.name);
@@ -157,25 +190,37 @@ void load_hf_weights(nn::Transformer& model, const fs::path& dir) {
       unexpected.push_back(stored);
       continue;
     }
-    canonical[name] = stored;
+    stored_[name] = stored;
   }
   std::vector<std::string> missing;
   for (const auto& name : expected) {
-    if (!canonical.count(name)) missing.push_back(name);
+    if (!stored_.count(name)) missing.push_back(name);
   }
   BRAID_CHECK(missing.empty(), "HF import from ", dir.string(), ": ", missing.size(),
               " tensor(s) missing for ", cfg.summary(), ": ", list_names(missing));
   BRAID_CHECK(unexpected.empty(), "HF import from ", dir.string(), ": ", unexpected.size(),
               " unexpected tensor(s) for ", cfg.summary(), ": ", list_names(unexpected));
-
   for (const auto& t : hf_tensor_layout(model)) {
-    const std::string& stored = canonical.at(t.name);
+    const std::string& stored = stored_.at(t.name);
     SafetensorsReader& reader = *files.where.at(stored);
     const SafetensorsEntry& e = reader.entry(stored);
     BRAID_CHECK(e.shape == t.hf_shape, "HF import: ", reader.path().string(), ": tensor '", stored,
                 "' has shape ", e.shape.str(), ", expected ", t.hf_shape.str(),
                 t.transposed ? " (GPT-2 Conv1D layout [in, out])" : "");
-    Tensor& value = model.flat().entry(t.name).param->var.value();
+  }
+}
+
+HfWeightReader::~HfWeightReader() = default;
+
+void HfWeightReader::read_unit(int u, Tensor& unit_params) {
+  const nn::ParamLayout& params = model_.layout();
+  const auto layout = hf_tensor_layout(model_);
+  for (int i : params.units().at(static_cast<size_t>(u)).params) {
+    const nn::ParamInfo& p = params.params()[static_cast<size_t>(i)];
+    const HfTensor& t = layout[static_cast<size_t>(p.index)];
+    const std::string& stored = stored_.at(t.name);
+    SafetensorsReader& reader = *files_->w.where.at(stored);
+    Tensor value = unit_params.flat_range(p.unit_offset, p.numel).view(p.param->shape);
     if (!t.transposed) {
       reader.read_into(stored, value);
     } else {
@@ -183,6 +228,16 @@ void load_hf_weights(nn::Transformer& model, const fs::path& dir) {
       reader.read_into(stored, tmp);
       transpose_into(value, tmp);
     }
+  }
+}
+
+void load_hf_weights(nn::Transformer& model, const fs::path& dir) {
+  HfWeightReader reader(model, dir);
+  nn::FlatBuffer& flat = model.flat();
+  for (size_t u = 0; u < flat.layout().units().size(); ++u) {
+    const nn::FlatRange r = flat.unit_range(static_cast<int>(u));
+    Tensor unit = flat.params().flat_range(r.offset, r.size);
+    reader.read_unit(static_cast<int>(u), unit);
   }
 }
 

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,27 +29,55 @@ struct HfTensor {
   bool transposed;   // GPT-2 Conv1D: HF stores the transpose of braid's [out, in]
 };
 
-// Every tensor an HF export of `model` holds, in braid's flat (first-use) order.
-std::vector<HfTensor> hf_tensor_layout(nn::Transformer& model);
+// Every tensor an HF export of `model` holds, in braid's layout (first-use) order.
+std::vector<HfTensor> hf_tensor_layout(const nn::Transformer& model);
 
-// The parameter value (or, with gradient, its gradient) in HF layout: a view of the flat
-// buffer when not transposed, otherwise a transposed copy.
+// A parameter tensor (braid layout, e.g. a view of its unit) in HF layout: itself when not
+// transposed, otherwise a transposed copy.
+Tensor to_hf_layout(const HfTensor& t, const Tensor& value);
+// The parameter value (or, with gradient, its gradient) of a materialised model in HF layout.
 Tensor to_hf_layout(nn::Transformer& model, const HfTensor& t, bool gradient = false);
 
 struct HfExportOptions {
   DType dtype = DType::f32;  // f32, bf16 or f16 in the file
 };
 
+// Calls visit(u, params) for every unit u in order with the unit's full parameters (a buffer
+// holding the unit alone); a sharded strategy gathers each unit in turn
+// (parallel::Strategy::for_each_full_unit), so no rank holds more than one gathered unit.
+using UnitSource = std::function<void(const std::function<void(int, const Tensor&)>& visit)>;
+
 // Writes dir/config.json and dir/model.safetensors (each written to a temporary name first
-// and renamed), streaming one tensor at a time. Creates dir when needed.
+// and renamed), streaming one unit at a time from `units`. Every rank runs the unit loop (it may
+// be collective); only a rank with `write` touches the files. Creates dir when needed.
+void export_hf(const nn::Transformer& model, const std::filesystem::path& dir,
+               const UnitSource& units, bool write, const HfExportOptions& options = {});
+// The same for a model materialised in one buffer (model.flat()).
 void export_hf(nn::Transformer& model, const std::filesystem::path& dir,
                const HfExportOptions& options = {});
+
+// Reads an HF model directory's tensors for a declared model, unit by unit. Opening checks every
+// name and shape against the model (missing, unexpected or mis-shaped tensors are errors naming
+// them); read_unit fills one unit's parameters at their offsets in a buffer holding the unit.
+class HfWeightReader {
+ public:
+  HfWeightReader(const nn::Transformer& model, const std::filesystem::path& dir);
+  ~HfWeightReader();
+  void read_unit(int unit, Tensor& unit_params);
+
+ private:
+  struct Files;
+  const nn::Transformer& model_;
+  std::filesystem::path dir_;
+  std::unique_ptr<Files> files_;
+  std::map<std::string, std::string> stored_;  // braid name -> name in the file
+};
 
 // Builds a model from dir/config.json and loads its weights.
 std::unique_ptr<nn::Transformer> import_hf(const std::filesystem::path& dir,
                                            bool allocate_grads = true);
 
-// Loads the weights of an HF model directory into an existing model of the same config.
+// Loads the weights of an HF model directory into a materialised model of the same config.
 void load_hf_weights(nn::Transformer& model, const std::filesystem::path& dir);
 
 }  // namespace braid::checkpoint

@@ -65,6 +65,31 @@ void ProcessGroup::stop() {
   fail_p2p("the group was destroyed");
 }
 
+void ProcessGroup::set_memory_tracker(std::shared_ptr<MemoryTracker> tracker) {
+  std::lock_guard lock(memory_mu_);
+  memory_.retarget(std::move(tracker));
+}
+
+std::shared_ptr<MemoryTracker> ProcessGroup::memory_tracker() const {
+  std::lock_guard lock(memory_mu_);
+  return memory_.tracker();
+}
+
+int64_t ProcessGroup::memory_bytes() const {
+  std::lock_guard lock(memory_mu_);
+  return memory_.bytes();
+}
+
+void ProcessGroup::charge_memory(int64_t bytes) {
+  std::lock_guard lock(memory_mu_);
+  memory_.add(bytes);
+}
+
+void ProcessGroup::release_memory(int64_t bytes) {
+  std::lock_guard lock(memory_mu_);
+  memory_.add(-bytes);
+}
+
 std::string ProcessGroup::prefix() const {
   return detail::concat("group '", name(), "' rank ", rank_, ": ");
 }
@@ -234,6 +259,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, std::strin
     throw CommError(prefix() + "split: creating the sub-group did not finish");
   Outcome outcome = future.get();
   if (!outcome.error.empty()) throw CommError(outcome.error);
+  if (outcome.group) outcome.group->set_memory_tracker(memory_tracker());  // Note [Group memory]
   return outcome.group;
 }
 

@@ -35,6 +35,16 @@
 //
 // Types: f32, bf16, f16 (reduced in f32), i32, i64 (reduced in int64; sums wrap; avg truncates
 // toward zero) and u8. ReduceOp::avg is the sum divided by the group size.
+//
+// Note [Group memory]: what a group keeps between operations (its share of a shared-memory
+// window, staging buffers that grow to the largest operation) is charged to category
+// communication of the tracker given to set_memory_tracker(), from then on and for what it
+// already holds; it is released when the group is destroyed. A window shared by the k ranks
+// of a node charges each rank 1/k of it. Buffered local sends are charged to the sender's
+// tracker until the receiver has copied them out. With no tracker nothing is charged. A group
+// made by split() starts with its parent's tracker at the time of the split; a tracker set on
+// the parent later does not reach groups split before. The world group exists before the
+// rank's tracker does, hence a setter rather than a constructor argument.
 #pragma once
 
 #include <atomic>
@@ -48,6 +58,7 @@
 #include "braid/comm/comm_thread.h"
 #include "braid/comm/op.h"
 #include "braid/comm/work.h"
+#include "braid/core/memory_tracker.h"
 
 namespace braid::comm {
 
@@ -100,6 +111,11 @@ class ProcessGroup {
 
   uint64_t collectives_issued() const { return coll_seq_; }
 
+  // Note [Group memory]. Any thread; may throw OutOfMemory (then the old tracker keeps it all).
+  void set_memory_tracker(std::shared_ptr<MemoryTracker> tracker);
+  std::shared_ptr<MemoryTracker> memory_tracker() const;
+  int64_t memory_bytes() const;  // bytes this rank's group holds now, charged or not
+
  protected:
   ProcessGroup(int rank, int size, ProcessGroupOptions options);
 
@@ -125,6 +141,11 @@ class ProcessGroup {
   // A collective failed: the group is now broken. MPI arranges to abort the job.
   virtual void on_fatal(const std::string& /*message*/) {}
 
+  // Backends report memory they keep between operations (Note [Group memory]); any thread.
+  // charge_memory may throw OutOfMemory, before the caller allocates.
+  void charge_memory(int64_t bytes);
+  void release_memory(int64_t bytes);
+
   std::string prefix() const;  // "group 'world' rank 0: "
   // Comm thread: a send/recv failed in a way that leaves the group unusable (contract point 5).
   void mark_broken(const std::string& message);
@@ -142,6 +163,8 @@ class ProcessGroup {
   std::atomic<uint64_t> coll_seq_{0};
   uint64_t p2p_seq_ = 0;
   std::string broken_;  // comm thread only: first fatal error
+  mutable std::mutex memory_mu_;
+  MemoryCharge memory_{MemCategory::communication};  // guarded by memory_mu_
   std::unique_ptr<CommThread> thread_;
 };
 

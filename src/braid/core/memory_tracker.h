@@ -4,7 +4,8 @@
 //
 // Which tracker and category an allocation is charged to comes from the allocating thread's
 // MemoryScope (thread-local, so ranks-as-threads each see their own), or from explicit
-// arguments to Tensor::empty.
+// arguments to Tensor::empty. Memory that is not a Tensor (kernel scratch, a process group's
+// staging and shared windows) is charged through a MemoryCharge held beside it.
 #pragma once
 
 #include <array>
@@ -21,10 +22,11 @@ enum class MemCategory : uint8_t {
   gradients,
   optimizer_state,
   activations,
+  scratch,  // kernel scratch: per-rank work buffers the CPU kernels keep between calls
   communication,
   other,
 };
-constexpr int kNumMemCategories = 6;
+constexpr int kNumMemCategories = 7;
 const char* mem_category_name(MemCategory c);
 
 class MemoryTracker {
@@ -35,6 +37,7 @@ class MemoryTracker {
   void charge(MemCategory c, int64_t bytes);
   void release(MemCategory c, int64_t bytes);
 
+  const std::string& device() const { return device_; }
   int64_t current(MemCategory c) const;
   int64_t peak(MemCategory c) const;
   int64_t total_current() const;
@@ -48,6 +51,8 @@ class MemoryTracker {
   std::string breakdown() const;
 
  private:
+  std::string out_of_memory_message(MemCategory c, int64_t bytes, int64_t budget) const;
+
   std::string device_;
   mutable std::mutex mu_;
   std::array<int64_t, kNumMemCategories> current_{};
@@ -58,6 +63,49 @@ class MemoryTracker {
 };
 
 std::string format_bytes(int64_t bytes);  // "12.0 MiB"
+
+// "4GiB", "512 MiB", "64KiB", "1.5GiB" (powers of 1024), "4GB", "10 kB" (powers of 1000),
+// "1e9", "123", "123B" (bytes); units are case-insensitive and may follow spaces. Fractions
+// round to the nearest byte. Anything else (empty, negative, an unknown unit, more than
+// INT64_MAX bytes) throws braid::Error naming the text and the accepted forms.
+int64_t parse_bytes(const std::string& text);
+
+// MemAvailable of /proc/meminfo in bytes: what the kernel thinks can be allocated without
+// swapping. 0 when unknown (no procfs, no such line).
+int64_t available_memory_bytes();
+
+// Bytes held by something other than a Tensor, charged to `tracker` (category fixed at
+// construction) for as long as this object lives. With no tracker the bytes are remembered
+// but charged nowhere, so retarget() to a tracker later charges all of them. Not
+// thread-safe: the owner synchronises (the tracker itself is).
+class MemoryCharge {
+ public:
+  explicit MemoryCharge(MemCategory category = MemCategory::other,
+                        std::shared_ptr<MemoryTracker> tracker = nullptr)
+      : tracker_(std::move(tracker)), category_(category) {}
+  ~MemoryCharge();
+  MemoryCharge(MemoryCharge&& other) noexcept;
+  MemoryCharge& operator=(MemoryCharge&& other) noexcept;
+  MemoryCharge(const MemoryCharge&) = delete;
+  MemoryCharge& operator=(const MemoryCharge&) = delete;
+
+  // Sets the bytes held: growth is charged first (OutOfMemory leaves everything unchanged),
+  // shrinkage released.
+  void resize(int64_t bytes);
+  void add(int64_t delta) { resize(bytes_ + delta); }
+  // Moves the bytes held to `tracker` (may be null): charged there first, so an OutOfMemory
+  // leaves them where they were.
+  void retarget(std::shared_ptr<MemoryTracker> tracker);
+
+  int64_t bytes() const { return bytes_; }
+  MemCategory category() const { return category_; }
+  const std::shared_ptr<MemoryTracker>& tracker() const { return tracker_; }
+
+ private:
+  std::shared_ptr<MemoryTracker> tracker_;
+  MemCategory category_;
+  int64_t bytes_ = 0;
+};
 
 // Sets this thread's tracker and/or category for allocations until the scope ends.
 class MemoryScope {

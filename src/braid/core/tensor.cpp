@@ -125,7 +125,7 @@ Tensor Tensor::to(DType dtype) const {
 void convert_to_f32(const void* src, DType d, float* dst, int64_t n) {
   switch (d) {
     case DType::f32:
-      std::memcpy(dst, src, n * 4);
+      if (n > 0) std::memcpy(dst, src, n * 4);
       return;
     case DType::bf16: {
       auto* s = static_cast<const uint16_t*>(src);
@@ -158,7 +158,7 @@ void convert_to_f32(const void* src, DType d, float* dst, int64_t n) {
 void convert_from_f32(const float* src, void* dst, DType d, int64_t n) {
   switch (d) {
     case DType::f32:
-      std::memcpy(dst, src, n * 4);
+      if (n > 0) std::memcpy(dst, src, n * 4);
       return;
     case DType::bf16: {
       auto* o = static_cast<uint16_t*>(dst);

@@ -110,6 +110,13 @@ void axpy(Tensor& y, const Tensor& x, float alpha);  // y += alpha * x (dtypes m
 void scale(Tensor& x, float alpha);                  // x *= alpha
 double sum_squares(const Tensor& x);                 // sum x^2 in f64 (for global grad norms)
 
+// ---- Exact sums of squares (Note [Exact norm], cpu/exact_norm.cpp) ----
+// max |x_i| (0 when empty); +inf when any element is inf or nan.
+float max_abs(const Tensor& x);
+// sum_i floor(x_i^2 * 2^shift), exactly. Needs every x_i^2 * 2^shift < 2^55: take shift from
+// the max |x| over every piece that will be summed (optim::exact_norm_shift).
+__int128 sum_squares_fixed(const Tensor& x, int shift);
+
 // ---- Optimiser steps, fused over flat buffers (param f32; grad f32 or bf16) ----
 // AdamW with decoupled weight decay and bias correction at step t (1-based):
 // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr (mhat / (sqrt(vhat) + eps) + wd p)

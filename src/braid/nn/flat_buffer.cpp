@@ -1,7 +1,6 @@
 #include "braid/nn/flat_buffer.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "braid/core/error.h"
 
@@ -21,29 +20,26 @@ std::vector<ShardRange> padded_shards(FlatRange range, int world_size) {
   return shards;
 }
 
-FlatBuffer::FlatBuffer(Module& root, bool allocate_grads) {
-  auto slots = root.named_parameter_slots();
-  int64_t total = 0;
-  for (auto& [name, p] : slots) {
-    BRAID_CHECK(!p->var.defined(), "FlatBuffer: parameter '", name,
+FlatBuffer::FlatBuffer(const ParamLayout& layout, bool allocate_grads) : layout_(layout) {
+  for (const ParamInfo& p : layout_.params()) {
+    BRAID_CHECK(!p.param->var.defined() || !p.param->var.value().defined(),
+                "FlatBuffer: parameter '", p.name,
                 "' already has storage (a module tree is materialised once)");
-    entries_.push_back({name, p, {total, p->shape.numel()}});
-    total += p->shape.numel();
   }
+  const int64_t total = layout_.total();
   params_ = Tensor::empty(Shape{total}, DType::f32, MemCategory::parameters);
   params_.zero_();
   if (allocate_grads) {
     grads_ = Tensor::empty(Shape{total}, DType::f32, MemCategory::gradients);
     grads_.zero_();
   }
-  for (auto& e : entries_) {
-    Parameter* p = e.param;
-    p->flat_offset = e.range.offset;
-    Tensor value = params_.flat_range(e.range.offset, e.range.size).view(p->shape);
-    p->var = Variable(value, p->requires_grad, e.name);
-    if (allocate_grads && p->requires_grad) {
-      p->var.set_grad(grads_.flat_range(e.range.offset, e.range.size).view(p->shape));
-    }
+  for (size_t u = 0; u < layout_.units().size(); ++u) {
+    const FlatRange r = unit_range(static_cast<int>(u));
+    layout_.bind_unit(static_cast<int>(u), params_.flat_range(r.offset, r.size),
+                      allocate_grads ? grads_.flat_range(r.offset, r.size) : Tensor());
+  }
+  for (const ParamInfo& p : layout_.params()) {
+    entries_.push_back({p.name, p.param, {layout_.flat_offset(p), p.numel}});
   }
 }
 
@@ -54,40 +50,15 @@ const FlatBuffer::Entry& FlatBuffer::entry(std::string_view name) const {
   BRAID_THROW("FlatBuffer: no parameter named '", name, "' (", entries_.size(), " parameters)");
 }
 
-FlatRange FlatBuffer::range_of(const std::vector<Module*>& modules) const {
-  int64_t lo = std::numeric_limits<int64_t>::max(), hi = 0, count = 0;
-  for (Module* m : modules) {
-    for (auto& [name, p] : m->named_parameter_slots()) {
-      bool mine = false;
-      for (const auto& e : entries_) mine = mine || e.param == p;
-      BRAID_CHECK(mine, "FlatBuffer::range_of: parameter '", name, "' is not in this flat buffer");
-      lo = std::min(lo, p->flat_offset);
-      hi = std::max(hi, p->flat_offset + p->shape.numel());
-      count += p->shape.numel();
-    }
-  }
-  if (count == 0) return {0, 0};
-  BRAID_CHECK(hi - lo == count, "FlatBuffer::range_of: the modules' ", count,
-              " parameter elements are not contiguous (they span [", lo, ", ", hi, "))");
-  return {lo, hi - lo};
-}
-
 void FlatBuffer::zero_grad() {
   if (grads_.defined()) grads_.zero_();
 }
 
 void FlatBuffer::init(uint64_t seed) {
-  Rng base(seed);
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    const Entry& e = entries_[i];
-    float* data = params_.data<float>() + e.range.offset;
-    const ParamInit init = e.param->init;
-    if (init.std > 0) {
-      Rng rng = base.fork(i);
-      for (int64_t j = 0; j < e.range.size; ++j) data[j] = init.std * rng.normal();
-    } else {
-      std::fill(data, data + e.range.size, init.value);
-    }
+  for (size_t u = 0; u < layout_.units().size(); ++u) {
+    const FlatRange r = unit_range(static_cast<int>(u));
+    Tensor unit = params_.flat_range(r.offset, r.size);
+    layout_.init_unit(static_cast<int>(u), unit, seed);
   }
 }
 

@@ -1,10 +1,13 @@
-// FlatBuffer (DESIGN.md "Flat buffers"): every parameter of a module tree lives in ONE
-// contiguous f32 buffer (MemCategory::parameters), in declaration order (= first use in
-// forward); each parameter's Variable is a view of it. The gradient buffer mirrors the same
-// layout (MemCategory::gradients) and each trainable parameter's grad is a view of it, so
-// buckets, ZeRO partitions, fused optimizer steps and checkpoint shards are all `{offset,
-// size}` ranges. Frozen parameters keep their range in both buffers (their gradient range
-// stays zero) so offsets never depend on what is trainable.
+// FlatBuffer (DESIGN.md "Flat buffers"): a whole model materialised in ONE contiguous f32
+// buffer (MemCategory::parameters) laid out by a ParamLayout: units one after the other, each
+// parameter a view at its offset. The gradient buffer mirrors the same layout
+// (MemCategory::gradients) and each trainable parameter's grad is a view of it, so buckets,
+// ZeRO partitions, fused optimizer steps and checkpoint shards are all `{offset, size}`
+// ranges. Frozen parameters keep their range in both buffers (their gradient range stays
+// zero) so offsets never depend on what is trainable. Padding stays zero.
+//
+// This is how the replicated strategies (one process, DDP, ZeRO-1/2) hold a model; ZeRO-3
+// materialises unit by unit instead (parallel/zero).
 #pragma once
 
 #include <cstdint>
@@ -15,16 +18,9 @@
 #include "braid/core/rng.h"
 #include "braid/core/tensor.h"
 #include "braid/nn/module.h"
+#include "braid/nn/param_layout.h"
 
 namespace braid::nn {
-
-// A half-open element range [offset, offset + size) of a flat buffer.
-struct FlatRange {
-  int64_t offset = 0;
-  int64_t size = 0;
-  int64_t end() const { return offset + size; }
-  bool operator==(const FlatRange&) const = default;
-};
 
 // One rank's shard of a range split over N ranks: every rank owns `padded_size` elements
 // (= ceil(range.size / N)); the real elements are [offset, offset + size) of the flat buffer
@@ -42,14 +38,15 @@ class FlatBuffer {
   struct Entry {
     std::string name;  // full dotted name
     Parameter* param;
-    FlatRange range;
+    FlatRange range;  // in this buffer
   };
 
   FlatBuffer() = default;
-  // Materialises every parameter of `root` (which must have no storage yet). The parameter
-  // buffer is zeroed; the gradient buffer (when allocate_grads) is zeroed and attached.
-  explicit FlatBuffer(Module& root, bool allocate_grads = true);
+  // Materialises every parameter of the layout (which must have no storage yet). Both buffers
+  // are zeroed; the gradient buffer (when allocate_grads) is attached to trainable parameters.
+  explicit FlatBuffer(const ParamLayout& layout, bool allocate_grads = true);
 
+  bool defined() const { return params_.defined(); }
   int64_t numel() const { return params_.numel(); }
   Tensor& params() { return params_; }
   const Tensor& params() const { return params_; }
@@ -57,18 +54,17 @@ class FlatBuffer {
   const Tensor& grads() const { return grads_; }
   const std::vector<Entry>& entries() const { return entries_; }
   const Entry& entry(std::string_view name) const;  // throws naming the parameter
-
-  // The contiguous range holding all parameters of `modules` (throws when they are not
-  // contiguous in the layout or were not materialised by this buffer).
-  FlatRange range_of(const std::vector<Module*>& modules) const;
+  const ParamLayout& layout() const { return layout_; }
+  // Unit u's range of both buffers (padded).
+  FlatRange unit_range(int u) const { return layout_.units().at(static_cast<size_t>(u)).range(); }
 
   void zero_grad();
-  // GPT-2-style deterministic initialisation from `seed`: each parameter is filled from its
-  // own stream rng.fork(index) following its ParamInit, so the result does not depend on
-  // threads or on which other parameters exist before it.
+  // Deterministic initialisation from `seed`, unit by unit (ParamLayout::init_unit): the same
+  // values whatever the layout or padding.
   void init(uint64_t seed);
 
  private:
+  ParamLayout layout_;
   Tensor params_;
   Tensor grads_;
   std::vector<Entry> entries_;

@@ -3,9 +3,10 @@
 // rename-free walk (only GPT-2's Conv1D weights are transposed, checkpoint/hf_model_io).
 //
 // Parameters are declared with a shape at construction and have no storage until the tree is
-// materialised into a FlatBuffer (flat_buffer.h), which makes each one a view of the single
-// contiguous parameter buffer, in declaration order. Modules declare their parameters and
-// children in the order forward first uses them, so that order is the flat layout.
+// materialised (param_layout.h: a FlatBuffer holding the whole model, or a strategy's shards),
+// which makes each one a view of its unit's contiguous buffer, in declaration order. Modules
+// declare their parameters and children in the order forward first uses them, so that order
+// is the flat layout.
 //
 // Hooks (Note [Module hooks]):
 // - forward pre/post: around every call of the module's forward.
@@ -42,8 +43,9 @@ struct Parameter {
   Shape shape;
   bool requires_grad = true;
   ParamInit init;
-  Variable var;              // undefined until materialised
-  int64_t flat_offset = -1;  // element offset in the FlatBuffer once materialised
+  // Undefined until materialised; a sharded strategy may leave its value undefined while the
+  // parameter is not gathered (ParamLayout::bind_unit / unbind_unit).
+  Variable var;
 };
 
 class Module {

@@ -1,7 +1,6 @@
 #include "braid/nn/transformer.h"
 
 #include "braid/autograd/functions.h"
-#include "braid/kernels/ops.h"
 #include "braid/nn/layer_norm.h"
 #include "braid/nn/rms_norm.h"
 
@@ -32,27 +31,40 @@ Transformer::Transformer(const ModelConfig& cfg, const TransformerOptions& opts)
   } else {
     final_norm_ = trunk->register_module("norm", std::make_unique<RMSNorm>(C, eps));
   }
-  if (!cfg_.tie_word_embeddings) {
-    lm_head_ = register_module("lm_head", std::make_unique<Linear>(C, cfg_.vocab_size, false));
-  }
+  lm_head_ = cfg_.tie_word_embeddings
+                 ? register_module("lm_head", std::make_unique<LmHead>(wte_))
+                 : register_module("lm_head", std::make_unique<LmHead>(C, cfg_.vocab_size));
 
-  flat_ = FlatBuffer(*this, opts.allocate_grads);
-  if (opts.init_weights) flat_.init(opts.seed);
+  std::vector<UnitDecl> units;
+  UnitDecl emb{"embeddings", {wte_}};
+  if (wpe_) emb.owners.push_back(wpe_);
+  if (lm_head_->is_tied()) emb.borrowers.push_back(lm_head_);
+  units.push_back(emb);
+  for (size_t i = 0; i < blocks_->size(); ++i)
+    units.push_back({"block." + std::to_string(i), {&(*blocks_)[i]}});
+  units.push_back({"head", {final_norm_, lm_head_}});
+  layout_ = ParamLayout(*this, units);
 
-  std::vector<Module*> emb{wte_};
-  if (wpe_) emb.push_back(wpe_);
-  units_.push_back({"embeddings", emb, flat_.range_of(emb)});
-  for (size_t i = 0; i < blocks_->size(); ++i) {
-    std::vector<Module*> m{&(*blocks_)[i]};
-    units_.push_back({"block." + std::to_string(i), m, flat_.range_of(m)});
+  if (opts.materialize) {
+    materialize(opts.allocate_grads);
+    if (opts.init_weights) flat_.init(opts.seed);
   }
-  std::vector<Module*> head{final_norm_};
-  if (lm_head_) head.push_back(lm_head_);
-  units_.push_back({"head", head, flat_.range_of(head)});
 }
 
-Variable& Transformer::head_weight() {
-  return lm_head_ ? lm_head_->weight() : wte_->weight();
+void Transformer::materialize(bool allocate_grads, int64_t pad_multiple) {
+  BRAID_CHECK(!flat_.defined(), "Transformer: the model is already materialised");
+  flat_ = FlatBuffer(layout_.with_padding(pad_multiple), allocate_grads);
+}
+
+FlatBuffer& Transformer::flat() {
+  BRAID_CHECK(flat_.defined(),
+              "Transformer: the model is not materialised in one buffer (a "
+              "sharded strategy holds its parameters; gather them through the strategy)");
+  return flat_;
+}
+
+const FlatBuffer& Transformer::flat() const {
+  return const_cast<Transformer*>(this)->flat();
 }
 
 void Transformer::check_ids(const Tensor& ids, const char* what) const {
@@ -85,23 +97,14 @@ Variable Transformer::loss(const Tensor& ids, const Tensor& targets, double deno
               " do not match ids ", ids.shape().str());
   const int64_t N = ids.numel();
   Variable x = autograd::reshape(hidden(ids), Shape{N, cfg_.d_model});
-  if (lm_head_) lm_head_->enter_forward();
-  Variable l = autograd::lm_head_cross_entropy(x, head_weight(), targets.view(Shape{N}),
-                                               denominator, ignore_index);
-  if (lm_head_) l = lm_head_->exit_forward(l);
-  return l;
+  return lm_head_->loss(x, targets.view(Shape{N}), denominator, ignore_index);
 }
 
 Tensor Transformer::logits(const Tensor& ids) {
   autograd::NoGradGuard no_grad;
-  Variable x = hidden(ids);
   const int64_t B = ids.size(0), T = ids.size(1);
-  Tensor out = Tensor::empty(Shape{B * T, cfg_.vocab_size}, DType::f32, MemCategory::activations);
-  if (lm_head_) lm_head_->enter_forward();
-  kernels::lm_head_logits(out, x.value().view(Shape{B * T, cfg_.d_model}), head_weight().value());
-  Tensor logits = out.view(Shape{B, T, cfg_.vocab_size});
-  if (lm_head_) lm_head_->exit_forward(Variable(logits));
-  return logits;
+  Variable x = autograd::reshape(hidden(ids), Shape{B * T, cfg_.d_model});
+  return lm_head_->logits(x).view(Shape{B, T, cfg_.vocab_size});
 }
 
 }  // namespace braid::nn

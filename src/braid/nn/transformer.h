@@ -7,10 +7,14 @@
 //   LLaMA: model.embed_tokens.weight, model.layers.{i}.{input_layernorm,self_attn.{q,k,v,o}_proj,
 //          post_attention_layernorm,mlp.{gate,up,down}_proj}.weight, model.norm.weight,
 //          lm_head.weight (absent when tied)
-// All parameters live in one FlatBuffer in that order (first use in forward). units() gives
-// the FSDP units as flat ranges: "embeddings", "block.0" ... "block.{L-1}", "head" (final
-// norm + untied lm_head). With tied embeddings the head reuses the token embedding, which
-// lives in the "embeddings" unit.
+// layout() gives the parameters in that order (first use in forward) grouped into the FSDP
+// units "embeddings", "block.0" ... "block.{L-1}", "head" (final norm + lm_head). The LM head
+// is always a module; tied, it borrows the token embedding, which lives in the "embeddings"
+// unit (the head is then one of that unit's users).
+//
+// Declare, then materialise (DESIGN.md): with TransformerOptions::materialize (the default)
+// the constructor puts the whole model in one FlatBuffer; without it the model is only
+// declared and a strategy (parallel/) decides what this rank holds.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +24,9 @@
 #include "braid/nn/block.h"
 #include "braid/nn/embedding.h"
 #include "braid/nn/flat_buffer.h"
-#include "braid/nn/linear.h"
+#include "braid/nn/lm_head.h"
 #include "braid/nn/model_config.h"
+#include "braid/nn/param_layout.h"
 
 namespace braid::nn {
 
@@ -29,12 +34,7 @@ struct TransformerOptions {
   uint64_t seed = 0;
   bool init_weights = true;    // false: parameters stay zero (an import fills them)
   bool allocate_grads = true;  // false: no gradient buffer (inference)
-};
-
-struct ModelUnit {
-  std::string name;
-  std::vector<Module*> modules;
-  FlatRange range;
+  bool materialize = true;     // false: declared only (a strategy materialises it)
 };
 
 class Transformer : public Module {
@@ -42,13 +42,19 @@ class Transformer : public Module {
   explicit Transformer(const ModelConfig& cfg, const TransformerOptions& opts = {});
 
   const ModelConfig& config() const { return cfg_; }
-  FlatBuffer& flat() { return flat_; }
-  const FlatBuffer& flat() const { return flat_; }
-  const std::vector<ModelUnit>& units() const { return units_; }
+  // Where every parameter lives, units padded to ParamLayout::kAlign.
+  const ParamLayout& layout() const { return layout_; }
+  // Materialises the whole model in one FlatBuffer whose units are padded to pad_multiple.
+  void materialize(bool allocate_grads, int64_t pad_multiple = ParamLayout::kAlign);
+  bool is_materialized() const { return flat_.defined(); }
+  // The whole model's buffer; throws when the model is not materialised in one buffer.
+  FlatBuffer& flat();
+  const FlatBuffer& flat() const;
   size_t num_blocks() const { return blocks_->size(); }
   Block& block(size_t i) { return (*blocks_)[i]; }
   Variable& token_embedding() { return wte_->weight(); }
-  Variable& head_weight();  // lm_head.weight, or the token embedding when tied
+  LmHead& lm_head() { return *lm_head_; }
+  Variable& head_weight() { return lm_head_->weight(); }  // lm_head.weight, or wte when tied
 
   // ids[B,T] i32 -> the final norm's output [B,T,C].
   Variable hidden(const Tensor& ids);
@@ -59,8 +65,8 @@ class Transformer : public Module {
   // logits[B,T,V] f32, computed without recording (generation, evaluation).
   Tensor logits(const Tensor& ids);
 
-  void init_weights(uint64_t seed) { flat_.init(seed); }
-  void zero_grad() { flat_.zero_grad(); }
+  void init_weights(uint64_t seed) { flat().init(seed); }
+  void zero_grad() { flat().zero_grad(); }
   void set_activation_checkpointing(bool on) { cfg_.activation_checkpointing = on; }
   bool activation_checkpointing() const { return cfg_.activation_checkpointing; }
 
@@ -72,9 +78,9 @@ class Transformer : public Module {
   Embedding* wpe_ = nullptr;  // GPT-2 only
   ModuleList<Block>* blocks_ = nullptr;
   UnaryModule* final_norm_ = nullptr;
-  Linear* lm_head_ = nullptr;  // null when tied
+  LmHead* lm_head_ = nullptr;
+  ParamLayout layout_;
   FlatBuffer flat_;
-  std::vector<ModelUnit> units_;
 };
 
 }  // namespace braid::nn

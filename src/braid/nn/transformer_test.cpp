@@ -32,7 +32,8 @@ class TransformerTest : public ::testing::TestWithParam<ModelArch> {};
 TEST_P(TransformerTest, LayoutFollowsFirstUseAndUnitsTileTheBuffer) {
   const ModelConfig cfg = tiny(GetParam());
   Transformer m(cfg);
-  EXPECT_EQ(m.flat().numel(), cfg.num_parameters());
+  EXPECT_EQ(m.layout().num_parameters(), cfg.num_parameters());
+  EXPECT_EQ(m.flat().numel(), m.layout().total());
   const auto& e = m.flat().entries();
   if (cfg.is_gpt2()) {
     EXPECT_EQ(e.front().name, "transformer.wte.weight");
@@ -48,17 +49,64 @@ TEST_P(TransformerTest, LayoutFollowsFirstUseAndUnitsTileTheBuffer) {
     EXPECT_EQ(e[3].param->shape, (Shape{16, 32}));  // 2 kv heads of 8
     EXPECT_EQ(e.back().name, "lm_head.weight");
   }
-  const auto& units = m.units();
+  const auto& units = m.layout().units();
   ASSERT_EQ(units.size(), static_cast<size_t>(cfg.n_layer + 2));
   EXPECT_EQ(units[0].name, "embeddings");
   EXPECT_EQ(units[1].name, "block.0");
   EXPECT_EQ(units.back().name, "head");
+  // Units follow each other, each 64-byte aligned and padded to the alignment; parameters are
+  // contiguous inside their unit.
   int64_t at = 0;
   for (const auto& u : units) {
-    EXPECT_EQ(u.range.offset, at) << u.name;
-    at += u.range.size;
+    EXPECT_EQ(u.offset, at) << u.name;
+    EXPECT_EQ(u.offset % ParamLayout::kAlign, 0) << u.name;
+    EXPECT_GE(u.padded, u.numel) << u.name;
+    EXPECT_LT(u.padded - u.numel, ParamLayout::kAlign) << u.name;
+    int64_t inside = 0;
+    for (int i : u.params) {
+      EXPECT_EQ(m.layout().params()[i].unit_offset, inside) << m.layout().params()[i].name;
+      inside += m.layout().params()[i].numel;
+    }
+    EXPECT_EQ(inside, u.numel) << u.name;
+    at += u.padded;
   }
   EXPECT_EQ(at, m.flat().numel());
+  // The head is always a module; tied, it borrows the embeddings unit.
+  EXPECT_EQ(m.lm_head().is_tied(), cfg.tie_word_embeddings);
+  EXPECT_EQ(units[0].users.back() == &m.lm_head(), cfg.tie_word_embeddings);
+}
+
+TEST_P(TransformerTest, InitDoesNotDependOnPaddingOrMaterialisation) {
+  const ModelConfig cfg = tiny(GetParam());
+  Transformer a(cfg, {.seed = 5});
+  Transformer b(cfg, {.seed = 5, .materialize = false});
+  b.materialize(true, 4 * ParamLayout::kAlign);
+  b.init_weights(5);
+  for (const auto& e : a.flat().entries()) {
+    EXPECT_TRUE(testing::bit_equal(e.param->var.value(), b.flat().entry(e.name).param->var.value()))
+        << e.name;
+  }
+  // Unit by unit into a buffer of its own: the same values.
+  const auto& layout = b.flat().layout();
+  for (size_t u = 0; u < layout.units().size(); ++u) {
+    Tensor unit = Tensor::zeros(Shape{layout.units()[u].padded});
+    layout.init_unit(static_cast<int>(u), unit, 5);
+    const FlatRange r = b.flat().unit_range(static_cast<int>(u));
+    EXPECT_TRUE(testing::bit_equal(unit, b.flat().params().flat_range(r.offset, r.size)));
+  }
+}
+
+TEST_P(TransformerTest, DeclaredModelHasNoStorageUntilMaterialised) {
+  const ModelConfig cfg = tiny(GetParam());
+  auto tracker = std::make_shared<MemoryTracker>();
+  MemoryScope scope(tracker);
+  Transformer m(cfg, {.materialize = false});
+  EXPECT_EQ(tracker->current(MemCategory::parameters), 0);
+  EXPECT_FALSE(m.is_materialized());
+  EXPECT_THROW(m.flat(), Error);
+  m.materialize(false);
+  EXPECT_EQ(tracker->current(MemCategory::parameters), m.layout().total() * 4);
+  EXPECT_THROW(m.materialize(false), Error);
 }
 
 TEST_P(TransformerTest, InitIsDeterministicGpt2Style) {
@@ -80,12 +128,13 @@ TEST_P(TransformerTest, MemoryIsAccountedAndActivationsFreedAfterBackward) {
   MemoryScope scope(tracker);
   const ModelConfig cfg = tiny(GetParam());
   Transformer m(cfg);
-  const int64_t n = cfg.num_parameters();
-  EXPECT_EQ(tracker->current(MemCategory::parameters), 4 * n);
-  EXPECT_EQ(tracker->current(MemCategory::gradients), 4 * n);
+  const int64_t n = cfg.num_parameters(), padded = m.layout().total();
+  EXPECT_EQ(tracker->current(MemCategory::parameters), 4 * padded);
+  EXPECT_EQ(tracker->current(MemCategory::gradients), 4 * padded);
 
   std::vector<optim::ParamSlice> slices;
-  for (auto& [name, v] : m.named_parameters()) slices.push_back({name, v.value(), v.grad(), {}});
+  for (auto& [name, v] : m.named_parameters())
+    slices.push_back(optim::ParamSlice::whole(name, v.value(), v.grad()));
   optim::AdamW opt({optim::ParamGroup{slices, 1.0f, 0.1f}});
   for (int step = 0; step < 2; ++step) {
     Tensor ids = tokens(2, 8, cfg.vocab_size, 1 + step), tg = tokens(2, 8, cfg.vocab_size, 9);
@@ -98,8 +147,8 @@ TEST_P(TransformerTest, MemoryIsAccountedAndActivationsFreedAfterBackward) {
     EXPECT_EQ(tracker->current(MemCategory::activations), 0) << tracker->breakdown();
     opt.step(1e-3f);
   }
-  EXPECT_EQ(tracker->current(MemCategory::parameters), 4 * n);
-  EXPECT_EQ(tracker->current(MemCategory::gradients), 4 * n);
+  EXPECT_EQ(tracker->current(MemCategory::parameters), 4 * padded);
+  EXPECT_EQ(tracker->current(MemCategory::gradients), 4 * padded);
   EXPECT_EQ(tracker->current(MemCategory::optimizer_state), 8 * n);
 }
 
@@ -195,7 +244,7 @@ TEST_P(TransformerTest, FrozenEmbeddingsGetNoGradient) {
   if (cfg.is_gpt2()) m.find_module("transformer.wpe")->set_requires_grad(false);
   Tensor ids = tokens(2, 6, cfg.vocab_size, 3);
   m.loss(ids, ids).backward();
-  const FlatRange emb = m.units().front().range;
+  const FlatRange emb = m.flat().unit_range(0);
   auto g = m.flat().grads().to_f32_vector();
   double frozen = 0, trained = 0;
   for (int64_t i = 0; i < m.flat().numel(); ++i) {

@@ -6,24 +6,37 @@
 
 namespace braid::optim {
 
-double grad_norm(const std::vector<Tensor>& grads,
-                 const std::function<double(double)>& reduce_sum_squares) {
-  double sum_sq = 0.0;
+int exact_norm_shift(float max_abs) {
+  if (!(max_abs > 0)) return 0;
+  int e = 0;
+  std::frexp(max_abs, &e);  // max_abs < 2^e
+  return 55 - 2 * e;
+}
+
+double grad_norm(const std::vector<Tensor>& grads, const NormReduction& reduce) {
+  float max = 0.0f;
   for (const Tensor& g : grads)
-    if (g.defined() && g.numel() > 0) sum_sq += kernels::sum_squares(g);
-  if (reduce_sum_squares) sum_sq = reduce_sum_squares(sum_sq);
-  return std::sqrt(sum_sq);
+    if (g.defined() && g.numel() > 0) max = std::max(max, kernels::max_abs(g));
+  if (reduce.max) max = reduce.max(max);
+  if (!std::isfinite(max)) return INFINITY;
+  // Every rank sees the same global max, so all take the same branch (and the same collectives).
+  if (max == 0.0f) return 0.0;
+  const int shift = exact_norm_shift(max);
+  __int128 sum = 0;
+  for (const Tensor& g : grads)
+    if (g.defined() && g.numel() > 0) sum += kernels::sum_squares_fixed(g, shift);
+  if (reduce.sum) sum = reduce.sum(sum);
+  return std::sqrt(std::ldexp(static_cast<double>(sum), -shift));
 }
 
 bool is_finite_norm(double norm) {
   return std::isfinite(norm);
 }
 
-double clip_grad_norm(std::vector<Tensor> grads, double max_norm,
-                      const std::function<double(double)>& reduce_sum_squares,
+double clip_grad_norm(std::vector<Tensor> grads, double max_norm, const NormReduction& reduce,
                       bool error_if_nonfinite) {
   BRAID_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
-  double norm = grad_norm(grads, reduce_sum_squares);
+  double norm = grad_norm(grads, reduce);
   if (!is_finite_norm(norm)) {
     BRAID_CHECK(!error_if_nonfinite, "clip_grad_norm: the total gradient norm is ", norm, " over ",
                 grads.size(),

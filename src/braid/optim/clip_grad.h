@@ -1,9 +1,12 @@
-// Global-norm gradient clipping, as torch.nn.utils.clip_grad_norm_.
+// Global-norm gradient clipping, as torch.nn.utils.clip_grad_norm_, with an exact norm.
 //
-// Note [Global norm]: the squared norm is summed in f64 over the local tensors in order, then
-// passed through `reduce_sum_squares` (a distributed strategy sums it over the ranks that
-// hold disjoint pieces: ZeRO shards, tensor-parallel slices, pipeline stages), so the norm is
-// the true global one whatever is sharded. Every rank then applies the same coefficient.
+// Note [Global norm]: the norm is computed exactly (Note [Exact norm], kernels/cpu/exact_norm.cpp)
+// so that it is the same bits however the gradients are split across ranks: DDP holding them
+// whole and ZeRO holding shards cut anywhere get the same clipping coefficient, and so the same
+// weights. Two reductions make it global: the max |g| over every piece (it fixes the
+// fixed-point scale), then the exact integer sum of squares. A distributed strategy passes both
+// over the ranks that hold disjoint pieces (ZeRO shards, tensor-parallel slices, pipeline
+// stages), counting replicas once. Every rank then applies the same coefficient.
 #pragma once
 
 #include <functional>
@@ -13,17 +16,24 @@
 
 namespace braid::optim {
 
+// How the pieces held by different ranks combine; empty functions: this rank holds everything.
+struct NormReduction {
+  std::function<float(float)> max;        // max over the ranks (all-reduce max)
+  std::function<__int128(__int128)> sum;  // exact integer sum over the same ranks
+};
+
+// The fixed-point scale for a global max |g| (55 - 2 e where max < 2^e; 0 for max 0).
+int exact_norm_shift(float max_abs);
+
+// The norm without clipping: +inf when any gradient is inf or nan.
+double grad_norm(const std::vector<Tensor>& grads, const NormReduction& reduce = {});
+
 // Returns the total norm before clipping. Scales every gradient by max_norm / (norm + 1e-6)
 // when that is < 1. A non-finite norm (inf/nan gradients) leaves the gradients untouched and
 // is returned, or throws when error_if_nonfinite: the caller must skip the step either way
 // (see is_finite_norm), never apply it.
-double clip_grad_norm(std::vector<Tensor> grads, double max_norm,
-                      const std::function<double(double)>& reduce_sum_squares = {},
+double clip_grad_norm(std::vector<Tensor> grads, double max_norm, const NormReduction& reduce = {},
                       bool error_if_nonfinite = false);
-
-// The norm without clipping (same reduction).
-double grad_norm(const std::vector<Tensor>& grads,
-                 const std::function<double(double)>& reduce_sum_squares = {});
 
 bool is_finite_norm(double norm);
 

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <limits>
 
+#include "braid/core/rng.h"
+#include "braid/kernels/ops.h"
+
 namespace braid::optim {
 namespace {
 
@@ -27,9 +30,35 @@ TEST(ClipGradNorm, BelowMaxNormLeavesGradientsAlone) {
 TEST(ClipGradNorm, ReducerGivesTheGlobalNorm) {
   // Two ranks each holding [3, 4]: global norm sqrt(50).
   Tensor a = Tensor::from_vector<float>({3, 4}, Shape{2});
-  double norm = clip_grad_norm({a}, 1.0, [](double local) { return 2 * local; });
+  NormReduction twice{[](float m) { return m; }, [](__int128 s) { return 2 * s; }};
+  double norm = clip_grad_norm({a}, 1.0, twice);
   EXPECT_DOUBLE_EQ(norm, std::sqrt(50.0));
   EXPECT_FLOAT_EQ(a.to_f32_vector()[0], static_cast<float>(3 / (std::sqrt(50.0) + 1e-6)));
+}
+
+TEST(ClipGradNorm, TheNormIsTheSameBitsHoweverTheGradientIsSplit) {
+  Rng rng(3);
+  Tensor whole = Tensor::randn(Shape{10007}, rng, 1e-3f);
+  const double reference = grad_norm({whole});
+  for (int64_t cut : {int64_t{1}, int64_t{999}, int64_t{5000}}) {
+    // Pieces as ZeRO shards hold them: the max and the sum combined across "ranks".
+    std::vector<Tensor> pieces;
+    for (int64_t at = 0; at < whole.numel(); at += cut)
+      pieces.push_back(whole.flat_range(at, std::min(cut, whole.numel() - at)));
+    float global_max = 0;
+    for (const Tensor& p : pieces) global_max = std::max(global_max, kernels::max_abs(p));
+    __int128 total = 0;
+    const int shift = exact_norm_shift(global_max);
+    for (const Tensor& p : pieces) total += kernels::sum_squares_fixed(p, shift);
+    for (const Tensor& p : pieces) {
+      NormReduction r{[&](float) { return global_max; }, [&](__int128) { return total; }};
+      EXPECT_EQ(grad_norm({p}, r), reference) << "pieces of " << cut;
+    }
+  }
+  // And it agrees with an f64 sum to its stated precision.
+  double sq = 0;
+  for (float v : whole.to_f32_vector()) sq += double(v) * v;
+  EXPECT_NEAR(reference, std::sqrt(sq), 1e-12);
 }
 
 TEST(ClipGradNorm, NonFiniteNormIsReportedNotApplied) {
@@ -40,7 +69,8 @@ TEST(ClipGradNorm, NonFiniteNormIsReportedNotApplied) {
   EXPECT_EQ(a.to_f32_vector()[1], 1.0f);  // untouched
   EXPECT_THROW(clip_grad_norm({a}, 1.0, {}, /*error_if_nonfinite=*/true), Error);
   Tensor n = Tensor::from_vector<float>({std::nanf(""), 1}, Shape{2});
-  EXPECT_TRUE(std::isnan(clip_grad_norm({n}, 1.0)));
+  EXPECT_FALSE(is_finite_norm(clip_grad_norm({n}, 1.0)));
+  EXPECT_EQ(grad_norm({Tensor::zeros(Shape{5})}), 0.0);
 }
 
 }  // namespace

@@ -6,11 +6,13 @@ namespace braid::optim {
 namespace {
 
 void check_slice(const char* opt, const ParamSlice& s) {
-  BRAID_CHECK(s.param.defined(), opt, ": parameter '", s.name, "' is undefined");
-  BRAID_CHECK(s.param.dtype() == DType::f32, opt, ": parameter '", s.name,
+  BRAID_CHECK(s.param.defined(), opt, ": parameter '", s.name(), "' is undefined");
+  BRAID_CHECK(s.param.dtype() == DType::f32, opt, ": parameter '", s.name(),
               "' must be f32 (master weights), got ", dtype_name(s.param.dtype()));
-  BRAID_CHECK(!s.grad.defined() || s.grad.numel() == s.param.numel(), opt, ": parameter '", s.name,
-              "' has ", s.param.numel(), " elements but its gradient ", s.grad.numel());
+  BRAID_CHECK(s.shard.numel == s.param.numel(), opt, ": parameter '", s.name(), "' holds ",
+              s.param.numel(), " elements but its shard record says ", s.shard.numel);
+  BRAID_CHECK(!s.grad.defined() || s.grad.numel() == s.param.numel(), opt, ": parameter '",
+              s.name(), "' has ", s.param.numel(), " elements but its gradient ", s.grad.numel());
 }
 
 std::vector<std::vector<Tensor>> zeros_like_params(const std::vector<ParamGroup>& groups) {
@@ -25,6 +27,11 @@ std::vector<std::vector<Tensor>> zeros_like_params(const std::vector<ParamGroup>
 }
 
 }  // namespace
+
+ParamSlice ParamSlice::whole(std::string name, Tensor param, Tensor grad) {
+  ShardRecord r{std::move(name), param.shape(), 0, param.numel(), param.dtype()};
+  return {std::move(r), std::move(param), std::move(grad)};
+}
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {}
 
@@ -58,7 +65,7 @@ std::vector<std::pair<std::string, Tensor>> AdamW::state_tensors() {
   std::vector<std::pair<std::string, Tensor>> out;
   for (size_t g = 0; g < groups_.size(); ++g)
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
-      const std::string& n = groups_[g].params[i].name;
+      const std::string& n = groups_[g].params[i].name();
       out.emplace_back(n + ".exp_avg", exp_avg_[g][i]);
       out.emplace_back(n + ".exp_avg_sq", exp_avg_sq_[g][i]);
     }
@@ -97,7 +104,7 @@ std::vector<std::pair<std::string, Tensor>> SGD::state_tensors() {
   if (momentum_ == 0) return out;
   for (size_t g = 0; g < groups_.size(); ++g)
     for (size_t i = 0; i < groups_[g].params.size(); ++i)
-      out.emplace_back(groups_[g].params[i].name + ".momentum_buffer", momentum_buffer_[g][i]);
+      out.emplace_back(groups_[g].params[i].name() + ".momentum_buffer", momentum_buffer_[g][i]);
   return out;
 }
 

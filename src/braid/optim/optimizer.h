@@ -1,7 +1,7 @@
-// Optimizers over flat buffers: each ParamSlice is a parameter, or a {offset, size} range of a
-// flat buffer (a ZeRO shard), with its gradient view of the same size. State tensors are
-// allocated at construction in category optimizer_state (so memory reports see them before
-// the first step and a checkpoint can restore into them) and exposed by name, bit-exact.
+// Optimizers over flat buffers: each ParamSlice is a parameter, or a range of its elements (a
+// ZeRO shard) described by its ShardRecord, with its gradient view of the same size. State tensors
+// are allocated at construction in category optimizer_state (so memory reports see them before the
+// first step and a checkpoint can restore into them) and exposed by name, bit-exact.
 #pragma once
 
 #include <cstdint>
@@ -9,17 +9,21 @@
 #include <utility>
 #include <vector>
 
+#include "braid/core/shard_record.h"
 #include "braid/core/tensor.h"
 
 namespace braid::optim {
 
 struct ParamSlice {
-  std::string name;  // names the state tensors: "<name>.exp_avg", ...
-  Tensor param;      // f32 (master weights)
-  Tensor grad;       // f32 or bf16, same numel; undefined = frozen, skipped by step()
-  // The full parameter's shape when `param` is a flat shard of it (for decay rules);
-  // empty = param.shape().
-  Shape shape;
+  // Which elements of which parameter: names the state tensors ("<name>.exp_avg", ...) and gives
+  // the full shape (decay rules classify a shard like its parameter) and the owned range.
+  ShardRecord shard;
+  Tensor param;  // f32 (master weights), shard.numel elements
+  Tensor grad;   // f32 or bf16, same numel; undefined = frozen, skipped by step()
+
+  const std::string& name() const { return shard.name; }
+  // A whole parameter.
+  static ParamSlice whole(std::string name, Tensor param, Tensor grad);
 };
 
 struct ParamGroup {

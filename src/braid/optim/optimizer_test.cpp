@@ -28,7 +28,7 @@ void expect_near_vec(const Tensor& t, const std::vector<double>& want) {
 TEST(AdamW, ThreeStepsMatchTorchFormula) {
   const double lr = 0.01, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
   Tensor p = f32(kP0), g = f32(kGrads[0]);
-  ParamGroup group{{{"w", p, g, {}}}, 1.0f, static_cast<float>(wd)};
+  ParamGroup group{{ParamSlice::whole("w", p, g)}, 1.0f, static_cast<float>(wd)};
   AdamW opt({group}, b1, b2, eps);
   std::vector<double> ep = kP0, m(4, 0), v(4, 0);
   for (int t = 1; t <= 3; ++t) {
@@ -57,7 +57,7 @@ TEST(AdamW, ThreeStepsMatchTorchFormula) {
 void sgd_expectation(double momentum, bool nesterov) {
   const double lr = 0.1, wd = 0.01;
   Tensor p = f32(kP0), g = f32(kGrads[0]);
-  SGD opt({ParamGroup{{{"w", p, g, {}}}, 1.0f, static_cast<float>(wd)}},
+  SGD opt({ParamGroup{{ParamSlice::whole("w", p, g)}, 1.0f, static_cast<float>(wd)}},
           static_cast<float>(momentum), nesterov);
   std::vector<double> ep = kP0, buf(4, 0);
   for (int t = 1; t <= 3; ++t) {
@@ -83,7 +83,8 @@ TEST(SGD, ThreeStepsMatchTorchFormula) {
 
 TEST(Optimizer, LrScaleAndFrozenSlices) {
   Tensor p1 = f32({1.0}), g1 = f32({1.0}), p2 = f32({1.0});
-  SGD opt({ParamGroup{{{"a", p1, g1, {}}}, 0.5f, 0.0f}, ParamGroup{{{"b", p2, Tensor(), {}}}}});
+  SGD opt({ParamGroup{{ParamSlice::whole("a", p1, g1)}, 0.5f, 0.0f},
+           ParamGroup{{ParamSlice::whole("b", p2, Tensor())}}});
   opt.step(0.2f);
   EXPECT_FLOAT_EQ(p1.item(), 1.0f - 0.1f);
   EXPECT_FLOAT_EQ(p2.item(), 1.0f);  // no gradient: skipped
@@ -93,9 +94,11 @@ TEST(Optimizer, SteppingAShardEqualsSteppingTheWholeBufferOnThatRange) {
   Rng rng(3);
   Tensor full_p = Tensor::randn(Shape{10}, rng), full_g = Tensor::randn(Shape{10}, rng);
   Tensor shard_p = full_p.clone(), shard_g = full_g.clone();
-  AdamW whole({ParamGroup{{{"flat", full_p, full_g, {}}}, 1.0f, 0.1f}});
+  AdamW whole({ParamGroup{{ParamSlice::whole("flat", full_p, full_g)}, 1.0f, 0.1f}});
   AdamW part(
-      {ParamGroup{{{"flat", shard_p.flat_range(3, 4), shard_g.flat_range(3, 4), {}}}, 1.0f, 0.1f}});
+      {ParamGroup{{ParamSlice::whole("flat", shard_p.flat_range(3, 4), shard_g.flat_range(3, 4))},
+                  1.0f,
+                  0.1f}});
   Tensor before = shard_p.clone();
   for (int i = 0; i < 3; ++i) {
     whole.step(1e-2f);
@@ -110,7 +113,7 @@ TEST(Optimizer, StateRestoresBitExactly) {
   for (int which = 0; which < 2; ++which) {
     Tensor p = f32(kP0), g = f32(kGrads[0]);
     auto make = [&](Tensor param) -> std::unique_ptr<Optimizer> {
-      std::vector<ParamGroup> groups{ParamGroup{{{"w", param, g, {}}}, 1.0f, 0.05f}};
+      std::vector<ParamGroup> groups{ParamGroup{{ParamSlice::whole("w", param, g)}, 1.0f, 0.05f}};
       if (which == 0) return std::make_unique<AdamW>(groups);
       return std::make_unique<SGD>(groups, 0.9f, false);
     };
@@ -136,8 +139,12 @@ TEST(Optimizer, StateRestoresBitExactly) {
 }
 
 TEST(Optimizer, RejectsMismatchedSlices) {
-  EXPECT_THROW(AdamW({ParamGroup{{{"w", f32({1, 2}), f32({1}), {}}}}}), Error);
-  EXPECT_THROW(AdamW({ParamGroup{{{"w", f32({1}).to(DType::bf16), f32({1}), {}}}}}), Error);
+  EXPECT_THROW(AdamW({ParamGroup{{ParamSlice::whole("w", f32({1, 2}), f32({1}))}}}), Error);
+  EXPECT_THROW(AdamW({ParamGroup{{ParamSlice::whole("w", f32({1}).to(DType::bf16), f32({1}))}}}),
+               Error);
+  ParamSlice wrong_record = ParamSlice::whole("w", f32({1, 2}), f32({1, 2}));
+  wrong_record.shard.numel = 3;
+  EXPECT_THROW(AdamW({ParamGroup{{wrong_record}}}), Error);
 }
 
 }  // namespace

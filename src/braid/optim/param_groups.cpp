@@ -21,10 +21,9 @@ bool contains_any(const std::string& name, const std::vector<std::string>& parts
 }  // namespace
 
 bool is_no_decay(const ParamSlice& p, const DecaySplitOptions& options) {
-  if (contains_any(p.name, options.force_decay_name_parts)) return false;
-  int rank = p.shape.dim() > 0 ? p.shape.dim() : p.param.dim();
-  if (options.no_decay_below_rank_2 && rank < 2) return true;
-  return contains_any(p.name, options.no_decay_name_parts);
+  if (contains_any(p.name(), options.force_decay_name_parts)) return false;
+  if (options.no_decay_below_rank_2 && p.shard.global_shape.dim() < 2) return true;
+  return contains_any(p.name(), options.no_decay_name_parts);
 }
 
 std::vector<ParamGroup> split_decay_groups(const std::vector<ParamSlice>& params,

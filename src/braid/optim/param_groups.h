@@ -4,7 +4,7 @@
 // HuggingFace Trainer (no decay for names containing "bias" or a norm's weight): biases,
 // LayerNorm/RMSNorm weights and every 1-D parameter get weight_decay 0; matrices (linear
 // weights, embeddings) get the configured decay. The rank is that of the full parameter
-// (ParamSlice::shape), so a flat ZeRO shard is classified like the parameter it comes from.
+// (ParamSlice::shard.global_shape), so a flat ZeRO shard is classified like its parameter.
 #pragma once
 
 #include <string>

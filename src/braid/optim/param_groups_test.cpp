@@ -6,12 +6,12 @@ namespace braid::optim {
 namespace {
 
 ParamSlice param(const std::string& name, Shape shape) {
-  return {name, Tensor::zeros(shape), Tensor(), {}};
+  return ParamSlice::whole(name, Tensor::zeros(shape), Tensor());
 }
 
 std::vector<std::string> names(const ParamGroup& g) {
   std::vector<std::string> out;
-  for (const auto& p : g.params) out.push_back(p.name);
+  for (const auto& p : g.params) out.push_back(p.name());
   return out;
 }
 
@@ -38,9 +38,9 @@ TEST(ParamGroups, SplitsLikeNanoGptAndHf) {
 }
 
 TEST(ParamGroups, ShardsUseTheFullShapeAndRulesAreConfigurable) {
-  ParamSlice shard = param("h.0.mlp.c_fc.weight", {6});  // a flat shard of a [32, 8] matrix
+  ParamSlice shard = param("h.0.mlp.c_fc.weight", {6});
   EXPECT_TRUE(is_no_decay(shard));
-  shard.shape = Shape{32, 8};
+  shard.shard = {"h.0.mlp.c_fc.weight", Shape{32, 8}, 100, 6};  // a flat shard of a [32, 8] matrix
   EXPECT_FALSE(is_no_decay(shard));
 
   DecaySplitOptions opts;

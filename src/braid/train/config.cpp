@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "braid/core/error.h"
+#include "braid/core/memory_tracker.h"
 
 namespace braid::train {
 
@@ -28,6 +29,7 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("model.config", &c.model.config);
   f("model.init_from", &c.model.init_from);
   f("model.activation_checkpointing", &c.model.activation_checkpointing);
+  f("model.freeze", &c.model.freeze);
   f("data.train", &c.data.train);
   f("data.tokenizer", &c.data.tokenizer);
   f("data.seq_len", &c.data.seq_len);
@@ -57,10 +59,18 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("schedule.scale_lr", &c.schedule.scale_lr);
   f("schedule.base_batch_size", &c.schedule.base_batch_size);
   f("parallel.strategy", &c.parallel.strategy);
+  f("parallel.sharding_strategy", &c.parallel.sharding_strategy);
+  f("parallel.sharding_factor", &c.parallel.sharding_factor);
+  f("parallel.sync_each_batch", &c.parallel.sync_each_batch);
+  f("parallel.forward_prefetch", &c.parallel.forward_prefetch);
+  f("parallel.backward_prefetch", &c.parallel.backward_prefetch);
+  f("parallel.limit_all_gathers", &c.parallel.limit_all_gathers);
+  f("parallel.param_persistence_threshold", &c.parallel.param_persistence_threshold);
   f("parallel.bucket_mb", &c.parallel.bucket_mb);
   f("parallel.find_unused_parameters", &c.parallel.find_unused_parameters);
   f("parallel.comm_timeout_s", &c.parallel.comm_timeout_s);
   f("parallel.comm_debug", &c.parallel.comm_debug);
+  f("memory.budget", &c.memory.budget);
   f("output.dir", &c.output.dir);
   f("output.export_model", &c.output.export_model);
   f("output.samples", &c.output.samples);
@@ -116,16 +126,20 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 // " (did you mean 'training.max_steps'?)" for the known key closest to `key`: the fewest edits
-// of the whole path, or of the last component alone (a key put in the wrong section). Empty
-// when no key is within a third of the longer name's length.
+// of the last component, plus 2 when the key sits in another section (a key put in the wrong
+// section is still found, but a near miss inside the right section wins). Empty when no key is
+// within a third of the longer name's length.
 std::string did_you_mean(const std::string& key, const std::map<std::string, FieldPtr>& fields) {
-  std::string leaf = key.substr(key.rfind('.') + 1);
+  const size_t dot = key.rfind('.');
+  const std::string leaf = key.substr(dot + 1);
+  const std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
   std::string best;
   size_t best_d = SIZE_MAX;
   for (const auto& [k, _] : fields) {
-    std::string k_leaf = k.substr(k.rfind('.') + 1);
-    size_t d = std::min(edit_distance(key, k), edit_distance(leaf, k_leaf));
-    size_t limit = std::max<size_t>(1, std::max(leaf.size(), k_leaf.size()) / 3);
+    const size_t k_dot = k.rfind('.');
+    const std::string k_leaf = k.substr(k_dot + 1);
+    size_t d = edit_distance(leaf, k_leaf) + (k.substr(0, k_dot) == section ? 0 : 2);
+    size_t limit = std::max<size_t>(1, std::max(leaf.size(), k_leaf.size()) / 3) + 2;
     if (d <= limit && d < best_d) best_d = d, best = k;
   }
   return best.empty() ? "" : " (did you mean '" + best + "'?)";
@@ -247,7 +261,11 @@ void validate(const TrainConfig& c) {
   };
   one_of("optimizer.type", c.optimizer.type, {"adamw", "sgd"});
   one_of("schedule.type", c.schedule.type, {"constant", "linear", "cosine"});
-  one_of("parallel.strategy", c.parallel.strategy, {"none", "ddp"});
+  one_of("parallel.strategy", c.parallel.strategy,
+         {"none", "ddp", "zero1", "zero2", "zero3", "fsdp"});
+  one_of("parallel.sharding_strategy", c.parallel.sharding_strategy,
+         {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"});
+  one_of("parallel.sync_each_batch", c.parallel.sync_each_batch, {"auto", "true", "false"});
   one_of("training.precision", c.training.precision, {"fp32"});
   BRAID_CHECK(!c.model.preset.empty() || !c.model.config.empty() || !c.model.init_from.empty(),
               "config: set one of model.preset, model.config or model.init_from");
@@ -269,6 +287,20 @@ void validate(const TrainConfig& c) {
   BRAID_CHECK(c.parallel.bucket_mb > 0, "parallel.bucket_mb must be positive, got ",
               c.parallel.bucket_mb);
   BRAID_CHECK(c.parallel.comm_timeout_s > 0, "parallel.comm_timeout_s must be positive");
+  BRAID_CHECK(c.parallel.sharding_factor >= 0, "parallel.sharding_factor must be >= 0, got ",
+              c.parallel.sharding_factor);
+  BRAID_CHECK(c.parallel.limit_all_gathers >= 1, "parallel.limit_all_gathers must be >= 1, got ",
+              c.parallel.limit_all_gathers);
+  BRAID_CHECK(c.parallel.param_persistence_threshold >= 0,
+              "parallel.param_persistence_threshold must be >= 0, got ",
+              c.parallel.param_persistence_threshold);
+  if (!c.memory.budget.empty()) {
+    try {
+      (void)parse_bytes(c.memory.budget);
+    } catch (const Error& e) {
+      BRAID_THROW("config key 'memory.budget': ", e.what());
+    }
+  }
 }
 
 std::vector<std::pair<std::string, std::string>> config_entries(const TrainConfig& cfg) {

@@ -18,6 +18,9 @@ struct ModelSection {
   std::string config = "";     // path to an HF config.json (instead of preset)
   std::string init_from = "";  // HF model dir (model.safetensors + config.json) to start from
   bool activation_checkpointing = false;
+  // Comma-separated parameter-name prefixes to freeze ("transformer.wpe,transformer.h.0."):
+  // their parameters get no gradient and no update.
+  std::string freeze = "";
 };
 
 struct DataSection {
@@ -61,11 +64,27 @@ struct ScheduleSection {
 };
 
 struct ParallelSection {
-  std::string strategy = "none";  // none | ddp
+  std::string strategy = "none";  // none | ddp | zero1 | zero2 | zero3 | fsdp
+  // fsdp: FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | HYBRID_SHARD_ZERO2
+  std::string sharding_strategy = "FULL_SHARD";
+  int64_t sharding_factor = 0;  // ranks per parameter shard group (0: all; HYBRID_*: per node)
+  // Reduce gradients every micro-step (true) or accumulate locally and reduce once (false);
+  // auto: false for ddp / zero1, true for zero2 / zero3 / fsdp.
+  std::string sync_each_batch = "auto";
+  bool forward_prefetch = true;
+  bool backward_prefetch = true;
+  int64_t limit_all_gathers = 2;
+  int64_t param_persistence_threshold = 0;  // zero3/fsdp: units this small stay unsharded
   double bucket_mb = 25.0;
   bool find_unused_parameters = false;
   double comm_timeout_s = 600.0;
   bool comm_debug = false;
+};
+
+struct MemorySection {
+  // Per-rank budget, e.g. "4GiB": allocations past it fail with braid's OutOfMemory and the
+  // per-category breakdown. "" = the node's available memory shared among its ranks; "0" = none.
+  std::string budget = "";
 };
 
 struct OutputSection {
@@ -83,6 +102,7 @@ struct TrainConfig {
   OptimizerSection optimizer;
   ScheduleSection schedule;
   ParallelSection parallel;
+  MemorySection memory;
   OutputSection output;
 };
 

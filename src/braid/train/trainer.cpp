@@ -15,8 +15,11 @@
 #include "braid/optim/clip_grad.h"
 #include "braid/optim/lr_schedule.h"
 #include "braid/optim/param_groups.h"
+#include "braid/parallel/collective_guard.h"
+#include "braid/parallel/strategy_factory.h"
 #include "braid/train/config_agreement.h"
 #include "braid/train/progress.h"
+#include "braid/train/strategy_config.h"
 #include "braid/train/threads.h"
 #include "braid/train/trainer_output.h"
 
@@ -58,13 +61,14 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
                                                std::to_string(world_ ? world_->rank() : 0) + ")")) {
   validate(cfg_);
   if (world_) check_config_agrees(cfg_, *world_);
-  if (cfg_.parallel.strategy == "none")
-    BRAID_CHECK(world_size() == 1, "parallel.strategy is 'none' but ", world_size(),
-                " ranks were launched; set parallel.strategy: ddp (or launch one rank)");
-  resolve_batch(cfg_, world_size());
+  if (world_) world_->set_memory_tracker(tracker_);
+  tracker_->set_budget(memory_budget_from(cfg_, world_.get()));
   MemoryScope scope(tracker_);
+  strategy_ = parallel::make_strategy(strategy_spec_from(cfg_), world_);
+  resolve_batch(cfg_, strategy_->dp_size());
   build_model();
-  build_optimizer();
+  // Every rank allocates its optimizer state; one past its budget stops them all.
+  parallel::all_ranks_or_throw(world_.get(), [&] { build_optimizer(); });
   build_data();
 }
 
@@ -73,31 +77,49 @@ Trainer::~Trainer() = default;
 void Trainer::build_model() {
   nn::ModelConfig mc = model_config_from(cfg_);
   nn::TransformerOptions to;
-  to.seed = cfg_.training.seed;
-  to.init_weights = cfg_.model.init_from.empty();
+  to.materialize = false;  // declared only: the strategy decides what this rank holds
   model_ = std::make_unique<nn::Transformer>(mc, to);
-  if (!cfg_.model.init_from.empty()) load_initial_weights(*model_, cfg_.model.init_from);
-  if (cfg_.parallel.strategy == "ddp") {
-    std::vector<parallel::DdpParam> params;
-    for (const auto& e : model_->flat().entries()) params.push_back({e.param->var, e.range.offset});
-    parallel::DdpOptions o;
-    o.bucket_mb = cfg_.parallel.bucket_mb;
-    o.find_unused_parameters = cfg_.parallel.find_unused_parameters;
-    ddp_ = std::make_unique<parallel::DistributedDataParallel>(
-        std::move(params), model_->flat().params(), model_->flat().grads(), world_, o);
+  freeze_parameters();
+  parallel::MaterializeOptions mo;
+  mo.fill = initial_weights(cfg_, *model_);
+  strategy_->materialize(*model_, mo);
+}
+
+void Trainer::freeze_parameters() {
+  std::string list = cfg_.model.freeze;
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    std::string prefix = list.substr(at, comma - at);
+    prefix.erase(0, prefix.find_first_not_of(' '));
+    prefix.erase(prefix.find_last_not_of(' ') + 1);
+    at = comma + 1;
+    if (prefix.empty()) continue;
+    int matched = 0;
+    for (auto& [name, p] : model_->named_parameter_slots()) {
+      if (name.rfind(prefix, 0) != 0) continue;
+      p->requires_grad = false;
+      ++matched;
+    }
+    BRAID_CHECK(matched > 0, "model.freeze: '", prefix, "' is the start of no parameter name (",
+                "names look like '", model_->layout().params().front().name, "')");
   }
 }
 
+Tensor Trainer::gather_parameters() {
+  strategy_->synchronize();
+  const nn::ParamLayout& layout = model_->layout();
+  Tensor out = Tensor::zeros(Shape{layout.total()});
+  strategy_->for_each_full_unit([&](int u, const Tensor& unit) {
+    const nn::UnitInfo& info = layout.units()[static_cast<size_t>(u)];
+    out.flat_range(info.offset, info.numel).copy_(unit.flat_range(0, info.numel));
+  });
+  return out;
+}
+
 void Trainer::build_optimizer() {
-  std::vector<optim::ParamSlice> slices;
-  for (const auto& e : model_->flat().entries()) {
-    optim::ParamSlice s;
-    s.name = e.name;
-    s.param = e.param->var.value();
-    if (e.param->requires_grad) s.grad = e.param->var.grad();
-    s.shape = e.param->shape;
-    slices.push_back(std::move(s));
-  }
+  std::vector<optim::ParamSlice> slices = strategy_->optimizer_slices();
   optim::DecaySplitOptions split;
   split.weight_decay = static_cast<float>(cfg_.optimizer.weight_decay);
   auto groups = optim::split_decay_groups(slices, split);
@@ -119,14 +141,14 @@ void Trainer::build_data() {
     int64_t v = cfg_.data.vocab_size > 0 ? cfg_.data.vocab_size : vocab;
     BRAID_CHECK(v <= vocab, "data.vocab_size ", v, " exceeds the model's vocab_size ", vocab);
     train_data_ = std::make_unique<RandomTokenSource>(t.micro_batch_size, cfg_.data.seq_len, v,
-                                                      t.seed, rank(), world_size());
+                                                      t.seed, dp_rank(), dp_size());
     return;
   }
   data::DataLoaderOptions lo;
   lo.batch_size = t.micro_batch_size;
   lo.seq_len = cfg_.data.seq_len;
-  lo.world = world_size();
-  lo.rank = rank();
+  lo.world = dp_size();
+  lo.rank = dp_rank();
   lo.seed = t.seed;
   lo.shuffle = true;
   lo.drop_last = true;
@@ -192,39 +214,39 @@ TrainResult Trainer::run() {
   if (options_.measure_peak)
     result.peak_gflops = all_reduce_sum(kernels::measure_gemm_peak_gflops(2048));
 
-  progress.header(describe_run(cfg_, *model_, world_size(), result.peak_gflops, flops_tok));
+  progress.header(
+      describe_run(cfg_, *model_, *strategy_, world_size(), result.peak_gflops, flops_tok));
   if (val_data_ && t.eval_interval > 0) {
     result.first_val_loss = evaluate();
     progress.message("step 0 | val loss " + format_loss(result.first_val_loss));
   }
 
   std::vector<double> step_times, exposed_ms;
+  parallel::Strategy& strategy = *strategy_;
   for (int64_t step = 0; step < t.max_steps; ++step) {
     auto t0 = Clock::now();
-    model_->zero_grad();
+    strategy.zero_grad();
     double local_loss = 0;
     for (int64_t m = 0; m < accum; ++m) {
       data::Batch b = train_data_->next();
-      if (ddp_) ddp_->set_sync(m + 1 == accum);  // no_sync on all but the last micro-step
+      strategy.begin_micro_step(m, accum);
       autograd::Variable loss = model_->loss(b.inputs, b.targets, tokens_per_step);
       local_loss += loss.value().item();
       loss.backward();
-    }
-    if (ddp_) {
-      ddp_->finish_backward();
-      exposed_ms.push_back(ddp_->last_step_stats().exposed_wait_ms);
+      strategy.end_micro_step();
     }
     double gnorm = -1;
     if (cfg_.optimizer.grad_clip > 0) {
-      // DDP gradients are identical on every rank after the all-reduce: the local norm is the
-      // global one (Note [Global norm]).
-      gnorm = optim::clip_grad_norm({model_->flat().grads()}, cfg_.optimizer.grad_clip);
+      // The exact global norm over whatever the strategy shards (Note [Global norm]).
+      gnorm = strategy.clip_grad_norm(cfg_.optimizer.grad_clip);
       BRAID_CHECK(optim::is_finite_norm(gnorm), "step ", step + 1,
                   ": the gradient norm is not finite (", gnorm,
                   "); training diverged: lower optimizer.lr or raise schedule.warmup_steps");
     }
+    exposed_ms.push_back(strategy.last_step_stats().exposed_comm_ms);
     double lr = sched.lr_at(step);
     optimizer_->step(static_cast<float>(lr));
+    strategy.after_optimizer_step();
     double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     step_times.push_back(dt);
 
@@ -252,6 +274,7 @@ TrainResult Trainer::run() {
                        format_loss(result.last_val_loss));
     }
   }
+  strategy.synchronize();
   result.steps = t.max_steps;
   result.step_ms = steady_median(step_times) * 1e3;
   result.tokens_per_s = tokens_per_step / (result.step_ms / 1e3);
@@ -262,23 +285,23 @@ TrainResult Trainer::run() {
         std::max(result.peak_gflops, all_reduce_sum(kernels::measure_gemm_peak_gflops(2048)));
   result.mfu =
       result.peak_gflops > 0 ? result.tokens_per_s * flops_tok / (result.peak_gflops * 1e9) : 0;
-  result.exposed_comm_ms = exposed_ms.empty() ? 0 : steady_median(exposed_ms);
+  result.exposed_comm_ms = world_size() > 1 ? steady_median(exposed_ms) : 0;
   result.peak_tracked_bytes = tracker_->total_peak();
   finish(result);
   return result;
 }
 
 void Trainer::finish(TrainResult& r) {
-  if (rank() != 0) return;
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  if (!options_.quiet) {
+  if (rank() == 0 && !options_.quiet) {
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
     std::printf(
         "%s\n",
         format_summary(r, static_cast<double>(ru.ru_maxrss) / 1024.0, world_size()).c_str());
     std::printf("memory (rank 0):\n%s\n", tracker_->breakdown().c_str());
   }
-  write_outputs(cfg_, *model_, options_.quiet);
+  // Every rank takes part: the export gathers units and generation may gather parameters.
+  write_outputs(cfg_, *model_, *strategy_, rank() == 0, options_.quiet);
   std::fflush(stdout);
 }
 

@@ -1,7 +1,9 @@
-// Trainer: one rank's training run, from a TrainConfig. Builds the model, optimizer,
-// strategy (none or DDP over `world`) and data, then runs the step loop with gradient
-// accumulation, clipping, the LR schedule, periodic validation, progress reporting (rank 0),
-// the final HF export and samples.
+// Trainer: one rank's training run, from a TrainConfig. Builds the strategy
+// (parallel::Strategy, from the config's parallel section), lets it materialise the declared
+// model, builds the optimizer over the strategy's slices and this rank's data share, then runs
+// the step loop (Note [Strategy step], parallel/strategy.h) with gradient accumulation,
+// clipping, the LR schedule, periodic validation, progress reporting (rank 0), the final HF
+// export and samples.
 #pragma once
 
 #include <cmath>
@@ -15,7 +17,7 @@
 #include "braid/core/memory_tracker.h"
 #include "braid/nn/transformer.h"
 #include "braid/optim/optimizer.h"
-#include "braid/parallel/ddp/distributed_data_parallel.h"
+#include "braid/parallel/strategy.h"
 #include "braid/train/batch_source.h"
 #include "braid/train/config.h"
 
@@ -32,7 +34,7 @@ struct TrainResult {
   double mfu = 0;
   double peak_gflops = 0;          // measured GEMM peak, summed over ranks (Note [Peak twice])
   int64_t peak_tracked_bytes = 0;  // this rank's MemoryTracker peak
-  double exposed_comm_ms = 0;      // DDP: median per-step wait for communication
+  double exposed_comm_ms = 0;      // median per-step wait for communication
 };
 
 struct TrainerOptions {
@@ -55,13 +57,20 @@ class Trainer {
   double evaluate();
 
   nn::Transformer& model() { return *model_; }
+  parallel::Strategy& strategy() { return *strategy_; }
+  // The whole model's parameters in one f32 tensor in the model's flat layout (padding to
+  // ParamLayout::kAlign), gathered unit by unit from whatever this rank holds. Collective.
+  Tensor gather_parameters();
   const TrainConfig& config() const { return cfg_; }
   const std::shared_ptr<MemoryTracker>& memory() const { return tracker_; }
   int rank() const { return world_ ? world_->rank() : 0; }
   int world_size() const { return world_ ? world_->size() : 1; }
+  int dp_rank() const { return strategy_->dp_rank(); }
+  int dp_size() const { return strategy_->dp_size(); }
 
  private:
   void build_model();
+  void freeze_parameters();
   void build_optimizer();
   void build_data();
   double all_reduce_sum(double v);
@@ -72,8 +81,8 @@ class Trainer {
   TrainerOptions options_;
   std::shared_ptr<MemoryTracker> tracker_;
   std::unique_ptr<nn::Transformer> model_;
+  std::unique_ptr<parallel::Strategy> strategy_;
   std::unique_ptr<optim::Optimizer> optimizer_;
-  std::unique_ptr<parallel::DistributedDataParallel> ddp_;
   std::unique_ptr<BatchSource> train_data_;
   std::unique_ptr<BatchSource> val_data_;
 };

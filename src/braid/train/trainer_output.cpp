@@ -15,17 +15,18 @@
 
 namespace braid::train {
 
-std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model, int world,
-                         double peak_gflops, double flops_tok) {
+std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
+                         const parallel::Strategy& strategy, int world, double peak_gflops,
+                         double flops_tok) {
   const auto& t = cfg.training;
   std::ostringstream os;
   os << "model: " << model.config().summary() << "\n"
      << "params: " << model.config().num_parameters() << " ("
-     << format_bytes(model.flat().numel() * 4) << " fp32)\n"
-     << "strategy: " << cfg.parallel.strategy << " on " << world << " rank(s) x "
-     << threads_per_rank() << " thread(s); batch: global " << t.global_batch_size << " = micro "
-     << t.micro_batch_size << " x accumulation " << t.gradient_accumulation_steps << " x dp "
-     << world << ", seq " << cfg.data.seq_len << "\n"
+     << format_bytes(model.layout().num_parameters() * 4) << " fp32)\n"
+     << "strategy: " << strategy.describe() << "; " << world << " rank(s) x " << threads_per_rank()
+     << " thread(s); batch: global " << t.global_batch_size << " = micro " << t.micro_batch_size
+     << " x accumulation " << t.gradient_accumulation_steps << " x dp " << strategy.dp_size()
+     << ", seq " << cfg.data.seq_len << "\n"
      << "MFU = tokens/s x " << std::llround(flops_tok / 1e6)
      << " MFLOP/token (6N + 12LTC) / measured GEMM peak " << std::llround(peak_gflops)
      << " GFLOP/s (" << kernels::gemm_backend_name() << ", summed over ranks)";
@@ -50,18 +51,31 @@ std::string format_summary(const TrainResult& r, double rss_mib, int world) {
   return buf;
 }
 
-void load_initial_weights(nn::Transformer& model, const std::string& dir) {
-  checkpoint::load_hf_weights(model, dir);
+std::function<void(int, Tensor&)> initial_weights(const TrainConfig& cfg,
+                                                  const nn::Transformer& model) {
+  if (cfg.model.init_from.empty()) {
+    const uint64_t seed = cfg.training.seed;
+    return [&model, seed](int u, Tensor& unit) { model.layout().init_unit(u, unit, seed); };
+  }
+  auto reader = std::make_shared<checkpoint::HfWeightReader>(model, cfg.model.init_from);
+  return [reader](int u, Tensor& unit) { reader->read_unit(u, unit); };
 }
 
-void write_outputs(const TrainConfig& cfg, nn::Transformer& model, bool quiet) {
+void write_outputs(const TrainConfig& cfg, nn::Transformer& model, parallel::Strategy& strategy,
+                   bool is_rank0, bool quiet) {
   namespace fs = std::filesystem;
   const auto& out = cfg.output;
   if (out.export_model) {
     fs::path dir = fs::path(out.dir) / "model";
-    checkpoint::export_hf(model, dir);
-    if (!quiet) std::printf("exported %s (model.safetensors + config.json)\n", dir.c_str());
+    auto units = [&strategy](const std::function<void(int, const Tensor&)>& visit) {
+      strategy.for_each_full_unit(visit);
+    };
+    checkpoint::export_hf(model, dir, units, is_rank0);
+    if (!quiet && is_rank0)
+      std::printf("exported %s (model.safetensors + config.json)\n", dir.c_str());
   }
+  // Every rank generates in lockstep (a sharded model gathers its units on every rank); the
+  // samples are the same bits everywhere and rank 0 prints them.
   if (out.samples <= 0 || cfg.data.tokenizer.empty() || quiet) return;
   data::BpeTokenizer tok = data::BpeTokenizer::from_dir(cfg.data.tokenizer);
   Rng rng(cfg.training.seed + 17);
@@ -71,6 +85,7 @@ void write_outputs(const TrainConfig& cfg, nn::Transformer& model, bool quiet) {
   std::vector<int32_t> prompt = tok.encode(out.sample_prompt);
   for (int64_t i = 0; i < out.samples; ++i) {
     std::vector<int32_t> ids = sample(model, prompt, so, rng);
+    if (!is_rank0) continue;
     std::printf("--- sample %lld ---\n%s\n", static_cast<long long>(i + 1),
                 tok.decode(ids).c_str());
   }

@@ -1,24 +1,33 @@
 // What a training run says and writes: the header describing the run, the final summary line
-// (parsed by bench/ scripts), the HF export and the printed samples. Rank 0 only.
+// (parsed by bench/ scripts), the HF export and the printed samples; and where the initial
+// weights come from.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "braid/nn/transformer.h"
+#include "braid/parallel/strategy.h"
 #include "braid/train/config.h"
 
 namespace braid::train {
 
 struct TrainResult;
 
-std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model, int world_size,
-                         double peak_gflops, double flops_per_token);
+std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
+                         const parallel::Strategy& strategy, int world_size, double peak_gflops,
+                         double flops_per_token);
 std::string format_loss(double loss);
 // "summary: steps=... tokens_per_s=... mfu=... step_ms=... peak_rss_mib=... ..."
 std::string format_summary(const TrainResult& r, double peak_rss_mib, int world_size);
-void load_initial_weights(nn::Transformer& model, const std::string& dir);
+// Fills a unit's parameters: GPT-2-style initialisation from training.seed, or the tensors of
+// model.init_from (an HF model directory, opened and checked once).
+std::function<void(int, Tensor&)> initial_weights(const TrainConfig& cfg,
+                                                  const nn::Transformer& model);
 // Exports the model (output.export_model) to output.dir/model and prints samples
-// (output.samples) when a tokenizer is configured.
-void write_outputs(const TrainConfig& cfg, nn::Transformer& model, bool quiet);
+// (output.samples) when a tokenizer is configured. Every rank calls it (the strategy may gather
+// units and parameters); only `is_rank0` writes and prints.
+void write_outputs(const TrainConfig& cfg, nn::Transformer& model, parallel::Strategy& strategy,
+                   bool is_rank0, bool quiet);
 
 }  // namespace braid::train

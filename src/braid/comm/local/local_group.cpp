@@ -21,6 +21,7 @@ LocalGroup::LocalGroup(std::shared_ptr<LocalHub> hub, int rank, ProcessGroupOpti
       hub_(std::move(hub)),
       engine_(hub_->arena(), rank, hub_->size(), hub_->slot_bytes(), /*check_pids=*/false,
               nullptr) {
+  charge_memory(hub_->arena_share(this->rank()));  // released by ~ProcessGroup
   start();
 }
 
@@ -41,8 +42,12 @@ void LocalGroup::start_p2p(const CollectiveOp& op, std::shared_ptr<Work> work,
                            Clock::time_point deadline) {
   if (op.type == OpType::send) {
     // Sends are buffered: the message is copied out at once, so a send never waits.
-    std::vector<std::byte> message(op.in.nbytes());
-    if (!message.empty()) std::memcpy(message.data(), op.in.raw_data(), message.size());
+    LocalMessage message;
+    message.charge.retarget(memory_tracker());
+    message.charge.resize(static_cast<int64_t>(op.in.nbytes()));  // OutOfMemory: no copy made
+    message.bytes.resize(op.in.nbytes());
+    if (!message.bytes.empty())
+      std::memcpy(message.bytes.data(), op.in.raw_data(), message.bytes.size());
     hub_->post(rank(), op.root, op.tag, std::move(message));
     work->mark_done();
     return;
@@ -59,16 +64,18 @@ bool LocalGroup::poll_p2p() {
     bool blocked = false;
     for (size_t j = 0; j < i; ++j)
       blocked |= recvs_[j].op.root == p.op.root && recvs_[j].op.tag == p.op.tag;
-    std::optional<std::vector<std::byte>> message;
+    std::optional<LocalMessage> message;
     if (!blocked) message = hub_->take(p.op.root, rank(), p.op.tag);
     std::string error;
     if (message) {
-      if (message->size() != p.op.out.nbytes()) {
+      const std::vector<std::byte>& bytes = message->bytes;
+      if (bytes.size() != p.op.out.nbytes()) {
         error = detail::concat(p.op.describe(), ": message from rank ", p.op.root, " has ",
-                               message->size(), " bytes, expected ", p.op.out.nbytes());
-      } else if (!message->empty()) {
-        std::memcpy(p.op.out.raw_data(), message->data(), message->size());
+                               bytes.size(), " bytes, expected ", p.op.out.nbytes());
+      } else if (!bytes.empty()) {
+        std::memcpy(p.op.out.raw_data(), bytes.data(), bytes.size());
       }
+      message.reset();  // releases the sender's charge
     } else if (!blocked && engine_.has_left(p.op.root)) {
       error =
           detail::concat(p.op.describe(), ": rank ", p.op.root, " left the group before sending");

@@ -17,12 +17,17 @@ LocalHub::~LocalHub() {
   ::operator delete (arena_, std::align_val_t{4096});
 }
 
-void LocalHub::post(int src, int dst, int tag, std::vector<std::byte> message) {
+int64_t LocalHub::arena_share(int rank) const {
+  const auto bytes = static_cast<int64_t>(ShmEngine::arena_bytes(size_, slot_bytes_));
+  return bytes / size_ + (rank < bytes % size_ ? 1 : 0);
+}
+
+void LocalHub::post(int src, int dst, int tag, LocalMessage message) {
   std::lock_guard lock(mu_);
   mailboxes_[{src, dst, tag}].push_back(std::move(message));
 }
 
-std::optional<std::vector<std::byte>> LocalHub::take(int src, int dst, int tag) {
+std::optional<LocalMessage> LocalHub::take(int src, int dst, int tag) {
   std::lock_guard lock(mu_);
   auto it = mailboxes_.find({src, dst, tag});
   if (it == mailboxes_.end() || it->second.empty()) return std::nullopt;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "braid/comm/chunking.h"
 #include "braid/comm/collective_checks_test.h"
 #include "braid/comm/world.h"
 #include "testing/tensor_compare.h"
@@ -50,6 +51,33 @@ TEST(Mpi, SplitGroupsRunTheChecksToo) {
   EXPECT_EQ(half->size(), (world->size() + 1 - world->rank() % 2) / 2);
   checks::all_reduce_every_op_and_type(*half);
   checks::send_recv_ring_both_orders(*half);
+}
+
+// Note [Group memory]: the shm window share or the p2p staging is charged to the tracker,
+// inherited by a split group and released when that group is destroyed.
+TEST(Mpi, GroupMemoryIsChargedToTheTracker) {
+  constexpr MemCategory kComm = MemCategory::communication;
+  auto tracker =
+      std::make_shared<MemoryTracker>("cpu (rank " + std::to_string(world->rank()) + ")");
+  world->set_memory_tracker(tracker);
+  const int64_t world_bytes = tracker->current(kComm);
+  EXPECT_EQ(world_bytes, world->memory_bytes());
+  {
+    auto g = world->split(0, world->rank(), "memory");
+    ASSERT_TRUE(g);
+    EXPECT_EQ(g->memory_tracker(), tracker);
+    const int64_t n = 10007;
+    Tensor in = Tensor::full(Shape{n}, 1.0);
+    Tensor out = Tensor::empty(Shape{chunk_of(n, g->size(), g->rank()).size});
+    g->reduce_scatter(out, in)->wait();
+    EXPECT_EQ(out.to_f32_vector()[0], static_cast<float>(g->size()));
+    EXPECT_GT(g->memory_bytes(), 0) << g->backend();  // window share, or p2p staging
+    EXPECT_EQ(tracker->current(kComm), world_bytes + g->memory_bytes());
+    g->barrier()->wait();
+  }
+  EXPECT_EQ(tracker->current(kComm), world_bytes);
+  world->set_memory_tracker(nullptr);
+  EXPECT_EQ(tracker->current(kComm), 0);
 }
 
 // Note [Deterministic reduction]: the bits equal the rank-ordered f32 sum on every transport.

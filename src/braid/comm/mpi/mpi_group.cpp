@@ -77,9 +77,15 @@ MpiGroup::MpiGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm comm, ProcessGr
     shm_ = std::make_unique<ShmEngine>(base, rank(), size(), slot, /*check_pids=*/true,
                                        [this] { return poll_p2p(); });
     runtime_->defer_free([w = win_]() mutable { MPI_Win_free(&w); });
+    // Rank 0's segment is the whole node's window: each rank is charged a 1/size share
+    // (Note [Group memory]). The charge ends with the group; the window itself is freed at
+    // MPI finalisation (MPI_Win_free is collective, so it is deferred), untracked until then.
+    const auto window = static_cast<int64_t>(ShmEngine::arena_bytes(size(), slot) + kAlign);
+    charge_memory(window / size() + (rank() < window % size() ? 1 : 0));
   } else {
-    p2p_ = std::make_unique<P2pEngine>(comm_, rank(), size(), this->options().debug,
-                                       [this] { poll_p2p(); });
+    p2p_ = std::make_unique<P2pEngine>(
+        comm_, rank(), size(), this->options().debug, [this] { poll_p2p(); },
+        [this](int64_t bytes) { charge_memory(bytes); });  // released by ~ProcessGroup
   }
   runtime_->defer_free([node]() mutable { MPI_Comm_free(&node); });
   start();

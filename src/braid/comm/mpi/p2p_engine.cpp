@@ -21,8 +21,14 @@ enum Phase { kFingerprint = 0, kData = 1, kData2 = 2 };
 
 }  // namespace
 
-P2pEngine::P2pEngine(MPI_Comm comm, int rank, int size, bool debug, std::function<void()> progress)
-    : comm_(comm), rank_(rank), size_(size), debug_(debug), progress_(std::move(progress)) {}
+P2pEngine::P2pEngine(MPI_Comm comm, int rank, int size, bool debug, std::function<void()> progress,
+                     std::function<void(int64_t)> charge)
+    : comm_(comm),
+      rank_(rank),
+      size_(size),
+      debug_(debug),
+      progress_(std::move(progress)),
+      charge_(std::move(charge)) {}
 
 int P2pEngine::tag(const CollectiveOp& op, int phase) const {
   return static_cast<int>(op.seq % 8000) * 4 + phase;  // < 32767, the smallest MPI_TAG_UB
@@ -128,7 +134,10 @@ void P2pEngine::reduce_scatter_into(const CollectiveOp& op, const char* in, char
   const size_t es = dtype_size(dt);
   const Chunk mine = chunk_of(n, size_, rank_);
   const size_t need = static_cast<size_t>(size_) * mine.size * es;
-  if (scratch_.size() < need) scratch_.resize(need);
+  if (scratch_.size() < need) {
+    if (charge_) charge_(static_cast<int64_t>(need - scratch_.size()));
+    scratch_.resize(need);
+  }
   for (int j = 0; j < size_; ++j) {
     if (j == rank_) continue;
     Chunk cj = chunk_of(n, size_, j);

@@ -25,7 +25,10 @@ class P2pEngine {
   using Clock = std::chrono::steady_clock;
 
   // comm is private to this engine. debug: exchange fingerprints before every collective.
-  P2pEngine(MPI_Comm comm, int rank, int size, bool debug, std::function<void()> progress);
+  // charge(bytes) is told of every growth of the memory kept between collectives before it
+  // happens (Note [Group memory], process_group.h); it may throw OutOfMemory.
+  P2pEngine(MPI_Comm comm, int rank, int size, bool debug, std::function<void()> progress,
+            std::function<void(int64_t)> charge);
 
   void run(const CollectiveOp& op, Clock::time_point deadline);
 
@@ -43,6 +46,7 @@ class P2pEngine {
   int size_;
   bool debug_;
   std::function<void()> progress_;
+  std::function<void(int64_t)> charge_;
   std::vector<MPI_Request> reqs_;
   std::vector<int> req_peer_;            // peer of each request; negative for sends (-1 - peer)
   std::vector<char> scratch_;            // reduce_scatter contributions, kept between calls

@@ -10,7 +10,8 @@
 //   D_i = rowsum(dO_i * O_i); for each key block j and query block i >= j the probabilities
 //   are recomputed, P = exp(S - lse), then dV_j += P^T dO_i, dP = dO_i V_j^T,
 //   dS = P (dP - D) * scale, dQ_i += dS K_j, dK_j += dS^T Q_i.
-// Per-thread memory: a few [T,HS] panels and 64 x 64 tiles (thread_local scratch).
+// Per-thread memory: a few [T,HS] panels and 64 x 64 tiles, reserved for every team thread by
+// the calling thread before the parallel region (TeamScratch, Note [Kernel scratch]).
 #include <cmath>
 
 #include "braid/kernels/cpu/attention_tiles.h"
@@ -78,12 +79,14 @@ void forward_impl(T* out, float* lse, const T* q, const T* k, const T* v, const 
   const int64_t T_ = d.T, HS = d.HS, group = d.NH / d.NKV;
   const int64_t Tp = round_up(T_, kTile), HSp = round_up(HS, 16);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const TeamScratch<float> Q_s(0, Tp * HSp), Kt_s(1, HSp * Tp), V_s(2, Tp * HSp);
+  const TeamScratch<float> S_s(3, kTile * kTile + kTile * HSp + 2 * kTile);
 #pragma omp parallel
   {
-    float* Q = scratch(0, Tp * HSp);
-    float* Kt = scratch(1, HSp * Tp);
-    float* V = scratch(2, Tp * HSp);
-    float* S = scratch(3, kTile * kTile + kTile * HSp + 2 * kTile);
+    float* Q = Q_s.mine();
+    float* Kt = Kt_s.mine();
+    float* V = V_s.mine();
+    float* S = S_s.mine();
     float* O = S + kTile * kTile;
     float* m = O + kTile * HSp;
     float* l = m + kTile;
@@ -126,19 +129,23 @@ void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, c
   const int64_t T_ = d.T, HS = d.HS, group = d.NH / d.NKV;
   const int64_t Tp = round_up(T_, kTile), HSp = round_up(HS, 16);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const TeamScratch<float> K_s(0, Tp * HSp), Kt_s(1, HSp * Tp), Vt_s(2, HSp * Tp);
+  const TeamScratch<float> Q_s(3, 2 * Tp * HSp + Tp);  // Q, dO, D
+  const TeamScratch<float> acc_s(4, 3 * Tp * HSp);     // dQ, dK, dV
+  const TeamScratch<float> P_s(5, 2 * kTile * kTile);  // P, dS
 #pragma omp parallel
   {
-    float* K = scratch(0, Tp * HSp);
-    float* Kt = scratch(1, HSp * Tp);
-    float* Vt = scratch(2, HSp * Tp);
-    float* Q = scratch(3, 2 * Tp * HSp + Tp);  // Q, dO, D
+    float* K = K_s.mine();
+    float* Kt = Kt_s.mine();
+    float* Vt = Vt_s.mine();
+    float* Q = Q_s.mine();
     float* dO = Q + Tp * HSp;
     float* D = dO + Tp * HSp;
-    float* acc = scratch(4, 3 * Tp * HSp);  // dQ, dK, dV
+    float* acc = acc_s.mine();
     float* dQ = acc;
     float* dK = acc + Tp * HSp;
     float* dV = acc + 2 * Tp * HSp;
-    float* P = scratch(5, 2 * kTile * kTile);
+    float* P = P_s.mine();
     float* dS = P + kTile * kTile;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bkv = 0; bkv < d.B * d.NKV; ++bkv) {

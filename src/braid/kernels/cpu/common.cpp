@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "braid/core/memory_tracker.h"
 #include "braid/kernels/device.h"
 
 namespace braid::kernels::cpu {
@@ -77,34 +78,61 @@ int64_t rows_of(const Tensor& t) {
   return c == 0 ? 0 : t.numel() / c;
 }
 
-void* scratch_raw(int slot, size_t bytes) {
-  struct Buffer {
-    std::unique_ptr<std::byte[], void (*)(std::byte*)> data{nullptr, [](std::byte*) {}};
-    size_t size = 0;
-  };
-  thread_local std::array<Buffer, 8> buffers;
-  BRAID_CHECK(slot >= 0 && slot < static_cast<int>(buffers.size()), "scratch slot ", slot,
-              " out of range");
-  Buffer& b = buffers[static_cast<size_t>(slot)];
-  if (b.size < bytes) {
-    size_t want = (std::max(bytes, b.size + b.size / 2) + 63) / 64 * 64;
-    auto* p = static_cast<std::byte*>(std::aligned_alloc(64, want));
-    if (!p)
-      throw OutOfMemory(
-          detail::concat("kernel scratch: out of host memory allocating ", want, " bytes"));
-    b.data = {p, [](std::byte* q) { std::free(q); }};
-    b.size = want;
+namespace {
+
+constexpr int kRawSlots = 8;
+constexpr int kF64Slots = 4;
+
+struct ScratchBuffer {
+  std::byte* data = nullptr;
+  size_t size = 0;
+  MemoryCharge charge{MemCategory::scratch};  // releases itself when the thread exits
+  ScratchBuffer() = default;
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer() { std::free(data); }
+};
+
+// The slow path of scratch_raw: move the charge to this thread's tracker, then grow.
+[[gnu::noinline]] void* scratch_grow(ScratchBuffer& b, size_t bytes,
+                                     const std::shared_ptr<MemoryTracker>& tracker) {
+  b.charge.retarget(tracker);  // OutOfMemory: still charged where it was
+  if (b.size >= bytes) return b.data;
+  const size_t want = (std::max(bytes, b.size + b.size / 2) + 63) / 64 * 64;
+  b.charge.resize(static_cast<int64_t>(want));  // OutOfMemory: nothing allocated
+  auto* p = static_cast<std::byte*>(std::aligned_alloc(64, want));
+  if (!p) {
+    b.charge.resize(static_cast<int64_t>(b.size));
+    throw OutOfMemory(
+        detail::concat("kernel scratch: out of host memory allocating ", format_bytes(want)));
   }
-  return b.data.get();
+  std::free(b.data);
+  b.data = p;
+  b.size = want;
+  return p;
+}
+
+// Note [Kernel scratch]: the calling thread's buffers; slots kRawSlots.. are scratch_f64's.
+void* scratch_get(int index, size_t bytes) {
+  thread_local std::array<ScratchBuffer, kRawSlots + kF64Slots> buffers;
+  ScratchBuffer& b = buffers[static_cast<size_t>(index)];
+  const std::shared_ptr<MemoryTracker>& tracker = MemoryScope::current_tracker();
+  if (b.size >= bytes && b.charge.tracker() == tracker) [[likely]]
+    return b.data;
+  return scratch_grow(b, bytes, tracker);
+}
+
+}  // namespace
+
+void* scratch_raw(int slot, size_t bytes) {
+  BRAID_CHECK(slot >= 0 && slot < kRawSlots, "scratch slot ", slot, " out of range");
+  return scratch_get(slot, bytes);
 }
 
 double* scratch_f64(int slot, int64_t n) {
-  thread_local std::array<std::vector<double>, 4> buffers;
-  BRAID_CHECK(slot >= 0 && slot < static_cast<int>(buffers.size()), "scratch_f64 slot ", slot,
-              " out of range");
-  auto& b = buffers[static_cast<size_t>(slot)];
-  if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
-  return b.data();
+  BRAID_CHECK(slot >= 0 && slot < kF64Slots, "scratch_f64 slot ", slot, " out of range");
+  return static_cast<double*>(
+      scratch_get(kRawSlots + slot, static_cast<size_t>(std::max<int64_t>(n, 0)) * sizeof(double)));
 }
 
 }  // namespace braid::kernels::cpu

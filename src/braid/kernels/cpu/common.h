@@ -1,6 +1,6 @@
 // Helpers shared by the CPU kernels (internal to kernels/): dtype dispatch, f32/bf16 element
-// access, argument checks that name the op, the argument and the numbers, and per-thread
-// scratch buffers (thread_local, so two ranks running as threads never share one).
+// access, argument checks that name the op, the argument and the numbers, and scratch
+// buffers charged to the calling rank's tracker (Note [Kernel scratch]).
 #pragma once
 
 #include <omp.h>
@@ -60,9 +60,24 @@ int64_t rows_of(const Tensor& t);
 int64_t cols_of(const Tensor& t);
 
 // ---- scratch ----
-// Per-thread growable, 64-byte aligned buffers; slot picks one of several independent
-// buffers so a kernel can hold a few at once (slots 6 and 7 belong to the GEMM seam).
-// Contents are undefined on return. thread_local: ranks-as-threads never share one.
+// Note [Kernel scratch]
+// Scratch belongs to the thread that calls a kernel (a rank's thread), never to OpenMP
+// workers: every slot is one growable, 64-byte aligned buffer in a thread_local arena of the
+// calling thread. A parallel region that needs a buffer per team thread reserves them all on
+// the calling thread before the region (TeamScratch: one buffer cut into equal parts) and each
+// team thread takes its part by omp_get_thread_num(). So:
+//  - the buffers are charged to the calling thread's MemoryScope tracker, category scratch:
+//    the rank's tracker, also when ranks run as threads (workers, which have no MemoryScope,
+//    never allocate); with no tracker nothing is charged;
+//  - growth, and so a budget's OutOfMemory, happens outside parallel regions, where the
+//    exception propagates (one thrown inside a region would terminate the process);
+//  - the steady state takes no lock and allocates nothing: the tracker is called only when a
+//    buffer grows, or when the thread's tracker changed since the buffer was charged (its
+//    charge then moves to the new tracker);
+//  - the buffers are freed and released from the tracker when the thread exits.
+// Slots are independent so a kernel can hold a few buffers at once; slots 6 and 7 belong to
+// the GEMM seam (oneDNN's scratchpad, OpenBLAS's bf16 widening). Contents are undefined on
+// return. Call these on the calling thread, outside the kernel's parallel regions.
 void* scratch_raw(int slot, size_t bytes);
 inline float* scratch(int slot, int64_t n) {
   return static_cast<float*>(scratch_raw(slot, static_cast<size_t>(n) * sizeof(float)));
@@ -70,7 +85,33 @@ inline float* scratch(int slot, int64_t n) {
 inline bf16* scratch_bf16(int slot, int64_t n) {
   return static_cast<bf16*>(scratch_raw(slot, static_cast<size_t>(n) * sizeof(bf16)));
 }
-double* scratch_f64(int slot, int64_t n);
+double* scratch_f64(int slot, int64_t n);  // slots 0..3, separate from scratch_raw's
+
+// Number of OpenMP threads a parallel region in a kernel should use.
+inline int num_threads() {
+  return omp_get_max_threads();
+}
+
+// n elements of T for each thread of the next parallel region, reserved in scratch slot
+// `slot` on the calling thread (Note [Kernel scratch]); inside the region mine() is this
+// thread's part. threads: the region's team size or more (a region without a num_threads
+// clause has at most num_threads()).
+template <typename T>
+class TeamScratch {
+ public:
+  TeamScratch(int slot, int64_t n, int threads = num_threads())
+      : stride_((static_cast<int64_t>(sizeof(T)) * n + 63) / 64 * 64 /
+                static_cast<int64_t>(sizeof(T))),
+        base_(static_cast<T*>(scratch_raw(
+            slot, static_cast<size_t>(stride_) * sizeof(T) * static_cast<size_t>(threads)))) {
+    static_assert(64 % sizeof(T) == 0);
+  }
+  T* mine() const { return base_ + stride_ * omp_get_thread_num(); }
+
+ private:
+  int64_t stride_;  // n rounded up to 64 bytes: no two threads share a cache line
+  T* base_;
+};
 
 // exp(x) for f32 in a branch-free, vectorisable form (Cephes polynomial, ~2 ulp on
 // [-87, 88]; below that it returns 0, above it saturates near FLT_MAX's exponent).
@@ -95,11 +136,6 @@ inline float fast_exp(float x) {
 // tanh through exp: 1 - 2 / (exp(2x) + 1), vectorisable.
 inline float fast_tanh(float x) {
   return 1.0f - 2.0f / (fast_exp(2.0f * x) + 1.0f);
-}
-
-// Number of OpenMP threads a parallel region in a kernel should use.
-inline int num_threads() {
-  return omp_get_max_threads();
 }
 
 }  // namespace braid::kernels::cpu

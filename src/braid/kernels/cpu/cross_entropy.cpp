@@ -1,6 +1,6 @@
 // LM head fused with softmax cross-entropy, in chunks of rows: never N x V logits at once.
 //   x[N,C], weight[V,C], targets[N] i32 (ignore_index rows count for nothing), lse[N] f32
-//   forward, per chunk of R rows: logits[R,V] = x_r @ weight^T (GEMM into per-thread scratch),
+//   forward, per chunk of R rows: logits[R,V] = x_r @ weight^T (GEMM into kernel scratch),
 //     lse = logsumexp(logits row), loss += lse - logits[target]; returns the summed loss
 //   backward, per chunk: recompute logits, dlogits = (softmax - onehot) * scale (0 for
 //     ignored rows), dx_r += dlogits @ weight, dweight += dlogits^T @ x_r

@@ -1,6 +1,9 @@
 // GEMM through oneDNN's matmul primitive (f32 and bf16 -> f32). Primitives are cached per
 // shape in a thread_local map: creating one costs tens of microseconds, executing a cached
 // one does not, and thread_local keeps ranks-as-threads independent (no global state).
+// Primitives run with a user scratchpad: oneDNN's work memory is the calling thread's kernel
+// scratch slot 6, so it is charged to the rank's tracker (Note [Kernel scratch]) instead of
+// being held by the library where no tracker sees it.
 // Note [oneDNN threads]: oneDNN here is built on GNU OpenMP, so it uses the calling thread's
 // omp_get_max_threads(), like every other kernel; called inside a parallel region it runs
 // on one thread.
@@ -11,6 +14,7 @@
 #include <unordered_map>
 
 #include "braid/core/error.h"
+#include "braid/kernels/cpu/common.h"
 #include "braid/kernels/cpu/gemm.h"
 #include "braid/kernels/ops.h"
 
@@ -49,7 +53,7 @@ struct KeyHash {
 
 struct Entry {
   dnnl::matmul prim;
-  dnnl::memory::desc a, b, c, bias;
+  dnnl::memory::desc a, b, c, bias, scratchpad;
 };
 
 struct Context {
@@ -100,6 +104,7 @@ void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const v
     dnnl::memory::desc bd =
         bias ? dnnl::memory::desc({1, N}, dt::f32, dims{N, 1}) : dnnl::memory::desc();
     dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
     if (beta != 0.0f) {
       dnnl::post_ops po;
@@ -109,20 +114,18 @@ void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const v
     dnnl::matmul::primitive_desc pd(
         bias ? dnnl::matmul::desc(a, b, bd, c) : dnnl::matmul::desc(a, b, c), attr, ctx.engine);
     if (ctx.cache.size() > 512) ctx.cache.clear();  // bound memory for shape-churning callers
-    it = ctx.cache.emplace(key, Entry{dnnl::matmul(pd), a, b, c, bd}).first;
+    it = ctx.cache.emplace(key, Entry{dnnl::matmul(pd), a, b, c, bd, pd.scratchpad_desc()}).first;
   }
   Entry& e = it->second;
-  dnnl::memory ma(e.a, ctx.engine, const_cast<void*>(A));
-  dnnl::memory mb(e.b, ctx.engine, const_cast<void*>(B));
-  dnnl::memory mc(e.c, ctx.engine, C);
-  if (bias) {
-    dnnl::memory mbias(e.bias, ctx.engine, const_cast<float*>(bias));
-    e.prim.execute(
-        ctx.stream,
-        {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_BIAS, mbias}, {DNNL_ARG_DST, mc}});
-  } else {
-    e.prim.execute(ctx.stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-  }
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, dnnl::memory(e.a, ctx.engine, const_cast<void*>(A))},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(e.b, ctx.engine, const_cast<void*>(B))},
+      {DNNL_ARG_DST, dnnl::memory(e.c, ctx.engine, C)}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, ctx.engine, const_cast<float*>(bias)));
+  if (size_t bytes = e.scratchpad.get_size(); bytes > 0)
+    args.emplace(DNNL_ARG_SCRATCHPAD,
+                 dnnl::memory(e.scratchpad, ctx.engine, scratch_raw(6, bytes)));
+  e.prim.execute(ctx.stream, args);
   ctx.stream.wait();
 }
 

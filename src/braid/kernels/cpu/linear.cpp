@@ -110,18 +110,18 @@ void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor&
     if (dbias) {
       // Column sums in f64, each thread owning a contiguous range of columns.
       T* db = dbias->data<T>();
+      double* acc = scratch_f64(0, OC);  // [OC]
 #pragma omp parallel
       {
         int nt = omp_get_num_threads(), id = omp_get_thread_num();
         int64_t per = (OC + nt - 1) / nt, c0 = std::min<int64_t>(OC, id * per);
         int64_t c1 = std::min<int64_t>(OC, c0 + per);
-        std::vector<double> acc(static_cast<size_t>(c1 - c0), 0.0);
+        for (int64_t c = c0; c < c1; ++c) acc[c] = 0.0;
         for (int64_t n = 0; n < N; ++n) {
           const T* row = g + n * OC;
-          for (int64_t c = c0; c < c1; ++c) acc[static_cast<size_t>(c - c0)] += ld(&row[c]);
+          for (int64_t c = c0; c < c1; ++c) acc[c] += ld(&row[c]);
         }
-        for (int64_t c = c0; c < c1; ++c)
-          st(&db[c], static_cast<float>(ld(&db[c]) + acc[static_cast<size_t>(c - c0)]));
+        for (int64_t c = c0; c < c1; ++c) st(&db[c], static_cast<float>(ld(&db[c]) + acc[c]));
       }
     }
   });

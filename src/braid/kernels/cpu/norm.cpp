@@ -45,6 +45,7 @@ void norm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, c
   int nt = num_threads();
   bool want_params = dweight || dbias;
   double* partial = want_params ? scratch_f64(0, 2 * C * nt) : nullptr;
+  const TeamScratch<float> w_s(0, 3 * C, nt);
 #pragma omp parallel num_threads(nt)
   {
     int id = omp_get_thread_num(), used = omp_get_num_threads();
@@ -52,7 +53,7 @@ void norm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, c
     double* pb = want_params ? pw + C : nullptr;
     if (want_params)
       for (int64_t c = 0; c < 2 * C; ++c) pw[c] = 0;
-    float* w = scratch(0, 3 * C);
+    float* w = w_s.mine();
     float* norm = w + C;
     float* dnorm = w + 2 * C;
     load_row(w, weight, C);
@@ -119,9 +120,10 @@ void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in
     T* o = out.data<T>();
     float* pm = mean.data<float>();
     float* pr = rstd.data<float>();
+    const TeamScratch<float> row_s(0, 3 * C);
 #pragma omp parallel
     {
-      float* row = scratch(0, 3 * C);
+      float* row = row_s.mine();
       float* wf = row + C;
       float* bf = row + 2 * C;
       load_row(wf, w, C);
@@ -182,9 +184,10 @@ void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor&
     const T* w = weight.data<T>();
     T* o = out.data<T>();
     float* pr = rstd.data<float>();
+    const TeamScratch<float> row_s(0, 2 * C);
 #pragma omp parallel
     {
-      float* row = scratch(0, 2 * C);
+      float* row = row_s.mine();
       float* wf = row + C;
       load_row(wf, w, C);
 #pragma omp for schedule(static)

@@ -28,7 +28,7 @@ RopeDims check_rope(const char* op, const char* name, const Tensor& x, int64_t p
   return {x.size(0), x.size(1), x.size(2), x.size(3)};
 }
 
-// cos/sin tables [T, half] in per-thread scratch (slot 1).
+// cos/sin tables [T, half] in the calling thread's scratch (slot 1).
 void rope_tables(float** cs, float** sn, int64_t T, int64_t HS, float theta, int64_t pos0) {
   int64_t half = HS / 2;
   float* buf = scratch(1, 2 * T * half + half);

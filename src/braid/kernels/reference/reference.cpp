@@ -125,6 +125,18 @@ double sum_squares(const Tensor& x) {
   return s;
 }
 
+float max_abs(const Tensor& x) {
+  double m = 0;
+  for (double e : get(x)) m = std::isnan(e) ? INFINITY : std::max(m, std::fabs(e));
+  return static_cast<float>(m);
+}
+
+__int128 sum_squares_fixed(const Tensor& x, int shift) {
+  __int128 s = 0;
+  for (double e : get(x)) s += static_cast<__int128>(std::floor(std::ldexp(e * e, shift)));
+  return s;
+}
+
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
                 float beta2, float eps, float weight_decay, int64_t t) {
   Vec p = get(param), g = get(grad), mv = get(m), vv = get(v);

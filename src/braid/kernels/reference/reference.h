@@ -59,6 +59,8 @@ void add_forward(Tensor& out, const Tensor& a, const Tensor& b);
 void axpy(Tensor& y, const Tensor& x, float alpha);
 void scale(Tensor& x, float alpha);
 double sum_squares(const Tensor& x);
+float max_abs(const Tensor& x);
+__int128 sum_squares_fixed(const Tensor& x, int shift);
 
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
                 float beta2, float eps, float weight_decay, int64_t t);

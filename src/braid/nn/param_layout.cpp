@@ -1,0 +1,138 @@
+#include "braid/nn/param_layout.h"
+
+#include <algorithm>
+#include <map>
+
+#include "braid/core/error.h"
+
+namespace braid::nn {
+
+namespace {
+int64_t round_up(int64_t n, int64_t m) {
+  return (n + m - 1) / m * m;
+}
+}  // namespace
+
+ParamLayout::ParamLayout(Module& root, const std::vector<UnitDecl>& decls, int64_t pad_multiple)
+    : pad_multiple_(pad_multiple) {
+  BRAID_CHECK(pad_multiple > 0 && pad_multiple % kAlign == 0, "ParamLayout: pad_multiple ",
+              pad_multiple, " must be a positive multiple of ", kAlign);
+  // Which unit owns each parameter slot.
+  std::map<const Parameter*, int> owner;
+  for (size_t u = 0; u < decls.size(); ++u) {
+    for (Module* m : decls[u].owners) {
+      BRAID_CHECK(m != nullptr, "ParamLayout: unit '", decls[u].name, "' has a null owner");
+      for (auto& [name, p] : m->named_parameter_slots()) {
+        auto [it, inserted] = owner.emplace(p, static_cast<int>(u));
+        BRAID_CHECK(inserted, "ParamLayout: a parameter ('", name, "' under unit '", decls[u].name,
+                    "') belongs to units '", decls[static_cast<size_t>(it->second)].name, "' and '",
+                    decls[u].name, "'");
+      }
+    }
+  }
+  units_.resize(decls.size());
+  for (size_t u = 0; u < decls.size(); ++u) {
+    units_[u].name = decls[u].name;
+    units_[u].owners = decls[u].owners;
+    units_[u].users = decls[u].owners;
+    for (Module* b : decls[u].borrowers) units_[u].users.push_back(b);
+  }
+  int current = 0;
+  for (auto& [name, p] : root.named_parameter_slots()) {
+    auto it = owner.find(p);
+    BRAID_CHECK(it != owner.end(), "ParamLayout: parameter '", name, "' belongs to no unit");
+    const int u = it->second;
+    BRAID_CHECK(u >= current, "ParamLayout: parameter '", name, "' of unit '", units_[u].name,
+                "' comes after parameters of unit '", units_[current].name,
+                "' (a unit's parameters must be contiguous in declaration order)");
+    current = u;
+    UnitInfo& unit = units_[static_cast<size_t>(u)];
+    const int64_t n = p->shape.numel();
+    params_.push_back({name, p, static_cast<int>(params_.size()), u, unit.numel, n});
+    unit.params.push_back(static_cast<int>(params_.size()) - 1);
+    unit.numel += n;
+  }
+  BRAID_CHECK(params_.size() == owner.size(), "ParamLayout: ", owner.size() - params_.size(),
+              " parameter(s) of the units are not under the root module");
+  *this = with_padding(pad_multiple);
+}
+
+ParamLayout ParamLayout::with_padding(int64_t pad_multiple) const {
+  BRAID_CHECK(pad_multiple > 0 && pad_multiple % kAlign == 0, "ParamLayout: pad_multiple ",
+              pad_multiple, " must be a positive multiple of ", kAlign);
+  ParamLayout out = *this;
+  out.pad_multiple_ = pad_multiple;
+  out.total_ = 0;
+  for (UnitInfo& u : out.units_) {
+    u.padded = round_up(u.numel, pad_multiple);
+    u.offset = out.total_;
+    out.total_ = round_up(out.total_ + u.padded, kAlign);
+  }
+  return out;
+}
+
+int64_t ParamLayout::num_parameters() const {
+  int64_t n = 0;
+  for (const UnitInfo& u : units_) n += u.numel;
+  return n;
+}
+
+const ParamInfo& ParamLayout::param(std::string_view name) const {
+  for (const ParamInfo& p : params_)
+    if (p.name == name) return p;
+  BRAID_THROW("ParamLayout: no parameter named '", name, "' (", params_.size(), " parameters)");
+}
+
+void ParamLayout::init_unit(int u, Tensor& unit_params, uint64_t seed) const {
+  const UnitInfo& unit = units_.at(static_cast<size_t>(u));
+  BRAID_CHECK(unit_params.dtype() == DType::f32 && unit_params.numel() >= unit.numel,
+              "ParamLayout::init_unit: unit '", unit.name, "' needs an f32 buffer of ", unit.numel,
+              " elements, got ", dtype_name(unit_params.dtype()), " ", unit_params.numel());
+  const Rng base(seed);
+  float* data = unit_params.data<float>();
+  for (int i : unit.params) {
+    const ParamInfo& p = params_[static_cast<size_t>(i)];
+    float* dst = data + p.unit_offset;
+    const ParamInit init = p.param->init;
+    if (init.std > 0) {
+      Rng rng = base.fork(static_cast<uint64_t>(p.index));
+      for (int64_t j = 0; j < p.numel; ++j) dst[j] = init.std * rng.normal();
+    } else {
+      std::fill(dst, dst + p.numel, init.value);
+    }
+  }
+}
+
+void ParamLayout::bind_unit(int u, const Tensor& unit_params, const Tensor& unit_grads) const {
+  const UnitInfo& unit = units_.at(static_cast<size_t>(u));
+  BRAID_CHECK(unit_params.numel() >= unit.numel, "ParamLayout::bind_unit: unit '", unit.name,
+              "' has ", unit.numel, " elements but the buffer ", unit_params.numel());
+  BRAID_CHECK(!unit_grads.defined() || unit_grads.numel() >= unit.numel,
+              "ParamLayout::bind_unit: unit '", unit.name, "' has ", unit.numel,
+              " elements but the gradient buffer ", unit_grads.numel());
+  for (int i : unit.params) {
+    const ParamInfo& p = params_[static_cast<size_t>(i)];
+    Parameter* slot = p.param;
+    Tensor value = unit_params.flat_range(p.unit_offset, p.numel).view(slot->shape);
+    if (!slot->var.defined()) {
+      slot->var = Variable(value, slot->requires_grad, p.name);
+    } else {
+      slot->var.value() = value;
+    }
+    Tensor grad;
+    if (unit_grads.defined() && slot->requires_grad)
+      grad = unit_grads.flat_range(p.unit_offset, p.numel).view(slot->shape);
+    slot->var.set_grad(grad);
+  }
+}
+
+void ParamLayout::unbind_unit(int u) const {
+  for (int i : units_.at(static_cast<size_t>(u)).params) {
+    Parameter* slot = params_[static_cast<size_t>(i)].param;
+    if (!slot->var.defined()) continue;
+    slot->var.value() = Tensor();
+    slot->var.set_grad(Tensor());
+  }
+}
+
+}  // namespace braid::nn

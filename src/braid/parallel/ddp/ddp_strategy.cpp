@@ -1,0 +1,108 @@
+#include "braid/parallel/ddp/ddp_strategy.h"
+
+#include "braid/core/error.h"
+#include "braid/kernels/ops.h"
+#include "braid/optim/clip_grad.h"
+#include "braid/parallel/collective_guard.h"
+
+namespace braid::parallel {
+
+std::vector<optim::ParamSlice> whole_parameter_slices(nn::Transformer& model) {
+  std::vector<optim::ParamSlice> slices;
+  for (const auto& e : model.flat().entries()) {
+    const Tensor grad = e.param->requires_grad ? e.param->var.grad() : Tensor();
+    slices.push_back(optim::ParamSlice::whole(e.name, e.param->var.value(), grad));
+  }
+  return slices;
+}
+
+DdpStrategy::DdpStrategy(std::shared_ptr<comm::ProcessGroup> group, DdpStrategyOptions options)
+    : group_(std::move(group)), options_(options) {}
+
+DdpStrategy::~DdpStrategy() = default;
+
+std::string DdpStrategy::describe() const {
+  if (!group_) return "none (one process)";
+  return "ddp over dp=" + std::to_string(group_->size()) + ", " +
+         std::to_string(ddp_ ? ddp_->buckets().size() : 0) + " gradient buckets";
+}
+
+nn::Transformer& DdpStrategy::model() const {
+  BRAID_CHECK(model_ != nullptr, "DdpStrategy: materialize() has not been called");
+  return *model_;
+}
+
+void DdpStrategy::materialize(nn::Transformer& model, const MaterializeOptions& options) {
+  BRAID_CHECK(model_ == nullptr, "DdpStrategy: materialize() called twice");
+  all_ranks_or_throw(group_.get(), [&] {
+    model.materialize(/*allocate_grads=*/true);
+    nn::FlatBuffer& flat = model.flat();
+    for (size_t u = 0; u < flat.layout().units().size(); ++u) {
+      const nn::FlatRange r = flat.unit_range(static_cast<int>(u));
+      Tensor unit = flat.params().flat_range(r.offset, r.size);
+      options.fill(static_cast<int>(u), unit);
+    }
+  });
+  model_ = &model;
+  if (!group_) return;
+  std::vector<DdpParam> params;
+  for (const auto& e : model.flat().entries()) params.push_back({e.param->var, e.range.offset});
+  DdpOptions o;
+  o.bucket_mb = options_.bucket_mb;
+  o.find_unused_parameters = options_.find_unused_parameters;
+  ddp_ = std::make_unique<DistributedDataParallel>(std::move(params), model.flat().params(),
+                                                   model.flat().grads(), group_, o);
+}
+
+std::vector<optim::ParamSlice> DdpStrategy::optimizer_slices() {
+  return whole_parameter_slices(model());
+}
+
+void DdpStrategy::zero_grad() {
+  model().zero_grad();
+  stats_ = {};
+}
+
+void DdpStrategy::begin_micro_step(int64_t micro_step, int64_t accumulation_steps) {
+  micro_step_ = micro_step;
+  accumulation_steps_ = accumulation_steps;
+  const bool last = micro_step + 1 == accumulation_steps;
+  if (ddp_) ddp_->set_sync(last || options_.sync_each_batch);
+  // sync_each_batch: each micro-step's gradients are reduced on their own (Note [Accumulation
+  // order]); the sum so far waits in reduced_sum_.
+  if (options_.sync_each_batch && micro_step > 0) model().zero_grad();
+}
+
+void DdpStrategy::end_micro_step() {
+  if (!ddp_ || !ddp_->sync()) return;
+  ddp_->finish_backward();
+  stats_.exposed_comm_ms += ddp_->last_step_stats().exposed_wait_ms;
+  stats_.bytes_reduced += ddp_->last_step_stats().bytes;
+  if (!options_.sync_each_batch || accumulation_steps_ == 1) return;
+  Tensor& grads = model().flat().grads();
+  if (micro_step_ == 0) {
+    if (!reduced_sum_.defined())
+      reduced_sum_ = Tensor::empty(grads.shape(), DType::f32, MemCategory::gradients);
+    reduced_sum_.copy_(grads);
+  } else {
+    kernels::axpy(reduced_sum_, grads, 1.0f);
+  }
+  if (micro_step_ + 1 == accumulation_steps_) grads.copy_(reduced_sum_);
+}
+
+double DdpStrategy::clip_grad_norm(double max_norm) {
+  // After the all-reduce every rank holds the same whole gradient: the local norm is global.
+  std::vector<Tensor> grads{model().flat().grads()};
+  if (max_norm > 0) return optim::clip_grad_norm(grads, max_norm);
+  return optim::grad_norm(grads);
+}
+
+void DdpStrategy::for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) {
+  nn::FlatBuffer& flat = model().flat();
+  for (size_t u = 0; u < flat.layout().units().size(); ++u) {
+    const nn::FlatRange r = flat.unit_range(static_cast<int>(u));
+    fn(static_cast<int>(u), flat.params().flat_range(r.offset, r.size));
+  }
+}
+
+}  // namespace braid::parallel

@@ -1,0 +1,64 @@
+// DdpStrategy: the replicated strategies. Every rank holds the whole model in one FlatBuffer
+// (nn/flat_buffer.h), its gradients and its optimizer state. With a group of more than one
+// rank, DistributedDataParallel all-reduces the gradients in buckets while backward runs
+// (strategy "ddp", and FSDP's NO_SHARD); without one it is a single process ("none").
+//
+// Accumulation (Note [Accumulation order]): by default the micro-steps before the last only
+// accumulate locally (no_sync) and the last one reduces the sum, as PyTorch DDP's no_sync. With
+// sync_each_batch every micro-step is reduced and the reduced micro-step gradients are added up
+// in order, which is what the sharded strategies do by default: the two orders give different
+// rounding, so comparing strategies bit for bit needs the same setting on both sides.
+#pragma once
+
+#include <memory>
+
+#include "braid/comm/process_group.h"
+#include "braid/parallel/ddp/distributed_data_parallel.h"
+#include "braid/parallel/strategy.h"
+
+namespace braid::parallel {
+
+struct DdpStrategyOptions {
+  double bucket_mb = 25.0;
+  bool find_unused_parameters = false;
+  bool sync_each_batch = false;
+};
+
+class DdpStrategy : public Strategy {
+ public:
+  // group null: one process.
+  DdpStrategy(std::shared_ptr<comm::ProcessGroup> group, DdpStrategyOptions options);
+  ~DdpStrategy() override;
+
+  std::string describe() const override;
+  int dp_rank() const override { return group_ ? group_->rank() : 0; }
+  int dp_size() const override { return group_ ? group_->size() : 1; }
+
+  void materialize(nn::Transformer& model, const MaterializeOptions& options) override;
+  std::vector<optim::ParamSlice> optimizer_slices() override;
+  void zero_grad() override;
+  void begin_micro_step(int64_t micro_step, int64_t accumulation_steps) override;
+  void end_micro_step() override;
+  double clip_grad_norm(double max_norm) override;
+  void after_optimizer_step() override {}
+  void for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) override;
+  StrategyStats last_step_stats() const override { return stats_; }
+
+  DistributedDataParallel* ddp() { return ddp_.get(); }
+
+ private:
+  nn::Transformer& model() const;
+
+  std::shared_ptr<comm::ProcessGroup> group_;
+  DdpStrategyOptions options_;
+  nn::Transformer* model_ = nullptr;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  int64_t micro_step_ = 0, accumulation_steps_ = 1;
+  Tensor reduced_sum_;  // sync_each_batch: the reduced gradients of the micro-steps so far
+  StrategyStats stats_;
+};
+
+// The whole-parameter slices of a model materialised in one FlatBuffer (frozen: no gradient).
+std::vector<optim::ParamSlice> whole_parameter_slices(nn::Transformer& model);
+
+}  // namespace braid::parallel

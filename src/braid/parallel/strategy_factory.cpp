@@ -1,0 +1,94 @@
+#include "braid/parallel/strategy_factory.h"
+
+#include <algorithm>
+
+#include "braid/comm/local/local_group.h"
+#include "braid/core/error.h"
+#include "braid/parallel/ddp/ddp_strategy.h"
+#include "braid/parallel/zero/zero_strategy.h"
+
+namespace braid::parallel {
+
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+void check_one_of(const std::string& key, const std::string& value,
+                  const std::vector<std::string>& choices) {
+  if (std::find(choices.begin(), choices.end(), value) == choices.end())
+    BRAID_THROW("config key '", key, "' is '", value, "', expected one of: ", join(choices));
+}
+
+
+}  // namespace
+
+std::vector<std::string> strategy_names() {
+  return {"none", "ddp", "zero1", "zero2", "zero3", "fsdp"};
+}
+
+std::vector<std::string> fsdp_sharding_strategy_names() {
+  return {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"};
+}
+
+std::unique_ptr<Strategy> make_strategy(const StrategySpec& spec,
+                                        std::shared_ptr<comm::ProcessGroup> world) {
+  check_one_of("parallel.strategy", spec.name, strategy_names());
+  check_one_of("parallel.sharding_strategy", spec.sharding_strategy,
+               fsdp_sharding_strategy_names());
+  check_one_of("parallel.sync_each_batch", spec.sync_each_batch, {"auto", "true", "false"});
+  const int world_size = world ? world->size() : 1;
+  BRAID_CHECK(spec.sharding_factor >= 0, "parallel.sharding_factor must be >= 0, got ",
+              spec.sharding_factor);
+  if (spec.name == "none") {
+    BRAID_CHECK(world_size == 1, "parallel.strategy is 'none' but ", world_size,
+                " ranks were launched; choose a distributed strategy (ddp, zero1-3, fsdp) or "
+                "launch one rank");
+    return std::make_unique<DdpStrategy>(nullptr, DdpStrategyOptions{});
+  }
+  const bool fsdp = spec.name == "fsdp";
+  const std::string& how = spec.sharding_strategy;
+  if (spec.name == "ddp" || (fsdp && how == "NO_SHARD")) {
+    BRAID_CHECK(spec.sharding_factor == 0 || spec.sharding_factor == world_size,
+                "parallel.sharding_factor ", spec.sharding_factor, " has no effect with ",
+                fsdp ? "fsdp NO_SHARD" : "ddp", " (every rank holds everything)");
+    DdpStrategyOptions o;
+    o.bucket_mb = spec.bucket_mb;
+    o.find_unused_parameters = spec.find_unused_parameters;
+    o.sync_each_batch = spec.sync_each_batch == "true";
+    return std::make_unique<DdpStrategy>(std::move(world), o);
+  }
+  if (!world) world = comm::LocalGroup::create(1).front();  // zero over one rank
+  ZeroOptions o;
+  o.find_unused_parameters = spec.find_unused_parameters;
+  o.forward_prefetch = spec.forward_prefetch;
+  o.backward_prefetch = spec.backward_prefetch;
+  o.limit_all_gathers = spec.limit_all_gathers;
+  o.param_persistence_threshold = spec.param_persistence_threshold;
+  o.sharding_factor = spec.sharding_factor;
+  if (fsdp) {
+    o.stage = 3;
+    o.label = "fsdp " + how;
+    o.reshard_after_forward = how == "FULL_SHARD" || how == "HYBRID_SHARD";
+    const bool hybrid = how.rfind("HYBRID", 0) == 0;
+    // HYBRID_SHARD's default shard group: the ranks of one node, as FSDP does.
+    if (hybrid && o.sharding_factor == 0)
+      o.sharding_factor = spec.ranks_per_node > 0 ? std::min(spec.ranks_per_node, world_size) : 0;
+    BRAID_CHECK(hybrid || o.sharding_factor == 0 || o.sharding_factor == world_size,
+                "parallel.sharding_factor ", o.sharding_factor,
+                " needs a hybrid sharding "
+                "strategy (HYBRID_SHARD or HYBRID_SHARD_ZERO2); ",
+                how, " shards over all ", world_size, " ranks");
+  } else {
+    o.stage = spec.name[4] - '0';
+    o.label = spec.name;
+  }
+  o.sync_each_batch =
+      spec.sync_each_batch == "auto" ? o.stage >= 2 : spec.sync_each_batch == "true";
+  return std::make_unique<ZeroStrategy>(std::move(world), o);
+}
+
+}  // namespace braid::parallel

@@ -1,0 +1,47 @@
+// make_strategy: the one place that maps strategy names to implementations (the Trainer only
+// sees parallel::Strategy).
+//
+//   none                           one process (DdpStrategy without a group)
+//   ddp                            DdpStrategy
+//   zero1 | zero2 | zero3          ZeroStrategy, stage 1 / 2 / 3 (zero3 may shard in groups of
+//                                  sharding_factor ranks, replicated across groups)
+//   fsdp + FULL_SHARD              stage 3, parameters freed after forward
+//          SHARD_GRAD_OP           stage 3, parameters kept from forward to backward
+//          NO_SHARD                DDP
+//          HYBRID_SHARD            FULL_SHARD inside groups of sharding_factor ranks
+//          HYBRID_SHARD_ZERO2      SHARD_GRAD_OP inside groups of sharding_factor ranks
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/comm/process_group.h"
+#include "braid/parallel/strategy.h"
+
+namespace braid::parallel {
+
+struct StrategySpec {
+  std::string name = "none";
+  std::string sharding_strategy = "FULL_SHARD";  // fsdp only
+  int sharding_factor = 0;                       // 0: all ranks (HYBRID_*: ranks per node)
+  double bucket_mb = 25.0;                       // ddp
+  bool find_unused_parameters = false;
+  std::string sync_each_batch = "auto";  // auto | true | false (Note [Accumulation order])
+  bool forward_prefetch = true;
+  bool backward_prefetch = true;
+  int limit_all_gathers = 2;
+  int64_t param_persistence_threshold = 0;
+  int ranks_per_node = 0;  // the default shard group of HYBRID_* (0: all ranks)
+};
+
+std::vector<std::string> strategy_names();                // none, ddp, zero1, ...
+std::vector<std::string> fsdp_sharding_strategy_names();  // FULL_SHARD, ...
+
+// Checks the spec (errors name the config key and the choices) and builds the strategy over
+// world (null: one process). Collective over world.
+std::unique_ptr<Strategy> make_strategy(const StrategySpec& spec,
+                                        std::shared_ptr<comm::ProcessGroup> world);
+
+}  // namespace braid::parallel

@@ -1,0 +1,318 @@
+#include "braid/parallel/zero/zero_runtime.h"
+
+#include <chrono>
+#include <string>
+
+#include "braid/autograd/variable.h"
+#include "braid/core/error.h"
+#include "braid/kernels/ops.h"
+
+namespace braid::parallel {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+}  // namespace
+
+ZeroRuntime::ZeroRuntime(ZeroOptions options, ZeroGroups groups)
+    : opt_(std::move(options)), groups_(std::move(groups)) {}
+
+void ZeroRuntime::attach(nn::Transformer& model, nn::ParamLayout layout) {
+  model_ = &model;
+  layout_ = std::move(layout);
+  next_reduce_ = static_cast<int>(units_.size()) - 1;
+}
+
+void ZeroRuntime::register_hooks(const std::shared_ptr<ZeroRuntime>& self) {
+  std::weak_ptr<ZeroRuntime> weak = self;
+  const auto& lu = self->layout_.units();
+  for (size_t k = 0; k < lu.size(); ++k) {
+    const int u = static_cast<int>(k);
+    for (size_t m = 0; m < lu[k].users.size(); ++m) {
+      const bool owner = m < lu[k].owners.size();
+      nn::Module* module = lu[k].users[m];
+      module->register_forward_pre_hook([weak, u, owner](nn::Module&) {
+        if (auto s = weak.lock()) s->on_forward_pre(u, owner);
+      });
+      module->register_forward_post_hook([weak, u](nn::Module&, const autograd::Variable&) {
+        if (auto s = weak.lock()) s->on_forward_post(u);
+      });
+      module->register_backward_pre_hook([weak, u, owner](nn::Module&) {
+        if (auto s = weak.lock()) s->on_backward_pre(u, owner);
+      });
+    }
+    for (int p : lu[k].params) {
+      nn::Parameter* slot = self->layout_.params()[static_cast<size_t>(p)].param;
+      if (!slot->requires_grad) continue;
+      slot->var.register_post_accumulate_hook([weak, u](autograd::Variable&) {
+        if (auto s = weak.lock()) s->on_grad_ready(u);
+      });
+    }
+  }
+}
+
+// ---- the step ----
+
+void ZeroRuntime::begin_micro_step(int64_t micro_step, int64_t accumulation_steps) {
+  micro_step_ = micro_step;
+  accumulation_steps_ = accumulation_steps;
+  reducing_ = opt_.sync_each_batch || micro_step + 1 == accumulation_steps;
+  in_backward_ = false;
+  if (micro_step == 0) {
+    stats_ = {};
+    for (ZeroUnit& u : units_) u.reductions = 0;
+  }
+  // Stage 1 reducing every micro-step: each micro-step's local gradients start from zero (the
+  // reduced sum so far is in grad_piece).
+  if (opt_.stage == 1 && opt_.sync_each_batch && micro_step > 0)
+    for (ZeroUnit& u : units_) u.grads.zero_();
+}
+
+void ZeroRuntime::end_micro_step() {
+  if (reducing_) {
+    // Trainable parameters that received no gradient (Note [Reduce order] needs every unit).
+    std::string unused;
+    int missing = 0;
+    for (ZeroUnit& u : units_) {
+      if (u.trainable == 0 || u.ready) continue;
+      missing += u.trainable - u.arrived;
+      if (unused.size() < 200)
+        unused += (unused.empty() ? "'" : ", '") +
+                  layout_.units()[static_cast<size_t>(u.index)].name + "' (" +
+                  std::to_string(u.trainable - u.arrived) + " of " + std::to_string(u.trainable) +
+                  ")";
+      if (opt_.find_unused_parameters) {
+        ensure_grads(u);
+        u.ready = true;
+      }
+    }
+    if (missing > 0 && !opt_.find_unused_parameters) {
+      poll_reductions(true);
+      for (ZeroUnit& u : units_) reshard(u);
+      for (ZeroUnit& u : units_) u.arrived = 0, u.ready = false;
+      next_reduce_ = static_cast<int>(units_.size()) - 1;
+      in_backward_ = false;
+      BRAID_THROW(opt_.label, ": ", missing,
+                  " trainable parameter(s) received no gradient in this backward, in unit(s) ",
+                  unused,
+                  ". Freeze them (model.freeze) or set parallel.find_unused_parameters: true");
+    }
+    launch_ready_reductions();
+  }
+  const auto t0 = Clock::now();
+  poll_reductions(true);
+  stats_.exposed_comm_ms += ms_since(t0);
+  for (ZeroUnit& u : units_) {
+    reshard(u);  // the backward is over: nothing stays gathered
+    u.arrived = 0;
+    u.ready = false;
+  }
+  next_reduce_ = static_cast<int>(units_.size()) - 1;
+  in_backward_ = false;
+}
+
+// ---- hooks ----
+
+void ZeroRuntime::on_forward_pre(int i, bool owner) {
+  ZeroUnit& u = units_[static_cast<size_t>(i)];
+  wait_update(u);
+  if (!u.sharded) return;
+  ensure_gathered(u);
+  if (!owner) return;
+  if (in_backward_) {  // an activation-checkpointing rerun inside backward
+    if (opt_.backward_prefetch) prefetch(i - 1);
+  } else if (opt_.forward_prefetch) {
+    prefetch(i + 1);
+  }
+}
+
+void ZeroRuntime::on_forward_post(int i) {
+  ZeroUnit& u = units_[static_cast<size_t>(i)];
+  if (!u.sharded || in_backward_) return;  // a rerun in backward keeps them for its backward
+  if (!autograd::grad_enabled() || (opt_.reshard_after_forward && !u.keep_gathered)) {
+    reshard(u);  // no backward will need them (no gradient recorded), or FULL_SHARD
+  } else {
+    u.held = true;
+  }
+}
+
+void ZeroRuntime::on_backward_pre(int i, bool owner) {
+  in_backward_ = true;
+  poll_reductions(false);
+  ZeroUnit& u = units_[static_cast<size_t>(i)];
+  if (u.sharded) ensure_gathered(u);
+  if (owner && opt_.backward_prefetch) prefetch(i - 1);
+  ensure_grads(u);
+}
+
+void ZeroRuntime::on_grad_ready(int i) {
+  ZeroUnit& u = units_[static_cast<size_t>(i)];
+  BRAID_CHECK(u.arrived < u.trainable, opt_.label, ": unit '",
+              layout_.units()[static_cast<size_t>(i)].name,
+              "' received more gradients than it has trainable parameters in one backward (a "
+              "parameter used in two checkpointed functions, or two backwards per micro-step)");
+  if (++u.arrived < u.trainable) return;
+  u.ready = true;
+  // Its backward is done: free the gathered parameters (Note [Kept units] for frozen ones).
+  if (u.sharded && !u.has_frozen) reshard(u);
+  launch_ready_reductions();
+}
+
+// ---- parameters ----
+
+void ZeroRuntime::start_gather(ZeroUnit& u) {
+  wait_update(u);  // the replicas' after-step exchange writes the shard being sent
+  const int64_t piece = u.geo.piece, block = piece * groups_.s;
+  u.full = Tensor::empty(Shape{u.geo.padded}, DType::f32, MemCategory::parameters);
+  for (int r = 0; r < groups_.r; ++r)
+    u.gathers.push_back(groups_.gather->all_gather(u.full.flat_range(r * block, block),
+                                                   u.shard.flat_range(r * piece, piece)));
+  u.params = ZeroUnit::Params::gathering;
+  stats_.bytes_gathered += u.geo.padded * 4;
+}
+
+void ZeroRuntime::finish_gather(ZeroUnit& u) {
+  const auto t0 = Clock::now();
+  for (auto& w : u.gathers) w->wait();
+  stats_.exposed_comm_ms += ms_since(t0);
+  u.gathers.clear();
+  for (int p : layout_.units()[static_cast<size_t>(u.index)].params) {
+    const nn::ParamInfo& info = layout_.params()[static_cast<size_t>(p)];
+    info.param->var.value() =
+        u.full.flat_range(info.unit_offset, info.numel).view(info.param->shape);
+  }
+  u.params = ZeroUnit::Params::gathered;
+}
+
+void ZeroRuntime::ensure_gathered(ZeroUnit& u) {
+  if (u.params == ZeroUnit::Params::gathered) return;
+  if (u.params == ZeroUnit::Params::resident) start_gather(u);
+  finish_gather(u);
+}
+
+int ZeroRuntime::gathered_in_flight() const {
+  int n = 0;
+  for (const ZeroUnit& u : units_)
+    n += u.sharded && u.params != ZeroUnit::Params::resident && !u.held;
+  return n;
+}
+
+void ZeroRuntime::prefetch(int i) {
+  if (i < 0 || i >= static_cast<int>(units_.size())) return;
+  ZeroUnit& u = units_[static_cast<size_t>(i)];
+  if (!u.sharded || u.params != ZeroUnit::Params::resident) return;
+  if (gathered_in_flight() >= opt_.limit_all_gathers) return;
+  start_gather(u);
+}
+
+Tensor ZeroRuntime::gather_for_read(ZeroUnit& u) {
+  wait_update(u);
+  if (!u.sharded) return u.full;
+  ensure_gathered(u);
+  return u.full;
+}
+
+void ZeroRuntime::reshard(ZeroUnit& u) {
+  if (!u.sharded || u.params == ZeroUnit::Params::resident) return;
+  for (auto& w : u.gathers) w->wait();
+  u.gathers.clear();
+  for (int p : layout_.units()[static_cast<size_t>(u.index)].params)
+    layout_.params()[static_cast<size_t>(p)].param->var.value() = Tensor();
+  u.full = Tensor();
+  u.params = ZeroUnit::Params::resident;
+  u.held = false;
+}
+
+void ZeroRuntime::launch_updates() {
+  for (ZeroUnit& u : units_) {
+    const int64_t piece = u.geo.piece;
+    if (!u.sharded) {
+      u.update = groups_.grad->all_gather(u.full, u.full.flat_range(u.geo.piece_begin(c()), piece));
+    } else if (groups_.replicate) {
+      u.update = groups_.replicate->all_gather(u.shard,
+                                               u.shard.flat_range(groups_.replica * piece, piece));
+    }
+  }
+}
+
+void ZeroRuntime::wait_update(ZeroUnit& u) {
+  if (!u.update) return;
+  const auto t0 = Clock::now();
+  u.update->wait();
+  stats_.exposed_comm_ms += ms_since(t0);
+  u.update = nullptr;
+}
+
+void ZeroRuntime::wait_all_updates() {
+  for (ZeroUnit& u : units_) wait_update(u);
+}
+
+// ---- gradients ----
+
+void ZeroRuntime::bind_grads(ZeroUnit& u, const Tensor& grads) {
+  for (int p : layout_.units()[static_cast<size_t>(u.index)].params) {
+    const nn::ParamInfo& info = layout_.params()[static_cast<size_t>(p)];
+    if (!info.param->requires_grad) continue;
+    info.param->var.set_grad(
+        grads.defined() ? grads.flat_range(info.unit_offset, info.numel).view(info.param->shape)
+                        : Tensor());
+  }
+}
+
+void ZeroRuntime::ensure_grads(ZeroUnit& u) {
+  if (opt_.stage == 1 || u.trainable == 0 || u.grads.defined()) return;
+  u.grads = Tensor::empty(Shape{u.geo.padded}, DType::f32, MemCategory::gradients);
+  u.grads.zero_();
+  bind_grads(u, u.grads);
+}
+
+void ZeroRuntime::launch_ready_reductions() {
+  while (next_reduce_ >= 0) {
+    ZeroUnit& u = units_[static_cast<size_t>(next_reduce_)];
+    if (u.trainable > 0 && !u.ready) return;
+    if (u.trainable > 0 && reducing_) {
+      // Every trainable gradient must have landed in the unit's buffer (bound in backward pre).
+      for (int p : layout_.units()[static_cast<size_t>(u.index)].params) {
+        const auto& var = layout_.params()[static_cast<size_t>(p)].param->var;
+        BRAID_CHECK(!var.requires_grad() || var.grad().shares_storage(u.grads), opt_.label,
+                    ": the gradient of '", var.name(),
+                    "' did not land in its unit's buffer (its module's backward hook did not run "
+                    "before it)");
+      }
+      Tensor chunk = u.grads.flat_range(u.geo.piece_begin(c()), u.geo.piece);
+      pending_.push_back({u.index, groups_.grad->reduce_scatter(chunk, u.grads)});
+      stats_.bytes_reduced += u.geo.padded * 4;
+    }
+    --next_reduce_;
+  }
+}
+
+void ZeroRuntime::fold(ZeroUnit& u) {
+  const Tensor chunk = u.grads.flat_range(u.geo.piece_begin(c()), u.geo.piece);
+  if (opt_.stage == 1 && !opt_.sync_each_batch) {
+    // grad_piece is this very chunk of the full gradient buffer.
+  } else if (u.reductions == 0) {
+    u.grad_piece.copy_(chunk);
+  } else {
+    kernels::axpy(u.grad_piece, chunk, 1.0f);  // micro-steps summed in order
+  }
+  ++u.reductions;
+  if (opt_.stage >= 2) {
+    bind_grads(u, Tensor());
+    u.grads = Tensor();
+  }
+}
+
+void ZeroRuntime::poll_reductions(bool wait_all) {
+  while (!pending_.empty()) {
+    Pending& p = pending_.front();
+    if (!wait_all && !p.work->is_completed()) return;
+    p.work->wait();
+    fold(units_[static_cast<size_t>(p.unit)]);
+    pending_.pop_front();
+  }
+}
+
+}  // namespace braid::parallel

@@ -1,0 +1,117 @@
+// ZeroRuntime: the per-unit machinery behind ZeroStrategy (internal to parallel/zero). It owns
+// what this rank holds of every unit and moves it on the model's hooks:
+//
+//   forward pre   (any user module)  wait for the unit's after-step update; gather (stage 3);
+//                                    prefetch the next unit
+//   forward post                     free the gathered parameters (FULL_SHARD, or always when
+//                                    no gradient is recorded), unless the unit is kept
+//   backward pre                     gather again; bind a zeroed gradient buffer (stage 2/3);
+//                                    prefetch the previous unit
+//   gradient final (every trainable  reduce-scatter the unit's gradients over all ranks (in
+//   parameter's post-accumulate)     descending unit order, as DDP launches its buckets); free
+//                                    the gathered parameters (stage 3)
+//
+// Note [Reduce order]: reduce-scatters are launched in descending unit order whatever order the
+// units finish in, so every rank issues the same collectives even if hooks fire differently.
+// Note [Kept units]: the unit the LM head borrows (tied embeddings) and the last unit stay
+// gathered from their forward to the end of their backward (FSDP keeps its root the same way);
+// units with frozen parameters are freed only when the whole backward is over, because a node
+// that reads a frozen weight is not counted by any gradient hook.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "braid/comm/work.h"
+#include "braid/nn/transformer.h"
+#include "braid/parallel/strategy.h"
+#include "braid/parallel/zero/zero_groups.h"
+#include "braid/parallel/zero/zero_options.h"
+
+namespace braid::parallel {
+
+struct ZeroUnit {
+  int index = 0;
+  UnitGeometry geo;
+  bool sharded = false;        // parameters sharded (stage 3, above the persistence threshold)
+  bool keep_gathered = false;  // Note [Kept units]
+  bool has_frozen = false;
+  int trainable = 0;  // parameters that require grad
+
+  Tensor full;        // whole parameters [padded]: held (stage 1/2, persistent) or gathered
+  Tensor shard;       // sharded: the R pieces this rank keeps [R x piece]
+  Tensor grads;       // [padded]: stage 1 a FlatBuffer view; stage 2/3 bound during backward
+  Tensor grad_piece;  // [piece]: this rank's reduced gradient (stage 1 without sync: a view)
+
+  enum class Params { resident, gathering, gathered };
+  Params params = Params::resident;  // sharded units only
+  std::vector<std::shared_ptr<comm::Work>> gathers;
+  std::shared_ptr<comm::Work> update;  // after-step all-gather in flight
+  bool held = false;   // gathered on purpose from forward to backward (not counted by the limit)
+  int arrived = 0;     // gradient hooks fired in this backward
+  bool ready = false;  // every trainable gradient is final
+  int reductions = 0;  // reduced micro-steps folded into grad_piece this step
+};
+
+class ZeroRuntime {
+ public:
+  ZeroRuntime(ZeroOptions options, ZeroGroups groups);
+
+  const ZeroOptions& options() const { return opt_; }
+  const ZeroGroups& groups() const { return groups_; }
+  std::vector<ZeroUnit>& units() { return units_; }
+  const nn::ParamLayout& layout() const { return layout_; }
+  StrategyStats& stats() { return stats_; }
+
+  // Called by ZeroStrategy::materialize once the units hold their storage.
+  void attach(nn::Transformer& model, nn::ParamLayout layout);
+  static void register_hooks(const std::shared_ptr<ZeroRuntime>& self);
+
+  void begin_micro_step(int64_t micro_step, int64_t accumulation_steps);
+  void end_micro_step();
+  void launch_updates();  // after the optimizer step
+  void wait_update(ZeroUnit& u);
+  void wait_all_updates();
+  // Sharded units: gather for reading outside forward (export); returns the full parameters.
+  Tensor gather_for_read(ZeroUnit& u);
+  void reshard(ZeroUnit& u);
+
+ private:
+  // owner: the module owns parameters of unit u (a borrower, e.g. a tied LM head, prefetches
+  // nothing: the unit next to the one it borrows is not the one it needs next).
+  void on_forward_pre(int u, bool owner);
+  void on_forward_post(int u);
+  void on_backward_pre(int u, bool owner);
+  void on_grad_ready(int u);
+
+  void ensure_gathered(ZeroUnit& u);
+  void start_gather(ZeroUnit& u);
+  void finish_gather(ZeroUnit& u);
+  void prefetch(int u);
+  int gathered_in_flight() const;
+  void ensure_grads(ZeroUnit& u);
+  void bind_grads(ZeroUnit& u, const Tensor& grads);
+  void launch_ready_reductions();
+  void fold(ZeroUnit& u);
+  void poll_reductions(bool wait_all);
+  int c() const { return groups_.grad->rank(); }
+
+  ZeroOptions opt_;
+  ZeroGroups groups_;
+  nn::Transformer* model_ = nullptr;
+  nn::ParamLayout layout_;
+  std::vector<ZeroUnit> units_;
+  int64_t micro_step_ = 0, accumulation_steps_ = 1;
+  bool reducing_ = true;  // this micro-step's gradients are reduced (sync_each_batch or last)
+  bool in_backward_ = false;
+  int next_reduce_ = -1;  // Note [Reduce order]
+  struct Pending {
+    int unit;
+    std::shared_ptr<comm::Work> work;
+  };
+  std::deque<Pending> pending_;
+  StrategyStats stats_;
+};
+
+}  // namespace braid::parallel

@@ -1,0 +1,204 @@
+#include "braid/parallel/zero/zero_strategy.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "braid/core/error.h"
+#include "braid/optim/clip_grad.h"
+#include "braid/parallel/collective_guard.h"
+#include "braid/parallel/zero/zero_runtime.h"
+
+namespace braid::parallel {
+
+ZeroStrategy::ZeroStrategy(std::shared_ptr<comm::ProcessGroup> world, ZeroOptions options) {
+  BRAID_CHECK(options.stage >= 1 && options.stage <= 3, "ZeRO stage must be 1, 2 or 3, got ",
+              options.stage);
+  BRAID_CHECK(options.stage == 3 || options.sharding_factor == 0 ||
+                  options.sharding_factor == (world ? world->size() : 1),
+              "parallel.sharding_factor ", options.sharding_factor,
+              " applies to sharded parameters (zero3 / fsdp); ", options.label, " shards over all ",
+              world ? world->size() : 1, " ranks");
+  BRAID_CHECK(options.limit_all_gathers >= 1, "parallel.limit_all_gathers must be >= 1, got ",
+              options.limit_all_gathers);
+  ZeroGroups groups = ZeroGroups::make(world, options.sharding_factor, options.stage == 3);
+  rt_ = std::make_shared<ZeroRuntime>(std::move(options), std::move(groups));
+}
+
+ZeroStrategy::~ZeroStrategy() {
+  // Never leave a collective writing into memory that is about to go.
+  try {
+    if (rt_ && materialized_) rt_->wait_all_updates();
+  } catch (...) {
+  }
+}
+
+std::string ZeroStrategy::describe() const {
+  const ZeroOptions& o = rt_->options();
+  const ZeroGroups& g = rt_->groups();
+  std::string s = o.label + " over dp=" + std::to_string(g.n);
+  if (g.r > 1)
+    s += " (" + std::to_string(g.r) + " replicas x shard groups of " + std::to_string(g.s) + ")";
+  s += o.sync_each_batch ? ", gradients reduced every micro-step"
+                         : ", gradients accumulated locally (no_sync)";
+  return s;
+}
+
+int ZeroStrategy::dp_rank() const {
+  return rt_->groups().grad->rank();
+}
+int ZeroStrategy::dp_size() const {
+  return rt_->groups().n;
+}
+
+void ZeroStrategy::materialize(nn::Transformer& model, const MaterializeOptions& options) {
+  BRAID_CHECK(!materialized_, "ZeroStrategy: materialize() called twice");
+  ZeroRuntime& rt = *rt_;
+  const ZeroOptions& o = rt.options();
+  const ZeroGroups& g = rt.groups();
+  const nn::ParamLayout layout = model.layout().with_padding(g.n * nn::ParamLayout::kAlign);
+  const int c = g.grad->rank();
+  auto& units = rt.units();
+  units.resize(layout.units().size());
+  all_ranks_or_throw(g.grad.get(), [&] {
+    if (o.stage <= 2) model.materialize(/*allocate_grads=*/o.stage == 1, layout.pad_multiple());
+    for (size_t k = 0; k < units.size(); ++k) {
+      const nn::UnitInfo& info = layout.units()[k];
+      ZeroUnit& u = units[k];
+      u.index = static_cast<int>(k);
+      u.geo = {info.padded, info.padded / g.n};
+      u.sharded = o.stage == 3 && info.numel > o.param_persistence_threshold;
+      u.keep_gathered = info.users.size() > info.owners.size() || k + 1 == units.size();
+      for (int p : info.params) {
+        const bool trainable = layout.params()[static_cast<size_t>(p)].param->requires_grad;
+        u.trainable += trainable;
+        u.has_frozen = u.has_frozen || !trainable;
+      }
+      if (o.stage <= 2) {
+        const nn::FlatRange r = model.flat().unit_range(u.index);
+        u.full = model.flat().params().flat_range(r.offset, r.size);
+        if (o.stage == 1) u.grads = model.flat().grads().flat_range(r.offset, r.size);
+        options.fill(u.index, u.full);
+      } else {
+        Tensor full = Tensor::empty(Shape{info.padded}, DType::f32, MemCategory::parameters);
+        full.zero_();
+        options.fill(u.index, full);
+        layout.bind_unit(u.index, full, Tensor());  // creates the parameters' Variables
+        if (!u.sharded) {
+          u.full = full;
+        } else {
+          // Note [Shard geometry]: pieces r' S + s for r' < R, one after the other.
+          const int64_t piece = u.geo.piece;
+          u.shard = Tensor::empty(Shape{piece * g.r}, DType::f32, MemCategory::parameters);
+          for (int r = 0; r < g.r; ++r)
+            u.shard.flat_range(r * piece, piece)
+                .copy_(full.flat_range((r * g.s + g.shard_pos) * piece, piece));
+          for (int p : info.params)
+            layout.params()[static_cast<size_t>(p)].param->var.value() = Tensor();
+        }
+      }
+      if (o.stage == 1 && !o.sync_each_batch) {
+        u.grad_piece = u.grads.flat_range(u.geo.piece_begin(c), u.geo.piece);
+      } else {
+        u.grad_piece = Tensor::empty(Shape{u.geo.piece}, DType::f32, MemCategory::gradients);
+        u.grad_piece.zero_();
+      }
+    }
+  });
+  rt.attach(model, layout);
+  ZeroRuntime::register_hooks(rt_);
+  materialized_ = true;
+}
+
+std::vector<optim::ParamSlice> ZeroStrategy::optimizer_slices() {
+  BRAID_CHECK(materialized_, "ZeroStrategy: materialize() has not been called");
+  ZeroRuntime& rt = *rt_;
+  const nn::ParamLayout& layout = rt.layout();
+  const int c = rt.groups().grad->rank();
+  std::vector<optim::ParamSlice> slices;
+  for (ZeroUnit& u : rt.units()) {
+    const int64_t lo = u.geo.piece_begin(c), hi = lo + u.geo.piece;
+    const Tensor master = u.sharded
+                              ? u.shard.flat_range(rt.groups().replica * u.geo.piece, u.geo.piece)
+                              : u.full.flat_range(lo, u.geo.piece);
+    for (int p : layout.units()[static_cast<size_t>(u.index)].params) {
+      const nn::ParamInfo& info = layout.params()[static_cast<size_t>(p)];
+      const int64_t a = std::max(lo, info.unit_offset);
+      const int64_t b = std::min(hi, info.unit_offset + info.numel);
+      if (a >= b) continue;
+      optim::ParamSlice s;
+      s.shard = {info.name, info.param->shape, a - info.unit_offset, b - a, DType::f32};
+      s.param = master.flat_range(a - lo, b - a);
+      if (info.param->requires_grad) s.grad = u.grad_piece.flat_range(a - lo, b - a);
+      slices.push_back(std::move(s));
+    }
+  }
+  return slices;
+}
+
+void ZeroStrategy::begin_micro_step(int64_t micro_step, int64_t accumulation_steps) {
+  rt_->begin_micro_step(micro_step, accumulation_steps);
+}
+
+void ZeroStrategy::end_micro_step() {
+  rt_->end_micro_step();
+}
+
+double ZeroStrategy::clip_grad_norm(double max_norm) {
+  ZeroRuntime& rt = *rt_;
+  std::vector<Tensor> pieces;
+  for (ZeroUnit& u : rt.units())
+    if (u.trainable > 0) pieces.push_back(u.grad_piece);
+  comm::ProcessGroup& group = *rt.groups().grad;
+  double& waited = rt.stats().exposed_comm_ms;
+  auto wait = [&waited](const std::shared_ptr<comm::Work>& w) {
+    const auto t0 = std::chrono::steady_clock::now();
+    w->wait();
+    waited +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  optim::NormReduction reduce;
+  if (group.size() > 1) {
+    // Note [Global norm]: the pieces of all N ranks are disjoint; combine them exactly.
+    reduce.max = [&](float m) {
+      Tensor t = Tensor::full(Shape{1}, m);
+      wait(group.all_reduce(t, comm::ReduceOp::max));
+      return t.data<float>()[0];
+    };
+    reduce.sum = [&](__int128 s) {
+      // Four 32-bit limbs in int64: N ranks' limbs add up without overflow or rounding.
+      Tensor limbs = Tensor::empty(Shape{4}, DType::i64, MemCategory::communication);
+      auto* l = limbs.data<int64_t>();
+      for (int k = 0; k < 4; ++k) l[k] = static_cast<int64_t>((s >> (32 * k)) & 0xffffffffu);
+      wait(group.all_reduce(limbs));
+      __int128 total = 0;
+      for (int k = 0; k < 4; ++k) total += static_cast<__int128>(l[k]) << (32 * k);
+      return total;
+    };
+  }
+  return max_norm > 0 ? optim::clip_grad_norm(pieces, max_norm, reduce)
+                      : optim::grad_norm(pieces, reduce);
+}
+
+void ZeroStrategy::after_optimizer_step() {
+  rt_->launch_updates();
+}
+
+void ZeroStrategy::synchronize() {
+  rt_->wait_all_updates();
+}
+
+void ZeroStrategy::for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) {
+  ZeroRuntime& rt = *rt_;
+  rt.wait_all_updates();
+  for (ZeroUnit& u : rt.units()) {
+    const Tensor full = rt.gather_for_read(u);
+    fn(u.index, full);
+    rt.reshard(u);
+  }
+}
+
+StrategyStats ZeroStrategy::last_step_stats() const {
+  return rt_->stats();
+}
+
+}  // namespace braid::parallel

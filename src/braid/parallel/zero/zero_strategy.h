@@ -1,0 +1,52 @@
+// ZeroStrategy: sharded data parallelism, ZeRO stages 1-3 and every FSDP sharding strategy
+// but NO_SHARD (which is DDP), on the Strategy seam. Stage 1 shards the optimizer state, stage 2
+// also the gradients (reduce-scattered unit by unit during backward, so no full gradient buffer
+// exists), stage 3 also the parameters (gathered unit by unit around forward and backward,
+// with prefetch). Geometry and groups: Note [Shard geometry] (zero_options.h); the hooks:
+// zero_runtime.h.
+//
+// Per rank, fp32 AdamW, P parameters (padded), N data-parallel ranks, S per shard group:
+//   stage 1: params 4P, grads 4P (+ 4P/N with sync_each_batch), optimizer 8P/N
+//   stage 2: params 4P, grads 4P/N + units in flight, optimizer 8P/N
+//   stage 3: params 4P/S + gathered units, grads 4P/N + units in flight, optimizer 8P/N
+// (without sync_each_batch, stages 2 and 3 keep every unit's full gradients between the
+// micro-steps of a step, as FSDP's no_sync does).
+#pragma once
+
+#include <memory>
+
+#include "braid/comm/process_group.h"
+#include "braid/parallel/strategy.h"
+#include "braid/parallel/zero/zero_options.h"
+
+namespace braid::parallel {
+
+class ZeroRuntime;
+
+class ZeroStrategy : public Strategy {
+ public:
+  // Collective over world (it splits the groups it needs).
+  ZeroStrategy(std::shared_ptr<comm::ProcessGroup> world, ZeroOptions options);
+  ~ZeroStrategy() override;
+
+  std::string describe() const override;
+  int dp_rank() const override;
+  int dp_size() const override;
+
+  void materialize(nn::Transformer& model, const MaterializeOptions& options) override;
+  std::vector<optim::ParamSlice> optimizer_slices() override;
+  void zero_grad() override {}
+  void begin_micro_step(int64_t micro_step, int64_t accumulation_steps) override;
+  void end_micro_step() override;
+  double clip_grad_norm(double max_norm) override;
+  void after_optimizer_step() override;
+  void synchronize() override;
+  void for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) override;
+  StrategyStats last_step_stats() const override;
+
+ private:
+  std::shared_ptr<ZeroRuntime> rt_;
+  bool materialized_ = false;
+};
+
+}  // namespace braid::parallel

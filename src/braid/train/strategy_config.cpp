@@ -1,0 +1,39 @@
+#include "braid/train/strategy_config.h"
+
+#include "braid/core/error.h"
+#include "braid/core/memory_tracker.h"
+#include "braid/core/tensor.h"
+#include "braid/train/threads.h"
+
+namespace braid::train {
+
+parallel::StrategySpec strategy_spec_from(const TrainConfig& cfg) {
+  const auto& p = cfg.parallel;
+  parallel::StrategySpec s;
+  s.name = p.strategy;
+  s.sharding_strategy = p.sharding_strategy;
+  s.sharding_factor = static_cast<int>(p.sharding_factor);
+  s.bucket_mb = p.bucket_mb;
+  s.find_unused_parameters = p.find_unused_parameters;
+  s.sync_each_batch = p.sync_each_batch;
+  s.forward_prefetch = p.forward_prefetch;
+  s.backward_prefetch = p.backward_prefetch;
+  s.limit_all_gathers = static_cast<int>(p.limit_all_gathers);
+  s.param_persistence_threshold = p.param_persistence_threshold;
+  s.ranks_per_node = local_world_size();
+  return s;
+}
+
+int64_t memory_budget_from(const TrainConfig& cfg, comm::ProcessGroup* world) {
+  if (!cfg.memory.budget.empty()) return parse_bytes(cfg.memory.budget);
+  int64_t budget = available_memory_bytes() / 10 * 9 / std::max(1, local_world_size());
+  if (world && world->size() > 1) {
+    Tensor t = Tensor::empty(Shape{1}, DType::i64, MemCategory::communication);
+    t.data<int64_t>()[0] = budget;
+    world->all_reduce(t, comm::ReduceOp::min)->wait();
+    budget = t.data<int64_t>()[0];
+  }
+  return budget;
+}
+
+}  // namespace braid::train

@@ -1,0 +1,20 @@
+// From the config's parallel section to a parallel::StrategySpec, and the per-rank memory
+// budget (memory.budget).
+#pragma once
+
+#include <cstdint>
+
+#include "braid/comm/process_group.h"
+#include "braid/parallel/strategy_factory.h"
+#include "braid/train/config.h"
+
+namespace braid::train {
+
+parallel::StrategySpec strategy_spec_from(const TrainConfig& cfg);
+
+// memory.budget in bytes (0: none). Empty: 90% of the node's available memory (MemAvailable,
+// less a tenth for what is not tensors) shared among the node's ranks; the ranks agree on the
+// smallest. Collective over world (may be null).
+int64_t memory_budget_from(const TrainConfig& cfg, comm::ProcessGroup* world);
+
+}  // namespace braid::train
