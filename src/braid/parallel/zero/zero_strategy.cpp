@@ -135,6 +135,12 @@ std::vector<optim::ParamSlice> ZeroStrategy::optimizer_slices() {
   return slices;
 }
 
+void ZeroStrategy::zero_grad() {
+  // Stage 1 keeps a full gradient buffer; stages 2 and 3 start every unit's buffer from zero.
+  for (ZeroUnit& u : rt_->units())
+    if (rt_->options().stage == 1) u.grads.zero_();
+}
+
 void ZeroStrategy::begin_micro_step(int64_t micro_step, int64_t accumulation_steps) {
   rt_->begin_micro_step(micro_step, accumulation_steps);
 }

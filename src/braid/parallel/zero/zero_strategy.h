@@ -35,7 +35,7 @@ class ZeroStrategy : public Strategy {
 
   void materialize(nn::Transformer& model, const MaterializeOptions& options) override;
   std::vector<optim::ParamSlice> optimizer_slices() override;
-  void zero_grad() override {}
+  void zero_grad() override;
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps) override;
   void end_micro_step() override;
   double clip_grad_norm(double max_norm) override;

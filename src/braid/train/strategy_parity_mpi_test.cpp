@@ -1,0 +1,68 @@
+// Strategy parity as real processes under mpirun (Note [Parity setting],
+// strategy_parity_util.h): every data-parallel strategy that fits the world size gives DDP's
+// weights bit for bit, in both accumulation modes, and every rank holds the same weights.
+#include <gtest/gtest.h>
+
+#include "braid/comm/world.h"
+#include "braid/train/strategy_parity_util.h"
+#include "testing/tensor_compare.h"
+
+namespace braid::train {
+namespace {
+
+std::shared_ptr<comm::ProcessGroup> world() {
+  static std::shared_ptr<comm::ProcessGroup> w = [] {
+    comm::ProcessGroupOptions o;
+    o.timeout = std::chrono::seconds(60);
+    return comm::init_world(o);
+  }();
+  return w;
+}
+
+Tensor train(const TrainConfig& cfg) {
+  Trainer t(cfg, world(), quiet());
+  return train_and_gather(t);
+}
+
+// Every rank's weights equal rank 0's.
+::testing::AssertionResult same_on_every_rank(const Tensor& w) {
+  Tensor all = Tensor::empty(Shape{w.numel() * world()->size()});
+  world()->all_gather(all, w)->wait();
+  for (int r = 1; r < world()->size(); ++r)
+    if (auto ok = braid::testing::bit_equal(all.flat_range(r * w.numel(), w.numel()), w); !ok)
+      return ok << " (rank " << r << " vs rank 0)";
+  return ::testing::AssertionSuccess();
+}
+
+class StrategyParityMpi : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StrategyParityMpi, EveryStrategyGivesDdpsWeightsBitForBit) {
+  const int n = world()->size();
+  const TrainConfig base = parity_config(GetParam());
+  const Tensor ddp = train(base);
+  EXPECT_TRUE(same_on_every_rank(ddp));
+  TrainConfig one = base;
+  one.parallel.strategy = "none";
+  one.training.micro_batch_size = n;
+  EXPECT_TRUE(weights_match(ddp, train_one(one))) << "ddp vs one process";
+  for (const StrategyVariant& v : strategy_variants()) {
+    if (n < v.min_ranks || n % v.rank_divisor != 0) continue;
+    TrainConfig c = base;
+    v.apply(c);
+    const Tensor w = train(c);
+    EXPECT_TRUE(braid::testing::bit_equal(w, ddp)) << v.name << " vs ddp, rank " << world()->rank();
+    EXPECT_TRUE(same_on_every_rank(w)) << v.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, StrategyParityMpi, ::testing::Values("true", "false"),
+                         [](const auto& info) { return "sync_each_batch_" + info.param; });
+
+}  // namespace
+}  // namespace braid::train
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  braid::train::world();
+  return RUN_ALL_TESTS();
+}

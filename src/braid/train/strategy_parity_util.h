@@ -1,0 +1,73 @@
+// Shared by the strategy parity tests (thread-backed ranks and real processes under mpirun):
+// every data-parallel strategy, configured on top of ddp_parity_util.h's tiny run.
+//
+// Note [Parity setting]: 4 optimizer steps that each accumulate 2 micro-steps, clip (the tiny
+// model's norm is above the limit, so the coefficient matters: the test checks that clipping
+// changes the result), and freeze the position embedding and the first block's first norm. Bit-identity holds between strategies that accumulate the same way
+// (Note [Accumulation order], parallel/ddp/ddp_strategy.h), so each mode compares every strategy
+// with DDP set to that mode.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "braid/train/ddp_parity_util.h"
+
+namespace braid::train {
+
+struct StrategyVariant {
+  std::string name;
+  int min_ranks = 1;     // hybrid layouts need two shard groups
+  int rank_divisor = 1;  // world sizes it needs to divide (sharding factor)
+  std::function<void(TrainConfig&)> apply;
+};
+
+inline std::vector<StrategyVariant> strategy_variants() {
+  auto set = [](std::string strategy, std::string how = "", int factor = 0) {
+    return [=](TrainConfig& c) {
+      c.parallel.strategy = strategy;
+      if (!how.empty()) c.parallel.sharding_strategy = how;
+      c.parallel.sharding_factor = factor;
+    };
+  };
+  return {
+      {"zero1", 1, 1, set("zero1")},
+      {"zero2", 1, 1, set("zero2")},
+      {"zero3", 1, 1, set("zero3")},
+      {"fsdp_FULL_SHARD", 1, 1, set("fsdp", "FULL_SHARD")},
+      {"fsdp_SHARD_GRAD_OP", 1, 1, set("fsdp", "SHARD_GRAD_OP")},
+      {"fsdp_NO_SHARD", 1, 1, set("fsdp", "NO_SHARD")},
+      {"fsdp_HYBRID_SHARD_2", 4, 2, set("fsdp", "HYBRID_SHARD", 2)},
+      {"fsdp_HYBRID_SHARD_ZERO2_2", 4, 2, set("fsdp", "HYBRID_SHARD_ZERO2", 2)},
+      {"zero3_no_prefetch_persistent_head", 1, 1,
+       [](TrainConfig& c) {
+         c.parallel.strategy = "zero3";
+         c.parallel.forward_prefetch = false;
+         c.parallel.backward_prefetch = false;
+         c.parallel.param_persistence_threshold = 200;  // the tied head (ln_f) stays whole
+       }},
+      {"zero3_activation_checkpointing", 1, 1,
+       [](TrainConfig& c) {
+         c.parallel.strategy = "zero3";
+         c.model.activation_checkpointing = true;
+       }},
+  };
+}
+
+// Note [Parity setting].
+inline TrainConfig parity_config(const std::string& sync_each_batch) {
+  TrainConfig c = tiny(1, 2, "ddp");
+  c.training.max_steps = 4;
+  c.schedule.warmup_steps = 1;
+  c.model.freeze = "transformer.wpe,transformer.h.0.ln_1.";
+  c.parallel.sync_each_batch = sync_each_batch;
+  return c;
+}
+
+inline Tensor train_and_gather(Trainer& t) {
+  t.run();
+  return t.gather_parameters();
+}
+
+}  // namespace braid::train
