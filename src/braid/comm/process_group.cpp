@@ -109,11 +109,11 @@ std::shared_ptr<Work> ProcessGroup::enqueue(CollectiveOp op) {
   std::lock_guard lock(issue_mu_);
   op.seq = p2p ? ++p2p_seq_ : ++coll_seq_;
   auto work = make_work(op);
-  thread_->post([this, op = std::move(op), work] { run_task(op, work); });
+  thread_->post([this, op = std::move(op), work]() mutable { run_task(op, work); });
   return work;
 }
 
-void ProcessGroup::run_task(const CollectiveOp& op, const std::shared_ptr<Work>& work) {
+void ProcessGroup::run_task(CollectiveOp& op, const std::shared_ptr<Work>& work) {
   if (!broken_.empty()) {
     work->mark_failed(std::string((
         detail::concat(prefix(), op.describe(), " not run: the group failed earlier: ", broken_))));
@@ -130,6 +130,10 @@ void ProcessGroup::run_task(const CollectiveOp& op, const std::shared_ptr<Work>&
   }
   try {
     run_collective(op, deadline);
+    // Let go of the tensors before the caller can see the op done: memory the caller frees
+    // after wait() is then really free (the tracker sees it at once).
+    op.in = Tensor();
+    op.out = Tensor();
     work->mark_done();
   } catch (const std::exception& e) {
     broken_ = e.what();
@@ -237,12 +241,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, std::strin
     std::lock_guard lock(issue_mu_);
     op.seq = ++coll_seq_;
     work = make_work(op);
-    thread_->post([this, op, work, result, color, child] {
+    thread_->post([this, op, work, result, color, child, out]() mutable {
       run_task(op, work);
       if (!work->is_completed()) return;
       try {
         work->wait();
-        const int64_t* kv = op.out.data<int64_t>();
+        const int64_t* kv = out.data<int64_t>();
         std::vector<int> members;
         for (int r = 0; r < size_; ++r)
           if (color >= 0 && kv[2 * r] == color) members.push_back(r);

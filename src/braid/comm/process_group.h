@@ -10,7 +10,8 @@
 //     overlaps communication. Collectives complete in issue order. Different groups are
 //     independent: ranks may interleave the collectives of different groups differently.
 //  3. Until its Work completes, an operation's tensors belong to the group: do not read or write
-//     them (the handles keep the memory alive).
+//     them (the handles keep the memory alive). A collective drops its handles before its Work
+//     completes, so after wait() the caller's handles are the only ones left.
 //  4. send/recv are point to point and take no collective sequence number. They start in issue
 //     order and may complete after later operations; sends never wait for the matching recv to
 //     start, so any order of sends and recvs between two ranks is deadlock free. Messages
@@ -152,7 +153,7 @@ class ProcessGroup {
 
  private:
   std::shared_ptr<Work> enqueue(CollectiveOp op);
-  void run_task(const CollectiveOp& op, const std::shared_ptr<Work>& work);
+  void run_task(CollectiveOp& op, const std::shared_ptr<Work>& work);
   std::shared_ptr<Work> make_work(const CollectiveOp& op) const;
 
   int rank_;

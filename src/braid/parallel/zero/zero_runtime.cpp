@@ -263,6 +263,17 @@ void ZeroRuntime::bind_grads(ZeroUnit& u, const Tensor& grads) {
 
 void ZeroRuntime::ensure_grads(ZeroUnit& u) {
   if (opt_.stage == 1 || u.trainable == 0 || u.grads.defined()) return;
+  // Note [Gradients in flight]: at most one earlier unit's reduction may still hold its buffer
+  // when a new one is allocated, so a backward holds (besides units kept on purpose) two units'
+  // gradients, however far communication falls behind compute.
+  if (pending_.size() > 1) {
+    const auto t0 = Clock::now();
+    while (pending_.size() > 1) {
+      pending_.front().work->wait();
+      poll_reductions(false);
+    }
+    stats_.exposed_comm_ms += ms_since(t0);
+  }
   u.grads = Tensor::empty(Shape{u.geo.padded}, DType::f32, MemCategory::gradients);
   u.grads.zero_();
   bind_grads(u, u.grads);
