@@ -23,7 +23,6 @@ void check_one_of(const std::string& key, const std::string& value,
     BRAID_THROW("config key '", key, "' is '", value, "', expected one of: ", join(choices));
 }
 
-
 }  // namespace
 
 std::vector<std::string> strategy_names() {

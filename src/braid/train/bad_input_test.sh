@@ -64,5 +64,17 @@ check_program differing-config \
   "the config differs across ranks: rank\(s\) 1 differ from rank 0 in training.seed" \
   sh -c "exec '$BRAID' train '$CONFIG' --set training.seed=\$OMPI_COMM_WORLD_RANK"
 
+# Sharded data parallel: a shard group size that does not tile the ranks, a memory budget no
+# strategy fits (stops at start, with the per-category breakdown and what each strategy needs),
+# and ranks started with different strategies.
+check sharding-factor "parallel.sharding_factor 3 does not divide the data-parallel size 2" \
+  "$CONFIG" --set parallel.strategy=fsdp --set parallel.sharding_strategy=HYBRID_SHARD \
+  --set parallel.sharding_factor=3
+check budget-too-small "out of memory on cpu \(rank [01]\): allocating .* past the budget of 1.0 MiB.*Not even zero3 fits" \
+  "$CONFIG" --set parallel.strategy=zero3 --set memory.budget=1MiB
+check_program differing-strategy \
+  "the config differs across ranks: rank\(s\) 1 differ from rank 0 in parallel.strategy" \
+  sh -c "exec '$BRAID' train '$CONFIG' --set parallel.strategy=\$([ \$OMPI_COMM_WORLD_RANK = 0 ] && echo zero3 || echo ddp)"
+
 [[ $failures == 0 ]] || { echo "bad_input_test: $failures case(s) failed"; exit 1; }
-echo "bad_input_test: 7 cases passed"
+echo "bad_input_test: 10 cases passed"

@@ -16,22 +16,10 @@
 #include <fstream>
 #include <mutex>
 
-#include "braid/train/ddp_parity_util.h"
+#include "braid/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {
-
-namespace fs = std::filesystem;
-
-// A GPT-2 whose six blocks hold most of the parameters (the formulas are about sharding them).
-fs::path model_dir() {
-  fs::path dir = fs::temp_directory_path() / "braid_strategy_memory_model";
-  fs::create_directories(dir);
-  std::ofstream(dir / "config.json")
-      << R"({"model_type": "gpt2", "vocab_size": 1024, "n_positions": 64, "n_embd": 128,
-             "n_layer": 6, "n_head": 4})";
-  return dir;
-}
 
 struct Peaks {
   int64_t params = 0, grads = 0, optimizer = 0;
@@ -48,7 +36,7 @@ struct Case {
 Peaks run(const Case& k) {
   TrainConfig c = tiny(1, 2, k.strategy);
   c.model.preset = "";
-  c.model.config = (model_dir() / "config.json").string();
+  c.model.config = six_block_model_config();
   if (!k.how.empty()) c.parallel.sharding_strategy = k.how;
   c.parallel.sharding_factor = k.sharding_factor;
   c.parallel.sync_each_batch = k.sync_each_batch;
@@ -77,7 +65,7 @@ Peaks run(const Case& k) {
 TEST(StrategyMemory, TrackerPeaksMatchTheZeroFormulas) {
   nn::TransformerOptions o;
   o.materialize = false;
-  nn::Transformer m(nn::ModelConfig::from_hf_file(model_dir() / "config.json"), o);
+  nn::Transformer m(nn::ModelConfig::from_hf_file(six_block_model_config()), o);
   // Sizes in elements of the layout padded for N ranks.
   struct Sizes {
     double P, E, H, B;

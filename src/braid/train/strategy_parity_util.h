@@ -3,11 +3,13 @@
 //
 // Note [Parity setting]: 4 optimizer steps that each accumulate 2 micro-steps, clip (the tiny
 // model's norm is above the limit, so the coefficient matters: the test checks that clipping
-// changes the result), and freeze the position embedding and the first block's first norm. Bit-identity holds between strategies that accumulate the same way
-// (Note [Accumulation order], parallel/ddp/ddp_strategy.h), so each mode compares every strategy
-// with DDP set to that mode.
+// changes the result), and freeze the position embedding and the first block's first norm.
+// Bit-identity holds between strategies that accumulate the same way (Note [Accumulation order],
+// parallel/ddp/ddp_strategy.h), so each mode compares every strategy with DDP set to that mode.
 #pragma once
 
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -63,6 +65,18 @@ inline TrainConfig parity_config(const std::string& sync_each_batch) {
   c.model.freeze = "transformer.wpe,transformer.h.0.ln_1.";
   c.parallel.sync_each_batch = sync_each_batch;
   return c;
+}
+
+// A GPT-2 whose six blocks hold most of its 1.3M parameters (memory claims are about sharding
+// the blocks): the path of its config.json.
+inline std::string six_block_model_config() {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "braid_six_block_model";
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json")
+      << R"({"model_type": "gpt2", "vocab_size": 1024, "n_positions": 64, "n_embd": 128,
+             "n_layer": 6, "n_head": 4})";
+  return (dir / "config.json").string();
 }
 
 inline Tensor train_and_gather(Trainer& t) {

@@ -16,6 +16,7 @@
 #include "braid/optim/lr_schedule.h"
 #include "braid/optim/param_groups.h"
 #include "braid/parallel/collective_guard.h"
+#include "braid/parallel/memory_estimate.h"
 #include "braid/parallel/strategy_factory.h"
 #include "braid/train/config_agreement.h"
 #include "braid/train/progress.h"
@@ -64,12 +65,37 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
   if (world_) world_->set_memory_tracker(tracker_);
   tracker_->set_budget(memory_budget_from(cfg_, world_.get()));
   MemoryScope scope(tracker_);
-  strategy_ = parallel::make_strategy(strategy_spec_from(cfg_), world_);
-  resolve_batch(cfg_, strategy_->dp_size());
-  build_model();
-  // Every rank allocates its optimizer state; one past its budget stops them all.
-  parallel::all_ranks_or_throw(world_.get(), [&] { build_optimizer(); });
+  try {
+    strategy_ = parallel::make_strategy(strategy_spec_from(cfg_), world_);
+    resolve_batch(cfg_, strategy_->dp_size());
+    build_model();
+    // Every rank allocates its optimizer state; one past its budget stops them all.
+    parallel::all_ranks_or_throw(world_.get(), [&] { build_optimizer(); });
+  } catch (const OutOfMemory& e) {
+    throw OutOfMemory(std::string(e.what()) + " " + memory_advice());
+  }
   build_data();
+}
+
+// Note [Memory advice]: an OutOfMemory at start says what each strategy would keep per rank for
+// this model and world, so the user sees at once whether sharding helps or more ranks are needed.
+std::string Trainer::memory_advice() const {
+  nn::TransformerOptions declared;
+  declared.materialize = false;
+  const nn::Transformer model(model_config_from(cfg_), declared);
+  const nn::ParamLayout& layout = model.layout();
+  int64_t largest = 0;
+  for (const auto& u : layout.units()) largest = std::max(largest, u.numel);
+  const int n = strategy_ ? strategy_->dp_size() : world_size();
+  const auto estimates = parallel::estimate_training_state(layout.num_parameters(), largest, n);
+  std::string s = "Training state per rank on " + std::to_string(n) +
+                  " rank(s) (parameters, gradients, AdamW state; activations not included): " +
+                  parallel::describe_estimates(estimates) + "; budget " +
+                  format_bytes(tracker_->budget()) + ".";
+  if (tracker_->budget() > 0 && estimates.back().total() > tracker_->budget())
+    s += " Not even zero3 fits: use more ranks, offload (parallel.offload_optimizer / "
+         "offload_params) or a larger memory.budget.";
+  return s;
 }
 
 Trainer::~Trainer() = default;

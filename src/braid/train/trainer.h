@@ -70,6 +70,7 @@ class Trainer {
 
  private:
   void build_model();
+  std::string memory_advice() const;
   void freeze_parameters();
   void build_optimizer();
   void build_data();

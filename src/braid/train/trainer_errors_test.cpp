@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "braid/data/token_shard.h"
-#include "braid/train/ddp_parity_util.h"
+#include "braid/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {
@@ -81,6 +81,54 @@ TEST(TrainerErrors, StrategyNoneOnSeveralRanksIsRefused) {
     EXPECT_NE(msg.find("parallel.strategy is 'none' but 2 ranks"), std::string::npos) << msg;
 }
 
+TEST(TrainerErrors, ShardingFactorThatDoesNotDivideTheRanksIsRefusedOnEveryRank) {
+  TrainConfig c = tiny(1, 1, "fsdp");
+  c.parallel.sharding_strategy = "HYBRID_SHARD";
+  c.parallel.sharding_factor = 2;
+  for (const std::string& msg : construction_errors(3, c))
+    EXPECT_NE(msg.find("parallel.sharding_factor 2 does not divide the data-parallel size 3"),
+              std::string::npos)
+        << msg;
+  c.parallel.sharding_strategy = "FULL_SHARD";  // a factor below the ranks needs hybrid
+  c.parallel.sharding_factor = 1;
+  for (const std::string& msg : construction_errors(2, c))
+    EXPECT_NE(msg.find("needs a hybrid sharding strategy"), std::string::npos) << msg;
+  c.parallel.strategy = "zero2";
+  c.parallel.sharding_factor = 1;
+  for (const std::string& msg : construction_errors(2, c))
+    EXPECT_NE(msg.find("applies to sharded parameters"), std::string::npos) << msg;
+}
+
+TEST(TrainerErrors, ABudgetTooSmallForAnyStrategyStopsEveryRankAtStartWithTheBreakdown) {
+  TrainConfig c = tiny(1, 1, "zero3");
+  c.memory.budget = "200KiB";
+  for (const std::string& msg : construction_errors(2, c)) {
+    EXPECT_NE(msg.find("out of memory on cpu (rank "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("past the budget of 200.0 KiB"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("zero3 "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Not even zero3 fits"), std::string::npos) << msg;
+  }
+}
+
+TEST(TrainerErrors, ABudgetDdpExceedsStopsDdpButZero3Trains) {
+  // 1.3M parameters on 2 ranks: DDP keeps 16 bytes per parameter (21 MiB), zero3 about 15 MiB.
+  TrainConfig c = tiny(1, 1, "ddp");
+  c.model.preset = "";
+  c.model.config = six_block_model_config();
+  c.memory.budget = "18MiB";
+  for (const std::string& msg : construction_errors(2, c)) {
+    EXPECT_NE(msg.find("past the budget of 18.0 MiB"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("parameters "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("What would help"), std::string::npos) << msg;
+  }
+  c.parallel.strategy = "zero3";
+  braid::testing::run_ranks(2, [&](comm::ProcessGroup& pg) {
+    Trainer t(c, borrow(pg), quiet());
+    EXPECT_EQ(t.run().steps, c.training.max_steps);
+    EXPECT_LE(t.memory()->total_peak(), 18 << 20);
+  });
+}
+
 // Builds a Trainer on each of 2 thread-backed ranks, rank r's config from make(r).
 std::vector<std::string> per_rank_errors(const std::function<TrainConfig(int)>& make) {
   auto errors = braid::testing::run_ranks_collect(
@@ -116,6 +164,14 @@ TEST(TrainerErrors, PerNodePathsMayDifferAcrossRanks) {
     return c;
   });
   for (const std::string& msg : errors) EXPECT_EQ(msg, "");
+}
+
+TEST(TrainerErrors, StrategyThatDiffersAcrossRanksIsNamedOnEveryRank) {
+  std::vector<std::string> errors =
+      per_rank_errors([](int rank) { return tiny(2, 1, rank == 0 ? "zero3" : "ddp"); });
+  for (const std::string& msg : errors)
+    EXPECT_NE(msg.find("rank(s) 1 differ from rank 0 in parallel.strategy"), std::string::npos)
+        << msg;
 }
 
 }  // namespace
