@@ -16,9 +16,11 @@ Storage::Storage(size_t nbytes, Device device, MemCategory category,
     : nbytes_(nbytes), device_(device), category_(category), tracker_(std::move(tracker)) {
   BRAID_CHECK(device.is_cpu(), "device ", device.str(), " is not supported by this build");
   if (tracker_) tracker_->charge(category_, static_cast<int64_t>(nbytes_));
-  size_t rounded = (nbytes_ + 63) / 64 * 64;
-  if (rounded == 0) rounded = 64;
-  data_ = std::aligned_alloc(64, rounded);
+  const size_t alignment = nbytes_ >= kPageAlignedFrom ? kPageAlignment : kSmallAlignment;
+  capacity_ = (nbytes_ + alignment - 1) / alignment * alignment;
+  if (capacity_ == 0) capacity_ = alignment;
+  // capacity_ < nbytes_: the rounding wrapped around, which no allocator could satisfy.
+  data_ = capacity_ < nbytes_ ? nullptr : std::aligned_alloc(alignment, capacity_);
   if (!data_) {
     if (tracker_) tracker_->release(category_, static_cast<int64_t>(nbytes_));
     throw OutOfMemory("out of host memory allocating " + format_bytes(nbytes_) + " of " +

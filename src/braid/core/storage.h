@@ -1,5 +1,9 @@
-// Storage: one owned, 64-byte aligned allocation, charged to a MemoryTracker category for its
-// whole life. Tensors share Storage through shared_ptr.
+// Storage: one owned allocation, charged to a MemoryTracker category for its whole life.
+// Tensors share Storage through shared_ptr.
+// Alignment: allocations of 64 KiB or more start on a 4096-byte boundary and their size is
+// rounded up to a multiple of 4096 bytes (capacity()), so they can be handed to O_DIRECT file
+// I/O as they are (parallel/zero/offload_file.h); smaller ones are 64-byte aligned and rounded
+// up to 64. The tracker is charged the requested nbytes, not the capacity.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +17,10 @@ namespace braid {
 
 class Storage {
  public:
+  static constexpr size_t kPageAlignment = 4096;
+  static constexpr size_t kPageAlignedFrom = size_t{64} << 10;  // 64 KiB
+  static constexpr size_t kSmallAlignment = 64;
+
   // Allocates nbytes (uninitialised). tracker may be null (untracked).
   Storage(size_t nbytes, Device device, MemCategory category,
           std::shared_ptr<MemoryTracker> tracker);
@@ -23,6 +31,7 @@ class Storage {
   void* data() { return data_; }
   const void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  size_t capacity() const { return capacity_; }  // bytes allocated: nbytes rounded up, see above
   Device device() const { return device_; }
   MemCategory category() const { return category_; }
   const std::shared_ptr<MemoryTracker>& tracker() const { return tracker_; }
@@ -30,6 +39,7 @@ class Storage {
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
+  size_t capacity_ = 0;
   Device device_;
   MemCategory category_;
   std::shared_ptr<MemoryTracker> tracker_;

@@ -46,5 +46,25 @@ TEST(Tensor, RngIsPerObjectAndDeterministic) {
   EXPECT_EQ(d.normal(), first);
 }
 
+TEST(Tensor, LargeAllocationsArePageAligned) {
+  // Storage: 64 KiB and up start on a 4096-byte boundary with a capacity rounded to 4096.
+  for (int64_t numel : {int64_t{16384}, int64_t{16385}, int64_t{1} << 20}) {
+    Tensor t = Tensor::empty(Shape{numel});
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw_data()) % 4096, 0u) << numel;
+    EXPECT_EQ(t.storage()->capacity() % 4096, 0u) << numel;
+    EXPECT_GE(t.storage()->capacity(), t.nbytes()) << numel;
+    EXPECT_EQ(t.storage()->nbytes(), t.nbytes()) << numel;
+  }
+  Tensor small = Tensor::empty(Shape{100});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.raw_data()) % 64, 0u);
+  EXPECT_EQ(small.storage()->capacity(), 448u);
+  auto tracker = std::make_shared<MemoryTracker>();
+  {
+    Tensor t = Tensor::empty(Shape{16385}, DType::f32, MemCategory::optimizer_state, tracker);
+    EXPECT_EQ(tracker->current(MemCategory::optimizer_state), 16385 * 4);  // requested bytes
+  }
+  EXPECT_EQ(tracker->current(MemCategory::optimizer_state), 0);
+}
+
 }  // namespace
 }  // namespace braid

@@ -13,20 +13,34 @@ int exact_norm_shift(float max_abs) {
   return 55 - 2 * e;
 }
 
-double grad_norm(const std::vector<Tensor>& grads, const NormReduction& reduce) {
-  float max = 0.0f;
-  for (const Tensor& g : grads)
-    if (g.defined() && g.numel() > 0) max = std::max(max, kernels::max_abs(g));
-  if (reduce.max) max = reduce.max(max);
+double grad_norm(float local_max, const std::function<__int128(int shift)>& local_sum,
+                 const NormReduction& reduce) {
+  float max = reduce.max ? reduce.max(local_max) : local_max;
   if (!std::isfinite(max)) return INFINITY;
   // Every rank sees the same global max, so all take the same branch (and the same collectives).
   if (max == 0.0f) return 0.0;
   const int shift = exact_norm_shift(max);
-  __int128 sum = 0;
-  for (const Tensor& g : grads)
-    if (g.defined() && g.numel() > 0) sum += kernels::sum_squares_fixed(g, shift);
+  __int128 sum = local_sum(shift);
   if (reduce.sum) sum = reduce.sum(sum);
   return std::sqrt(std::ldexp(static_cast<double>(sum), -shift));
+}
+
+double grad_norm(const std::vector<Tensor>& grads, const NormReduction& reduce) {
+  float max = 0.0f;
+  for (const Tensor& g : grads)
+    if (g.defined() && g.numel() > 0) max = std::max(max, kernels::max_abs(g));
+  auto local_sum = [&grads](int shift) {
+    __int128 sum = 0;
+    for (const Tensor& g : grads)
+      if (g.defined() && g.numel() > 0) sum += kernels::sum_squares_fixed(g, shift);
+    return sum;
+  };
+  return grad_norm(max, local_sum, reduce);
+}
+
+float clip_coefficient(double norm, double max_norm) {
+  const double coef = max_norm / (norm + 1e-6);
+  return coef < 1.0 ? static_cast<float>(coef) : 1.0f;
 }
 
 bool is_finite_norm(double norm) {
@@ -44,10 +58,10 @@ double clip_grad_norm(std::vector<Tensor> grads, double max_norm, const NormRedu
                 "must be skipped");
     return norm;
   }
-  double coef = max_norm / (norm + 1e-6);
-  if (coef < 1.0)
+  const float coef = clip_coefficient(norm, max_norm);
+  if (coef < 1.0f)
     for (Tensor& g : grads)
-      if (g.defined() && g.numel() > 0) kernels::scale(g, static_cast<float>(coef));
+      if (g.defined() && g.numel() > 0) kernels::scale(g, coef);
   return norm;
 }
 

@@ -27,6 +27,12 @@ int exact_norm_shift(float max_abs);
 
 // The norm without clipping: +inf when any gradient is inf or nan.
 double grad_norm(const std::vector<Tensor>& grads, const NormReduction& reduce = {});
+// The same for gradients this rank does not hold in memory (offloaded): local_max is the max
+// |g| over its pieces, local_sum(shift) their kernels::sum_squares_fixed with that shift.
+double grad_norm(float local_max, const std::function<__int128(int shift)>& local_sum,
+                 const NormReduction& reduce = {});
+// The factor clip_grad_norm scales by: max_norm / (norm + 1e-6) when that is < 1, else 1.
+float clip_coefficient(double norm, double max_norm);
 
 // Returns the total norm before clipping. Scales every gradient by max_norm / (norm + 1e-6)
 // when that is < 1. A non-finite norm (inf/nan gradients) leaves the gradients untouched and

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "braid/core/shard_record.h"
 #include "braid/core/tensor.h"
+#include "braid/optim/state_store.h"
 
 namespace braid::optim {
 
@@ -18,8 +20,14 @@ struct ParamSlice {
   // Which elements of which parameter: names the state tensors ("<name>.exp_avg", ...) and gives
   // the full shape (decay rules classify a shard like its parameter) and the owned range.
   ShardRecord shard;
-  Tensor param;  // f32 (master weights), shard.numel elements
-  Tensor grad;   // f32 or bf16, same numel; undefined = frozen, skipped by step()
+  // f32 master weights, shard.numel elements; undefined when the optimizer's state store holds
+  // them (offloaded: the store hands them out at each update, Note [Optimizer state]).
+  Tensor param;
+  Tensor grad;  // f32 or bf16, same numel; undefined = frozen (skipped), unless grad_in_store
+  // The state store hands the gradient out at each update (offloaded, Note [Optimizer state]).
+  bool grad_in_store = false;
+
+  bool trainable() const { return grad.defined() || grad_in_store; }
 
   const std::string& name() const { return shard.name; }
   // A whole parameter.
@@ -34,14 +42,20 @@ struct ParamGroup {
 
 class Optimizer {
  public:
-  virtual ~Optimizer() = default;
+  virtual ~Optimizer();
   // One update of every slice with learning rate lr * group.lr_scale; increments the step
-  // count first (so bias correction uses t = 1 on the first step).
-  virtual void step(float lr) = 0;
+  // count first (so bias correction uses t = 1 on the first step). Visits the slices in the
+  // state store's order (Note [Optimizer state], state_store.h).
+  void step(float lr);
   // ("<slice name>.<state>", tensor) for every state tensor, in a fixed order. Writing into
   // the returned tensors restores state (they are the optimizer's own buffers).
-  virtual std::vector<std::pair<std::string, Tensor>> state_tensors() = 0;
+  std::vector<std::pair<std::string, Tensor>> state_tensors();
   virtual const char* name() const = 0;
+
+  // Replaces the state store (before the first step): the new store is attached to the same
+  // slices and starts from zero state.
+  void set_state_store(std::unique_ptr<StateStore> store);
+  const StateStore& state_store() const { return *store_; }
 
   int64_t step_count() const { return step_count_; }
   void set_step_count(int64_t t) { step_count_ = t; }
@@ -49,37 +63,47 @@ class Optimizer {
   const std::vector<ParamGroup>& groups() const { return groups_; }
 
  protected:
-  explicit Optimizer(std::vector<ParamGroup> groups);
+  Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> state_names);
+  // Updates one slice: `slot` holds its master weights and state, `grad` its gradient, resident.
+  virtual void update(const ParamGroup& group, SliceSlot& slot, const Tensor& grad, float lr) = 0;
+
   std::vector<ParamGroup> groups_;
   int64_t step_count_ = 0;
+
+ private:
+  std::vector<std::string> state_names_;
+  std::vector<std::pair<size_t, size_t>> where_;  // flat slice -> (group, position)
+  std::unique_ptr<StateStore> store_;
 };
 
 // AdamW (decoupled weight decay, bias correction), as torch.optim.AdamW.
 class AdamW : public Optimizer {
  public:
-  AdamW(std::vector<ParamGroup> groups, float beta1 = 0.9f, float beta2 = 0.999f,
-        float eps = 1e-8f);
-  void step(float lr) override;
-  std::vector<std::pair<std::string, Tensor>> state_tensors() override;
+  // store: where the state lives (null: in memory).
+  AdamW(std::vector<ParamGroup> groups, float beta1 = 0.9f, float beta2 = 0.999f, float eps = 1e-8f,
+        std::unique_ptr<StateStore> store = nullptr);
   const char* name() const override { return "adamw"; }
+
+ protected:
+  void update(const ParamGroup& group, SliceSlot& slot, const Tensor& grad, float lr) override;
 
  private:
   float beta1_, beta2_, eps_;
-  std::vector<std::vector<Tensor>> exp_avg_, exp_avg_sq_;  // [group][slice], f32
 };
 
 // SGD with optional (Nesterov) momentum and L2 weight decay, as torch.optim.SGD.
 class SGD : public Optimizer {
  public:
-  SGD(std::vector<ParamGroup> groups, float momentum = 0.0f, bool nesterov = false);
-  void step(float lr) override;
-  std::vector<std::pair<std::string, Tensor>> state_tensors() override;
+  SGD(std::vector<ParamGroup> groups, float momentum = 0.0f, bool nesterov = false,
+      std::unique_ptr<StateStore> store = nullptr);
   const char* name() const override { return "sgd"; }
+
+ protected:
+  void update(const ParamGroup& group, SliceSlot& slot, const Tensor& grad, float lr) override;
 
  private:
   float momentum_;
   bool nesterov_;
-  std::vector<std::vector<Tensor>> momentum_buffer_;  // [group][slice]; empty if momentum 0
 };
 
 }  // namespace braid::optim

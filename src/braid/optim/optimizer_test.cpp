@@ -149,3 +149,69 @@ TEST(Optimizer, RejectsMismatchedSlices) {
 
 }  // namespace
 }  // namespace braid::optim
+
+namespace braid::optim {
+namespace {
+
+// A store that keeps state in its own buffers, visits slices backwards and copies the master
+// weights in and out around each update, as an offloading store does: same bits as in memory.
+class CopyingStore : public StateStore {
+ public:
+  void attach(const std::vector<const ParamSlice*>& slices, int num_states) override {
+    slices_ = slices;
+    num_slices_ = slices.size();
+    for (const ParamSlice* s : slices) {
+      std::vector<Tensor> st;
+      for (int k = 0; k < num_states; ++k) st.push_back(Tensor::zeros(s->param.shape()));
+      state_.push_back(st);
+    }
+  }
+  std::vector<size_t> step_order() const override {
+    std::vector<size_t> o = StateStore::step_order();
+    return {o.rbegin(), o.rend()};
+  }
+  SliceSlot acquire(size_t i) override {
+    ++acquired;
+    return {slices_[i]->param.clone(), state_[i], Tensor()};
+  }
+  void release(size_t i) override { ++released, last_ = i; }
+  std::vector<Tensor> resident_state(size_t i) override { return state_[i]; }
+  int acquired = 0, released = 0;
+  size_t last_ = 99;
+
+ private:
+  std::vector<const ParamSlice*> slices_;
+  std::vector<std::vector<Tensor>> state_;
+};
+
+TEST(StateStore, AnotherStoreVisitsInItsOrderAndUpdatesTheSlotItHandsOut) {
+  Rng rng(5);
+  Tensor p1 = Tensor::randn(Shape{6}, rng), g1 = Tensor::randn(Shape{6}, rng);
+  Tensor p2 = Tensor::randn(Shape{3}, rng), g2 = Tensor::randn(Shape{3}, rng);
+  Tensor q1 = p1.clone(), q2 = p2.clone();
+  AdamW resident(
+      {ParamGroup{{ParamSlice::whole("a", p1, g1), ParamSlice::whole("b", p2, g2)}, 1.0f, 0.1f}});
+  AdamW other(
+      {ParamGroup{{ParamSlice::whole("a", q1, g1), ParamSlice::whole("b", q2, g2)}, 1.0f, 0.1f}});
+  auto store = std::make_unique<CopyingStore>();
+  CopyingStore* s = store.get();
+  other.set_state_store(std::move(store));
+  resident.step(1e-2f);
+  other.step(1e-2f);
+  EXPECT_EQ(s->acquired, 2);
+  EXPECT_EQ(s->released, 2);
+  EXPECT_EQ(s->last_, 0u);  // visited backwards
+  // The store's own copies of the weights were updated, not the slices' tensors ...
+  EXPECT_FALSE(testing::bit_equal(q1, p1));
+  // ... and the state matches the resident optimizer's bit for bit.
+  auto a = resident.state_tensors(), b = other.state_tensors();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(testing::bit_equal(a[i].second, b[i].second)) << a[i].first;
+  }
+  EXPECT_THROW(other.set_state_store(std::make_unique<ResidentStateStore>()), Error);
+}
+
+}  // namespace
+}  // namespace braid::optim

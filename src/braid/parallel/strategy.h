@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,9 @@ class Strategy {
   virtual void materialize(nn::Transformer& model, const MaterializeOptions& options) = 0;
   // The slices this rank's optimizer steps (master parameters and their reduced gradients).
   virtual std::vector<optim::ParamSlice> optimizer_slices() = 0;
+  // Where the optimizer keeps its state for those slices (null: in memory). Pass it to the
+  // optimizer's constructor, so no in-memory state is ever allocated when it is offloaded.
+  virtual std::unique_ptr<optim::StateStore> optimizer_state_store() { return nullptr; }
 
   virtual void zero_grad() = 0;
   virtual void begin_micro_step(int64_t micro_step, int64_t accumulation_steps) = 0;
@@ -82,6 +86,9 @@ class Strategy {
   virtual void for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) = 0;
 
   virtual StrategyStats last_step_stats() const { return {}; }
+  // A line for the memory report about what the strategy keeps outside the rank's memory
+  // (offloaded bytes and I/O); empty when nothing.
+  virtual std::string memory_note() const { return ""; }
 };
 
 }  // namespace braid::parallel

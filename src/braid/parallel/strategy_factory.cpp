@@ -39,17 +39,30 @@ std::unique_ptr<Strategy> make_strategy(const StrategySpec& spec,
   check_one_of("parallel.sharding_strategy", spec.sharding_strategy,
                fsdp_sharding_strategy_names());
   check_one_of("parallel.sync_each_batch", spec.sync_each_batch, {"auto", "true", "false"});
+  for (const auto& [key, value] : {std::pair{"parallel.offload_optimizer", spec.offload_optimizer},
+                                   std::pair{"parallel.offload_params", spec.offload_params}}) {
+    BRAID_CHECK(value != "cpu", "config key '", key, "' is 'cpu': on the cpu device the ",
+                "state already lives in host memory; 'nvme' moves it to files in ",
+                "parallel.offload_dir");
+    check_one_of(key, value, {"none", "nvme"});
+  }
+  const bool offload = spec.offload_optimizer != "none" || spec.offload_params != "none";
   const int world_size = world ? world->size() : 1;
   BRAID_CHECK(spec.sharding_factor >= 0, "parallel.sharding_factor must be >= 0, got ",
               spec.sharding_factor);
+  const bool fsdp = spec.name == "fsdp";
+  const std::string& how = spec.sharding_strategy;
+  BRAID_CHECK(
+      !offload || (spec.name != "none" && spec.name != "ddp" && !(fsdp && how == "NO_SHARD")),
+      "offload (parallel.offload_optimizer / offload_params) needs a sharded strategy "
+      "(zero1, zero2, zero3 or fsdp with sharding), not ",
+      spec.name, fsdp ? " " + how : std::string());
   if (spec.name == "none") {
     BRAID_CHECK(world_size == 1, "parallel.strategy is 'none' but ", world_size,
                 " ranks were launched; choose a distributed strategy (ddp, zero1-3, fsdp) or "
                 "launch one rank");
     return std::make_unique<DdpStrategy>(nullptr, DdpStrategyOptions{});
   }
-  const bool fsdp = spec.name == "fsdp";
-  const std::string& how = spec.sharding_strategy;
   if (spec.name == "ddp" || (fsdp && how == "NO_SHARD")) {
     BRAID_CHECK(spec.sharding_factor == 0 || spec.sharding_factor == world_size,
                 "parallel.sharding_factor ", spec.sharding_factor, " has no effect with ",
@@ -68,6 +81,9 @@ std::unique_ptr<Strategy> make_strategy(const StrategySpec& spec,
   o.limit_all_gathers = spec.limit_all_gathers;
   o.param_persistence_threshold = spec.param_persistence_threshold;
   o.sharding_factor = spec.sharding_factor;
+  o.offload_optimizer = spec.offload_optimizer == "nvme";
+  o.offload_params = spec.offload_params == "nvme";
+  o.offload_dir = spec.offload_dir;
   if (fsdp) {
     o.stage = 3;
     o.label = "fsdp " + how;

@@ -33,7 +33,10 @@ struct StrategySpec {
   bool backward_prefetch = true;
   int limit_all_gathers = 2;
   int64_t param_persistence_threshold = 0;
-  int ranks_per_node = 0;  // the default shard group of HYBRID_* (0: all ranks)
+  int ranks_per_node = 0;                  // the default shard group of HYBRID_* (0: all ranks)
+  std::string offload_optimizer = "none";  // none | nvme
+  std::string offload_params = "none";     // none | nvme (zero3 / fsdp)
+  std::string offload_dir;                 // the offload files' directory
 };
 
 std::vector<std::string> strategy_names();                // none, ddp, zero1, ...

@@ -66,6 +66,9 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("parallel.backward_prefetch", &c.parallel.backward_prefetch);
   f("parallel.limit_all_gathers", &c.parallel.limit_all_gathers);
   f("parallel.param_persistence_threshold", &c.parallel.param_persistence_threshold);
+  f("parallel.offload_optimizer", &c.parallel.offload_optimizer);
+  f("parallel.offload_params", &c.parallel.offload_params);
+  f("parallel.offload_dir", &c.parallel.offload_dir);
   f("parallel.bucket_mb", &c.parallel.bucket_mb);
   f("parallel.find_unused_parameters", &c.parallel.find_unused_parameters);
   f("parallel.comm_timeout_s", &c.parallel.comm_timeout_s);

@@ -75,6 +75,11 @@ struct ParallelSection {
   bool backward_prefetch = true;
   int64_t limit_all_gathers = 2;
   int64_t param_persistence_threshold = 0;  // zero3/fsdp: units this small stay unsharded
+  // Offload to files (DeepSpeed's device nvme): none | nvme. The optimizer state, and with
+  // offload_params (zero3/fsdp; needs offload_optimizer) the parameter shards.
+  std::string offload_optimizer = "none";
+  std::string offload_params = "none";
+  std::string offload_dir = "";  // "" = <output.dir>/offload
   double bucket_mb = 25.0;
   bool find_unused_parameters = false;
   double comm_timeout_s = 600.0;

@@ -3,42 +3,33 @@
 // bit-identical. Any failing rank fails the test (scripts/mpirun-test.sh).
 #include <gtest/gtest.h>
 
-#include "braid/comm/world.h"
 #include "braid/train/ddp_parity_util.h"
+#include "braid/train/mpi_test_world.h"
 #include "testing/tensor_compare.h"
 
 namespace braid::train {
 namespace {
 
-std::shared_ptr<comm::ProcessGroup> world() {
-  static std::shared_ptr<comm::ProcessGroup> w = [] {
-    comm::ProcessGroupOptions o;
-    o.timeout = std::chrono::seconds(60);
-    return comm::init_world(o);
-  }();
-  return w;
-}
-
 Tensor train_ddp(const TrainConfig& cfg) {
-  Trainer t(cfg, world(), quiet());
+  Trainer t(cfg, mpi_test_world(), quiet());
   t.run();
   return t.model().flat().params().clone();
 }
 
 TEST(DdpParityMpi, RanksMatchOneProcessAndRerunsAreBitIdentical) {
-  const int n = world()->size();
+  const int n = mpi_test_world()->size();
   Tensor ddp = train_ddp(tiny(2, 1, "ddp"));
   Tensor single = train_one(tiny(2 * n, 1, "none"));
-  EXPECT_TRUE(weights_match(ddp, single)) << "rank " << world()->rank();
+  EXPECT_TRUE(weights_match(ddp, single)) << "rank " << mpi_test_world()->rank();
   Tensor again = train_ddp(tiny(2, 1, "ddp"));
-  EXPECT_TRUE(braid::testing::bit_equal(again, ddp)) << "rank " << world()->rank();
+  EXPECT_TRUE(braid::testing::bit_equal(again, ddp)) << "rank " << mpi_test_world()->rank();
 }
 
 TEST(DdpParityMpi, AccumulationUnderDdpMatchesTheBigBatch) {
-  const int n = world()->size();
+  const int n = mpi_test_world()->size();
   Tensor ddp = train_ddp(tiny(1, 3, "ddp"));
   Tensor single = train_one(tiny(3 * n, 1, "none"));
-  EXPECT_TRUE(weights_match(ddp, single)) << "rank " << world()->rank();
+  EXPECT_TRUE(weights_match(ddp, single)) << "rank " << mpi_test_world()->rank();
 }
 
 }  // namespace
@@ -46,6 +37,6 @@ TEST(DdpParityMpi, AccumulationUnderDdpMatchesTheBigBatch) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  braid::train::world();
+  braid::train::mpi_test_world();
   return RUN_ALL_TESTS();
 }

@@ -21,6 +21,9 @@ parallel::StrategySpec strategy_spec_from(const TrainConfig& cfg) {
   s.limit_all_gathers = static_cast<int>(p.limit_all_gathers);
   s.param_persistence_threshold = p.param_persistence_threshold;
   s.ranks_per_node = local_world_size();
+  s.offload_optimizer = p.offload_optimizer;
+  s.offload_params = p.offload_params;
+  s.offload_dir = p.offload_dir.empty() ? cfg.output.dir + "/offload" : p.offload_dir;
   return s;
 }
 

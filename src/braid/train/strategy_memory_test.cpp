@@ -31,6 +31,7 @@ struct Case {
   int sharding_factor = 0;
   std::string sync_each_batch = "auto";
   double params = 0, grads = 0, optimizer = 0;  // the formulas, bytes
+  bool offload = false;                         // optimizer state and parameters to files
 };
 
 Peaks run(const Case& k) {
@@ -40,6 +41,11 @@ Peaks run(const Case& k) {
   if (!k.how.empty()) c.parallel.sharding_strategy = k.how;
   c.parallel.sharding_factor = k.sharding_factor;
   c.parallel.sync_each_batch = k.sync_each_batch;
+  if (k.offload) {
+    c.parallel.offload_optimizer = "nvme";
+    c.parallel.offload_params = "nvme";
+    c.parallel.offload_dir = private_offload_dir();
+  }
   c.training.max_steps = 2;
   Peaks out;
   std::mutex mu;
@@ -102,6 +108,12 @@ TEST(StrategyMemory, TrackerPeaksMatchTheZeroFormulas) {
       {"fsdp", "HYBRID_SHARD_ZERO2", 4, 2, "auto", 4 * (s4.P / 2 + s4.P), sharded_grads(s4, 4),
        8 * n / 4},
       {"zero3", "", 4, 0, "auto", zero3_params(s4, 4), sharded_grads(s4, 4), 8 * n / 4},
+      // Offloaded (Note [Offload pages]): no shards, no gradient pieces, no optimizer state in
+      // memory. What remains: the units in flight (the next block's shard is read ahead rather
+      // than gathered: half a block on 2 ranks), the reduced piece being written after backward,
+      // and the optimizer's pages (being updated, read ahead, written back: 3 blocks' pieces).
+      {"zero3", "", 2, 0, "auto", 4 * (s2.E + s2.H + s2.B + s2.B / 2),
+       4 * (s2.E + 2 * s2.B + s2.E / 2), 3 * 8 * s2.B / 2, true},
   };
   for (const Case& k : cases) {
     const Peaks p = run(k);

@@ -3,32 +3,23 @@
 // weights bit for bit, in both accumulation modes, and every rank holds the same weights.
 #include <gtest/gtest.h>
 
-#include "braid/comm/world.h"
+#include "braid/train/mpi_test_world.h"
 #include "braid/train/strategy_parity_util.h"
 #include "testing/tensor_compare.h"
 
 namespace braid::train {
 namespace {
 
-std::shared_ptr<comm::ProcessGroup> world() {
-  static std::shared_ptr<comm::ProcessGroup> w = [] {
-    comm::ProcessGroupOptions o;
-    o.timeout = std::chrono::seconds(60);
-    return comm::init_world(o);
-  }();
-  return w;
-}
-
 Tensor train(const TrainConfig& cfg) {
-  Trainer t(cfg, world(), quiet());
+  Trainer t(cfg, mpi_test_world(), quiet());
   return train_and_gather(t);
 }
 
 // Every rank's weights equal rank 0's.
 ::testing::AssertionResult same_on_every_rank(const Tensor& w) {
-  Tensor all = Tensor::empty(Shape{w.numel() * world()->size()});
-  world()->all_gather(all, w)->wait();
-  for (int r = 1; r < world()->size(); ++r)
+  Tensor all = Tensor::empty(Shape{w.numel() * mpi_test_world()->size()});
+  mpi_test_world()->all_gather(all, w)->wait();
+  for (int r = 1; r < mpi_test_world()->size(); ++r)
     if (auto ok = braid::testing::bit_equal(all.flat_range(r * w.numel(), w.numel()), w); !ok)
       return ok << " (rank " << r << " vs rank 0)";
   return ::testing::AssertionSuccess();
@@ -37,7 +28,7 @@ Tensor train(const TrainConfig& cfg) {
 class StrategyParityMpi : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(StrategyParityMpi, EveryStrategyGivesDdpsWeightsBitForBit) {
-  const int n = world()->size();
+  const int n = mpi_test_world()->size();
   const TrainConfig base = parity_config(GetParam());
   const Tensor ddp = train(base);
   EXPECT_TRUE(same_on_every_rank(ddp));
@@ -50,7 +41,8 @@ TEST_P(StrategyParityMpi, EveryStrategyGivesDdpsWeightsBitForBit) {
     TrainConfig c = base;
     v.apply(c);
     const Tensor w = train(c);
-    EXPECT_TRUE(braid::testing::bit_equal(w, ddp)) << v.name << " vs ddp, rank " << world()->rank();
+    EXPECT_TRUE(braid::testing::bit_equal(w, ddp))
+        << v.name << " vs ddp, rank " << mpi_test_world()->rank();
     EXPECT_TRUE(same_on_every_rank(w)) << v.name;
   }
 }
@@ -63,6 +55,6 @@ INSTANTIATE_TEST_SUITE_P(Modes, StrategyParityMpi, ::testing::Values("true", "fa
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  braid::train::world();
+  braid::train::mpi_test_world();
   return RUN_ALL_TESTS();
 }

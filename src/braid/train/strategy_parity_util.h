@@ -8,6 +8,8 @@
 // parallel/ddp/ddp_strategy.h), so each mode compares every strategy with DDP set to that mode.
 #pragma once
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -24,6 +26,13 @@ struct StrategyVariant {
   int rank_divisor = 1;  // world sizes it needs to divide (sharding factor)
   std::function<void(TrainConfig&)> apply;
 };
+
+// Offload files of this process only (tests run in parallel; ranks name their own files).
+inline std::string private_offload_dir() {
+  return (std::filesystem::temp_directory_path() /
+          ("braid_offload_test_" + std::to_string(::getpid())))
+      .string();
+}
 
 inline std::vector<StrategyVariant> strategy_variants() {
   auto set = [](std::string strategy, std::string how = "", int factor = 0) {
@@ -53,6 +62,25 @@ inline std::vector<StrategyVariant> strategy_variants() {
        [](TrainConfig& c) {
          c.parallel.strategy = "zero3";
          c.model.activation_checkpointing = true;
+       }},
+      {"zero3_offload_optimizer_and_params_nvme", 1, 1,
+       [](TrainConfig& c) {
+         c.parallel.strategy = "zero3";
+         c.parallel.offload_optimizer = "nvme";
+         c.parallel.offload_params = "nvme";
+         c.parallel.offload_dir = private_offload_dir();
+       }},
+      {"zero2_offload_optimizer_nvme", 1, 1,
+       [](TrainConfig& c) {
+         c.parallel.strategy = "zero2";
+         c.parallel.offload_optimizer = "nvme";
+         c.parallel.offload_dir = private_offload_dir();
+       }},
+      {"zero1_offload_optimizer_nvme", 1, 1,
+       [](TrainConfig& c) {
+         c.parallel.strategy = "zero1";
+         c.parallel.offload_optimizer = "nvme";
+         c.parallel.offload_dir = private_offload_dir();
        }},
   };
 }

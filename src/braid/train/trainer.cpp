@@ -150,13 +150,14 @@ void Trainer::build_optimizer() {
   split.weight_decay = static_cast<float>(cfg_.optimizer.weight_decay);
   auto groups = optim::split_decay_groups(slices, split);
   const auto& o = cfg_.optimizer;
+  auto store = strategy_->optimizer_state_store();  // null: in memory
   if (o.type == "adamw") {
-    optimizer_ =
-        std::make_unique<optim::AdamW>(std::move(groups), static_cast<float>(o.beta1),
-                                       static_cast<float>(o.beta2), static_cast<float>(o.eps));
+    optimizer_ = std::make_unique<optim::AdamW>(std::move(groups), static_cast<float>(o.beta1),
+                                                static_cast<float>(o.beta2),
+                                                static_cast<float>(o.eps), std::move(store));
   } else {
-    optimizer_ =
-        std::make_unique<optim::SGD>(std::move(groups), static_cast<float>(o.momentum), o.nesterov);
+    optimizer_ = std::make_unique<optim::SGD>(std::move(groups), static_cast<float>(o.momentum),
+                                              o.nesterov, std::move(store));
   }
 }
 
@@ -325,6 +326,8 @@ void Trainer::finish(TrainResult& r) {
         "%s\n",
         format_summary(r, static_cast<double>(ru.ru_maxrss) / 1024.0, world_size()).c_str());
     std::printf("memory (rank 0):\n%s\n", tracker_->breakdown().c_str());
+    if (std::string note = strategy_->memory_note(); !note.empty())
+      std::printf("%s\n", note.c_str());
   }
   // Every rank takes part: the export gathers units and generation may gather parameters.
   write_outputs(cfg_, *model_, *strategy_, rank() == 0, options_.quiet);

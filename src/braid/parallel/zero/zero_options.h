@@ -33,6 +33,13 @@ struct ZeroOptions {
   // Stage 3: units with at most this many elements are not sharded (kept whole on every rank).
   int64_t param_persistence_threshold = 0;
   bool find_unused_parameters = false;
+  // Offload to a slow tier (DeepSpeed's offload_optimizer / offload_param with device nvme): the
+  // optimizer state in a file per rank, paged in unit by unit around the step (Note [Offload
+  // pages], offload_store.h); with offload_params (stage 3) the parameter shards too, read ahead
+  // of their all-gather and updated in place by the optimizer.
+  bool offload_optimizer = false;
+  bool offload_params = false;
+  std::string offload_dir;      // the files' directory (each rank its own file)
   std::string label = "zero3";  // how describe() names it ("fsdp FULL_SHARD", ...)
 };
 

@@ -103,7 +103,9 @@ void ZeroRuntime::end_micro_step() {
   }
   const auto t0 = Clock::now();
   poll_reductions(true);
+  finish_grad_write();
   stats_.exposed_comm_ms += ms_since(t0);
+  grad_scale_ = 1.0f;
   for (ZeroUnit& u : units_) {
     reshard(u);  // the backward is over: nothing stays gathered
     u.arrived = 0;
@@ -162,13 +164,28 @@ void ZeroRuntime::on_grad_ready(int i) {
 
 // ---- parameters ----
 
+void ZeroRuntime::start_read(ZeroUnit& u) {
+  u.shard_stage = io_buffer(u.geo.piece, DType::f32, MemCategory::parameters);
+  u.shard_read = offload_->read(u.param_region, u.shard_stage);
+  u.params = ZeroUnit::Params::reading;
+}
+
 void ZeroRuntime::start_gather(ZeroUnit& u) {
   wait_update(u);  // the replicas' after-step exchange writes the shard being sent
   const int64_t piece = u.geo.piece, block = piece * groups_.s;
+  Tensor source = u.shard;
+  if (u.param_region >= 0) {  // offloaded (one replica: the shard is one piece)
+    if (u.params == ZeroUnit::Params::resident) start_read(u);
+    const auto t0 = Clock::now();
+    u.shard_read->wait();
+    stats_.exposed_comm_ms += ms_since(t0);
+    u.shard_read = nullptr;
+    source = u.shard_stage.flat_range(0, piece);
+  }
   u.full = Tensor::empty(Shape{u.geo.padded}, DType::f32, MemCategory::parameters);
   for (int r = 0; r < groups_.r; ++r)
     u.gathers.push_back(groups_.gather->all_gather(u.full.flat_range(r * block, block),
-                                                   u.shard.flat_range(r * piece, piece)));
+                                                   source.flat_range(r * piece, piece)));
   u.params = ZeroUnit::Params::gathering;
   stats_.bytes_gathered += u.geo.padded * 4;
 }
@@ -178,6 +195,7 @@ void ZeroRuntime::finish_gather(ZeroUnit& u) {
   for (auto& w : u.gathers) w->wait();
   stats_.exposed_comm_ms += ms_since(t0);
   u.gathers.clear();
+  u.shard_stage = Tensor();
   for (int p : layout_.units()[static_cast<size_t>(u.index)].params) {
     const nn::ParamInfo& info = layout_.params()[static_cast<size_t>(p)];
     info.param->var.value() =
@@ -188,7 +206,7 @@ void ZeroRuntime::finish_gather(ZeroUnit& u) {
 
 void ZeroRuntime::ensure_gathered(ZeroUnit& u) {
   if (u.params == ZeroUnit::Params::gathered) return;
-  if (u.params == ZeroUnit::Params::resident) start_gather(u);
+  if (u.params != ZeroUnit::Params::gathering) start_gather(u);  // from resident or reading
   finish_gather(u);
 }
 
@@ -204,7 +222,12 @@ void ZeroRuntime::prefetch(int i) {
   ZeroUnit& u = units_[static_cast<size_t>(i)];
   if (!u.sharded || u.params != ZeroUnit::Params::resident) return;
   if (gathered_in_flight() >= opt_.limit_all_gathers) return;
-  start_gather(u);
+  // An offloaded shard is read ahead; its all-gather waits for the unit's turn (it must be
+  // issued in the same order on every rank, and I/O may finish in any order).
+  if (u.param_region >= 0)
+    start_read(u);
+  else
+    start_gather(u);
 }
 
 Tensor ZeroRuntime::gather_for_read(ZeroUnit& u) {
@@ -218,6 +241,9 @@ void ZeroRuntime::reshard(ZeroUnit& u) {
   if (!u.sharded || u.params == ZeroUnit::Params::resident) return;
   for (auto& w : u.gathers) w->wait();
   u.gathers.clear();
+  if (u.shard_read) u.shard_read->wait();
+  u.shard_read = nullptr;
+  u.shard_stage = Tensor();
   for (int p : layout_.units()[static_cast<size_t>(u.index)].params)
     layout_.params()[static_cast<size_t>(p)].param->var.value() = Tensor();
   u.full = Tensor();
@@ -300,9 +326,37 @@ void ZeroRuntime::launch_ready_reductions() {
   }
 }
 
+void ZeroRuntime::finish_grad_write() {
+  if (!grad_write_) return;
+  grad_write_->wait();
+  grad_write_ = nullptr;
+  grad_stage_ = Tensor();
+}
+
+// Note [Offloaded gradients]: with the optimizer offloaded (stages 2 and 3) the reduced piece of
+// each unit goes to its region of the file as soon as it is reduced, with its max |g| noted for
+// the norm; the norm reads the pieces back once (the exact sum needs the global max first), and
+// clipping scales each piece when the optimizer reads it back, by the same factor in the same
+// float multiply as the in-memory path. One write is in flight at a time.
+void ZeroRuntime::fold_offloaded(ZeroUnit& u, const Tensor& chunk) {
+  finish_grad_write();
+  Tensor stage = io_buffer(u.geo.piece, DType::f32, MemCategory::gradients);
+  if (u.reductions == 0) {
+    stage.copy_(chunk);
+  } else {
+    offload_->read(u.grad_region, stage)->wait();
+    kernels::axpy(stage, chunk, 1.0f);  // micro-steps summed in order
+  }
+  u.grad_max = kernels::max_abs(stage);
+  grad_write_ = offload_->write(u.grad_region, stage);
+  grad_stage_ = stage;
+}
+
 void ZeroRuntime::fold(ZeroUnit& u) {
   const Tensor chunk = u.grads.flat_range(u.geo.piece_begin(c()), u.geo.piece);
-  if (opt_.stage == 1 && !opt_.sync_each_batch) {
+  if (u.grad_region >= 0) {
+    fold_offloaded(u, chunk);
+  } else if (opt_.stage == 1 && !opt_.sync_each_batch) {
     // grad_piece is this very chunk of the full gradient buffer.
   } else if (u.reductions == 0) {
     u.grad_piece.copy_(chunk);

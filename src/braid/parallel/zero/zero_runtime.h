@@ -26,6 +26,7 @@
 #include "braid/comm/work.h"
 #include "braid/nn/transformer.h"
 #include "braid/parallel/strategy.h"
+#include "braid/parallel/zero/offload_file.h"
 #include "braid/parallel/zero/zero_groups.h"
 #include "braid/parallel/zero/zero_options.h"
 
@@ -44,7 +45,13 @@ struct ZeroUnit {
   Tensor grads;       // [padded]: stage 1 a FlatBuffer view; stage 2/3 bound during backward
   Tensor grad_piece;  // [piece]: this rank's reduced gradient (stage 1 without sync: a view)
 
-  enum class Params { resident, gathering, gathered };
+  int param_region = -1;  // offloaded: the shard's region of the offload file (else in `shard`)
+  int grad_region = -1;   // offloaded: the reduced gradient piece's region (else grad_piece)
+  float grad_max = 0;     // offloaded: max |g| of the piece as last written (for the norm)
+  Tensor shard_stage;     // offloaded: the shard read back for its all-gather
+  std::shared_ptr<IoTicket> shard_read;
+
+  enum class Params { resident, reading, gathering, gathered };
   Params params = Params::resident;  // sharded units only
   std::vector<std::shared_ptr<comm::Work>> gathers;
   std::shared_ptr<comm::Work> update;  // after-step all-gather in flight
@@ -66,6 +73,10 @@ class ZeroRuntime {
 
   // Called by ZeroStrategy::materialize once the units hold their storage.
   void attach(nn::Transformer& model, nn::ParamLayout layout);
+  void set_offload(std::shared_ptr<OffloadFile> file) { offload_ = std::move(file); }
+  const std::shared_ptr<OffloadFile>& offload() const { return offload_; }
+  // Offloaded gradients are clipped where they are read back (Note [Offloaded gradients]).
+  float* grad_scale() { return &grad_scale_; }
   static void register_hooks(const std::shared_ptr<ZeroRuntime>& self);
 
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps);
@@ -86,6 +97,7 @@ class ZeroRuntime {
   void on_grad_ready(int u);
 
   void ensure_gathered(ZeroUnit& u);
+  void start_read(ZeroUnit& u);
   void start_gather(ZeroUnit& u);
   void finish_gather(ZeroUnit& u);
   void prefetch(int u);
@@ -94,11 +106,14 @@ class ZeroRuntime {
   void bind_grads(ZeroUnit& u, const Tensor& grads);
   void launch_ready_reductions();
   void fold(ZeroUnit& u);
+  void fold_offloaded(ZeroUnit& u, const Tensor& chunk);
+  void finish_grad_write();
   void poll_reductions(bool wait_all);
   int c() const { return groups_.grad->rank(); }
 
   ZeroOptions opt_;
   ZeroGroups groups_;
+  std::shared_ptr<OffloadFile> offload_;
   nn::Transformer* model_ = nullptr;
   nn::ParamLayout layout_;
   std::vector<ZeroUnit> units_;
@@ -111,6 +126,9 @@ class ZeroRuntime {
     std::shared_ptr<comm::Work> work;
   };
   std::deque<Pending> pending_;
+  std::shared_ptr<IoTicket> grad_write_;  // the last offloaded gradient piece being written
+  Tensor grad_stage_;                     // ... from here
+  float grad_scale_ = 1.0f;
   StrategyStats stats_;
 };
 

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 
 #include "braid/core/error.h"
+#include "braid/core/memory_tracker.h"
+#include "braid/kernels/ops.h"
 #include "braid/optim/clip_grad.h"
 #include "braid/parallel/collective_guard.h"
+#include "braid/parallel/zero/offload_store.h"
 #include "braid/parallel/zero/zero_runtime.h"
 
 namespace braid::parallel {
@@ -20,7 +24,22 @@ ZeroStrategy::ZeroStrategy(std::shared_ptr<comm::ProcessGroup> world, ZeroOption
               world ? world->size() : 1, " ranks");
   BRAID_CHECK(options.limit_all_gathers >= 1, "parallel.limit_all_gathers must be >= 1, got ",
               options.limit_all_gathers);
+  BRAID_CHECK(!options.offload_params || options.stage == 3,
+              "parallel.offload_params needs "
+              "sharded parameters (zero3 or fsdp); ",
+              options.label, " keeps them whole in memory");
+  BRAID_CHECK(!options.offload_params || options.offload_optimizer,
+              "parallel.offload_params needs parallel.offload_optimizer too (the optimizer updates "
+              "the offloaded shards in place)");
+  BRAID_CHECK(
+      !(options.offload_optimizer || options.offload_params) || !options.offload_dir.empty(),
+      "offload needs a directory (parallel.offload_dir)");
   ZeroGroups groups = ZeroGroups::make(world, options.sharding_factor, options.stage == 3);
+  BRAID_CHECK(!options.offload_params || groups.r == 1,
+              "parallel.offload_params with hybrid "
+              "sharding (",
+              groups.r, " replicas of shard groups of ", groups.s,
+              ") is not supported yet; offload the optimizer alone or shard over all ranks");
   rt_ = std::make_shared<ZeroRuntime>(std::move(options), std::move(groups));
 }
 
@@ -29,6 +48,12 @@ ZeroStrategy::~ZeroStrategy() {
   try {
     if (rt_ && materialized_) rt_->wait_all_updates();
   } catch (...) {
+  }
+  if (rt_ && rt_->offload()) {
+    const std::filesystem::path dir = rt_->offload()->path().parent_path();
+    rt_->set_offload(nullptr);  // the file goes with it (the store may still hold it)
+    std::error_code ec;
+    std::filesystem::remove(dir, ec);  // only when empty: the other ranks' files may be there
   }
 }
 
@@ -60,6 +85,10 @@ void ZeroStrategy::materialize(nn::Transformer& model, const MaterializeOptions&
   auto& units = rt.units();
   units.resize(layout.units().size());
   all_ranks_or_throw(g.grad.get(), [&] {
+    if (o.offload_optimizer) {
+      const std::string file = "rank" + std::to_string(g.grad->rank()) + ".bin";
+      rt.set_offload(std::make_shared<OffloadFile>(std::filesystem::path(o.offload_dir) / file));
+    }
     if (o.stage <= 2) model.materialize(/*allocate_grads=*/o.stage == 1, layout.pad_multiple());
     for (size_t k = 0; k < units.size(); ++k) {
       const nn::UnitInfo& info = layout.units()[k];
@@ -85,6 +114,16 @@ void ZeroStrategy::materialize(nn::Transformer& model, const MaterializeOptions&
         layout.bind_unit(u.index, full, Tensor());  // creates the parameters' Variables
         if (!u.sharded) {
           u.full = full;
+        } else if (o.offload_params) {
+          // The shard goes straight to its region of the file (Note [Offload pages]).
+          const int64_t piece = u.geo.piece, staged = (piece + 1023) / 1024 * 1024;
+          u.param_region = rt.offload()->add_region(staged * 4);
+          rt.offload()->reserve();
+          Tensor stage = io_buffer(piece, DType::f32, MemCategory::parameters);
+          stage.copy_(full.flat_range(g.shard_pos * piece, piece));
+          rt.offload()->write(u.param_region, stage)->wait();
+          for (int p : info.params)
+            layout.params()[static_cast<size_t>(p)].param->var.value() = Tensor();
         } else {
           // Note [Shard geometry]: pieces r' S + s for r' < R, one after the other.
           const int64_t piece = u.geo.piece;
@@ -98,28 +137,35 @@ void ZeroStrategy::materialize(nn::Transformer& model, const MaterializeOptions&
       }
       if (o.stage == 1 && !o.sync_each_batch) {
         u.grad_piece = u.grads.flat_range(u.geo.piece_begin(c), u.geo.piece);
+      } else if (o.offload_optimizer && o.stage >= 2) {
+        // Note [Offloaded gradients]: the reduced piece lives in the file.
+        if (u.trainable > 0)
+          u.grad_region = rt.offload()->add_region((u.geo.piece + 1023) / 1024 * 1024 * 4);
       } else {
         u.grad_piece = Tensor::empty(Shape{u.geo.piece}, DType::f32, MemCategory::gradients);
         u.grad_piece.zero_();
       }
     }
+    if (rt.offload()) rt.offload()->reserve();  // a full disk fails here, at start
   });
   rt.attach(model, layout);
   ZeroRuntime::register_hooks(rt_);
   materialized_ = true;
 }
 
-std::vector<optim::ParamSlice> ZeroStrategy::optimizer_slices() {
+void ZeroStrategy::for_each_piece(
+    const std::function<void(ZeroUnit&, optim::ParamSlice, int64_t at)>& fn) {
   BRAID_CHECK(materialized_, "ZeroStrategy: materialize() has not been called");
   ZeroRuntime& rt = *rt_;
   const nn::ParamLayout& layout = rt.layout();
   const int c = rt.groups().grad->rank();
-  std::vector<optim::ParamSlice> slices;
   for (ZeroUnit& u : rt.units()) {
     const int64_t lo = u.geo.piece_begin(c), hi = lo + u.geo.piece;
-    const Tensor master = u.sharded
-                              ? u.shard.flat_range(rt.groups().replica * u.geo.piece, u.geo.piece)
-                              : u.full.flat_range(lo, u.geo.piece);
+    Tensor master;  // undefined when the shard is offloaded
+    if (!u.sharded)
+      master = u.full.flat_range(lo, u.geo.piece);
+    else if (u.param_region < 0)
+      master = u.shard.flat_range(rt.groups().replica * u.geo.piece, u.geo.piece);
     for (int p : layout.units()[static_cast<size_t>(u.index)].params) {
       const nn::ParamInfo& info = layout.params()[static_cast<size_t>(p)];
       const int64_t a = std::max(lo, info.unit_offset);
@@ -127,12 +173,56 @@ std::vector<optim::ParamSlice> ZeroStrategy::optimizer_slices() {
       if (a >= b) continue;
       optim::ParamSlice s;
       s.shard = {info.name, info.param->shape, a - info.unit_offset, b - a, DType::f32};
-      s.param = master.flat_range(a - lo, b - a);
-      if (info.param->requires_grad) s.grad = u.grad_piece.flat_range(a - lo, b - a);
-      slices.push_back(std::move(s));
+      if (master.defined()) s.param = master.flat_range(a - lo, b - a);
+      if (info.param->requires_grad) {
+        if (u.grad_region >= 0)
+          s.grad_in_store = true;
+        else
+          s.grad = u.grad_piece.flat_range(a - lo, b - a);
+      }
+      fn(u, std::move(s), a - lo);
     }
   }
+}
+
+std::vector<optim::ParamSlice> ZeroStrategy::optimizer_slices() {
+  std::vector<optim::ParamSlice> slices;
+  for_each_piece([&](ZeroUnit&, optim::ParamSlice s, int64_t) { slices.push_back(std::move(s)); });
   return slices;
+}
+
+std::unique_ptr<optim::StateStore> ZeroStrategy::optimizer_state_store() {
+  ZeroRuntime& rt = *rt_;
+  if (!rt.offload()) return nullptr;
+  const int c = rt.groups().grad->rank();
+  std::vector<OffloadPage> pages;
+  for (ZeroUnit& u : rt.units()) {
+    OffloadPage page;
+    page.piece = u.geo.piece;
+    page.param_region = u.param_region;
+    page.grad_region = u.grad_region;
+    if (!u.sharded)
+      page.master = u.full.flat_range(u.geo.piece_begin(c), u.geo.piece);
+    else if (u.param_region < 0)
+      page.master = u.shard.flat_range(rt.groups().replica * u.geo.piece, u.geo.piece);
+    pages.push_back(page);
+  }
+  std::vector<SlicePlace> places;
+  for_each_piece([&](ZeroUnit& u, optim::ParamSlice s, int64_t at) {
+    places.push_back({s.shard.name, s.shard.offset, u.index, at});
+  });
+  auto store = std::make_unique<OffloadedStateStore>(rt.offload(), std::move(pages),
+                                                     std::move(places), rt.grad_scale());
+  return store;
+}
+
+std::string ZeroStrategy::memory_note() const {
+  const auto& file = rt_->offload();
+  if (!file) return "";
+  return "offloaded (" + file->path().string() + (file->is_direct() ? ", direct I/O" : "") +
+         "): " + format_bytes(file->file_bytes()) + " in the file; read " +
+         format_bytes(file->bytes_read()) + ", written " + format_bytes(file->bytes_written()) +
+         " so far";
 }
 
 void ZeroStrategy::zero_grad() {
@@ -181,8 +271,44 @@ double ZeroStrategy::clip_grad_norm(double max_norm) {
       return total;
     };
   }
+  if (!rt.units().empty() && rt.offload() && rt.options().stage >= 2)
+    return offloaded_norm(max_norm, reduce);
   return max_norm > 0 ? optim::clip_grad_norm(pieces, max_norm, reduce)
                       : optim::grad_norm(pieces, reduce);
+}
+
+// Note [Offloaded gradients] (zero_runtime.cpp): the max comes from the pieces' notes, the sum
+// reads every piece back once (one read ahead), and clipping is left to the optimizer's reads.
+double ZeroStrategy::offloaded_norm(double max_norm, const optim::NormReduction& reduce) {
+  ZeroRuntime& rt = *rt_;
+  std::vector<ZeroUnit*> units;
+  float local_max = 0.0f;
+  for (ZeroUnit& u : rt.units()) {
+    if (u.grad_region < 0) continue;
+    units.push_back(&u);
+    local_max = std::max(local_max, u.grad_max);
+  }
+  auto local_sum = [&](int shift) {
+    __int128 sum = 0;
+    std::vector<Tensor> buffers(units.size());
+    std::vector<std::shared_ptr<IoTicket>> reads(units.size());
+    auto start = [&](size_t k) {
+      buffers[k] = io_buffer(units[k]->geo.piece, DType::f32, MemCategory::gradients);
+      reads[k] = rt.offload()->read(units[k]->grad_region, buffers[k]);
+    };
+    for (size_t k = 0; k < units.size(); ++k) {
+      if (k == 0) start(0);
+      if (k + 1 < units.size()) start(k + 1);
+      reads[k]->wait();
+      sum += kernels::sum_squares_fixed(buffers[k], shift);
+      buffers[k] = Tensor();
+    }
+    return sum;
+  };
+  const double norm = optim::grad_norm(local_max, local_sum, reduce);
+  if (max_norm > 0 && optim::is_finite_norm(norm))
+    *rt.grad_scale() = optim::clip_coefficient(norm, max_norm);
+  return norm;
 }
 
 void ZeroStrategy::after_optimizer_step() {

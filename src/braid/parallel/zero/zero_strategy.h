@@ -10,18 +10,19 @@
 //   stage 2: params 4P, grads 4P/N + units in flight, optimizer 8P/N
 //   stage 3: params 4P/S + gathered units, grads 4P/N + units in flight, optimizer 8P/N
 // (without sync_each_batch, stages 2 and 3 keep every unit's full gradients between the
-// micro-steps of a step, as FSDP's no_sync does).
+// micro-steps of a step, as FSDP's no_sync does). Offload (ZeroOptions) moves the optimizer
+// state and, in stage 3, the parameter shards into a file per rank.
 #pragma once
 
 #include <memory>
 
 #include "braid/comm/process_group.h"
+#include "braid/optim/clip_grad.h"
 #include "braid/parallel/strategy.h"
 #include "braid/parallel/zero/zero_options.h"
+#include "braid/parallel/zero/zero_runtime.h"
 
 namespace braid::parallel {
-
-class ZeroRuntime;
 
 class ZeroStrategy : public Strategy {
  public:
@@ -35,6 +36,8 @@ class ZeroStrategy : public Strategy {
 
   void materialize(nn::Transformer& model, const MaterializeOptions& options) override;
   std::vector<optim::ParamSlice> optimizer_slices() override;
+  std::unique_ptr<optim::StateStore> optimizer_state_store() override;
+  std::string memory_note() const override;
   void zero_grad() override;
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps) override;
   void end_micro_step() override;
@@ -45,6 +48,12 @@ class ZeroStrategy : public Strategy {
   StrategyStats last_step_stats() const override;
 
  private:
+  // Calls fn(unit, slice) for every piece of a parameter this rank's optimizer steps, with
+  // the slice's master weights (undefined when offloaded) and gradient views.
+  void for_each_piece(const std::function<void(ZeroUnit&, optim::ParamSlice, int64_t at)>& fn);
+
+  double offloaded_norm(double max_norm, const optim::NormReduction& reduce);
+
   std::shared_ptr<ZeroRuntime> rt_;
   bool materialized_ = false;
 };

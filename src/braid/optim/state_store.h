@@ -1,0 +1,62 @@
+// StateStore: where an optimizer's per-slice state (AdamW's exp_avg and exp_avg_sq, SGD's
+// momentum) and, while it is being updated, a slice's master weights live.
+//
+// Note [Optimizer state]: the optimizer never holds its state directly. It asks its store for
+// slice i (acquire) just before updating it and hands it back after (release), in the order the
+// store chooses. The default store keeps everything in memory (category optimizer_state). An
+// offloading store (parallel/zero/offload) keeps the state in files, reads a group of slices
+// ahead while the previous one is updated, and writes it back behind, so only a few groups are
+// in memory at once; the update itself is the same kernel on the same values, so an offloaded
+// run gives the same bits as a resident one.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "braid/core/tensor.h"
+
+namespace braid::optim {
+
+struct ParamSlice;
+
+struct SliceSlot {
+  Tensor param;               // the slice's master weights, resident until release
+  std::vector<Tensor> state;  // num_states f32 tensors of the slice's size
+  Tensor grad;                // the gradient, when the store holds it (ParamSlice::grad_in_store)
+};
+
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+  // Once, by the optimizer: its slices (group by group, in order) and how many zero-initialised
+  // f32 state tensors each slice has.
+  virtual void attach(const std::vector<const ParamSlice*>& slices, int num_states) = 0;
+  // The order in which a step visits the slices (indices into the attached list).
+  virtual std::vector<size_t> step_order() const;
+  virtual void begin_step() {}
+  virtual SliceSlot acquire(size_t i) = 0;
+  virtual void release(size_t /*i*/) {}
+  virtual void end_step() {}
+  // Slice i's state tensors themselves (writing them restores state), for checkpoints and tests;
+  // a store that keeps state elsewhere throws saying so.
+  virtual std::vector<Tensor> resident_state(size_t i) = 0;
+  virtual std::string describe() const { return "in memory"; }
+
+ protected:
+  size_t num_slices_ = 0;
+};
+
+// Everything in memory, allocated (zeroed) at attach.
+class ResidentStateStore : public StateStore {
+ public:
+  void attach(const std::vector<const ParamSlice*>& slices, int num_states) override;
+  SliceSlot acquire(size_t i) override;
+  std::vector<Tensor> resident_state(size_t i) override { return state_.at(i); }
+
+ private:
+  std::vector<const ParamSlice*> slices_;
+  std::vector<std::vector<Tensor>> state_;
+};
+
+}  // namespace braid::optim

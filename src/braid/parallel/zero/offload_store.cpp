@@ -1,0 +1,189 @@
+#include "braid/parallel/zero/offload_store.h"
+
+#include <algorithm>
+#include <map>
+
+#include "braid/core/error.h"
+#include "braid/core/memory_tracker.h"
+#include "braid/kernels/ops.h"
+
+namespace braid::parallel {
+
+namespace {
+// f32 elements rounded up to whole 4096-byte blocks (transfers are made of them).
+int64_t rounded(int64_t n) {
+  return (n + 1023) / 1024 * 1024;
+}
+}  // namespace
+
+OffloadedStateStore::OffloadedStateStore(std::shared_ptr<OffloadFile> file,
+                                         std::vector<OffloadPage> pages,
+                                         std::vector<SlicePlace> places, const float* grad_scale)
+    : file_(std::move(file)),
+      pages_(std::move(pages)),
+      places_(std::move(places)),
+      grad_scale_(grad_scale) {}
+
+OffloadedStateStore::~OffloadedStateStore() {
+  try {
+    reap(true);
+    for (Loaded& l : loaded_)
+      for (auto& t : l.io) t->wait();
+  } catch (...) {
+  }
+}
+
+void OffloadedStateStore::attach(const std::vector<const optim::ParamSlice*>& slices,
+                                 int num_states) {
+  num_states_ = num_states;
+  num_slices_ = slices.size();
+  std::map<std::pair<std::string, int64_t>, const SlicePlace*> where;
+  for (const SlicePlace& p : places_) where[{p.name, p.offset}] = &p;
+  page_of_.assign(slices.size(), 0);
+  at_.assign(slices.size(), 0);
+  numel_.assign(slices.size(), 0);
+  trainable_.assign(pages_.size(), 0);
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const optim::ParamSlice& s = *slices[i];
+    auto it = where.find({s.name(), s.shard.offset});
+    BRAID_CHECK(it != where.end(), "offload: optimizer slice '", s.name(), "' at element ",
+                s.shard.offset, " is not in any offloaded page");
+    page_of_[i] = it->second->page;
+    at_[i] = it->second->at;
+    numel_[i] = s.shard.numel;
+    if (s.trainable()) ++trainable_[static_cast<size_t>(page_of_[i])];
+  }
+  order_ = StateStore::step_order();
+  std::stable_sort(order_.begin(), order_.end(), [&](size_t a, size_t b) {
+    return page_of_[a] != page_of_[b] ? page_of_[a] < page_of_[b] : at_[a] < at_[b];
+  });
+  for (size_t i : order_) {
+    const int p = page_of_[i];
+    if (trainable_[static_cast<size_t>(p)] > 0 && (page_order_.empty() || page_order_.back() != p))
+      page_order_.push_back(p);
+  }
+  state_region_.assign(pages_.size(), -1);
+  if (num_states_ > 0)
+    for (size_t p = 0; p < pages_.size(); ++p)
+      state_region_[p] = file_->add_region(num_states_ * rounded(pages_[p].piece) * 4);
+  file_->reserve();  // a full disk fails here, at start (zeros until written: zero state)
+}
+
+OffloadedStateStore::Loaded* OffloadedStateStore::find(int page) {
+  for (Loaded& l : loaded_)
+    if (l.page == page) return &l;
+  return nullptr;
+}
+
+void OffloadedStateStore::load(int page) {
+  if (find(page)) return;
+  // Note [Offload pages]: at most one page is being written back while two are read or in use.
+  while (writing_.size() > 1) {
+    for (auto& t : writing_.front().io) t->wait();
+    writing_.pop_front();
+  }
+  const OffloadPage& p = pages_[static_cast<size_t>(page)];
+  const int64_t n = rounded(p.piece);
+  Loaded l;
+  l.page = page;
+  l.remaining = trainable_[static_cast<size_t>(page)];
+  if (num_states_ > 0) {
+    l.state = io_buffer(num_states_ * n, DType::f32, MemCategory::optimizer_state);
+    l.io.push_back(file_->read(state_region_[static_cast<size_t>(page)], l.state));
+  }
+  if (p.param_region >= 0) {
+    l.params = io_buffer(n, DType::f32, MemCategory::parameters);
+    l.io.push_back(file_->read(p.param_region, l.params));
+  }
+  if (p.grad_region >= 0) {
+    l.grads = io_buffer(p.piece, DType::f32, MemCategory::gradients);
+    l.io.push_back(file_->read(p.grad_region, l.grads));
+  }
+  loaded_.push_back(std::move(l));
+}
+
+void OffloadedStateStore::begin_step() {
+  reap(false);
+  for (size_t k = 0; k < page_order_.size() && k < 2; ++k) load(page_order_[k]);
+}
+
+optim::SliceSlot OffloadedStateStore::acquire(size_t i) {
+  const int page = page_of_.at(i);
+  load(page);
+  Loaded& l = *find(page);
+  if (!l.ready) {
+    for (auto& t : l.io) t->wait();
+    l.io.clear();
+    if (l.grads.defined() && *grad_scale_ != 1.0f) kernels::scale(l.grads, *grad_scale_);
+    l.ready = true;
+  }
+  // Read the next page while this one is updated (Note [Offload pages]).
+  auto next = std::find(page_order_.begin(), page_order_.end(), page);
+  if (next != page_order_.end() && ++next != page_order_.end()) load(*next);
+  Loaded& cur = *find(page);  // load() may have moved elements of the deque
+  const OffloadPage& p = pages_[static_cast<size_t>(page)];
+  const int64_t at = at_[i], n = numel_[i], stride = rounded(p.piece);
+  optim::SliceSlot slot;
+  slot.param = p.param_region >= 0 ? cur.params.flat_range(at, n) : p.master.flat_range(at, n);
+  for (int k = 0; k < num_states_; ++k)
+    slot.state.push_back(cur.state.flat_range(k * stride + at, n));
+  if (cur.grads.defined()) slot.grad = cur.grads.flat_range(at, n);
+  return slot;
+}
+
+void OffloadedStateStore::release(size_t i) {
+  const int page = page_of_.at(i);
+  for (auto it = loaded_.begin(); it != loaded_.end(); ++it) {
+    if (it->page != page || --it->remaining > 0) continue;
+    Loaded l = std::move(*it);
+    loaded_.erase(it);
+    write_back(l);
+    return;
+  }
+}
+
+void OffloadedStateStore::write_back(Loaded& l) {
+  const OffloadPage& p = pages_[static_cast<size_t>(l.page)];
+  l.grads = Tensor();  // read only
+  if (num_states_ > 0)
+    l.io.push_back(file_->write(state_region_[static_cast<size_t>(l.page)], l.state));
+  if (p.param_region >= 0) l.io.push_back(file_->write(p.param_region, l.params));
+  writing_.push_back(std::move(l));
+  reap(false);
+}
+
+void OffloadedStateStore::reap(bool wait_all) {
+  while (!writing_.empty()) {
+    Loaded& l = writing_.front();
+    const bool done = std::all_of(l.io.begin(), l.io.end(), [](auto& t) { return t->done(); });
+    if (!wait_all && !done) return;
+    for (auto& t : l.io) t->wait();  // rethrows a failed write
+    writing_.pop_front();
+  }
+}
+
+void OffloadedStateStore::end_step() {
+  reap(true);
+  for (Loaded& l : loaded_)  // read ahead but not needed (should not happen)
+    for (auto& t : l.io) t->wait();
+  loaded_.clear();
+}
+
+std::vector<Tensor> OffloadedStateStore::resident_state(size_t) {
+  BRAID_THROW("the optimizer state is offloaded to ", file_->path().string(),
+              "; reading it back whole (for a checkpoint) is not supported yet");
+}
+
+std::string OffloadedStateStore::describe() const {
+  int64_t state = 0, params = 0, grads = 0;
+  for (size_t p = 0; p < pages_.size(); ++p) {
+    if (state_region_[p] >= 0) state += file_->region_bytes(state_region_[p]);
+    if (pages_[p].param_region >= 0) params += file_->region_bytes(pages_[p].param_region);
+    if (pages_[p].grad_region >= 0) grads += file_->region_bytes(pages_[p].grad_region);
+  }
+  return "offloaded to " + file_->path().string() + (file_->is_direct() ? " (direct I/O)" : "") +
+         ": optimizer state " + format_bytes(state) + ", parameters " + format_bytes(params) +
+         ", gradients " + format_bytes(grads);
+}
+
+}  // namespace braid::parallel

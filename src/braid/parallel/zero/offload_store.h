@@ -1,0 +1,87 @@
+// OffloadedStateStore: the optimizer's state (and, with offloaded parameters, its master
+// weights) in this rank's OffloadFile, paged in unit by unit around the optimizer step
+// (Note [Optimizer state], optim/state_store.h).
+//
+// Note [Offload pages]: a page is one unit's piece (zero_options.h): num_states x piece floats
+// of state, and piece floats of master weights when those are offloaded too. The step visits
+// the slices page by page; while page p is updated, page p+1 is being read and page p-1 written
+// back, so three pages are in memory at most (their staging is charged to optimizer state,
+// parameters and gradients). Everything else of the optimizer's state lives only in the file.
+// An offloaded gradient page is read with the page and scaled by *grad_scale (clipping, Note
+// [Offloaded gradients], zero_runtime.cpp); it is not written back.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/optim/optimizer.h"
+#include "braid/optim/state_store.h"
+#include "braid/parallel/zero/offload_file.h"
+
+namespace braid::parallel {
+
+struct OffloadPage {
+  int64_t piece = 0;      // elements
+  int param_region = -1;  // the offloaded master weights, or -1
+  Tensor master;          // the master weights in memory (when not offloaded)
+  int grad_region = -1;   // the offloaded reduced gradient, or -1 (then ParamSlice::grad)
+};
+
+// Where an optimizer slice lives: its page and its offset in the page's piece.
+struct SlicePlace {
+  std::string name;
+  int64_t offset = 0;  // in the parameter (ShardRecord::offset)
+  int page = 0;
+  int64_t at = 0;  // in the piece
+};
+
+class OffloadedStateStore : public optim::StateStore {
+ public:
+  OffloadedStateStore(std::shared_ptr<OffloadFile> file, std::vector<OffloadPage> pages,
+                      std::vector<SlicePlace> places, const float* grad_scale);
+  ~OffloadedStateStore() override;
+
+  void attach(const std::vector<const optim::ParamSlice*>& slices, int num_states) override;
+  std::vector<size_t> step_order() const override { return order_; }
+  void begin_step() override;
+  optim::SliceSlot acquire(size_t i) override;
+  void release(size_t i) override;
+  void end_step() override;
+  std::vector<Tensor> resident_state(size_t i) override;
+  std::string describe() const override;
+
+ private:
+  struct Loaded {
+    int page = -1;
+    Tensor state;        // [num_states x piece] (rounded up for the transfer)
+    Tensor params;       // [piece] when offloaded
+    Tensor grads;        // [piece] when offloaded
+    bool ready = false;  // read and (gradients) scaled
+    std::vector<std::shared_ptr<IoTicket>> io;
+    int remaining = 0;  // trainable slices of the page not released yet
+  };
+  Loaded* find(int page);
+  void load(int page);
+  void wait_loaded(Loaded& l);
+  void write_back(Loaded& l);
+  void reap(bool wait_all);
+
+  std::shared_ptr<OffloadFile> file_;
+  std::vector<OffloadPage> pages_;
+  std::vector<SlicePlace> places_;
+  const float* grad_scale_;
+  int num_states_ = 0;
+  std::vector<int> state_region_;  // per page
+  std::vector<int> page_of_;       // per slice
+  std::vector<int64_t> at_;        // per slice
+  std::vector<int64_t> numel_;     // per slice
+  std::vector<int> trainable_;     // per page: slices with a gradient
+  std::vector<int> page_order_;    // pages in step order (with trainable slices)
+  std::vector<size_t> order_;
+  std::deque<Loaded> loaded_;   // read or being read
+  std::deque<Loaded> writing_;  // being written back
+};
+
+}  // namespace braid::parallel
