@@ -5,7 +5,7 @@
 namespace braid::train {
 
 void tune_allocator() {
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
