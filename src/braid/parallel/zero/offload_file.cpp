@@ -1,6 +1,7 @@
 #include "braid/parallel/zero/offload_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -27,7 +28,7 @@ int64_t round_up(int64_t bytes) {
 
 // Opens `path` read-write, created and truncated; -1 with errno on failure.
 int open_file(const std::filesystem::path& path, bool direct) {
-  int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | (direct ? O_DIRECT : 0);
+  int flags = O_RDWR | O_CREAT | O_CLOEXEC | (direct ? O_DIRECT : 0);
   int fd;
   do {
     fd = ::open(path.c_str(), flags, 0600);
@@ -78,6 +79,18 @@ OffloadFile::OffloadFile(std::filesystem::path path, bool try_direct) : path_(st
     BRAID_CHECK(!ec, "offload file ", path_.string(), ": cannot create its directory ",
                 path_.parent_path().string(), ": ", ec.message());
   }
+  // Another run using the same file would silently overwrite this one's state (and it ours):
+  // the path is locked (on a descriptor of its own) before anything is written, and stays
+  // locked until the file is removed.
+  lock_fd_ = open_file(path_, /*direct=*/false);
+  BRAID_CHECK(lock_fd_ >= 0, "offload file ", path_.string(), ": cannot create: ", reason(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    BRAID_THROW("offload file ", path_.string(), " is in use by another process (", reason(err),
+                "): give each run its own parallel.offload_dir");
+  }
   if (try_direct) fd_ = open_file(path_, /*direct=*/true);
   direct_ = fd_ >= 0;
   if (direct_ && !direct_io_works(fd_)) {
@@ -85,7 +98,12 @@ OffloadFile::OffloadFile(std::filesystem::path path, bool try_direct) : path_(st
     direct_ = false;
   }
   if (!direct_) fd_ = open_file(path_, /*direct=*/false);
-  BRAID_CHECK(fd_ >= 0, "offload file ", path_.string(), ": cannot create: ", reason(errno));
+  if (fd_ < 0 || ::ftruncate(fd_, 0) != 0) {
+    const int err = errno;
+    if (fd_ >= 0) ::close(fd_);
+    ::close(lock_fd_);
+    BRAID_THROW("offload file ", path_.string(), ": cannot create: ", reason(err));
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -98,7 +116,8 @@ OffloadFile::~OffloadFile() {
   if (thread_.joinable()) thread_.join();
   ::close(fd_);
   std::error_code ec;
-  std::filesystem::remove(path_, ec);  // best effort: a destructor never throws
+  std::filesystem::remove(path_, ec);  // best effort, and still under the lock
+  ::close(lock_fd_);
 }
 
 int OffloadFile::add_region(int64_t bytes) {

@@ -118,6 +118,7 @@ class OffloadFile {
 
   std::filesystem::path path_;
   int fd_ = -1;
+  int lock_fd_ = -1;  // holds the path's lock (flock) while the file exists
   bool direct_ = false;
   std::vector<Region> regions_;
   int64_t file_bytes_ = 0;

@@ -220,6 +220,25 @@ TEST(OffloadFile, DestructorDrainsQueueAndRemovesFile) {
   }
 }
 
+TEST(OffloadFile, AFileInUseByAnotherRunIsRefusedAndLeftIntact) {
+  Scratch scratch(fs::temp_directory_path());
+  const fs::path path = scratch.file("shared.bin");
+  OffloadFile first(path);
+  first.add_region(4096);
+  Tensor data = random_buffer(1024, DType::f32, 7);
+  first.write(0, data)->wait();
+  try {
+    OffloadFile second(path);
+    FAIL() << "a second file on the same path was allowed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is in use by another process"), std::string::npos)
+        << e.what();
+  }
+  Tensor back = io_buffer(1024, DType::f32, MemCategory::optimizer_state);
+  first.read(0, back)->wait();  // not truncated by the refused one
+  EXPECT_TRUE(same_bytes(back, data));
+}
+
 TEST(OffloadFile, ReserveOfMoreThanTheDiskHoldsNamesPathAndBytes) {
   Scratch scratch(fs::temp_directory_path());
   const fs::path path = scratch.file("huge.bin");
