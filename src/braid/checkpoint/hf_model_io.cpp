@@ -96,8 +96,10 @@ std::vector<HfTensor> hf_tensor_layout(const nn::Transformer& model) {
   const nn::ModelConfig& cfg = model.config();
   std::vector<HfTensor> out;
   for (const nn::ParamInfo& p : model.layout().params()) {
-    HfTensor t{p.name, p.param->shape, is_conv1d(cfg, p.name)};
-    if (t.transposed) t.hf_shape = Shape{p.param->shape[1], p.param->shape[0]};
+    // The parameter's shard record, whole: the name and full shape every layout agrees on.
+    const ShardRecord r = p.whole();
+    HfTensor t{r.name, r.global_shape, is_conv1d(cfg, r.name)};
+    if (t.transposed) t.hf_shape = Shape{r.global_shape[1], r.global_shape[0]};
     out.push_back(std::move(t));
   }
   return out;

@@ -18,11 +18,13 @@ int64_t rounded(int64_t n) {
 
 OffloadedStateStore::OffloadedStateStore(std::shared_ptr<OffloadFile> file,
                                          std::vector<OffloadPage> pages,
-                                         std::vector<SlicePlace> places, const float* grad_scale)
+                                         std::vector<SlicePlace> places, const float* grad_scale,
+                                         std::function<void(int)> page_done)
     : file_(std::move(file)),
       pages_(std::move(pages)),
       places_(std::move(places)),
-      grad_scale_(grad_scale) {}
+      grad_scale_(grad_scale),
+      page_done_(std::move(page_done)) {}
 
 OffloadedStateStore::~OffloadedStateStore() {
   try {
@@ -137,6 +139,7 @@ void OffloadedStateStore::release(size_t i) {
     if (it->page != page || --it->remaining > 0) continue;
     Loaded l = std::move(*it);
     loaded_.erase(it);
+    if (page_done_) page_done_(l.page);
     write_back(l);
     return;
   }

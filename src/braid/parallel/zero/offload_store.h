@@ -12,6 +12,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,8 +40,11 @@ struct SlicePlace {
 
 class OffloadedStateStore : public optim::StateStore {
  public:
+  // page_done(p): every slice of page p is updated (Note [Update overlap],
+  // unit_ordered_store.h).
   OffloadedStateStore(std::shared_ptr<OffloadFile> file, std::vector<OffloadPage> pages,
-                      std::vector<SlicePlace> places, const float* grad_scale);
+                      std::vector<SlicePlace> places, const float* grad_scale,
+                      std::function<void(int)> page_done);
   ~OffloadedStateStore() override;
 
   void attach(const std::vector<const optim::ParamSlice*>& slices, int num_states) override;
@@ -72,6 +76,7 @@ class OffloadedStateStore : public optim::StateStore {
   std::vector<OffloadPage> pages_;
   std::vector<SlicePlace> places_;
   const float* grad_scale_;
+  std::function<void(int)> page_done_;
   int num_states_ = 0;
   std::vector<int> state_region_;  // per page
   std::vector<int> page_of_;       // per slice

@@ -251,16 +251,46 @@ void ZeroRuntime::reshard(ZeroUnit& u) {
   u.held = false;
 }
 
-void ZeroRuntime::launch_updates() {
-  for (ZeroUnit& u : units_) {
-    const int64_t piece = u.geo.piece;
-    if (!u.sharded) {
-      u.update = groups_.grad->all_gather(u.full, u.full.flat_range(u.geo.piece_begin(c()), piece));
-    } else if (groups_.replicate) {
-      u.update = groups_.replicate->all_gather(u.shard,
-                                               u.shard.flat_range(groups_.replica * piece, piece));
-    }
+void ZeroRuntime::launch_update(ZeroUnit& u) {
+  if (u.trainable == 0) return;  // frozen everywhere: nothing changed
+  const int64_t piece = u.geo.piece;
+  if (!u.sharded) {
+    u.update = groups_.grad->all_gather(u.full, u.full.flat_range(u.geo.piece_begin(c()), piece));
+  } else if (groups_.replicate) {
+    u.update =
+        groups_.replicate->all_gather(u.shard, u.shard.flat_range(groups_.replica * piece, piece));
   }
+}
+
+void ZeroRuntime::set_slices_per_unit(std::vector<int> slices_per_unit) {
+  slices_per_unit_ = std::move(slices_per_unit);
+  slices_per_unit_.resize(units_.size(), 0);
+  updated_.assign(units_.size(), false);
+  for (size_t k = 0; k < units_.size(); ++k) updated_[k] = slices_per_unit_[k] == 0;
+  next_update_ = 0;
+}
+
+void ZeroRuntime::advance_updates() {
+  while (next_update_ < static_cast<int>(units_.size()) &&
+         updated_[static_cast<size_t>(next_update_)]) {
+    launch_update(units_[static_cast<size_t>(next_update_)]);
+    ++next_update_;
+  }
+}
+
+void ZeroRuntime::unit_updated(int u) {
+  if (updated_.empty()) set_slices_per_unit({});
+  updated_[static_cast<size_t>(u)] = true;
+  advance_updates();
+}
+
+void ZeroRuntime::launch_updates() {
+  if (updated_.empty()) set_slices_per_unit({});
+  std::fill(updated_.begin(), updated_.end(), true);
+  advance_updates();
+  // The next step starts over: units without slices on this rank are done from the start.
+  for (size_t k = 0; k < units_.size(); ++k) updated_[k] = slices_per_unit_[k] == 0;
+  next_update_ = 0;
 }
 
 void ZeroRuntime::wait_update(ZeroUnit& u) {

@@ -81,7 +81,13 @@ class ZeroRuntime {
 
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps);
   void end_micro_step();
-  void launch_updates();  // after the optimizer step
+  // Note [Update overlap] (unit_ordered_store.h): the optimizer reports each unit whose
+  // updates are done (unit_updated); exchanges of updated pieces are issued in unit order as
+  // soon as every earlier unit is done too, so all ranks issue them in the same order.
+  // slices_per_unit: this rank's trainable optimizer slices per unit (0: nothing to wait for).
+  void set_slices_per_unit(std::vector<int> slices_per_unit);
+  void unit_updated(int u);
+  void launch_updates();  // after the optimizer step: whatever is left
   void wait_update(ZeroUnit& u);
   void wait_all_updates();
   // Sharded units: gather for reading outside forward (export); returns the full parameters.
@@ -105,6 +111,8 @@ class ZeroRuntime {
   void ensure_grads(ZeroUnit& u);
   void bind_grads(ZeroUnit& u, const Tensor& grads);
   void launch_ready_reductions();
+  void launch_update(ZeroUnit& u);
+  void advance_updates();
   void fold(ZeroUnit& u);
   void fold_offloaded(ZeroUnit& u, const Tensor& chunk);
   void finish_grad_write();
@@ -121,6 +129,9 @@ class ZeroRuntime {
   bool reducing_ = true;  // this micro-step's gradients are reduced (sync_each_batch or last)
   bool in_backward_ = false;
   int next_reduce_ = -1;  // Note [Reduce order]
+  std::vector<int> slices_per_unit_;
+  std::vector<bool> updated_;  // this step's optimizer is done with the unit
+  int next_update_ = 0;
   struct Pending {
     int unit;
     std::shared_ptr<comm::Work> work;

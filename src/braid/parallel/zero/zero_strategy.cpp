@@ -10,6 +10,7 @@
 #include "braid/optim/clip_grad.h"
 #include "braid/parallel/collective_guard.h"
 #include "braid/parallel/zero/offload_store.h"
+#include "braid/parallel/zero/unit_ordered_store.h"
 #include "braid/parallel/zero/zero_runtime.h"
 
 namespace braid::parallel {
@@ -193,7 +194,20 @@ std::vector<optim::ParamSlice> ZeroStrategy::optimizer_slices() {
 
 std::unique_ptr<optim::StateStore> ZeroStrategy::optimizer_state_store() {
   ZeroRuntime& rt = *rt_;
-  if (!rt.offload()) return nullptr;
+  std::vector<int> unit_of, per_unit(rt.units().size(), 0);
+  std::vector<std::pair<std::string, int64_t>> keys;
+  for_each_piece([&](ZeroUnit& u, optim::ParamSlice s, int64_t) {
+    unit_of.push_back(u.index);
+    keys.emplace_back(s.shard.name, s.shard.offset);
+    if (s.trainable()) ++per_unit[static_cast<size_t>(u.index)];
+  });
+  rt.set_slices_per_unit(per_unit);
+  std::weak_ptr<ZeroRuntime> weak = rt_;
+  auto unit_done = [weak](int u) {
+    if (auto r = weak.lock()) r->unit_updated(u);
+  };
+  if (!rt.offload())  // Note [Update overlap]
+    return std::make_unique<UnitOrderedStore>(std::move(unit_of), std::move(keys), unit_done);
   const int c = rt.groups().grad->rank();
   std::vector<OffloadPage> pages;
   for (ZeroUnit& u : rt.units()) {
@@ -211,9 +225,8 @@ std::unique_ptr<optim::StateStore> ZeroStrategy::optimizer_state_store() {
   for_each_piece([&](ZeroUnit& u, optim::ParamSlice s, int64_t at) {
     places.push_back({s.shard.name, s.shard.offset, u.index, at});
   });
-  auto store = std::make_unique<OffloadedStateStore>(rt.offload(), std::move(pages),
-                                                     std::move(places), rt.grad_scale());
-  return store;
+  return std::make_unique<OffloadedStateStore>(rt.offload(), std::move(pages), std::move(places),
+                                               rt.grad_scale(), unit_done);
 }
 
 std::string ZeroStrategy::memory_note() const {
