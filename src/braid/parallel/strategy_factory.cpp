@@ -98,7 +98,7 @@ std::unique_ptr<Strategy> make_strategy(const StrategySpec& spec,
                 "strategy (HYBRID_SHARD or HYBRID_SHARD_ZERO2); ",
                 how, " shards over all ", world_size, " ranks");
   } else {
-    o.stage = spec.name[4] - '0';
+    o.stage = spec.name == "zero1" ? 1 : spec.name == "zero2" ? 2 : 3;
     o.label = spec.name;
   }
   o.sync_each_batch =
