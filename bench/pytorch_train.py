@@ -3,6 +3,7 @@
 
 Single process:   pytorch_train.py --steps 10
 Data parallel:    pytorch_train.py --ddp --world 2 --steps 10   (spawns gloo DDP ranks)
+ZeRO-1:           pytorch_train.py --zero1 --world 2 --steps 10 (DDP + ZeroRedundancyOptimizer)
 Prints one line: `pytorch tokens_per_s=<x> step_ms=<y> peak_rss_mib=<z> threads=<n>`.
 Model: vocab V, T positions, L layers, NH heads, C channels; tied LM head; GELU tanh; LayerNorm.
 """
@@ -75,7 +76,15 @@ def run(args, rank=0, world=1):
     model = GPT(args.vocab, args.seq, args.layers, args.heads, args.dim)
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+    if world > 1 and args.zero1:
+        # ZeRO-1: each rank keeps AdamW state for its shard of the parameters and broadcasts
+        # its updated shard after step(). parameters_as_bucket_view (torch >= 1.9) packs the
+        # parameters into flat per-device buckets, so the broadcasts are a few large ones.
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW,
+                                      parameters_as_bucket_view=True, lr=1e-4, weight_decay=0.1)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
     B = args.batch // world
     g = torch.Generator().manual_seed(99 + rank)
     times = []
@@ -95,7 +104,8 @@ def run(args, rank=0, world=1):
     if rank == 0:
         print(f"pytorch tokens_per_s={tps:.1f} step_ms={step_s * 1e3:.1f} "
               f"peak_rss_mib={rss:.1f} threads={args.threads} world={world} "
-              f"torch={torch.__version__} loss={loss.item():.4f}", flush=True)
+              f"zero1={int(world > 1 and args.zero1)} torch={torch.__version__} "
+              f"loss={loss.item():.4f}", flush=True)
 
 
 def ddp_worker(rank, args):
@@ -118,7 +128,10 @@ def main():
     p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "2")))
     p.add_argument("--ddp", action="store_true")
     p.add_argument("--world", type=int, default=2)
+    p.add_argument("--zero1", action="store_true",  # implies --ddp
+                   help="DDP + ZeroRedundancyOptimizer(AdamW): optimizer state sharded")
     args = p.parse_args()
+    args.ddp = args.ddp or args.zero1
     if args.ddp:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))

@@ -83,7 +83,7 @@ std::string file_bytes(const std::filesystem::path& p) {
 // run started from it (model.init_from, each rank reading only its shards) holds the same weights.
 TEST(StrategyExport, ShardedExportAndImportMatchDdp) {
   namespace fs = std::filesystem;
-  const fs::path root = fs::temp_directory_path() / "braid_strategy_export";
+  const fs::path root = private_temp_dir("braid_strategy_export");
   fs::remove_all(root);
   TrainConfig base = parity_config("true");
   base.output.export_model = true;

@@ -27,12 +27,14 @@ struct StrategyVariant {
   std::function<void(TrainConfig&)> apply;
 };
 
-// Offload files of this process only (tests run in parallel; ranks name their own files).
-inline std::string private_offload_dir() {
-  return (std::filesystem::temp_directory_path() /
-          ("braid_offload_test_" + std::to_string(::getpid())))
-      .string();
+// A temporary directory of this process only: ctest runs test processes in parallel, and two
+// writing one path would read each other's half-written files.
+inline std::filesystem::path private_temp_dir(const std::string& name) {
+  return std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
 }
+
+// Offload files of this process only (ranks name their own files inside it).
+inline std::string private_offload_dir() { return private_temp_dir("braid_offload_test").string(); }
 
 inline std::vector<StrategyVariant> strategy_variants() {
   auto set = [](std::string strategy, std::string how = "", int factor = 0) {
@@ -99,7 +101,7 @@ inline TrainConfig parity_config(const std::string& sync_each_batch) {
 // the blocks): the path of its config.json.
 inline std::string six_block_model_config() {
   namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / "braid_six_block_model";
+  fs::path dir = private_temp_dir("braid_six_block_model");
   fs::create_directories(dir);
   std::ofstream(dir / "config.json")
       << R"({"model_type": "gpt2", "vocab_size": 1024, "n_positions": 64, "n_embd": 128,

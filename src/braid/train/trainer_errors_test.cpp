@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 // A prepared-data directory with `train_tokens` tokens; every sample holds `last_id`.
 fs::path make_data(const std::string& name, int64_t train_tokens, int32_t last_id = 5,
                    int64_t vocab = 1024) {
-  fs::path dir = fs::temp_directory_path() / ("braid_trainer_errors_" + name);
+  fs::path dir = private_temp_dir("braid_trainer_errors_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::vector<int32_t> ids(static_cast<size_t>(train_tokens));
