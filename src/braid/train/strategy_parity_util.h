@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,14 +29,37 @@ struct StrategyVariant {
   std::function<void(TrainConfig&)> apply;
 };
 
+// The private temporary directories this process made, removed when it exits.
+class PrivateTempDirs {
+ public:
+  ~PrivateTempDirs() {
+    std::error_code ignored;
+    for (const auto& dir : dirs_) std::filesystem::remove_all(dir, ignored);
+  }
+  std::filesystem::path add(const std::string& name) {
+    std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+    std::lock_guard lock(mutex_);
+    dirs_.insert(dir);
+    return dir;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::set<std::filesystem::path> dirs_;
+};
+inline PrivateTempDirs private_temp_dirs;
+
 // A temporary directory of this process only: ctest runs test processes in parallel, and two
 // writing one path would read each other's half-written files.
 inline std::filesystem::path private_temp_dir(const std::string& name) {
-  return std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+  return private_temp_dirs.add(name);
 }
 
 // Offload files of this process only (ranks name their own files inside it).
-inline std::string private_offload_dir() { return private_temp_dir("braid_offload_test").string(); }
+inline std::string private_offload_dir() {
+  return private_temp_dir("braid_offload_test").string();
+}
 
 inline std::vector<StrategyVariant> strategy_variants() {
   auto set = [](std::string strategy, std::string how = "", int factor = 0) {
