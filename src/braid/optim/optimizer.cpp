@@ -69,6 +69,16 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() {
   return out;
 }
 
+void Optimizer::visit_slices(const std::function<void(const ParamSlice&, SliceSlot&)>& fn,
+                             bool write) {
+  store_->visit(
+      [&](size_t k, SliceSlot& slot) {
+        auto [g, i] = where_.at(k);
+        fn(groups_[g].params[i], slot);
+      },
+      write);
+}
+
 AdamW::AdamW(std::vector<ParamGroup> groups, float beta1, float beta2, float eps,
              std::unique_ptr<StateStore> store)
     : Optimizer(std::move(groups), {"exp_avg", "exp_avg_sq"}),

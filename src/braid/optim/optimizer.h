@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -50,6 +51,10 @@ class Optimizer {
   // ("<slice name>.<state>", tensor) for every state tensor, in a fixed order. Writing into
   // the returned tensors restores state (they are the optimizer's own buffers).
   std::vector<std::pair<std::string, Tensor>> state_tensors();
+  // For checkpoints, between steps: fn(slice, slot) for every slice, slot holding its master
+  // weights and state tensors (in state_names() order). With `write`, what fn wrote is kept.
+  void visit_slices(const std::function<void(const ParamSlice&, SliceSlot&)>& fn, bool write);
+  const std::vector<std::string>& state_names() const { return state_names_; }
   virtual const char* name() const = 0;
 
   // Replaces the state store (before the first step): the new store is attached to the same

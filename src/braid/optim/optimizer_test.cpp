@@ -176,6 +176,12 @@ class CopyingStore : public StateStore {
   }
   void release(size_t i) override { ++released, last_ = i; }
   std::vector<Tensor> resident_state(size_t i) override { return state_[i]; }
+  void visit(const std::function<void(size_t, SliceSlot&)>& fn, bool) override {
+    for (size_t i = 0; i < slices_.size(); ++i) {
+      SliceSlot slot{slices_[i]->param, state_[i], Tensor()};
+      fn(i, slot);
+    }
+  }
   int acquired = 0, released = 0;
   size_t last_ = 99;
 

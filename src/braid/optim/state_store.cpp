@@ -32,4 +32,11 @@ SliceSlot ResidentStateStore::acquire(size_t i) {
   return {slices_.at(i)->param, state_.at(i), Tensor()};
 }
 
+void ResidentStateStore::visit(const std::function<void(size_t, SliceSlot&)>& fn, bool) {
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    SliceSlot slot = acquire(i);
+    fn(i, slot);
+  }
+}
+
 }  // namespace braid::optim

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,9 +39,13 @@ class StateStore {
   virtual SliceSlot acquire(size_t i) = 0;
   virtual void release(size_t /*i*/) {}
   virtual void end_step() {}
-  // Slice i's state tensors themselves (writing them restores state), for checkpoints and tests;
-  // a store that keeps state elsewhere throws saying so.
+  // Slice i's state tensors themselves (writing them restores state), for tests; a store that
+  // keeps state elsewhere throws saying so.
   virtual std::vector<Tensor> resident_state(size_t i) = 0;
+  // For checkpoints, between steps: fn(i, slot) for every attached slice, slot holding its master
+  // weights and state (no gradient), in the store's order. With `write`, what fn wrote into the
+  // slot is kept (a store that keeps it elsewhere writes it back before returning).
+  virtual void visit(const std::function<void(size_t, SliceSlot&)>& fn, bool write) = 0;
   virtual std::string describe() const { return "in memory"; }
 
  protected:
@@ -53,6 +58,7 @@ class ResidentStateStore : public StateStore {
   void attach(const std::vector<const ParamSlice*>& slices, int num_states) override;
   SliceSlot acquire(size_t i) override;
   std::vector<Tensor> resident_state(size_t i) override { return state_.at(i); }
+  void visit(const std::function<void(size_t, SliceSlot&)>& fn, bool write) override;
 
  private:
   std::vector<const ParamSlice*> slices_;

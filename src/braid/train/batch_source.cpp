@@ -36,4 +36,9 @@ ShardSource::ShardSource(const std::string& dir, const std::string& split,
                          const data::DataLoaderOptions& options)
     : loader_(data::DataLoader::from_dir(dir, split, options)) {}
 
+void ShardSource::seek(int64_t batches) {
+  const int64_t per_epoch = loader_->batches_per_epoch();
+  loader_->set_state({batches / per_epoch, batches % per_epoch});
+}
+
 }  // namespace braid::train

@@ -21,6 +21,8 @@ class BatchSource {
   virtual ~BatchSource() = default;
   virtual data::Batch next() = 0;
   virtual int64_t vocab_size() const = 0;
+  // Continues as if `batches` batches had been read from the start (a resumed run).
+  virtual void seek(int64_t batches) = 0;
 };
 
 class RandomTokenSource : public BatchSource {
@@ -29,6 +31,7 @@ class RandomTokenSource : public BatchSource {
                     int world);
   data::Batch next() override;
   int64_t vocab_size() const override { return vocab_; }
+  void seek(int64_t batches) override { counter_ = batches; }
 
  private:
   int64_t batch_, seq_len_, vocab_;
@@ -43,6 +46,7 @@ class ShardSource : public BatchSource {
               const data::DataLoaderOptions& options);
   data::Batch next() override { return loader_->next(); }
   int64_t vocab_size() const override { return loader_->vocab_size(); }
+  void seek(int64_t batches) override;
   data::DataLoader& loader() { return *loader_; }
 
  private:

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -44,6 +45,7 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("training.eval_interval", &c.training.eval_interval);
   f("training.eval_batches", &c.training.eval_batches);
   f("training.precision", &c.training.precision);
+  f("training.resume", &c.training.resume);
   f("optimizer.type", &c.optimizer.type);
   f("optimizer.lr", &c.optimizer.lr);
   f("optimizer.weight_decay", &c.optimizer.weight_decay);
@@ -74,6 +76,9 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("parallel.comm_timeout_s", &c.parallel.comm_timeout_s);
   f("parallel.comm_debug", &c.parallel.comm_debug);
   f("memory.budget", &c.memory.budget);
+  f("checkpoint.dir", &c.checkpoint.dir);
+  f("checkpoint.interval", &c.checkpoint.interval);
+  f("checkpoint.keep_last", &c.checkpoint.keep_last);
   f("output.dir", &c.output.dir);
   f("output.export_model", &c.output.export_model);
   f("output.samples", &c.output.samples);
@@ -297,6 +302,12 @@ void validate(const TrainConfig& c) {
   BRAID_CHECK(c.parallel.param_persistence_threshold >= 0,
               "parallel.param_persistence_threshold must be >= 0, got ",
               c.parallel.param_persistence_threshold);
+  BRAID_CHECK(c.checkpoint.interval >= 0,
+              "checkpoint.interval must be >= 0 (0: no checkpoints), got ", c.checkpoint.interval);
+  BRAID_CHECK(c.checkpoint.keep_last >= 0, "checkpoint.keep_last must be >= 0 (0: keep all), got ",
+              c.checkpoint.keep_last);
+  BRAID_CHECK(!c.training.resume.empty(),
+              "training.resume must be auto, never or a checkpoint directory");
   if (!c.memory.budget.empty()) {
     try {
       (void)parse_bytes(c.memory.budget);
@@ -304,6 +315,11 @@ void validate(const TrainConfig& c) {
       BRAID_THROW("config key 'memory.budget': ", e.what());
     }
   }
+}
+
+std::string TrainConfig::checkpoint_dir() const {
+  return checkpoint.dir.empty() ? (std::filesystem::path(output.dir) / "checkpoints").string()
+                                : checkpoint.dir;
 }
 
 std::vector<std::pair<std::string, std::string>> config_entries(const TrainConfig& cfg) {

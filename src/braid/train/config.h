@@ -41,6 +41,9 @@ struct TrainingSection {
   int64_t eval_interval = 100;  // 0 = only at the end
   int64_t eval_batches = 8;
   std::string precision = "fp32";
+  // Where training starts: auto (the newest valid checkpoint under checkpoint.dir, if any),
+  // never, or a checkpoint directory (or a directory of them).
+  std::string resume = "auto";
 };
 
 struct OptimizerSection {
@@ -92,6 +95,12 @@ struct MemorySection {
   std::string budget = "";
 };
 
+struct CheckpointSection {
+  std::string dir = "";   // "" = <output.dir>/checkpoints
+  int64_t interval = 0;   // steps between training checkpoints (0: none); the last step too
+  int64_t keep_last = 0;  // step directories kept (0: all)
+};
+
 struct OutputSection {
   std::string dir = "out/run";
   bool export_model = true;
@@ -108,7 +117,11 @@ struct TrainConfig {
   ScheduleSection schedule;
   ParallelSection parallel;
   MemorySection memory;
+  CheckpointSection checkpoint;
   OutputSection output;
+
+  // checkpoint.dir, or its default under output.dir.
+  std::string checkpoint_dir() const;
 };
 
 // Parses YAML text; `source` names the file in errors.

@@ -13,9 +13,9 @@ namespace {
 
 // Paths name files that each node may keep at its own place; their contents are checked where
 // they are read (shard headers, model shapes in the DDP broadcast).
-const std::set<std::string> kPerNodeKeys = {"model.config", "model.init_from",
-                                            "data.train",   "data.tokenizer",
-                                            "output.dir",   "parallel.offload_dir"};
+const std::set<std::string> kPerNodeKeys = {
+    "model.config", "model.init_from",      "data.train",    "data.tokenizer",
+    "output.dir",   "parallel.offload_dir", "checkpoint.dir"};
 
 int64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;

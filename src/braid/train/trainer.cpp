@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "braid/autograd/variable.h"
+#include "braid/checkpoint/checkpoint_writer.h"
+#include "braid/checkpoint/resume.h"
 #include "braid/comm/world.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
@@ -68,13 +70,83 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
   try {
     strategy_ = parallel::make_strategy(strategy_spec_from(cfg_), world_);
     resolve_batch(cfg_, strategy_->dp_size());
+    open_resume();
     build_model();
     // Every rank allocates its optimizer state; one past its budget stops them all.
     parallel::all_ranks_or_throw(world_.get(), [&] { build_optimizer(); });
+    if (resume_)
+      parallel::all_ranks_or_throw(world_.get(), [&] { resume_->read_optimizer(*optimizer_); });
   } catch (const OutOfMemory& e) {
     throw OutOfMemory(std::string(e.what()) + " " + memory_advice());
   }
   build_data();
+  if (resume_) restore_counters();
+  resume_.reset();
+}
+
+void Trainer::say(const std::string& line) const {
+  if (rank() == 0 && !options_.quiet) std::printf("%s\n", line.c_str());
+}
+
+// Note [Resume]: the weights come in through the strategy's fill (each rank reads the units
+// it materialises from whatever files hold them), the optimizer state through the optimizer's
+// slices (each rank reads its own shard records' ranges), so any layout loads any other.
+void Trainer::open_resume() {
+  resume_ = checkpoint::open_resume_checkpoint(cfg_.training.resume, cfg_.checkpoint_dir(),
+                                               world_.get(), [this](const std::string& s) {
+                                                 if (rank() == 0) std::printf("%s\n", s.c_str());
+                                               });
+  if (!resume_) return;
+  const checkpoint::Manifest& m = resume_->manifest();
+  start_step_ = m.step;
+  std::string line = "resuming from " + resume_->dir().string() + " (step " +
+                     std::to_string(m.step) + ", " + format_bytes(m.total_bytes()) + ")";
+  if (m.layout != strategy_->describe() || m.world_size != world_size())
+    line += "; layout changed: saved by " + m.layout + " on " + std::to_string(m.world_size) +
+            " rank(s), now " + strategy_->describe() + " on " + std::to_string(world_size());
+  say(line);
+}
+
+// The data position follows from the samples consumed, so it holds under another micro-batch,
+// accumulation or world size (Note [Resume]; batch_source.h on sample order).
+void Trainer::restore_counters() {
+  const checkpoint::Manifest& m = resume_->manifest();
+  const int64_t samples = m.counter("samples");
+  const int64_t per_batch = cfg_.training.micro_batch_size * dp_size();
+  BRAID_CHECK(samples % per_batch == 0, "resume: the checkpoint has consumed ", samples,
+              " samples, not a whole number of this run's micro-batches of ",
+              cfg_.training.micro_batch_size, " x ", dp_size(),
+              " ranks: keep training.global_batch_size a divisor of it");
+  train_data_->seek(samples / per_batch);
+  val_batches_ = m.counter("val_batches");
+  if (val_data_) val_data_->seek(val_batches_);
+}
+
+void Trainer::save_checkpoint(int64_t step, TrainResult* result) {
+  MemoryScope scope(tracker_);
+  strategy_->synchronize();
+  checkpoint::SaveRequest req;
+  req.root = cfg_.checkpoint_dir();
+  req.step = step;
+  req.keep_last = cfg_.checkpoint.keep_last;
+  req.layout = strategy_->describe();
+  req.dp_size = dp_size();
+  req.counters = {{"optimizer_steps", optimizer_->step_count()},
+                  {"samples", step * cfg_.training.global_batch_size},
+                  {"val_batches", val_batches_},
+                  {"global_batch_size", cfg_.training.global_batch_size}};
+  req.config = dump_config(cfg_);
+  req.fault = options_.checkpoint_fault;
+  const checkpoint::SaveResult r = checkpoint::save_checkpoint(world_.get(), *optimizer_, req);
+  char line[256];
+  std::snprintf(line, sizeof line, "step %lld | checkpoint %s: %s in %.2f s (%.2f GB/s)",
+                static_cast<long long>(step), r.dir.c_str(), format_bytes(r.bytes).c_str(),
+                r.seconds, r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / 1e9 : 0.0);
+  say(line);
+  if (result) {
+    ++result->checkpoints_saved;
+    result->checkpoint_s += r.seconds;
+  }
 }
 
 // Note [Memory advice]: an OutOfMemory at start says what each strategy would keep per rank for
@@ -107,7 +179,13 @@ void Trainer::build_model() {
   model_ = std::make_unique<nn::Transformer>(mc, to);
   freeze_parameters();
   parallel::MaterializeOptions mo;
-  mo.fill = initial_weights(cfg_, *model_);
+  if (resume_) {
+    const checkpoint::CheckpointReader* reader = resume_.get();
+    const nn::Transformer* model = model_.get();
+    mo.fill = [reader, model](int u, Tensor& unit) { reader->read_unit(model->layout(), u, unit); };
+  } else {
+    mo.fill = initial_weights(cfg_, *model_);
+  }
   strategy_->materialize(*model_, mo);
 }
 
@@ -206,6 +284,7 @@ double Trainer::evaluate() {
     data::Batch b = val_data_->next();
     sum += model_->loss(b.inputs, b.targets, 1.0).value().item();
     count += static_cast<double>(b.targets.numel());
+    ++val_batches_;
   }
   sum = all_reduce_sum(sum);
   count = all_reduce_sum(count);
@@ -243,14 +322,16 @@ TrainResult Trainer::run() {
 
   progress.header(
       describe_run(cfg_, *model_, *strategy_, world_size(), result.peak_gflops, flops_tok));
-  if (val_data_ && t.eval_interval > 0) {
+  result.resumed_from = start_step_ > 0 ? start_step_ : -1;
+  if (val_data_ && t.eval_interval > 0 && start_step_ == 0) {
     result.first_val_loss = evaluate();
     progress.message("step 0 | val loss " + format_loss(result.first_val_loss));
   }
 
   std::vector<double> step_times, exposed_ms;
   parallel::Strategy& strategy = *strategy_;
-  for (int64_t step = 0; step < t.max_steps; ++step) {
+  const int64_t interval = cfg_.checkpoint.interval;
+  for (int64_t step = start_step_; step < t.max_steps; ++step) {
     auto t0 = Clock::now();
     strategy.zero_grad();
     double local_loss = 0;
@@ -278,10 +359,11 @@ TrainResult Trainer::run() {
     step_times.push_back(dt);
 
     bool last = step + 1 == t.max_steps;
-    bool log = last || step == 0 || (t.log_interval > 0 && (step + 1) % t.log_interval == 0);
+    bool log =
+        last || step == start_step_ || (t.log_interval > 0 && (step + 1) % t.log_interval == 0);
     if (log) {
       double loss = all_reduce_sum(local_loss);
-      if (step == 0) result.first_loss = loss;
+      if (step == start_step_) result.first_loss = loss;
       result.last_loss = loss;
       StepStats s;
       s.step = step + 1;
@@ -300,11 +382,12 @@ TrainResult Trainer::run() {
       progress.message("step " + std::to_string(step + 1) + " | val loss " +
                        format_loss(result.last_val_loss));
     }
+    if (interval > 0 && ((step + 1) % interval == 0 || last)) save_checkpoint(step + 1, &result);
   }
   strategy.synchronize();
-  result.steps = t.max_steps;
-  result.step_ms = steady_median(step_times) * 1e3;
-  result.tokens_per_s = tokens_per_step / (result.step_ms / 1e3);
+  result.steps = t.max_steps - start_step_;
+  result.step_ms = step_times.empty() ? 0 : steady_median(step_times) * 1e3;
+  result.tokens_per_s = step_times.empty() ? 0 : tokens_per_step / (result.step_ms / 1e3);
   // Note [Peak twice]: a peak measured while the machine is busy elsewhere is too low and
   // inflates MFU (seen: 148%), so the summary uses the better of a start and an end measurement.
   if (options_.measure_peak)
@@ -312,7 +395,7 @@ TrainResult Trainer::run() {
         std::max(result.peak_gflops, all_reduce_sum(kernels::measure_gemm_peak_gflops(2048)));
   result.mfu =
       result.peak_gflops > 0 ? result.tokens_per_s * flops_tok / (result.peak_gflops * 1e9) : 0;
-  result.exposed_comm_ms = world_size() > 1 ? steady_median(exposed_ms) : 0;
+  result.exposed_comm_ms = world_size() > 1 && !exposed_ms.empty() ? steady_median(exposed_ms) : 0;
   result.peak_tracked_bytes = tracker_->total_peak();
   finish(result);
   return result;

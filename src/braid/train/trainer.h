@@ -8,11 +8,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "braid/checkpoint/checkpoint_reader.h"
 #include "braid/comm/process_group.h"
 #include "braid/core/memory_tracker.h"
 #include "braid/nn/transformer.h"
@@ -35,11 +37,16 @@ struct TrainResult {
   double peak_gflops = 0;          // measured GEMM peak, summed over ranks (Note [Peak twice])
   int64_t peak_tracked_bytes = 0;  // this rank's MemoryTracker peak
   double exposed_comm_ms = 0;      // median per-step wait for communication
+  int64_t resumed_from = -1;       // the step of the checkpoint this run resumed from, or -1
+  int64_t checkpoints_saved = 0;
+  double checkpoint_s = 0;  // time spent saving checkpoints
 };
 
 struct TrainerOptions {
   bool quiet = false;        // no progress output (tests)
   bool measure_peak = true;  // time a GEMM for the MFU denominator
+  // Tests: injected into every checkpoint save (checkpoint::SaveRequest::fault).
+  std::function<void(const std::string& stage)> checkpoint_fault;
 };
 
 class Trainer {
@@ -67,6 +74,10 @@ class Trainer {
   int world_size() const { return world_ ? world_->size() : 1; }
   int dp_rank() const { return strategy_->dp_rank(); }
   int dp_size() const { return strategy_->dp_size(); }
+  // The first step this run takes (the resumed checkpoint's step, else 0).
+  int64_t start_step() const { return start_step_; }
+  // Writes a training checkpoint of the state after `step` steps. Collective.
+  void save_checkpoint(int64_t step, TrainResult* result = nullptr);
 
  private:
   void build_model();
@@ -74,6 +85,10 @@ class Trainer {
   void freeze_parameters();
   void build_optimizer();
   void build_data();
+  void open_resume();
+  void restore_counters();
+  // A line on rank 0's progress (not when quiet).
+  void say(const std::string& line) const;
   double all_reduce_sum(double v);
   void finish(TrainResult& result);
 
@@ -86,6 +101,9 @@ class Trainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<BatchSource> train_data_;
   std::unique_ptr<BatchSource> val_data_;
+  std::unique_ptr<checkpoint::CheckpointReader> resume_;  // until the state is restored
+  int64_t start_step_ = 0;
+  int64_t val_batches_ = 0;  // validation batches read so far (each rank)
 };
 
 // Builds the model a config names (preset, config.json, or an HF dir to start from).

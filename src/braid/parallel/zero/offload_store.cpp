@@ -177,6 +177,39 @@ std::vector<Tensor> OffloadedStateStore::resident_state(size_t) {
               "; reading it back whole (for a checkpoint) is not supported yet");
 }
 
+void OffloadedStateStore::visit(const std::function<void(size_t, optim::SliceSlot&)>& fn,
+                                bool write) {
+  end_step();  // nothing of a step may still be in flight
+  std::vector<std::vector<size_t>> slices_of(pages_.size());
+  for (size_t i = 0; i < page_of_.size(); ++i)
+    slices_of[static_cast<size_t>(page_of_[i])].push_back(i);
+  for (size_t p = 0; p < pages_.size(); ++p) {
+    if (slices_of[p].empty()) continue;
+    const OffloadPage& page = pages_[p];
+    const int64_t stride = rounded(page.piece);
+    Tensor state, params;
+    if (num_states_ > 0) {
+      state = io_buffer(num_states_ * stride, DType::f32, MemCategory::optimizer_state);
+      file_->read(state_region_[p], state)->wait();
+    }
+    if (page.param_region >= 0) {
+      params = io_buffer(stride, DType::f32, MemCategory::parameters);
+      file_->read(page.param_region, params)->wait();
+    }
+    for (size_t i : slices_of[p]) {
+      const int64_t at = at_[i], n = numel_[i];
+      optim::SliceSlot slot;
+      slot.param = params.defined() ? params.flat_range(at, n) : page.master.flat_range(at, n);
+      for (int k = 0; k < num_states_; ++k)
+        slot.state.push_back(state.flat_range(k * stride + at, n));
+      fn(i, slot);
+    }
+    if (!write) continue;
+    if (state.defined()) file_->write(state_region_[p], state)->wait();
+    if (params.defined()) file_->write(page.param_region, params)->wait();
+  }
+}
+
 std::string OffloadedStateStore::describe() const {
   int64_t state = 0, params = 0, grads = 0;
   for (size_t p = 0; p < pages_.size(); ++p) {

@@ -54,6 +54,8 @@ class OffloadedStateStore : public optim::StateStore {
   void release(size_t i) override;
   void end_step() override;
   std::vector<Tensor> resident_state(size_t i) override;
+  // Page by page, read and (with write) written back before the next page is read.
+  void visit(const std::function<void(size_t, optim::SliceSlot&)>& fn, bool write) override;
   std::string describe() const override;
 
  private:

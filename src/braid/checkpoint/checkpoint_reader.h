@@ -1,0 +1,50 @@
+// CheckpointReader: one training checkpoint directory, checked before anything is read from
+// it, and read under any layout by element ranges (DESIGN.md "Checkpoints"): a rank asks for
+// the range its own shard record names and gets it from whichever files hold its pieces.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/checkpoint/file_io.h"
+#include "braid/checkpoint/manifest.h"
+#include "braid/comm/process_group.h"
+#include "braid/core/tensor.h"
+#include "braid/nn/param_layout.h"
+#include "braid/optim/optimizer.h"
+
+namespace braid::checkpoint {
+
+class CheckpointReader {
+ public:
+  // Parses the manifest and checks every file's presence, size and header (its checkpoint id
+  // and rank) against it; the first problem is an Error naming the file and what is wrong.
+  explicit CheckpointReader(std::filesystem::path dir);
+
+  // Reads every file whole and compares its CRC-32C with the manifest's.
+  void verify_file(size_t file) const;
+  // The same for every file, split among the group's ranks (null: this process reads all);
+  // collective: a bad file fails every rank with the error.
+  void verify(comm::ProcessGroup* group) const;
+
+  const Manifest& manifest() const { return m_; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+  // Elements [offset, offset + dst.numel()) of a tensor into dst (f32, contiguous). Errors name
+  // the tensor when it is missing, has another shape, or the range is not wholly covered.
+  void read(const std::string& kind, const std::string& name, const Shape& shape, int64_t offset,
+            Tensor dst) const;
+  // Unit u's parameters (MaterializeOptions::fill): each parameter whole, at its unit offset.
+  void read_unit(const nn::ParamLayout& layout, int u, Tensor& unit) const;
+  // The optimizer's state for its slices and its step count; its kind must match.
+  void read_optimizer(optim::Optimizer& optimizer) const;
+
+ private:
+  std::filesystem::path dir_;
+  Manifest m_;
+  std::vector<std::unique_ptr<FileSource>> files_;
+};
+
+}  // namespace braid::checkpoint

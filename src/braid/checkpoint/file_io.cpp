@@ -1,0 +1,134 @@
+#include "braid/checkpoint/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "braid/checkpoint/crc32c.h"
+#include "braid/core/error.h"
+
+namespace braid::checkpoint {
+
+namespace {
+[[noreturn]] void fail(const char* what, const std::filesystem::path& path) {
+  BRAID_THROW(what, " ", path.string(), ": ", std::strerror(errno));
+}
+}  // namespace
+
+FileSink::FileSink(std::filesystem::path path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("cannot create", path_);
+}
+
+FileSink::~FileSink() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void FileSink::append(const void* data, size_t n) {
+  BRAID_CHECK(fd_ >= 0, "writing ", path_.string(), " after it was finished");
+  crc_ = checkpoint::crc32c(crc_, data, n);
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd_, p, std::min<size_t>(n, size_t{1} << 30));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = EIO;
+      fail("writing", path_);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+    bytes_ += w;
+  }
+}
+
+void FileSink::finish() {
+  if (fd_ < 0) return;
+  const int fd = fd_;
+  fd_ = -1;
+  if (::fsync(fd) != 0) {
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+    fail("syncing", path_);
+  }
+  if (::close(fd) != 0) fail("closing", path_);
+}
+
+FileSource::FileSource(std::filesystem::path path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) fail("cannot open", path_);
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) fail("cannot stat", path_);
+  size_ = st.st_size;
+}
+
+FileSource::~FileSource() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void FileSource::read(int64_t offset, void* data, size_t n) const {
+  BRAID_CHECK(offset >= 0 && offset + static_cast<int64_t>(n) <= size_, path_.string(),
+              ": reading bytes [", offset, ", ", offset + static_cast<int64_t>(n),
+              ") past its end (", size_, " bytes; truncated?)");
+  auto* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd_, p, std::min<size_t>(n, size_t{1} << 30), offset);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      if (r == 0) errno = EIO;
+      fail("reading", path_);
+    }
+    p += r;
+    n -= static_cast<size_t>(r);
+    offset += r;
+  }
+}
+
+uint32_t FileSource::crc32c() const {
+  constexpr size_t kBlock = size_t{8} << 20;
+  std::vector<char> buf(kBlock);
+  uint32_t crc = 0;
+  for (int64_t at = 0; at < size_;) {
+    const size_t n = static_cast<size_t>(std::min<int64_t>(kBlock, size_ - at));
+    read(at, buf.data(), n);
+    crc = checkpoint::crc32c(crc, buf.data(), n);
+    at += static_cast<int64_t>(n);
+  }
+  return crc;
+}
+
+void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    FileSink sink(tmp);
+    sink.append(text.data(), text.size());
+    sink.finish();
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  BRAID_CHECK(!ec, "cannot rename ", tmp.string(), " to ", path.string(), ": ", ec.message());
+  sync_directory(path.parent_path());
+}
+
+std::string read_small_file(const std::filesystem::path& path) {
+  FileSource src(path);
+  std::string s(static_cast<size_t>(src.size()), '\0');
+  src.read(0, s.data(), s.size());
+  return s;
+}
+
+void sync_directory(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail("cannot open directory", dir);
+  const int rc = ::fsync(fd);
+  const int e = errno;
+  ::close(fd);
+  errno = e;
+  if (rc != 0) fail("syncing directory", dir);
+}
+
+}  // namespace braid::checkpoint

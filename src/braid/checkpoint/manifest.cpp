@@ -1,0 +1,161 @@
+#include "braid/checkpoint/manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include "braid/checkpoint/crc32c.h"
+#include "braid/core/error.h"
+
+namespace braid::checkpoint {
+
+using nlohmann::json;
+
+namespace {
+constexpr const char* kFormat = "braid-checkpoint";
+constexpr const char* kMagic = "BRAIDCKPT1\n";
+
+DType dtype_from(const std::string& s, const std::string& where) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u8})
+    if (std::string(dtype_name(d)) == s) return d;
+  BRAID_THROW(where, ": unknown dtype '", s, "'");
+}
+
+uint32_t parse_crc(const std::string& s, const std::string& where) {
+  BRAID_CHECK(s.rfind("crc32c:", 0) == 0 && s.size() == 15, where, ": checksum '", s,
+              "' is not crc32c:<8 hex digits>");
+  return static_cast<uint32_t>(std::stoul(s.substr(7), nullptr, 16));
+}
+}  // namespace
+
+const TensorEntry* Manifest::find(const std::string& kind, const std::string& name) const {
+  for (const TensorEntry& t : tensors)
+    if (t.kind == kind && t.name == name) return &t;
+  return nullptr;
+}
+
+int64_t Manifest::counter(const std::string& key) const {
+  auto it = counters.find(key);
+  BRAID_CHECK(it != counters.end(), "checkpoint of step ", step, ": no '", key,
+              "' in its training state");
+  return it->second;
+}
+
+int64_t Manifest::total_bytes() const {
+  int64_t b = 0;
+  for (const FileEntry& f : files) b += f.bytes;
+  return b;
+}
+
+std::string to_json(const Manifest& m) {
+  json j;
+  j["format"] = kFormat;
+  j["version"] = kManifestVersion;
+  j["id"] = m.id;
+  j["step"] = m.step;
+  j["layout"] = {{"strategy", m.layout}, {"world_size", m.world_size}, {"dp_size", m.dp_size}};
+  j["optimizer"] = m.optimizer;
+  j["counters"] = m.counters;
+  j["config"] = m.config;
+  json files = json::array();
+  for (const FileEntry& f : m.files)
+    files.push_back({{"name", f.name},
+                     {"rank", f.rank},
+                     {"bytes", f.bytes},
+                     {"checksum", format_crc32c(f.crc32c)}});
+  j["files"] = files;
+  json tensors = json::array();
+  for (const TensorEntry& t : m.tensors) {
+    json pieces = json::array();
+    for (const PieceEntry& p : t.pieces)
+      pieces.push_back(json::array({p.file, p.offset, p.numel, p.byte_offset}));
+    tensors.push_back({{"kind", t.kind},
+                       {"name", t.name},
+                       {"dtype", std::string(dtype_name(t.dtype))},
+                       {"shape", t.shape.vec()},
+                       {"pieces", pieces}});
+  }
+  j["tensors"] = tensors;
+  return j.dump(1) + "\n";
+}
+
+Manifest manifest_from_json(const std::string& text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    BRAID_THROW(where, ": not valid JSON (", e.what(), ")");
+  }
+  try {
+    BRAID_CHECK(j.value("format", "") == kFormat, where, ": not a braid checkpoint manifest");
+    const int version = j.at("version").get<int>();
+    BRAID_CHECK(version == kManifestVersion, where, ": manifest version ", version,
+                ", this braid reads version ", kManifestVersion);
+    Manifest m;
+    m.id = j.at("id").get<std::string>();
+    m.step = j.at("step").get<int64_t>();
+    m.layout = j.at("layout").at("strategy").get<std::string>();
+    m.world_size = j.at("layout").at("world_size").get<int>();
+    m.dp_size = j.at("layout").at("dp_size").get<int>();
+    m.optimizer = j.at("optimizer").get<std::string>();
+    m.counters = j.at("counters").get<std::map<std::string, int64_t>>();
+    m.config = j.at("config").get<std::string>();
+    for (const json& f : j.at("files")) {
+      FileEntry e;
+      e.name = f.at("name").get<std::string>();
+      e.rank = f.at("rank").get<int>();
+      e.bytes = f.at("bytes").get<int64_t>();
+      e.crc32c = parse_crc(f.at("checksum").get<std::string>(), where);
+      BRAID_CHECK(e.name.find('/') == std::string::npos && !e.name.empty() && e.name[0] != '.',
+                  where, ": file name '", e.name, "' is not a plain name");
+      m.files.push_back(e);
+    }
+    for (const json& t : j.at("tensors")) {
+      TensorEntry e;
+      e.kind = t.at("kind").get<std::string>();
+      e.name = t.at("name").get<std::string>();
+      e.dtype = dtype_from(t.at("dtype").get<std::string>(), where);
+      e.shape = Shape(t.at("shape").get<std::vector<int64_t>>());
+      for (const json& p : t.at("pieces")) {
+        PieceEntry pe{p.at(0).get<int>(), p.at(1).get<int64_t>(), p.at(2).get<int64_t>(),
+                      p.at(3).get<int64_t>()};
+        BRAID_CHECK(pe.file >= 0 && pe.file < static_cast<int>(m.files.size()) && pe.offset >= 0 &&
+                        pe.numel > 0 && pe.offset + pe.numel <= e.shape.numel() &&
+                        pe.byte_offset >= kHeaderBytes,
+                    where, ": a piece of ", e.kind, " '", e.name, "' is out of range");
+        BRAID_CHECK(pe.byte_offset + pe.numel * static_cast<int64_t>(dtype_size(e.dtype)) <=
+                        m.files[static_cast<size_t>(pe.file)].bytes,
+                    where, ": a piece of ", e.kind, " '", e.name, "' lies past the end of ",
+                    m.files[static_cast<size_t>(pe.file)].name);
+        e.pieces.push_back(pe);
+      }
+      m.tensors.push_back(std::move(e));
+    }
+    return m;
+  } catch (const json::exception& e) {
+    BRAID_THROW(where, ": ", e.what());
+  }
+}
+
+std::string encode_header(const FileHeader& h) {
+  json j = {{"id", h.id}, {"rank", h.rank}, {"world_size", h.world_size}, {"step", h.step}};
+  std::string s = kMagic + j.dump() + "\n";
+  BRAID_CHECK(s.size() <= static_cast<size_t>(kHeaderBytes), "checkpoint header too long");
+  s.resize(static_cast<size_t>(kHeaderBytes), '\0');
+  return s;
+}
+
+FileHeader decode_header(const std::string& bytes, const std::string& where) {
+  const std::string magic = kMagic;
+  BRAID_CHECK(bytes.size() == static_cast<size_t>(kHeaderBytes) && bytes.rfind(magic, 0) == 0,
+              where, ": not a braid checkpoint file (bad header)");
+  const size_t end = bytes.find('\n', magic.size());
+  BRAID_CHECK(end != std::string::npos, where, ": damaged header");
+  try {
+    json j = json::parse(bytes.substr(magic.size(), end - magic.size()));
+    return {j.at("id").get<std::string>(), j.at("rank").get<int>(), j.at("world_size").get<int>(),
+            j.at("step").get<int64_t>()};
+  } catch (const json::exception&) {
+    BRAID_THROW(where, ": damaged header");
+  }
+}
+
+}  // namespace braid::checkpoint

@@ -1,0 +1,91 @@
+// The manifest of a training checkpoint (DESIGN.md "Checkpoints"): which file holds which
+// element range of which tensor, the layout that wrote it, the training state that is not a
+// tensor, and the size and CRC-32C of every file. It is written last: a checkpoint directory
+// without a manifest that parses and agrees with its files is never loaded.
+//
+// Note [Checkpoint layout]:
+//
+//   <checkpoint.dir>/
+//     latest                  "step-00000200": the newest complete checkpoint
+//     step-00000100/
+//       manifest.json
+//       rank-00000.bin        a 4096-byte header (magic, checkpoint id, rank, world size,
+//       rank-00001.bin        step), then the rank's pieces back to back, f32, little-endian
+//     .tmp-step-00000200/     a save in progress (never read; removed by the next save)
+//
+// A piece is elements [offset, offset + numel) of one tensor in row-major order: the shard
+// record of the optimizer slice that wrote it. Tensors are named by their parameter name and
+// a kind: "param" (fp32 master weights) or an optimizer state ("exp_avg", "exp_avg_sq",
+// "momentum_buffer"). A range that several ranks hold (DDP's replicas) is written once.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "braid/core/dtype.h"
+#include "braid/core/shape.h"
+
+namespace braid::checkpoint {
+
+inline constexpr int kManifestVersion = 1;
+inline constexpr int64_t kHeaderBytes = 4096;
+
+struct FileEntry {
+  std::string name;  // "rank-00001.bin"
+  int rank = 0;
+  int64_t bytes = 0;
+  uint32_t crc32c = 0;
+};
+
+struct PieceEntry {
+  int file = 0;             // index into Manifest::files
+  int64_t offset = 0;       // first element, in the tensor's row-major order
+  int64_t numel = 0;        // elements
+  int64_t byte_offset = 0;  // where they start in the file
+};
+
+struct TensorEntry {
+  std::string kind;  // "param", or an optimizer state name
+  std::string name;  // the parameter's name
+  DType dtype = DType::f32;
+  Shape shape;
+  std::vector<PieceEntry> pieces;
+};
+
+struct Manifest {
+  std::string id;  // 16 hex digits, unique per save; also in every file's header
+  int64_t step = 0;
+  std::string layout;  // the strategy that wrote it ("zero3 (FULL_SHARD) over dp=4 ...")
+  int world_size = 1;
+  int dp_size = 1;
+  std::string optimizer;  // "adamw" | "sgd"
+  // Training state that is not a tensor (optimizer step count, batches read, ...).
+  std::map<std::string, int64_t> counters;
+  std::string config;  // the run's config (YAML), for inspection
+  std::vector<FileEntry> files;
+  std::vector<TensorEntry> tensors;
+
+  // The tensor of that kind and name, or null.
+  const TensorEntry* find(const std::string& kind, const std::string& name) const;
+  int64_t counter(const std::string& key) const;  // throws naming a missing key
+  int64_t total_bytes() const;
+};
+
+std::string to_json(const Manifest& m);
+// `where` names the file in errors; any missing or ill-typed field is an error naming it.
+Manifest manifest_from_json(const std::string& text, const std::string& where);
+
+// The 4096-byte header of a rank file.
+struct FileHeader {
+  std::string id;
+  int rank = 0;
+  int world_size = 1;
+  int64_t step = 0;
+};
+std::string encode_header(const FileHeader& h);  // exactly kHeaderBytes
+// Throws naming `where` when the bytes are not a braid checkpoint header.
+FileHeader decode_header(const std::string& bytes, const std::string& where);
+
+}  // namespace braid::checkpoint

@@ -1,0 +1,56 @@
+#include "braid/checkpoint/resume.h"
+
+#include "braid/checkpoint/checkpoint_dir.h"
+#include "braid/core/error.h"
+#include "braid/parallel/collective_guard.h"
+#include "braid/parallel/gather_strings.h"
+
+namespace braid::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+// Opens and verifies dir on every rank; any rank's problem throws on all of them.
+std::unique_ptr<CheckpointReader> open_verified(const fs::path& dir, comm::ProcessGroup* group) {
+  std::unique_ptr<CheckpointReader> reader;
+  parallel::all_ranks_or_throw(group, [&] { reader = std::make_unique<CheckpointReader>(dir); });
+  reader->verify(group);
+  return reader;
+}
+}  // namespace
+
+std::unique_ptr<CheckpointReader> open_resume_checkpoint(
+    const std::string& resume, const fs::path& root, comm::ProcessGroup* group,
+    const std::function<void(const std::string&)>& say) {
+  if (resume == "never") return nullptr;
+  const bool automatic = resume == "auto";
+  const fs::path where = automatic ? root : fs::path(resume);
+  if (!automatic && fs::exists(where / kManifestName)) return open_verified(where, group);
+  BRAID_CHECK(automatic || fs::is_directory(where), "training.resume: ", where.string(),
+              " is neither a checkpoint nor a directory of checkpoints");
+  // Rank 0's listing, so every rank tries the same candidates in the same order.
+  std::string listing;
+  for (const fs::path& p : checkpoints_newest_first(where)) listing += p.string() + "\n";
+  listing = parallel::all_gather_strings(group, listing)[0];
+  std::string first_error;
+  int rejected = 0;
+  for (size_t at = 0; at < listing.size();) {
+    const size_t end = listing.find('\n', at);
+    const fs::path dir = listing.substr(at, end - at);
+    at = end + 1;
+    try {
+      return open_verified(dir, group);
+    } catch (const Error& e) {
+      ++rejected;
+      if (first_error.empty()) first_error = e.what();
+      say("resume: skipping " + dir.string() + ": " + e.what() +
+          "; trying the previous checkpoint");
+    }
+  }
+  BRAID_CHECK(rejected == 0, "training.resume: none of the ", rejected, " checkpoint(s) under ",
+              where.string(), " is valid; the newest: ", first_error);
+  BRAID_CHECK(automatic, "training.resume: no checkpoint under ", where.string());
+  return nullptr;
+}
+
+}  // namespace braid::checkpoint

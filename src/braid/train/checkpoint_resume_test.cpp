@@ -1,0 +1,279 @@
+// Training checkpoints through the Trainer: resume is bit-identical to a run that never
+// stopped, for every data-parallel strategy; a checkpoint loads under another layout with the
+// same bits; bad checkpoints are refused with one line naming the file; a save that fails
+// anywhere leaves the previous checkpoint loadable.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "braid/checkpoint/resume.h"
+#include "braid/train/checkpoint_test_util.h"
+
+namespace braid::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Trains cfg on n thread ranks; rank 0's gathered weights (every rank must agree).
+Tensor run_ranks_and_gather(int n, const TrainConfig& cfg, TrainerOptions options = quiet()) {
+  std::vector<Tensor> out(static_cast<size_t>(n));
+  std::mutex mu;
+  braid::testing::run_ranks(n, [&](comm::ProcessGroup& pg) {
+    Trainer t(cfg, borrow(pg), options);
+    Tensor w = train_and_gather(t);
+    std::lock_guard<std::mutex> lock(mu);
+    out[static_cast<size_t>(pg.rank())] = w;
+  });
+  for (int r = 1; r < n; ++r)
+    EXPECT_TRUE(braid::testing::bit_equal(out[static_cast<size_t>(r)], out[0])) << "rank " << r;
+  return out[0];
+}
+
+struct ResumeCase {
+  std::string name;
+  int ranks;
+  std::function<void(TrainConfig&)> apply;
+};
+
+void PrintTo(const ResumeCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+std::vector<ResumeCase> resume_cases() {
+  std::vector<ResumeCase> cases = {
+      {"ddp", 2, [](TrainConfig& c) { c.parallel.strategy = "ddp"; }},
+      {"none", 1, [](TrainConfig& c) { c.parallel.strategy = "none"; }}};
+  for (const StrategyVariant& v : strategy_variants()) {
+    if (v.name.find("fsdp_FULL") != std::string::npos ||
+        v.name.find("activation") != std::string::npos)
+      continue;  // the same as zero3 here
+    cases.push_back({v.name, v.min_ranks > 1 ? 4 : 2, v.apply});
+  }
+  return cases;
+}
+
+class Resume : public ::testing::TestWithParam<ResumeCase> {};
+
+// Run 4 steps saving at 2 and 4; roll the checkpoint directory back to step 2 (as if the run
+// had died right after that save); rerun the same config, which resumes at step 2 by itself.
+// Weights and the step-4 checkpoint (weights and optimizer state) are the same bits.
+TEST_P(Resume, StoppedAndResumedRunEqualsTheStraightRunBitForBit) {
+  const ResumeCase& rc = GetParam();
+  const fs::path root = private_temp_dir("braid_resume_" + rc.name);
+  fs::remove_all(root);
+  TrainConfig c = resume_config((root / "run").string());
+  rc.apply(c);
+  const Tensor straight = run_ranks_and_gather(rc.ranks, c);
+  fs::rename(root / "run" / checkpoint::step_dir_name(4), root / "straight-step-4");
+  roll_back_to(root / "run", 2);
+
+  std::vector<int64_t> started(static_cast<size_t>(rc.ranks), -1);
+  std::vector<Tensor> resumed(static_cast<size_t>(rc.ranks));
+  std::mutex mu;
+  braid::testing::run_ranks(rc.ranks, [&](comm::ProcessGroup& pg) {
+    Trainer t(c, borrow(pg), quiet());
+    Tensor w = train_and_gather(t);
+    std::lock_guard<std::mutex> lock(mu);
+    started[static_cast<size_t>(pg.rank())] = t.start_step();
+    resumed[static_cast<size_t>(pg.rank())] = w;
+  });
+  for (int64_t s : started) EXPECT_EQ(s, 2);
+  EXPECT_TRUE(braid::testing::bit_equal(resumed[0], straight));
+  EXPECT_TRUE(same_checkpoint_contents(root / "run" / checkpoint::step_dir_name(4),
+                                       root / "straight-step-4"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, Resume, ::testing::ValuesIn(resume_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// Saved by zero3 on 2 ranks at step 2, loaded by other layouts: saving again at once gives the
+// same bits (weights and optimizer state), and training goes on. At 2 ranks any strategy ends
+// where the 2-rank zero3 run ends, bit for bit (DDP = ZeRO); at 1 and 4 ranks to fp32 tolerance.
+TEST(Reshard, ACheckpointLoadsUnderAnyLayoutWithTheSameBits) {
+  const fs::path root = private_temp_dir("braid_reshard");
+  fs::remove_all(root);
+  TrainConfig base = resume_config((root / "zero3x2").string());
+  base.training.global_batch_size = 4;
+  base.training.micro_batch_size = 1;
+  base.training.gradient_accumulation_steps = 0;  // derived per world size
+  base.parallel.strategy = "zero3";
+  const Tensor reference = run_ranks_and_gather(2, base);
+  const fs::path saved = root / "zero3x2" / checkpoint::step_dir_name(2);
+
+  struct Layout {
+    const char* name;
+    int ranks;
+    const char* strategy;
+  };
+  for (Layout l :
+       {Layout{"ddp_x1", 1, "none"}, Layout{"ddp_x2", 2, "ddp"}, Layout{"zero1_x2", 2, "zero1"},
+        Layout{"zero1_x4", 4, "zero1"}, Layout{"zero3_x4", 4, "zero3"}}) {
+    SCOPED_TRACE(l.name);
+    TrainConfig c = base;
+    c.parallel.strategy = l.strategy;
+    c.training.resume = saved.string();
+    c.checkpoint.dir = (root / l.name).string();
+    std::vector<Tensor> out(static_cast<size_t>(l.ranks));
+    std::mutex mu;
+    braid::testing::run_ranks(l.ranks, [&](comm::ProcessGroup& pg) {
+      Trainer t(c, borrow(pg), quiet());
+      EXPECT_EQ(t.start_step(), 2);
+      t.save_checkpoint(2);  // what was loaded, saved by this layout
+      Tensor w = train_and_gather(t);
+      std::lock_guard<std::mutex> lock(mu);
+      out[static_cast<size_t>(pg.rank())] = w;
+    });
+    EXPECT_TRUE(same_checkpoint_contents(root / l.name / checkpoint::step_dir_name(2), saved));
+    if (l.ranks == 2)
+      EXPECT_TRUE(braid::testing::bit_equal(out[0], reference));
+    else
+      EXPECT_TRUE(weights_match(out[0], reference));
+  }
+}
+
+// A two-rank DDP run with checkpoints at steps 2 and 4 under root/run; returns root/run.
+fs::path saved_run(const std::string& name) {
+  const fs::path root = private_temp_dir("braid_ckpt_" + name);
+  fs::remove_all(root);
+  TrainConfig c = resume_config((root / "run").string());
+  c.parallel.strategy = "ddp";
+  run_ranks_and_gather(2, c);
+  return root / "run";
+}
+
+// The error every rank gets opening `dir` for resume ("" when it opens).
+std::string resume_error(const fs::path& dir) {
+  auto errors = braid::testing::run_ranks_collect(2, [&](comm::ProcessGroup& pg) {
+    checkpoint::open_resume_checkpoint(dir.string(), "", &pg, [](const std::string&) {});
+  });
+  const std::string first = braid::testing::what(errors[0]);
+  EXPECT_FALSE(first.empty());
+  EXPECT_EQ(first.find('\n'), std::string::npos) << first;  // one line
+  for (auto& e : errors) EXPECT_FALSE(braid::testing::what(e).empty());
+  return first;
+}
+
+void flip_bit(const fs::path& file, int64_t at) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(at);
+  char ch = 0;
+  f.read(&ch, 1);
+  ch = static_cast<char>(ch ^ 0x10);
+  f.seekp(at);
+  f.write(&ch, 1);
+}
+
+TEST(CheckpointCorruption, EachDamageIsRefusedWithOneLineNamingTheFile) {
+  const fs::path run = saved_run("corrupt");
+  const fs::path s2 = run / checkpoint::step_dir_name(2), s4 = run / checkpoint::step_dir_name(4);
+  const fs::path keep = run.parent_path() / "pristine";
+  fs::copy(s4, keep, fs::copy_options::recursive);
+  auto restore = [&] {
+    fs::remove_all(s4);
+    fs::copy(keep, s4, fs::copy_options::recursive);
+  };
+  const std::string f1 = checkpoint::rank_file_name(1), f0 = checkpoint::rank_file_name(0);
+
+  flip_bit(s4 / f1, 5000);
+  std::string e = resume_error(s4);
+  EXPECT_NE(e.find(f1 + " has checksum"), std::string::npos) << e;
+  EXPECT_NE(e.find("corrupt"), std::string::npos) << e;
+
+  restore();
+  fs::resize_file(s4 / f1, fs::file_size(s4 / f1) - 100);
+  e = resume_error(s4);
+  EXPECT_NE(e.find(f1), std::string::npos) << e;
+  EXPECT_NE(e.find("truncated"), std::string::npos) << e;
+
+  restore();
+  fs::remove(s4 / f0);
+  e = resume_error(s4);
+  EXPECT_NE(e.find(f0 + " is missing"), std::string::npos) << e;
+
+  restore();
+  fs::rename(s4 / f0, s4 / "x");
+  fs::rename(s4 / f1, s4 / f0);
+  fs::rename(s4 / "x", s4 / f1);
+  e = resume_error(s4);
+  EXPECT_NE(e.find("files swapped"), std::string::npos) << e;
+
+  restore();
+  fs::copy_file(s2 / checkpoint::kManifestName, s4 / checkpoint::kManifestName,
+                fs::copy_options::overwrite_existing);
+  e = resume_error(s4);
+  EXPECT_NE(e.find("another save"), std::string::npos) << e;
+
+  restore();
+  std::ofstream(s4 / checkpoint::kManifestName) << "{\"format\": \"braid-checkpoint\"";
+  e = resume_error(s4);
+  EXPECT_NE(e.find("manifest.json: not valid JSON"), std::string::npos) << e;
+}
+
+// resume: auto passes over a damaged newest checkpoint to the previous one, and says so.
+TEST(CheckpointCorruption, AutoResumeFallsBackToThePreviousValidCheckpoint) {
+  const fs::path run = saved_run("fallback");
+  flip_bit(run / checkpoint::step_dir_name(4) / checkpoint::rank_file_name(0), 4096 + 64);
+  std::vector<std::string> said;
+  std::vector<int64_t> steps(2, -1);
+  std::mutex mu;
+  braid::testing::run_ranks(2, [&](comm::ProcessGroup& pg) {
+    auto reader = checkpoint::open_resume_checkpoint("auto", run, &pg, [&](const std::string& s) {
+      std::lock_guard<std::mutex> lock(mu);
+      said.push_back(s);
+    });
+    std::lock_guard<std::mutex> lock(mu);
+    steps[static_cast<size_t>(pg.rank())] = reader ? reader->manifest().step : -1;
+  });
+  EXPECT_EQ(steps, (std::vector<int64_t>{2, 2}));
+  ASSERT_FALSE(said.empty());
+  EXPECT_NE(said[0].find("skipping"), std::string::npos) << said[0];
+  EXPECT_NE(said[0].find(checkpoint::step_dir_name(4)), std::string::npos) << said[0];
+}
+
+// A save that fails at any stage on any rank fails every rank with that error; the previous
+// checkpoint and `latest` are untouched and still load.
+TEST(CheckpointFaults, AFailedSaveLeavesThePreviousCheckpointLoadable) {
+  for (const char* stage : {"create", "write", "sync", "manifest", "rename", "publish"}) {
+    for (int failing : {0, 1}) {
+      SCOPED_TRACE(std::string(stage) + " on rank " + std::to_string(failing));
+      const fs::path root = private_temp_dir("braid_ckpt_fault");
+      fs::remove_all(root);
+      TrainConfig c = resume_config((root / "run").string());
+      c.parallel.strategy = "zero2";
+      auto errors = braid::testing::run_ranks_collect(2, [&](comm::ProcessGroup& pg) {
+        TrainerOptions o = quiet();
+        const int rank = pg.rank();
+        int seen = 0;  // the second save (step 4) fails; step 2's succeeds
+        o.checkpoint_fault = [&, rank](const std::string& s) {
+          if (s == stage && rank == failing && ++seen == 2) BRAID_THROW("injected: disk full");
+        };
+        Trainer t(c, borrow(pg), o);
+        t.run();
+      });
+      const bool rank0_stage = std::string(stage) != "write" && std::string(stage) != "sync";
+      if (rank0_stage && failing == 1) {  // rank 1 never reaches those stages: the save succeeds
+        for (auto& e : errors) EXPECT_EQ(braid::testing::what(e), "");
+        continue;
+      }
+      for (auto& e : errors) {
+        EXPECT_NE(braid::testing::what(e).find("injected: disk full"), std::string::npos)
+            << braid::testing::what(e);
+      }
+      const fs::path run = root / "run";
+      if (std::string(stage) != "publish") {
+        EXPECT_FALSE(fs::exists(run / checkpoint::step_dir_name(4)));
+      }
+      const auto found = checkpoint::checkpoints_newest_first(run);
+      ASSERT_FALSE(found.empty());
+      const std::string latest = checkpoint::checkpoints_newest_first(run).front().filename();
+      EXPECT_EQ(latest, checkpoint::step_dir_name(2));
+      checkpoint::CheckpointReader reader(run / checkpoint::step_dir_name(2));
+      reader.verify(nullptr);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace braid::train
