@@ -31,5 +31,8 @@ expect "unknown option '--sett'" train configs/demo.yaml --sett a=b
 expect "--set expects key=value, got 'training.max_steps'" train configs/demo.yaml \
   --set training.max_steps
 expect "missing CONFIG.yaml" train
+expect "/nonexistent is not a directory" checkpoint verify /nonexistent
+expect "unknown checkpoint action 'check'" checkpoint check /tmp
+expect "checkpoint export needs --out OUT" checkpoint export /tmp
 [[ $failures == 0 ]] || { echo "cli_errors_test: $failures failed"; exit 1; }
 echo "cli_errors_test: all passed"

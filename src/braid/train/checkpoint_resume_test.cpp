@@ -8,8 +8,10 @@
 #include <fstream>
 #include <mutex>
 
+#include "braid/checkpoint/file_io.h"
 #include "braid/checkpoint/resume.h"
 #include "braid/train/checkpoint_test_util.h"
+#include "braid/train/checkpoint_tools.h"
 
 namespace braid::train {
 namespace {
@@ -273,6 +275,30 @@ TEST(CheckpointFaults, AFailedSaveLeavesThePreviousCheckpointLoadable) {
       reader.verify(nullptr);
     }
   }
+}
+
+// `braid checkpoint export` of a zero3 run's last checkpoint writes the same model.safetensors
+// as the run's own HF export; inspect and verify read it without starting a run.
+TEST(CheckpointTools, ExportOfTheLastCheckpointIsTheRunsOwnExport) {
+  const fs::path root = private_temp_dir("braid_ckpt_tools");
+  fs::remove_all(root);
+  TrainConfig c = resume_config((root / "run").string());
+  c.parallel.strategy = "zero3";
+  c.output.export_model = true;
+  c.output.dir = (root / "out").string();
+  run_ranks_and_gather(2, c);
+  const std::string line = export_checkpoint(root / "run", root / "exported");
+  EXPECT_NE(line.find("exported step 4"), std::string::npos) << line;
+  EXPECT_EQ(checkpoint::read_small_file(root / "exported" / "model.safetensors"),
+            checkpoint::read_small_file(root / "out" / "model" / "model.safetensors"));
+  const std::string listing = inspect_checkpoint(root / "run");
+  EXPECT_NE(listing.find("step 4"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("zero3"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("transformer.h.1.mlp.c_proj.weight"), std::string::npos) << listing;
+  EXPECT_NE(verify_checkpoint(root / "run" / checkpoint::step_dir_name(2)).find("ok: "),
+            std::string::npos);
+  flip_bit(root / "run" / checkpoint::step_dir_name(2) / checkpoint::rank_file_name(1), 4200);
+  EXPECT_THROW(verify_checkpoint(root / "run" / checkpoint::step_dir_name(2)), Error);
 }
 
 }  // namespace
