@@ -67,7 +67,5 @@ TEST(ResumeMpi, StoppedAndResumedRunEqualsTheStraightRunBitForBit) {
 }  // namespace braid::train
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  braid::train::mpi_test_world();
-  return RUN_ALL_TESTS();
+  return braid::train::mpi_test_main(argc, argv);
 }

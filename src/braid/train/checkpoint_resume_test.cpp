@@ -18,21 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Trains cfg on n thread ranks; rank 0's gathered weights (every rank must agree).
-Tensor run_ranks_and_gather(int n, const TrainConfig& cfg, TrainerOptions options = quiet()) {
-  std::vector<Tensor> out(static_cast<size_t>(n));
-  std::mutex mu;
-  braid::testing::run_ranks(n, [&](comm::ProcessGroup& pg) {
-    Trainer t(cfg, borrow(pg), options);
-    Tensor w = train_and_gather(t);
-    std::lock_guard<std::mutex> lock(mu);
-    out[static_cast<size_t>(pg.rank())] = w;
-  });
-  for (int r = 1; r < n; ++r)
-    EXPECT_TRUE(braid::testing::bit_equal(out[static_cast<size_t>(r)], out[0])) << "rank " << r;
-  return out[0];
-}
-
 struct ResumeCase {
   std::string name;
   int ranks;
@@ -67,7 +52,7 @@ TEST_P(Resume, StoppedAndResumedRunEqualsTheStraightRunBitForBit) {
   fs::remove_all(root);
   TrainConfig c = resume_config((root / "run").string());
   rc.apply(c);
-  const Tensor straight = run_ranks_and_gather(rc.ranks, c);
+  const Tensor straight = train_ranks(rc.ranks, c);
   fs::rename(root / "run" / checkpoint::step_dir_name(4), root / "straight-step-4");
   roll_back_to(root / "run", 2);
 
@@ -101,7 +86,7 @@ TEST(Reshard, ACheckpointLoadsUnderAnyLayoutWithTheSameBits) {
   base.training.micro_batch_size = 1;
   base.training.gradient_accumulation_steps = 0;  // derived per world size
   base.parallel.strategy = "zero3";
-  const Tensor reference = run_ranks_and_gather(2, base);
+  const Tensor reference = train_ranks(2, base);
   const fs::path saved = root / "zero3x2" / checkpoint::step_dir_name(2);
 
   struct Layout {
@@ -141,7 +126,7 @@ fs::path saved_run(const std::string& name) {
   fs::remove_all(root);
   TrainConfig c = resume_config((root / "run").string());
   c.parallel.strategy = "ddp";
-  run_ranks_and_gather(2, c);
+  train_ranks(2, c);
   return root / "run";
 }
 
@@ -286,7 +271,7 @@ TEST(CheckpointTools, ExportOfTheLastCheckpointIsTheRunsOwnExport) {
   c.parallel.strategy = "zero3";
   c.output.export_model = true;
   c.output.dir = (root / "out").string();
-  run_ranks_and_gather(2, c);
+  train_ranks(2, c);
   const std::string line = export_checkpoint(root / "run", root / "exported");
   EXPECT_NE(line.find("exported step 4"), std::string::npos) << line;
   EXPECT_EQ(checkpoint::read_small_file(root / "exported" / "model.safetensors"),

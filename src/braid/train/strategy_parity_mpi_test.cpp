@@ -54,7 +54,5 @@ INSTANTIATE_TEST_SUITE_P(Modes, StrategyParityMpi, ::testing::Values("true", "fa
 }  // namespace braid::train
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  braid::train::mpi_test_world();
-  return RUN_ALL_TESTS();
+  return braid::train::mpi_test_main(argc, argv);
 }

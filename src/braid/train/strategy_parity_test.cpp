@@ -16,21 +16,6 @@
 namespace braid::train {
 namespace {
 
-// Rank 0's gathered weights; every rank must hold the same.
-Tensor train_ranks(int n, const TrainConfig& cfg) {
-  std::vector<Tensor> out(static_cast<size_t>(n));
-  std::mutex mu;
-  braid::testing::run_ranks(n, [&](comm::ProcessGroup& pg) {
-    Trainer t(cfg, borrow(pg), quiet());
-    Tensor w = train_and_gather(t);
-    std::lock_guard<std::mutex> lock(mu);
-    out[static_cast<size_t>(pg.rank())] = w;
-  });
-  for (int r = 1; r < n; ++r)
-    EXPECT_TRUE(braid::testing::bit_equal(out[static_cast<size_t>(r)], out[0])) << "rank " << r;
-  return out[0];
-}
-
 struct Case {
   int ranks;
   std::string sync_each_batch;

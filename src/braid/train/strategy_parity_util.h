@@ -139,4 +139,19 @@ inline Tensor train_and_gather(Trainer& t) {
   return t.gather_parameters();
 }
 
+// Trains cfg on n thread-backed ranks; rank 0's gathered weights (every rank must hold the same).
+inline Tensor train_ranks(int n, const TrainConfig& cfg, TrainerOptions options = quiet()) {
+  std::vector<Tensor> out(static_cast<size_t>(n));
+  std::mutex mu;
+  braid::testing::run_ranks(n, [&](comm::ProcessGroup& pg) {
+    Trainer t(cfg, borrow(pg), options);
+    Tensor w = train_and_gather(t);
+    std::lock_guard<std::mutex> lock(mu);
+    out[static_cast<size_t>(pg.rank())] = w;
+  });
+  for (int r = 1; r < n; ++r)
+    EXPECT_TRUE(braid::testing::bit_equal(out[static_cast<size_t>(r)], out[0])) << "rank " << r;
+  return out[0];
+}
+
 }  // namespace braid::train
