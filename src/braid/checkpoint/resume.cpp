@@ -25,7 +25,10 @@ std::unique_ptr<CheckpointReader> open_resume_checkpoint(
   if (resume == "never") return nullptr;
   const bool automatic = resume == "auto";
   const fs::path where = automatic ? root : fs::path(resume);
-  if (!automatic && fs::exists(where / kManifestName)) return open_verified(where, group);
+  // Rank 0's view decides, so every rank takes the same path (and its collectives).
+  const bool is_checkpoint =
+      parallel::all_gather_strings(group, fs::exists(where / kManifestName) ? "1" : "0")[0] == "1";
+  if (!automatic && is_checkpoint) return open_verified(where, group);
   BRAID_CHECK(automatic || fs::is_directory(where), "training.resume: ", where.string(),
               " is neither a checkpoint nor a directory of checkpoints");
   // Rank 0's listing, so every rank tries the same candidates in the same order.
