@@ -64,13 +64,15 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
                                                std::to_string(world_ ? world_->rank() : 0) + ")")) {
   validate(cfg_);
   if (world_) check_config_agrees(cfg_, *world_);
+  // Before the budget: its collectives are small, and one rank must not fail them alone.
+  open_resume();
   if (world_) world_->set_memory_tracker(tracker_);
   tracker_->set_budget(memory_budget_from(cfg_, world_.get()));
   MemoryScope scope(tracker_);
   try {
     strategy_ = parallel::make_strategy(strategy_spec_from(cfg_), world_);
     resolve_batch(cfg_, strategy_->dp_size());
-    open_resume();
+    if (resume_) report_resume();
     build_model();
     // Every rank allocates its optimizer state; one past its budget stops them all.
     parallel::all_ranks_or_throw(world_.get(), [&] { build_optimizer(); });
@@ -96,9 +98,11 @@ void Trainer::open_resume() {
                                                world_.get(), [this](const std::string& s) {
                                                  if (rank() == 0) std::printf("%s\n", s.c_str());
                                                });
-  if (!resume_) return;
+  if (resume_) start_step_ = resume_->manifest().step;
+}
+
+void Trainer::report_resume() const {
   const checkpoint::Manifest& m = resume_->manifest();
-  start_step_ = m.step;
   std::string line = "resuming from " + resume_->dir().string() + " (step " +
                      std::to_string(m.step) + ", " + format_bytes(m.total_bytes()) + ")";
   if (m.layout != strategy_->describe() || m.world_size != world_size())

@@ -86,6 +86,7 @@ class Trainer {
   void build_optimizer();
   void build_data();
   void open_resume();
+  void report_resume() const;  // the line saying where the run resumes (rank 0)
   void restore_counters();
   // A line on rank 0's progress (not when quiet).
   void say(const std::string& line) const;
