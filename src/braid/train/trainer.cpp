@@ -94,10 +94,9 @@ void Trainer::say(const std::string& line) const {
 // it materialises from whatever files hold them), the optimizer state through the optimizer's
 // slices (each rank reads its own shard records' ranges), so any layout loads any other.
 void Trainer::open_resume() {
-  resume_ = checkpoint::open_resume_checkpoint(cfg_.training.resume, cfg_.checkpoint_dir(),
-                                               world_.get(), [this](const std::string& s) {
-                                                 if (rank() == 0) std::printf("%s\n", s.c_str());
-                                               });
+  resume_ =
+      checkpoint::open_resume_checkpoint(cfg_.training.resume, cfg_.checkpoint_dir(), world_.get(),
+                                         [this](const std::string& s) { say(s); });
   if (resume_) start_step_ = resume_->manifest().step;
 }
 
