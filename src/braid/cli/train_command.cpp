@@ -7,6 +7,7 @@
 #include "braid/comm/world.h"
 #include "braid/core/error.h"
 #include "braid/train/config.h"
+#include "braid/train/fault_plan.h"
 #include "braid/train/trainer.h"
 
 namespace {
@@ -48,7 +49,15 @@ int run_train(const std::vector<std::string>& args) {
       std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.comm_timeout_s * 1000.0));
   po.debug = cfg.parallel.comm_debug;
   auto world = braid::comm::init_world(po);
-  braid::train::Trainer trainer(cfg, world);
+  braid::train::TrainerOptions options;
+  // Fault tests only (train/fault_plan.h): deaths at chosen points of chosen steps.
+  const int rank = world ? world->rank() : 0;
+  if (auto plan = braid::train::FaultPlan::from_environment(rank); !plan.empty())
+    options.fault = [plan, rank, attempt = braid::train::launch_attempt()](
+                        int64_t step, const std::string& point) {
+      plan.at(rank, attempt, step, point);
+    };
+  braid::train::Trainer trainer(cfg, world, options);
   trainer.run();
   return 0;
 }

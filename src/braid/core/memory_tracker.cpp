@@ -26,6 +26,8 @@ const char* mem_category_name(MemCategory c) {
       return "kernel scratch";
     case MemCategory::communication:
       return "communication buffers";
+    case MemCategory::checkpoint:
+      return "checkpoint snapshot";
     case MemCategory::other:
       return "other";
   }

@@ -24,9 +24,10 @@ enum class MemCategory : uint8_t {
   activations,
   scratch,  // kernel scratch: per-rank work buffers the CPU kernels keep between calls
   communication,
+  checkpoint,  // an async checkpoint's in-memory copy (checkpoint.async)
   other,
 };
-constexpr int kNumMemCategories = 7;
+constexpr int kNumMemCategories = 8;
 const char* mem_category_name(MemCategory c);
 
 class MemoryTracker {

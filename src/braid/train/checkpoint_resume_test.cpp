@@ -38,6 +38,12 @@ std::vector<ResumeCase> resume_cases() {
       continue;  // the same as zero3 here
     cases.push_back({v.name, v.min_ranks > 1 ? 4 : 2, v.apply});
   }
+  // checkpoint.async: the same checkpoints, written in the background.
+  for (const char* strategy : {"ddp", "zero3"})
+    cases.push_back({std::string(strategy) + "_async", 2, [strategy](TrainConfig& c) {
+                       c.parallel.strategy = strategy;
+                       c.checkpoint.async = true;
+                     }});
   return cases;
 }
 
@@ -219,47 +225,78 @@ TEST(CheckpointCorruption, AutoResumeFallsBackToThePreviousValidCheckpoint) {
   EXPECT_NE(said[0].find(checkpoint::step_dir_name(4)), std::string::npos) << said[0];
 }
 
-// A save that fails at any stage on any rank fails every rank with that error; the previous
+// checkpoint.async writes the same checkpoints as a save that blocks, and says how long training
+// waited for it.
+TEST(AsyncSave, WritesTheSameCheckpointsAsABlockingSave) {
+  const fs::path root = private_temp_dir("braid_ckpt_async");
+  fs::remove_all(root);
+  TrainConfig c = resume_config((root / "sync").string());
+  c.parallel.strategy = "zero2";
+  const Tensor sync = train_ranks(2, c);
+  c.checkpoint.dir = (root / "async").string();
+  c.checkpoint.async = true;
+  std::vector<TrainResult> results(2);
+  std::vector<Tensor> weights(2);
+  braid::testing::run_ranks(2, [&](comm::ProcessGroup& pg) {
+    Trainer t(c, borrow(pg), quiet());
+    results[static_cast<size_t>(pg.rank())] = t.run();
+    weights[static_cast<size_t>(pg.rank())] = t.gather_parameters();
+  });
+  EXPECT_TRUE(braid::testing::bit_equal(weights[0], sync));
+  EXPECT_EQ(results[0].checkpoints_saved, 2);
+  for (int64_t step : {2, 4})
+    EXPECT_TRUE(same_checkpoint_contents(root / "async" / checkpoint::step_dir_name(step),
+                                         root / "sync" / checkpoint::step_dir_name(step)));
+  EXPECT_EQ(checkpoint::checkpoints_newest_first(root / "async").front().filename(),
+            checkpoint::step_dir_name(4));
+}
+
+// A save that fails at any stage on any rank fails every rank with that error, blocking or
+// async (whose write fails on its thread and is reported at the next step); the previous
 // checkpoint and `latest` are untouched and still load.
 TEST(CheckpointFaults, AFailedSaveLeavesThePreviousCheckpointLoadable) {
-  for (const char* stage : {"create", "write", "sync", "manifest", "rename", "publish"}) {
-    for (int failing : {0, 1}) {
-      SCOPED_TRACE(std::string(stage) + " on rank " + std::to_string(failing));
-      const fs::path root = private_temp_dir("braid_ckpt_fault");
-      fs::remove_all(root);
-      TrainConfig c = resume_config((root / "run").string());
-      c.parallel.strategy = "zero2";
-      auto errors = braid::testing::run_ranks_collect(2, [&](comm::ProcessGroup& pg) {
-        TrainerOptions o = quiet();
-        const int rank = pg.rank();
-        int seen = 0;  // the second save (step 4) fails; step 2's succeeds
-        o.checkpoint_fault = [&, rank](const std::string& s) {
-          if (s == stage && rank == failing && ++seen == 2) BRAID_THROW("injected: disk full");
-        };
-        Trainer t(c, borrow(pg), o);
-        t.run();
-      });
-      const bool rank0_stage = std::string(stage) != "write" && std::string(stage) != "sync";
-      if (rank0_stage && failing == 1) {  // rank 1 never reaches those stages: the save succeeds
-        for (auto& e : errors) EXPECT_EQ(braid::testing::what(e), "");
-        continue;
+  for (bool async : {false, true})
+    for (const char* stage : {"create", "write", "sync", "manifest", "rename", "publish"}) {
+      for (int failing : {0, 1}) {
+        SCOPED_TRACE(std::string(stage) + " on rank " + std::to_string(failing) +
+                     (async ? ", async" : ""));
+        const fs::path root = private_temp_dir("braid_ckpt_fault");
+        fs::remove_all(root);
+        TrainConfig c = resume_config((root / "run").string());
+        c.parallel.strategy = "zero2";
+        c.checkpoint.async = async;
+        auto errors = braid::testing::run_ranks_collect(2, [&](comm::ProcessGroup& pg) {
+          TrainerOptions o = quiet();
+          const int rank = pg.rank();
+          int seen = 0;  // the second save (step 4) fails; step 2's succeeds
+          o.fault = [&, rank](int64_t, const std::string& s) {
+            if (s == std::string("save:") + stage && rank == failing && ++seen == 2)
+              BRAID_THROW("injected: disk full");
+          };
+          Trainer t(c, borrow(pg), o);
+          t.run();
+        });
+        const bool rank0_stage = std::string(stage) != "write" && std::string(stage) != "sync";
+        if (rank0_stage && failing == 1) {  // rank 1 never reaches those stages: the save succeeds
+          for (auto& e : errors) EXPECT_EQ(braid::testing::what(e), "");
+          continue;
+        }
+        for (auto& e : errors) {
+          EXPECT_NE(braid::testing::what(e).find("injected: disk full"), std::string::npos)
+              << braid::testing::what(e);
+        }
+        const fs::path run = root / "run";
+        if (std::string(stage) != "publish") {
+          EXPECT_FALSE(fs::exists(run / checkpoint::step_dir_name(4)));
+        }
+        const auto found = checkpoint::checkpoints_newest_first(run);
+        ASSERT_FALSE(found.empty());
+        const std::string latest = checkpoint::checkpoints_newest_first(run).front().filename();
+        EXPECT_EQ(latest, checkpoint::step_dir_name(2));
+        checkpoint::CheckpointReader reader(run / checkpoint::step_dir_name(2));
+        reader.verify(nullptr);
       }
-      for (auto& e : errors) {
-        EXPECT_NE(braid::testing::what(e).find("injected: disk full"), std::string::npos)
-            << braid::testing::what(e);
-      }
-      const fs::path run = root / "run";
-      if (std::string(stage) != "publish") {
-        EXPECT_FALSE(fs::exists(run / checkpoint::step_dir_name(4)));
-      }
-      const auto found = checkpoint::checkpoints_newest_first(run);
-      ASSERT_FALSE(found.empty());
-      const std::string latest = checkpoint::checkpoints_newest_first(run).front().filename();
-      EXPECT_EQ(latest, checkpoint::step_dir_name(2));
-      checkpoint::CheckpointReader reader(run / checkpoint::step_dir_name(2));
-      reader.verify(nullptr);
     }
-  }
 }
 
 // `braid checkpoint export` of a zero3 run's last checkpoint writes the same model.safetensors

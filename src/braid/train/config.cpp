@@ -79,6 +79,7 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("checkpoint.dir", &c.checkpoint.dir);
   f("checkpoint.interval", &c.checkpoint.interval);
   f("checkpoint.keep_last", &c.checkpoint.keep_last);
+  f("checkpoint.async", &c.checkpoint.async);
   f("output.dir", &c.output.dir);
   f("output.export_model", &c.output.export_model);
   f("output.samples", &c.output.samples);

@@ -98,6 +98,7 @@ struct MemorySection {
 struct CheckpointSection {
   std::string dir = "";   // "" = <output.dir>/checkpoints
   int64_t interval = 0;   // steps between training checkpoints (0: none); the last step too
+  bool async = false;     // copy to memory, write in the background (Note [Async save])
   int64_t keep_last = 0;  // step directories kept (0: all)
 };
 

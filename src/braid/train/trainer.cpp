@@ -139,17 +139,32 @@ void Trainer::save_checkpoint(int64_t step, TrainResult* result) {
                   {"val_batches", val_batches_},
                   {"global_batch_size", cfg_.training.global_batch_size}};
   req.config = dump_config(cfg_);
-  req.fault = options_.checkpoint_fault;
-  const checkpoint::SaveResult r = checkpoint::save_checkpoint(world_.get(), *optimizer_, req);
-  char line[256];
-  std::snprintf(line, sizeof line, "step %lld | checkpoint %s: %s in %.2f s (%.2f GB/s)",
-                static_cast<long long>(step), r.dir.c_str(), format_bytes(r.bytes).c_str(),
-                r.seconds, r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / 1e9 : 0.0);
-  say(line);
-  if (result) {
-    ++result->checkpoints_saved;
-    result->checkpoint_s += r.seconds;
+  if (options_.fault)
+    req.fault = [f = options_.fault, step](const std::string& s) { f(step, "save:" + s); };
+  if (!cfg_.checkpoint.async) {
+    report_saved(checkpoint::save_checkpoint(world_.get(), *optimizer_, req), result);
+    return;
   }
+  if (!async_save_) async_save_ = std::make_unique<checkpoint::AsyncSaver>();
+  const auto t0 = Clock::now();
+  if (auto previous = async_save_->start(world_.get(), *optimizer_, req))
+    report_saved(*previous, result);
+  if (result) result->checkpoint_s += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void Trainer::report_saved(const checkpoint::SaveResult& r, TrainResult* result) const {
+  char line[320];
+  int n = std::snprintf(line, sizeof line, "step %lld | checkpoint %s: %s in %.2f s (%.2f GB/s)",
+                        static_cast<long long>(r.step), r.dir.c_str(),
+                        format_bytes(r.bytes).c_str(), r.seconds,
+                        r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / 1e9 : 0.0);
+  if (cfg_.checkpoint.async && n > 0 && static_cast<size_t>(n) < sizeof line)
+    std::snprintf(line + n, sizeof line - static_cast<size_t>(n),
+                  ", written in the background; training waited %.3f s", r.blocked_seconds);
+  say(line);
+  if (!result) return;
+  ++result->checkpoints_saved;
+  if (!cfg_.checkpoint.async) result->checkpoint_s += r.blocked_seconds;
 }
 
 // Note [Memory advice]: an OutOfMemory at start says what each strategy would keep per rank for
@@ -341,8 +356,10 @@ TrainResult Trainer::run() {
     for (int64_t m = 0; m < accum; ++m) {
       data::Batch b = train_data_->next();
       strategy.begin_micro_step(m, accum);
+      if (m == 0) fault(step + 1, "forward");
       autograd::Variable loss = model_->loss(b.inputs, b.targets, tokens_per_step);
       local_loss += loss.value().item();
+      if (m == 0) fault(step + 1, "backward");
       loss.backward();
       strategy.end_micro_step();
     }
@@ -356,6 +373,7 @@ TrainResult Trainer::run() {
     }
     exposed_ms.push_back(strategy.last_step_stats().exposed_comm_ms);
     double lr = sched.lr_at(step);
+    fault(step + 1, "optimizer");
     optimizer_->step(static_cast<float>(lr));
     strategy.after_optimizer_step();
     double dt = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -385,7 +403,17 @@ TrainResult Trainer::run() {
       progress.message("step " + std::to_string(step + 1) + " | val loss " +
                        format_loss(result.last_val_loss));
     }
+    if (async_save_ && async_save_->pending()) {
+      const auto t_poll = Clock::now();
+      if (auto r = async_save_->poll(world_.get(), /*wait=*/false)) report_saved(*r, &result);
+      result.checkpoint_s += std::chrono::duration<double>(Clock::now() - t_poll).count();
+    }
     if (interval > 0 && ((step + 1) % interval == 0 || last)) save_checkpoint(step + 1, &result);
+  }
+  if (async_save_ && async_save_->pending()) {
+    const auto t_wait = Clock::now();
+    if (auto r = async_save_->poll(world_.get(), /*wait=*/true)) report_saved(*r, &result);
+    result.checkpoint_s += std::chrono::duration<double>(Clock::now() - t_wait).count();
   }
   strategy.synchronize();
   result.steps = t.max_steps - start_step_;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "braid/checkpoint/checkpoint_reader.h"
+#include "braid/checkpoint/checkpoint_writer.h"
 #include "braid/comm/process_group.h"
 #include "braid/core/memory_tracker.h"
 #include "braid/nn/transformer.h"
@@ -39,14 +40,16 @@ struct TrainResult {
   double exposed_comm_ms = 0;      // median per-step wait for communication
   int64_t resumed_from = -1;       // the step of the checkpoint this run resumed from, or -1
   int64_t checkpoints_saved = 0;
-  double checkpoint_s = 0;  // time spent saving checkpoints
+  double checkpoint_s = 0;  // time training waited for checkpoint saves
 };
 
 struct TrainerOptions {
   bool quiet = false;        // no progress output (tests)
   bool measure_peak = true;  // time a GEMM for the MFU denominator
-  // Tests: injected into every checkpoint save (checkpoint::SaveRequest::fault).
-  std::function<void(const std::string& stage)> checkpoint_fault;
+  // Tests: called at each point of a step ("forward" and "backward" of micro-step 0,
+  // "optimizer") and of a checkpoint save ("save:" + checkpoint::SaveRequest::fault's stage),
+  // with the step being taken or saved (1-based); throwing from it fails the run there.
+  std::function<void(int64_t step, const std::string& point)> fault;
 };
 
 class Trainer {
@@ -76,7 +79,8 @@ class Trainer {
   int dp_size() const { return strategy_->dp_size(); }
   // The first step this run takes (the resumed checkpoint's step, else 0).
   int64_t start_step() const { return start_step_; }
-  // Writes a training checkpoint of the state after `step` steps. Collective.
+  // Saves a training checkpoint of the state after `step` steps (with checkpoint.async, starts
+  // it; it is finished at a later step boundary or the end of run()). Collective.
   void save_checkpoint(int64_t step, TrainResult* result = nullptr);
 
  private:
@@ -90,6 +94,10 @@ class Trainer {
   void restore_counters();
   // A line on rank 0's progress (not when quiet).
   void say(const std::string& line) const;
+  void fault(int64_t step, const char* point) const {
+    if (options_.fault) options_.fault(step, point);
+  }
+  void report_saved(const checkpoint::SaveResult& r, TrainResult* result) const;
   double all_reduce_sum(double v);
   void finish(TrainResult& result);
 
@@ -103,6 +111,7 @@ class Trainer {
   std::unique_ptr<BatchSource> train_data_;
   std::unique_ptr<BatchSource> val_data_;
   std::unique_ptr<checkpoint::CheckpointReader> resume_;  // until the state is restored
+  std::unique_ptr<checkpoint::AsyncSaver> async_save_;    // checkpoint.async
   int64_t start_step_ = 0;
   int64_t val_batches_ = 0;  // validation batches read so far (each rank)
 };

@@ -1,0 +1,208 @@
+#include "braid/checkpoint/save_plan.h"
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+#include "braid/checkpoint/checkpoint_dir.h"
+#include "braid/checkpoint/file_io.h"
+#include "braid/core/error.h"
+#include "braid/parallel/collective_guard.h"
+#include "braid/parallel/gather_strings.h"
+
+namespace braid::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Key = std::tuple<std::string, int64_t, int64_t>;
+
+// Note [One writer per range]: a range several ranks hold (DDP's replicas, hybrid's
+// replicated shards) is written by one of them: ranges in name order, each to the holder with
+// the fewest bytes so far (ties: the lowest rank). Every rank computes the same assignment
+// from the same gathered lists.
+std::map<Key, int> assign_writers(const std::vector<std::string>& held_by_rank) {
+  std::map<Key, std::vector<int>> holders;
+  for (size_t r = 0; r < held_by_rank.size(); ++r) {
+    std::istringstream in(held_by_rank[r]);
+    std::string name;
+    int64_t offset = 0, numel = 0;
+    while (std::getline(in, name, '\t') && in >> offset >> numel) {
+      in.ignore(1);  // '\n'
+      holders[{name, offset, numel}].push_back(static_cast<int>(r));
+    }
+  }
+  std::vector<int64_t> load(held_by_rank.size(), 0);
+  std::map<Key, int> writer;
+  for (auto& [key, ranks] : holders) {
+    int best = ranks.front();
+    for (int r : ranks)
+      if (load[static_cast<size_t>(r)] < load[static_cast<size_t>(best)]) best = r;
+    load[static_cast<size_t>(best)] += std::get<2>(key);
+    writer[key] = best;
+  }
+  return writer;
+}
+
+std::string new_id() {
+  std::random_device rd;
+  const uint64_t t =
+      static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
+  const uint64_t v = (static_cast<uint64_t>(rd()) << 32 ^ rd()) ^ t;
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// A rank's file as the finish gathers it: "bytes crc\n", then a line per piece,
+// "kind\tname\tdims,\toffset numel byte_offset\n".
+void decode_into(const std::string& text, int file, Manifest& m,
+                 std::map<std::pair<std::string, std::string>, size_t>& index) {
+  std::istringstream in(text);
+  FileEntry& f = m.files[static_cast<size_t>(file)];
+  in >> f.bytes >> f.crc32c;
+  in.ignore(1);
+  std::string kind, name, dims;
+  while (std::getline(in, kind, '\t') && std::getline(in, name, '\t') &&
+         std::getline(in, dims, '\t')) {
+    PieceEntry p;
+    p.file = file;
+    in >> p.offset >> p.numel >> p.byte_offset;
+    in.ignore(1);
+    auto [it, fresh] = index.try_emplace({kind, name}, m.tensors.size());
+    if (fresh) {
+      std::vector<int64_t> d;
+      std::istringstream ds(dims);
+      for (std::string x; std::getline(ds, x, ',');) d.push_back(std::stoll(x));
+      m.tensors.push_back({kind, name, DType::f32, Shape(d), {}});
+    }
+    m.tensors[it->second].pieces.push_back(p);
+  }
+}
+
+}  // namespace
+
+SavePlan::SavePlan(comm::ProcessGroup* group, const optim::Optimizer& optimizer,
+                   SaveRequest request)
+    : req_(std::move(request)),
+      rank_(group ? group->rank() : 0),
+      world_(group ? group->size() : 1),
+      optimizer_name_(optimizer.name()),
+      tmp_(req_.root / temp_dir_name(req_.step)) {
+  id_ = parallel::all_gather_strings(group, new_id())[0];
+  std::ostringstream held;
+  for (const optim::ParamGroup& g : optimizer.groups())
+    for (const optim::ParamSlice& s : g.params)
+      held << s.name() << '\t' << s.shard.offset << ' ' << s.shard.numel << '\n';
+  writer_ = assign_writers(parallel::all_gather_strings(group, held.str()));
+  parallel::all_ranks_or_throw(group, [&] {
+    if (rank_ != 0) return;
+    stage("create");
+    fs::create_directories(req_.root);
+    fs::remove_all(tmp_);
+    fs::create_directory(tmp_);
+  });
+}
+
+fs::path SavePlan::file_path() const {
+  return tmp_ / rank_file_name(rank_);
+}
+
+bool SavePlan::writes(const optim::ParamSlice& s) const {
+  return writer_.at({s.name(), s.shard.offset, s.shard.numel}) == rank_;
+}
+
+int64_t SavePlan::file_bytes(optim::Optimizer& optimizer) const {
+  int64_t bytes = kHeaderBytes;
+  const int64_t per_element = 4 * static_cast<int64_t>(1 + optimizer.state_names().size());
+  for (const optim::ParamGroup& g : optimizer.groups())
+    for (const optim::ParamSlice& s : g.params)
+      if (writes(s)) bytes += s.shard.numel * per_element;
+  return bytes;
+}
+
+void SavePlan::serialize(optim::Optimizer& optimizer,
+                         const std::function<void(const void*, size_t)>& out) {
+  pieces_.clear();
+  const std::string header = encode_header({id_, rank_, world_, req_.step});
+  out(header.data(), header.size());
+  int64_t at = static_cast<int64_t>(header.size());
+  auto put = [&](const std::string& kind, const optim::ParamSlice& s, const Tensor& t) {
+    BRAID_CHECK(t.dtype() == DType::f32 && t.numel() == s.shard.numel, "checkpoint: ", kind,
+                " of '", s.name(), "' is not ", s.shard.numel, " f32 elements");
+    pieces_.emplace_back(kind, s.name(), s.shard.global_shape,
+                         PieceEntry{rank_, s.shard.offset, s.shard.numel, at});
+    const size_t n = static_cast<size_t>(t.numel()) * 4;
+    out(t.raw_data(), n);
+    at += static_cast<int64_t>(n);
+  };
+  const auto& states = optimizer.state_names();
+  optimizer.visit_slices(
+      [&](const optim::ParamSlice& s, optim::SliceSlot& slot) {
+        if (!writes(s)) return;
+        put("param", s, slot.param);
+        for (size_t k = 0; k < states.size(); ++k) put(states[k], s, slot.state[k]);
+      },
+      /*write=*/false);
+}
+
+void SavePlan::file_written(int64_t bytes, uint32_t crc32c) {
+  bytes_ = bytes;
+  crc_ = crc32c;
+}
+
+SaveResult SavePlan::finish(comm::ProcessGroup* group) {
+  BRAID_CHECK(bytes_ >= 0, "checkpoint: finishing a save whose file was not written");
+  std::ostringstream mine;
+  mine << bytes_ << ' ' << crc_ << '\n';
+  for (const auto& [kind, name, shape, piece] : pieces_) {
+    mine << kind << '\t' << name << '\t';
+    for (int64_t d : shape.vec()) mine << d << ',';
+    mine << '\t' << piece.offset << ' ' << piece.numel << ' ' << piece.byte_offset << '\n';
+  }
+  const std::vector<std::string> all = parallel::all_gather_strings(group, mine.str());
+  SaveResult result;
+  result.dir = req_.root / step_dir_name(req_.step);
+  result.step = req_.step;
+  Manifest m;
+  m.id = id_;
+  m.step = req_.step;
+  m.layout = req_.layout;
+  m.world_size = world_;
+  m.dp_size = req_.dp_size;
+  m.optimizer = optimizer_name_;
+  m.counters = req_.counters;
+  m.config = req_.config;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  for (int r = 0; r < world_; ++r) {
+    m.files.push_back({rank_file_name(r), r, 0, 0});
+    decode_into(all[static_cast<size_t>(r)], r, m, index);
+  }
+  result.bytes = m.total_bytes();
+
+  parallel::all_ranks_or_throw(group, [&] {
+    if (rank_ != 0) return;
+    stage("manifest");
+    {
+      const std::string text = to_json(m);
+      FileSink sink(tmp_ / kManifestName);
+      sink.append(text.data(), text.size());
+      sink.finish();
+    }
+    sync_directory(tmp_);
+    stage("rename");
+    std::error_code ec;
+    fs::remove_all(result.dir, ec);  // a step saved before by a run that went on to fail
+    fs::rename(tmp_, result.dir, ec);
+    BRAID_CHECK(!ec, "checkpoint: cannot rename ", tmp_.string(), " to ", result.dir.string(), ": ",
+                ec.message());
+    sync_directory(req_.root);
+    stage("publish");
+    publish(req_.root, step_dir_name(req_.step), req_.keep_last);
+  });
+  return result;
+}
+
+}  // namespace braid::checkpoint

@@ -1,0 +1,59 @@
+// SavePlan: one checkpoint save in its three parts (Note [Atomic save]), so that the middle one,
+// writing this rank's file, can run on another thread (checkpoint.async, async_saver.h):
+//   1. the plan (collective): the checkpoint id, which rank writes which range, the temporary
+//      directory;
+//   2. this rank's file (local): a header, then the pieces this rank writes, either straight
+//      from the optimizer into the file or from the optimizer into memory and later to the file;
+//   3. the finish (collective): every rank's piece list and checksum gathered into the manifest,
+//      which rank 0 writes before it renames the directory, moves `latest` and prunes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "braid/checkpoint/checkpoint_writer.h"
+#include "braid/checkpoint/manifest.h"
+
+namespace braid::checkpoint {
+
+class SavePlan {
+ public:
+  // Part 1. Collective over group (null: one process); the optimizer must be between steps.
+  SavePlan(comm::ProcessGroup* group, const optim::Optimizer& optimizer, SaveRequest request);
+
+  // The bytes this rank's file will have (header and pieces).
+  int64_t file_bytes(optim::Optimizer& optimizer) const;
+  // Part 2: this rank's file, front to back, into `out`; the pieces are recorded.
+  void serialize(optim::Optimizer& optimizer, const std::function<void(const void*, size_t)>& out);
+  // Part 2, at the end: the file as written (size and CRC-32C). Local.
+  void file_written(int64_t bytes, uint32_t crc32c);
+  // Part 3. Collective; every rank must have called file_written.
+  SaveResult finish(comm::ProcessGroup* group);
+
+  const SaveRequest& request() const { return req_; }
+  std::filesystem::path file_path() const;  // this rank's file in the temporary directory
+  void stage(const char* s) const {
+    if (req_.fault) req_.fault(s);
+  }
+
+ private:
+  using Key = std::tuple<std::string, int64_t, int64_t>;  // name, offset, numel
+  bool writes(const optim::ParamSlice& s) const;
+
+  SaveRequest req_;
+  int rank_ = 0;
+  int world_ = 1;
+  std::string id_;
+  std::string optimizer_name_;
+  std::filesystem::path tmp_;
+  std::map<Key, int> writer_;
+  std::vector<std::tuple<std::string, std::string, Shape, PieceEntry>> pieces_;
+  int64_t bytes_ = -1;
+  uint32_t crc_ = 0;
+};
+
+}  // namespace braid::checkpoint

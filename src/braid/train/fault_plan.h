@@ -1,0 +1,44 @@
+// FaultPlan: deliberate deaths for fault tests (the kill loop of bit-identical restart), read
+// from BRAID_FAULT_PLAN. Each entry "ATTEMPT:RANK:STEP:POINT" makes rank RANK of launch attempt
+// ATTEMPT (BRAID_RESTART_COUNT, set by `braid launch`; 0 without it) SIGKILL itself when it
+// reaches POINT of step STEP (1-based, the step being taken, or the step being saved):
+//   forward, backward   micro-step 0's forward / backward pass
+//   optimizer           the optimizer step
+//   save:create ... save:publish   a checkpoint save's stages (checkpoint::SaveRequest::fault)
+// Entries are separated by ';'. A SIGKILL runs no handler, flushes nothing and frees nothing,
+// the same death as the OOM killer's or a lost node's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace braid::train {
+
+struct FaultPoint {
+  int attempt = 0;
+  int rank = 0;
+  int64_t step = 0;
+  std::string point;
+};
+
+class FaultPlan {
+ public:
+  // Parses a plan; throws an Error naming the bad entry.
+  static FaultPlan parse(const std::string& text);
+  // BRAID_FAULT_PLAN for this rank and attempt (empty when unset).
+  static FaultPlan from_environment(int rank);
+
+  bool empty() const { return points_.empty(); }
+  // Kills this process if the plan says so for (rank, attempt) at this step and point.
+  void at(int rank, int attempt, int64_t step, const std::string& point) const;
+  const std::vector<FaultPoint>& points() const { return points_; }
+
+ private:
+  std::vector<FaultPoint> points_;
+};
+
+// The launch attempt this process belongs to (BRAID_RESTART_COUNT; 0 when unset).
+int launch_attempt();
+
+}  // namespace braid::train
