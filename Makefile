@@ -5,7 +5,7 @@ BUILD  := build/$(PRESET)
 BRAID  := $(BUILD)/src/braid/cli/braid
 JOBS   ?= $(shell nproc)
 
-.PHONY: all deps data build demo test test-asan test-tsan bench format clean
+.PHONY: all deps data build demo test test-long test-asan test-tsan bench format clean
 
 all: build
 
@@ -27,9 +27,15 @@ demo: build data
 	    --tokenizer data/gpt2 --out data/sotu-tok
 	$(BRAID) launch -n 2 -- $(BRAID) train configs/demo.yaml
 
-# Every test: unit tests (thread-backed ranks), real multi-process tests under mpirun, parity.
+# Every test: unit tests (thread-backed ranks), real multi-process tests under mpirun, parity;
+# not the long fault loops (label long: make test-long).
 test: build data
-	cd $(BUILD) && BRAID_DATA_DIR=$(CURDIR)/data ctest --output-on-failure -j $(JOBS) --timeout 300
+	cd $(BUILD) && BRAID_DATA_DIR=$(CURDIR)/data ctest --output-on-failure -j $(JOBS) --timeout 300 \
+	  -LE long
+
+# The long fault loops (label long): 20 SIGKILLs under braid launch --max-restarts, ...
+test-long: build data
+	cd $(BUILD) && BRAID_DATA_DIR=$(CURDIR)/data ctest --output-on-failure -L long
 
 test-asan: deps data
 	$(MAKE) PRESET=asan-ubsan build

@@ -72,8 +72,8 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
   try {
     strategy_ = parallel::make_strategy(strategy_spec_from(cfg_), world_);
     resolve_batch(cfg_, strategy_->dp_size());
-    if (resume_) report_resume();
     build_model();
+    if (resume_) report_resume();  // after materialising: describe() names the buckets
     // Every rank allocates its optimizer state; one past its budget stops them all.
     parallel::all_ranks_or_throw(world_.get(), [&] { build_optimizer(); });
     if (resume_)
