@@ -33,7 +33,8 @@ test: build data
 	cd $(BUILD) && BRAID_DATA_DIR=$(CURDIR)/data ctest --output-on-failure -j $(JOBS) --timeout 300 \
 	  -LE long
 
-# The long fault loops (label long): 20 SIGKILLs under braid launch --max-restarts, ...
+# The long fault loops (label long): the restart kill loop, 20 SIGKILLs under
+# braid launch --max-restarts, about 2 minutes.
 test-long: build data
 	cd $(BUILD) && BRAID_DATA_DIR=$(CURDIR)/data ctest --output-on-failure -L long
 

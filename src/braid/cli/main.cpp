@@ -1,5 +1,6 @@
 // braid: one binary, many subcommands (cli/*_command.cpp). Every error ends here as one line
 // on stderr and a non-zero exit.
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -36,6 +37,9 @@ static void usage(FILE* f) {
 
 int main(int argc, char** argv) {
   braid::train::tune_allocator();  // Note [Allocator tuning]
+  // A write past the file size limit (ulimit -f) fails with EFBIG and becomes an error naming
+  // the file, instead of SIGXFSZ killing the rank without a word.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
