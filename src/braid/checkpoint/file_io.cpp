@@ -30,18 +30,24 @@ FileSink::~FileSink() {
 
 void FileSink::append(const void* data, size_t n) {
   BRAID_CHECK(fd_ >= 0, "writing ", path_.string(), " after it was finished");
-  crc_ = checkpoint::crc32c(crc_, data, n);
   const auto* p = static_cast<const char*>(data);
   while (n > 0) {
-    const ssize_t w = ::write(fd_, p, std::min<size_t>(n, size_t{1} << 30));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      if (w == 0) errno = EIO;
-      fail("writing", path_);
+    // Note [Write chunks]: the checksum and the write go a few MiB at a time, so the write
+    // copies what the checksum has just brought into the cache.
+    const size_t chunk = std::min<size_t>(n, size_t{4} << 20);
+    crc_ = checkpoint::crc32c(crc_, p, chunk);
+    for (size_t done = 0; done < chunk;) {
+      const ssize_t w = ::write(fd_, p + done, chunk - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        if (w == 0) errno = EIO;
+        fail("writing", path_);
+      }
+      done += static_cast<size_t>(w);
+      bytes_ += w;
     }
-    p += w;
-    n -= static_cast<size_t>(w);
-    bytes_ += w;
+    p += chunk;
+    n -= chunk;
   }
 }
 
