@@ -83,11 +83,9 @@ std::optional<SaveResult> AsyncSaver::start(comm::ProcessGroup* group, optim::Op
   writer_ = std::thread([this, p, data, bytes] {
     try {
       p->stage("write");
-      FileSink sink(p->file_path());
-      sink.append(data, static_cast<size_t>(bytes));
-      p->stage("sync");
-      sink.finish();
-      p->file_written(sink.bytes(), sink.crc32c());
+      const uint32_t crc =
+          write_file_direct(p->file_path(), data, bytes, [p] { p->stage("sync"); });
+      p->file_written(bytes, crc);
       state_ = kWritten;
     } catch (const std::exception& e) {
       error_ = e.what();

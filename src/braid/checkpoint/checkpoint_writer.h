@@ -53,7 +53,8 @@ class SavePlan;
 
 // Note [Async save]: start() plans the save with the other ranks and copies this rank's file
 // into memory (a buffer kept from save to save, charged to the memory tracker as checkpoint
-// memory), then a thread writes and fsyncs it while training goes on. poll() at each step
+// memory), then a thread writes it with O_DIRECT (Note [Direct write], file_io.h) and fsyncs it
+// while training goes on. poll() at each step
 // boundary asks every rank whether its write is done (one small all-gather, only while a save is
 // pending); once all are, it finishes the save (the manifest, the rename, `latest`) like
 // save_checkpoint. A failed write fails every rank at that poll with the failing rank's error.

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace braid::checkpoint {
@@ -48,6 +49,11 @@ class FileSource {
   int fd_ = -1;
   int64_t size_ = 0;
 };
+
+// Writes n bytes from `data` (4096-byte aligned, or it is written buffered) to a new file at path,
+// calls before_sync, fsyncs it, and returns its CRC-32C (Note [Direct write]).
+uint32_t write_file_direct(const std::filesystem::path& path, const void* data, int64_t n,
+                           const std::function<void()>& before_sync = {});
 
 // Writes `text` to path through a temporary file in the same directory, fsynced and renamed
 // over it: readers see the old or the new content, never a part.
