@@ -57,9 +57,8 @@ std::optional<SaveResult> AsyncSaver::start(comm::ProcessGroup* group, optim::Op
   auto plan = std::make_unique<SavePlan>(group, optimizer, req);
   const int64_t bytes = plan->file_bytes(optimizer);
   parallel::all_ranks_or_throw(group, [&] {
-    if (bytes > buffer_bytes_) {
+    if (!buffer_.defined() || bytes > buffer_.numel() * 4) {
       buffer_ = Tensor();  // the old buffer goes before the new one is charged
-      buffer_bytes_ = 0;
       try {
         buffer_ = Tensor::empty(Shape{(bytes + 3) / 4}, DType::f32, MemCategory::checkpoint);
       } catch (const OutOfMemory& e) {
@@ -67,7 +66,6 @@ std::optional<SaveResult> AsyncSaver::start(comm::ProcessGroup* group, optim::Op
                           "rank's checkpoint file, " + format_bytes(bytes) +
                           ", in memory: set checkpoint.async: false, or raise memory.budget)");
       }
-      buffer_bytes_ = bytes;
     }
     char* at = static_cast<char*>(buffer_.raw_data());
     plan->serialize(optimizer, [&](const void* p, size_t n) {
@@ -83,9 +81,11 @@ std::optional<SaveResult> AsyncSaver::start(comm::ProcessGroup* group, optim::Op
   writer_ = std::thread([this, p, data, bytes] {
     try {
       p->stage("write");
-      const uint32_t crc =
-          write_file_direct(p->file_path(), data, bytes, [p] { p->stage("sync"); });
-      p->file_written(bytes, crc);
+      FileSink sink(p->file_path(), /*direct=*/true);
+      sink.append(data, static_cast<size_t>(bytes));
+      p->stage("sync");
+      sink.finish();
+      p->file_written(sink.bytes(), sink.crc32c());
       state_ = kWritten;
     } catch (const std::exception& e) {
       error_ = e.what();

@@ -53,7 +53,7 @@ class SavePlan;
 
 // Note [Async save]: start() plans the save with the other ranks and copies this rank's file
 // into memory (a buffer kept from save to save, charged to the memory tracker as checkpoint
-// memory), then a thread writes it with O_DIRECT (Note [Direct write], file_io.h) and fsyncs it
+// memory), then a thread writes it with O_DIRECT (Note [Direct write], file_io.cpp) and fsyncs it
 // while training goes on. poll() at each step
 // boundary asks every rank whether its write is done (one small all-gather, only while a save is
 // pending); once all are, it finishes the save (the manifest, the rename, `latest`) like
@@ -79,8 +79,7 @@ class AsyncSaver {
   void join();
 
   std::unique_ptr<SavePlan> plan_;
-  Tensor buffer_;  // this rank's file, as it will be written
-  int64_t buffer_bytes_ = 0;
+  Tensor buffer_;  // this rank's file, as it will be written (f32 elements, rounded up)
   std::thread writer_;
   std::atomic<int> state_{0};  // kWriting, kWritten, kFailed
   std::string error_;          // set before state_ becomes kFailed

@@ -19,8 +19,11 @@ namespace {
 }
 }  // namespace
 
-FileSink::FileSink(std::filesystem::path path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+FileSink::FileSink(std::filesystem::path path, bool direct) : path_(std::move(path)) {
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+  if (direct) fd_ = ::open(path_.c_str(), kFlags | O_DIRECT, 0644);
+  direct_ = fd_ >= 0;
+  if (fd_ < 0 && (!direct || errno == EINVAL)) fd_ = ::open(path_.c_str(), kFlags, 0644);
   if (fd_ < 0) fail("cannot create", path_);
 }
 
@@ -28,9 +31,36 @@ FileSink::~FileSink() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+// Note [Direct write]: with O_DIRECT the disk reads the buffer itself, where a buffered write
+// has the kernel copy every byte into the page cache first; so an async save's writer thread
+// takes almost no CPU from the training beside it (on this 2-core machine, with both cores
+// training, the buffered copy slowed the steps it overlapped by about 15%). O_DIRECT takes whole
+// 4096-byte blocks from aligned memory at aligned offsets: the rest (a file's tail, a small
+// unaligned buffer) and filesystems that refuse O_DIRECT (tmpfs, at open or at the first write)
+// go through the page cache.
 void FileSink::append(const void* data, size_t n) {
   BRAID_CHECK(fd_ >= 0, "writing ", path_.string(), " after it was finished");
   const auto* p = static_cast<const char*>(data);
+  if (direct_) {
+    const bool aligned = reinterpret_cast<uintptr_t>(p) % kDirectBlock == 0 &&
+                         bytes_ % static_cast<int64_t>(kDirectBlock) == 0;
+    const size_t whole = aligned ? n / kDirectBlock * kDirectBlock : 0;
+    write_chunks(p, whole);
+    p += whole;
+    n -= whole;
+    if (n > 0) buffered();
+  }
+  write_chunks(p, n);
+}
+
+void FileSink::buffered() {
+  if (!direct_) return;
+  direct_ = false;
+  const int flags = ::fcntl(fd_, F_GETFL);
+  if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) != 0) fail("writing", path_);
+}
+
+void FileSink::write_chunks(const char* p, size_t n) {
   while (n > 0) {
     // Note [Write chunks]: the checksum and the write go a few MiB at a time, so the write
     // copies what the checksum has just brought into the cache.
@@ -39,6 +69,10 @@ void FileSink::append(const void* data, size_t n) {
     for (size_t done = 0; done < chunk;) {
       const ssize_t w = ::write(fd_, p + done, chunk - done);
       if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && errno == EINVAL && direct_ && bytes_ == 0) {
+        buffered();  // accepted at open, refused at the first write
+        continue;
+      }
       if (w <= 0) {
         if (w == 0) errno = EIO;
         fail("writing", path_);
@@ -49,72 +83,6 @@ void FileSink::append(const void* data, size_t n) {
     p += chunk;
     n -= chunk;
   }
-}
-
-// Note [Direct write]: with O_DIRECT the disk reads the buffer itself, where a buffered write
-// has the kernel copy every byte into the page cache first; so an async save's writer thread
-// takes almost no CPU from the training beside it (on this 2-core machine, with both cores
-// training, the buffered copy slowed the steps it overlapped by about 15%). The tail past the
-// last 4096-byte block, a buffer that is not 4096-byte aligned (small ones) and filesystems that
-// refuse O_DIRECT (tmpfs) go through the page cache.
-uint32_t write_file_direct(const std::filesystem::path& path, const void* data, int64_t n,
-                           const std::function<void()>& before_sync) {
-  constexpr int64_t kBlock = 4096;
-  constexpr int64_t kChunk = int64_t{8} << 20;
-  const auto* p = static_cast<const char*>(data);
-  const bool aligned = reinterpret_cast<uintptr_t>(p) % kBlock == 0;
-  int fd = aligned ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644)
-                   : -1;
-  bool direct = fd >= 0;
-  if (fd < 0 && (!aligned || errno == EINVAL))
-    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("cannot create", path);
-  auto buffered = [&] {
-    direct = false;
-    const int flags = ::fcntl(fd, F_GETFL);
-    if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0) {
-      const int e = errno;
-      ::close(fd);
-      errno = e;
-      fail("writing", path);
-    }
-  };
-  auto fail_closed = [&](const char* what) {
-    const int e = errno;
-    ::close(fd);
-    errno = e;
-    fail(what, path);
-  };
-  uint32_t crc = 0;
-  int64_t at = 0;
-  while (at < n) {
-    const int64_t end = direct ? n / kBlock * kBlock : n;
-    if (at == end) {
-      buffered();  // the tail
-      continue;
-    }
-    const int64_t len = std::min(kChunk, end - at);
-    int64_t done = 0;
-    while (done < len) {
-      const ssize_t w = ::write(fd, p + at + done, static_cast<size_t>(len - done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0 && errno == EINVAL && direct && at == 0 && done == 0) {
-        buffered();  // accepted at open, refused at the first transfer
-        continue;
-      }
-      if (w <= 0) {
-        if (w == 0) errno = EIO;
-        fail_closed("writing");
-      }
-      done += w;
-    }
-    crc = checkpoint::crc32c(crc, p + at, static_cast<size_t>(len));
-    at += len;
-  }
-  if (before_sync) before_sync();
-  if (::fsync(fd) != 0) fail_closed("syncing");
-  if (::close(fd) != 0) fail("closing", path);
-  return crc;
 }
 
 void FileSink::finish() {

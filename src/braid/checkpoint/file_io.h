@@ -4,15 +4,16 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <string>
 
 namespace braid::checkpoint {
 
-// A file written front to back, its CRC-32C kept as it goes; fsync()ed by finish().
+// A file written front to back, its CRC-32C kept as it goes; fsync()ed by finish(). With
+// `direct`, what it can goes past the page cache (O_DIRECT; Note [Direct write]).
 class FileSink {
  public:
-  explicit FileSink(std::filesystem::path path);  // creates or truncates
+  static constexpr size_t kDirectBlock = 4096;
+  explicit FileSink(std::filesystem::path path, bool direct = false);  // creates or truncates
   ~FileSink();
   FileSink(const FileSink&) = delete;
   FileSink& operator=(const FileSink&) = delete;
@@ -24,8 +25,12 @@ class FileSink {
   const std::filesystem::path& path() const { return path_; }
 
  private:
+  void write_chunks(const char* p, size_t n);
+  void buffered();  // O_DIRECT off from here on
+
   std::filesystem::path path_;
   int fd_ = -1;
+  bool direct_ = false;
   int64_t bytes_ = 0;
   uint32_t crc_ = 0;
 };
@@ -49,11 +54,6 @@ class FileSource {
   int fd_ = -1;
   int64_t size_ = 0;
 };
-
-// Writes n bytes from `data` (4096-byte aligned, or it is written buffered) to a new file at path,
-// calls before_sync, fsyncs it, and returns its CRC-32C (Note [Direct write]).
-uint32_t write_file_direct(const std::filesystem::path& path, const void* data, int64_t n,
-                           const std::function<void()>& before_sync = {});
 
 // Writes `text` to path through a temporary file in the same directory, fsynced and renamed
 // over it: readers see the old or the new content, never a part.
