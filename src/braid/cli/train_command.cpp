@@ -51,12 +51,10 @@ int run_train(const std::vector<std::string>& args) {
   auto world = braid::comm::init_world(po);
   braid::train::TrainerOptions options;
   // Fault tests only (train/fault_plan.h): deaths at chosen points of chosen steps.
-  const int rank = world ? world->rank() : 0;
-  if (auto plan = braid::train::FaultPlan::from_environment(rank); !plan.empty())
-    options.fault = [plan, rank, attempt = braid::train::launch_attempt()](
-                        int64_t step, const std::string& point) {
-      plan.at(rank, attempt, step, point);
-    };
+  auto plan = braid::train::FaultPlan::from_environment(world ? world->rank() : 0,
+                                                        braid::train::launch_attempt());
+  if (!plan.empty())
+    options.fault = [plan](int64_t step, const std::string& point) { plan.at(step, point); };
   braid::train::Trainer trainer(cfg, world, options);
   trainer.run();
   return 0;

@@ -42,12 +42,12 @@ FaultPlan FaultPlan::parse(const std::string& text) {
   return plan;
 }
 
-FaultPlan FaultPlan::from_environment(int rank) {
+FaultPlan FaultPlan::from_environment(int rank, int attempt) {
   const char* text = std::getenv("BRAID_FAULT_PLAN");
   FaultPlan all = parse(text ? text : "");
   FaultPlan mine;
   for (const FaultPoint& f : all.points_)
-    if (f.rank == rank) mine.points_.push_back(f);
+    if (f.rank == rank && f.attempt == attempt) mine.points_.push_back(f);
   return mine;
 }
 
@@ -56,10 +56,10 @@ int launch_attempt() {
   return s ? std::atoi(s) : 0;
 }
 
-void FaultPlan::at(int rank, int attempt, int64_t step, const std::string& point) const {
+void FaultPlan::at(int64_t step, const std::string& point) const {
   for (const FaultPoint& f : points_) {
-    if (f.attempt != attempt || f.rank != rank || f.step != step || f.point != point) continue;
-    std::fprintf(stderr, "rank %d: BRAID_FAULT_PLAN: killing myself at step %lld, %s\n", rank,
+    if (f.step != step || f.point != point) continue;
+    std::fprintf(stderr, "rank %d: BRAID_FAULT_PLAN: killing myself at step %lld, %s\n", f.rank,
                  static_cast<long long>(step), point.c_str());
     std::fflush(stderr);
     ::kill(::getpid(), SIGKILL);

@@ -26,12 +26,12 @@ class FaultPlan {
  public:
   // Parses a plan; throws an Error naming the bad entry.
   static FaultPlan parse(const std::string& text);
-  // BRAID_FAULT_PLAN for this rank and attempt (empty when unset).
-  static FaultPlan from_environment(int rank);
+  // The entries of BRAID_FAULT_PLAN for this rank in this launch attempt (empty when unset).
+  static FaultPlan from_environment(int rank, int attempt);
 
   bool empty() const { return points_.empty(); }
-  // Kills this process if the plan says so for (rank, attempt) at this step and point.
-  void at(int rank, int attempt, int64_t step, const std::string& point) const;
+  // Kills this process if the plan has an entry for this step and point.
+  void at(int64_t step, const std::string& point) const;
   const std::vector<FaultPoint>& points() const { return points_; }
 
  private:

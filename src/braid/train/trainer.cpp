@@ -152,6 +152,13 @@ void Trainer::save_checkpoint(int64_t step, TrainResult* result) {
   if (result) result->checkpoint_s += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+void Trainer::poll_async_save(bool wait, TrainResult& result) {
+  if (!async_save_ || !async_save_->pending()) return;
+  const auto t0 = Clock::now();
+  if (auto r = async_save_->poll(world_.get(), wait)) report_saved(*r, &result);
+  result.checkpoint_s += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
 void Trainer::report_saved(const checkpoint::SaveResult& r, TrainResult* result) const {
   char line[320];
   int n = std::snprintf(line, sizeof line, "step %lld | checkpoint %s: %s in %.2f s (%.2f GB/s)",
@@ -403,18 +410,10 @@ TrainResult Trainer::run() {
       progress.message("step " + std::to_string(step + 1) + " | val loss " +
                        format_loss(result.last_val_loss));
     }
-    if (async_save_ && async_save_->pending()) {
-      const auto t_poll = Clock::now();
-      if (auto r = async_save_->poll(world_.get(), /*wait=*/false)) report_saved(*r, &result);
-      result.checkpoint_s += std::chrono::duration<double>(Clock::now() - t_poll).count();
-    }
+    poll_async_save(/*wait=*/false, result);
     if (interval > 0 && ((step + 1) % interval == 0 || last)) save_checkpoint(step + 1, &result);
   }
-  if (async_save_ && async_save_->pending()) {
-    const auto t_wait = Clock::now();
-    if (auto r = async_save_->poll(world_.get(), /*wait=*/true)) report_saved(*r, &result);
-    result.checkpoint_s += std::chrono::duration<double>(Clock::now() - t_wait).count();
-  }
+  poll_async_save(/*wait=*/true, result);
   strategy.synchronize();
   result.steps = t.max_steps - start_step_;
   result.step_ms = step_times.empty() ? 0 : steady_median(step_times) * 1e3;

@@ -98,6 +98,9 @@ class Trainer {
     if (options_.fault) options_.fault(step, point);
   }
   void report_saved(const checkpoint::SaveResult& r, TrainResult* result) const;
+  // With checkpoint.async: finishes a pending save whose writes are done (or waits for them).
+  // Collective; the time it takes counts as time training waited for saves.
+  void poll_async_save(bool wait, TrainResult& result);
   double all_reduce_sum(double v);
   void finish(TrainResult& result);
 
