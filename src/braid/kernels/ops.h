@@ -11,6 +11,12 @@
 // - Forward kernels overwrite their outputs. Backward kernels ACCUMULATE (+=) into every
 //   gradient they are given, activation gradients included; a null pointer means "not
 //   wanted". The autograd engine zeroes gradient buffers once when it allocates them.
+// - Note [Parameter gradients]: a gradient of a parameter (dweight, dbias, dwte, dwpe) has
+//   the dtype of the op's inputs or f32, each chosen independently. With bf16 inputs and an
+//   f32 gradient (mixed precision: f32 master weights and gradients, low-precision compute)
+//   the kernel accumulates in f32 straight into the gradient, never rounding it to bf16 on the
+//   way (GEMMs write into it with beta = 1). Activation gradients (dinp, dx, dq, ...) have the
+//   dtype of their input. Same-dtype calls are unaffected.
 // - Work is parallelised with OpenMP over the calling thread's omp_get_max_threads().
 // - Bad input (shape mismatch, token id out of range) throws braid::Error naming the
 //   argument, the offending index and the numbers.

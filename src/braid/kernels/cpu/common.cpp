@@ -58,6 +58,22 @@ void check_same_dtype(const char* op, const char* name, const Tensor& t, const c
               " but ", ref_name, " has dtype ", dtype_name(ref.dtype()));
 }
 
+void check_param_grad(const char* op, const char* name, const Tensor& t, const char* ref_name,
+                      const Tensor& ref) {
+  check_defined(op, name, t);
+  BRAID_CHECK(t.dtype() == ref.dtype() || t.dtype() == DType::f32, op, ": ", name, " has dtype ",
+              dtype_name(t.dtype()), ", expected f32 or ", dtype_name(ref.dtype()),
+              " (the dtype of ", ref_name, ")");
+}
+
+void add_sums(Tensor& grad, const double* sums, int64_t n) {
+  dispatch_float(grad.dtype(), "add_sums", [&](auto tag) {
+    using T = decltype(tag);
+    T* g = grad.data<T>();
+    for (int64_t i = 0; i < n; ++i) st(&g[i], static_cast<float>(ld(&g[i]) + sums[i]));
+  });
+}
+
 void check_shape(const char* op, const char* name, const Tensor& t, const Shape& want) {
   check_defined(op, name, t);
   BRAID_CHECK(t.shape() == want, op, ": ", name, " has shape ", t.shape().str(), ", expected ",

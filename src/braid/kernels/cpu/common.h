@@ -53,8 +53,14 @@ void check_dtype(const char* op, const char* name, const Tensor& t, DType want);
 void check_float(const char* op, const char* name, const Tensor& t);  // f32 or bf16
 void check_same_dtype(const char* op, const char* name, const Tensor& t, const char* ref_name,
                       const Tensor& ref);
+// A parameter gradient: the dtype of ref (the op's input) or f32 (Note [Parameter gradients]).
+void check_param_grad(const char* op, const char* name, const Tensor& t, const char* ref_name,
+                      const Tensor& ref);
 void check_shape(const char* op, const char* name, const Tensor& t, const Shape& want);
 void check_numel(const char* op, const char* name, const Tensor& t, int64_t want);
+// grad[i] += sums[i] for i < n, added in f32 and rounded once to grad's dtype (any float).
+void add_sums(Tensor& grad, const double* sums, int64_t n);
+
 // Rows and columns of t viewed as [N, C] over its last dimension.
 int64_t rows_of(const Tensor& t);
 int64_t cols_of(const Tensor& t);

@@ -7,7 +7,8 @@
 //   forward_backward: both in one pass when the loss scale is known up front (saves the
 //     logits recompute, a quarter of the lm-head GEMM work)
 // bf16: logits accumulate in f32; dlogits are rounded to bf16 for the two backward GEMMs
-// (as autocast does) and dweight accumulates over chunks in an f32 scratch of [V,C].
+// (as autocast does) and dweight accumulates over chunks in f32: straight into an f32 dweight
+// (Note [Parameter gradients], ops.h), else in an f32 scratch of [V,C] added once at the end.
 #include <cmath>
 
 #include "braid/kernels/cpu/common.h"
@@ -66,13 +67,17 @@ float row_lse(const float* z, int64_t V) {
 // lse_out) and the summed loss. dx/dweight given: accumulate the gradients of scale * loss.
 template <typename T>
 double ce_pass(const CeDims& d, const T* x, const T* w, const int32_t* tg, const float* lse_in,
-               float* lse_out, T* dx, T* dweight, float scale, int32_t ignore_index) {
+               float* lse_out, T* dx, Tensor* dweight, float scale, int32_t ignore_index) {
   constexpr bool kF32 = std::is_same_v<T, float>;
   const bool grads = dx || dweight;
   double* row_loss = scratch_f64(1, d.N);
   float* logits = scratch(2, std::min(kChunk, d.N) * d.V);
-  float* dw_acc = nullptr;  // bf16: f32 accumulator for dweight across chunks
-  if (!kF32 && dweight) {
+  // dweight's GEMMs accumulate in f32 across chunks: into dweight itself when it is f32, else
+  // into a zeroed scratch that is added to it at the end.
+  float* dw_acc = nullptr;
+  if (dweight && dweight->dtype() == DType::f32) {
+    dw_acc = dweight->data<float>();
+  } else if (dweight) {
     dw_acc = scratch(3, d.V * d.C);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < d.V * d.C; ++i) dw_acc[i] = 0.0f;
@@ -100,7 +105,7 @@ double ce_pass(const CeDims& d, const T* x, const T* w, const int32_t* tg, const
     if (!grads) continue;
     if constexpr (kF32) {
       if (dx) gemm(false, false, R, d.C, d.V, 1.0f, logits, d.V, w, d.C, 1.0f, dx + r0 * d.C, d.C);
-      if (dweight) gemm(true, false, d.V, d.C, R, 1.0f, logits, d.V, xr, d.C, 1.0f, dweight, d.C);
+      if (dweight) gemm(true, false, d.V, d.C, R, 1.0f, logits, d.V, xr, d.C, 1.0f, dw_acc, d.C);
     } else {
       bf16* dl = scratch_bf16(4, R * d.V);
 #pragma omp parallel for schedule(static)
@@ -115,9 +120,10 @@ double ce_pass(const CeDims& d, const T* x, const T* w, const int32_t* tg, const
       if (dweight) gemm(true, false, d.V, d.C, R, 1.0f, dl, d.V, xr, d.C, 1.0f, dw_acc, d.C);
     }
   }
-  if (dw_acc) {
+  if (dweight && dweight->dtype() != DType::f32) {
+    T* dw = dweight->data<T>();
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < d.V * d.C; ++i) st(&dweight[i], ld(&dweight[i]) + dw_acc[i]);
+    for (int64_t i = 0; i < d.V * d.C; ++i) st(&dw[i], ld(&dw[i]) + dw_acc[i]);
   }
   double loss = 0;  // summed in row order: independent of the thread count
   for (int64_t n = 0; n < d.N; ++n) loss += row_loss[n];
@@ -134,7 +140,7 @@ void check_grads(const char* op, const Tensor* dx, const Tensor* dweight, const 
                  const CeDims& d) {
   if (dx) check_same_dtype(op, "dx", *dx, "x", x), check_numel(op, "dx", *dx, d.N * d.C);
   if (dweight) {
-    check_same_dtype(op, "dweight", *dweight, "x", x);
+    check_param_grad(op, "dweight", *dweight, "x", x);
     check_numel(op, "dweight", *dweight, d.V * d.C);
   }
 }
@@ -161,8 +167,7 @@ double lm_head_ce_forward_backward(Tensor& lse, int64_t* count, Tensor* dx, Tens
   return dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     return ce_pass<T>(d, x.data<T>(), weight.data<T>(), tg, nullptr, lse.data<float>(),
-                      dx ? dx->data<T>() : nullptr, dweight ? dweight->data<T>() : nullptr, scale,
-                      ignore_index);
+                      dx ? dx->data<T>() : nullptr, dweight, scale, ignore_index);
   });
 }
 
@@ -179,8 +184,7 @@ void lm_head_ce_backward(Tensor* dx, Tensor* dweight, const Tensor& x, const Ten
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     ce_pass<T>(d, x.data<T>(), weight.data<T>(), targets.data<int32_t>(), lse.data<float>(),
-               nullptr, dx ? dx->data<T>() : nullptr, dweight ? dweight->data<T>() : nullptr, scale,
-               ignore_index);
+               nullptr, dx ? dx->data<T>() : nullptr, dweight, scale, ignore_index);
   });
 }
 

@@ -4,7 +4,8 @@
 //   backward: dwte[ids[b,t]] += dout[b,t]; dwpe[t] += sum_b dout[b,t]
 // Ids are validated before any write: an id outside [0, V) throws naming its flat offset.
 // The backward is race-free and deterministic: thread k owns the vocabulary rows
-// v % nthreads == k and visits positions in order.
+// v % nthreads == k and visits positions in order. dwte and dwpe each have dout's dtype or
+// f32 (Note [Parameter gradients], ops.h).
 #include "braid/kernels/cpu/common.h"
 #include "braid/kernels/ops.h"
 
@@ -18,6 +19,7 @@ struct EmbedDims {
   int64_t B, T, C, V;
 };
 
+// pos's dtype is checked by the caller.
 EmbedDims check_embedding(const char* op, const Tensor& ids, const Tensor& table,
                           const char* table_name, const Tensor* pos, const char* pos_name) {
   check_dtype(op, "ids", ids, DType::i32);
@@ -27,7 +29,6 @@ EmbedDims check_embedding(const char* op, const Tensor& ids, const Tensor& table
               ids.shape().str());
   EmbedDims d{ids.dim() == 2 ? ids.size(0) : 1, ids.size(-1), table.size(1), table.size(0)};
   if (pos) {
-    check_same_dtype(op, pos_name, *pos, table_name, table);
     BRAID_CHECK(pos->dim() == 2 && pos->size(1) == d.C, op, ": ", pos_name, " ", pos->shape().str(),
                 " must be [maxT,", d.C, "]");
     BRAID_CHECK(d.T <= pos->size(0), op, ": sequence length T=", d.T, " exceeds ", pos_name,
@@ -48,6 +49,7 @@ void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& wte, const 
   const char* op = "embedding_forward";
   check_cpu(op, {&out, &ids, &wte, wpe});
   EmbedDims d = check_embedding(op, ids, wte, "wte", wpe, "wpe");
+  if (wpe) check_same_dtype(op, "wpe", *wpe, "wte", wte);
   check_same_dtype(op, "out", out, "wte", wte);
   BRAID_CHECK(out.numel() == d.B * d.T * d.C, op, ": out has shape ", out.shape().str(),
               ", expected [", d.B, ",", d.T, ",", d.C, "]");
@@ -82,14 +84,14 @@ void embedding_backward(Tensor* dwte, Tensor* dwpe, const Tensor& dout, const Te
   EmbedDims d{};
   if (dwte) {
     d = check_embedding(op, ids, *dwte, "dwte", dwpe, "dwpe");
-    check_same_dtype(op, "dout", dout, "dwte", *dwte);
+    check_param_grad(op, "dwte", *dwte, "dout", dout);
   } else {
     check_dtype(op, "ids", ids, DType::i32);
-    check_same_dtype(op, "dout", dout, "dwpe", *dwpe);
     d = {ids.dim() == 2 ? ids.size(0) : 1, ids.size(-1), dwpe->size(-1), 0};
     BRAID_CHECK(dwpe->dim() == 2 && d.T <= dwpe->size(0), op, ": dwpe ", dwpe->shape().str(),
                 " cannot hold T=", d.T, " positions");
   }
+  if (dwpe) check_param_grad(op, "dwpe", *dwpe, "dout", dout);
   BRAID_CHECK(dout.numel() == d.B * d.T * d.C, op, ": dout has shape ", dout.shape().str(),
               ", expected [", d.B, ",", d.T, ",", d.C, "]");
   const int32_t* id = ids.data<int32_t>();
@@ -98,32 +100,38 @@ void embedding_backward(Tensor* dwte, Tensor* dwpe, const Tensor& dout, const Te
     using T_ = decltype(tag);
     const T_* g = dout.data<T_>();
     if (dwte) {
-      T_* w = dwte->data<T_>();
+      dispatch_float(dwte->dtype(), op, [&](auto gtag) {
+        using G = decltype(gtag);
+        G* w = dwte->data<G>();
 #pragma omp parallel
-      {
-        int nt = omp_get_num_threads(), k = omp_get_thread_num();
-        for (int64_t n = 0; n < N; ++n) {
-          if (id[n] % nt != k) continue;
-          T_* wr = w + static_cast<int64_t>(id[n]) * C;
-          const T_* gr = g + n * C;
-          for (int64_t c = 0; c < C; ++c) st(&wr[c], ld(&wr[c]) + ld(&gr[c]));
+        {
+          int nt = omp_get_num_threads(), k = omp_get_thread_num();
+          for (int64_t n = 0; n < N; ++n) {
+            if (id[n] % nt != k) continue;
+            G* wr = w + static_cast<int64_t>(id[n]) * C;
+            const T_* gr = g + n * C;
+            for (int64_t c = 0; c < C; ++c) st(&wr[c], ld(&wr[c]) + ld(&gr[c]));
+          }
         }
-      }
+      });
     }
     if (dwpe) {
-      T_* p = dwpe->data<T_>();
-      const TeamScratch<float> acc_s(0, C);
+      dispatch_float(dwpe->dtype(), op, [&](auto gtag) {
+        using G = decltype(gtag);
+        G* p = dwpe->data<G>();
+        const TeamScratch<float> acc_s(0, C);
 #pragma omp parallel for schedule(static)
-      for (int64_t t = 0; t < T; ++t) {
-        float* acc = acc_s.mine();  // per thread; one rounding per element for bf16
-        T_* pr = p + t * C;
-        load_row(acc, pr, C);
-        for (int64_t b = 0; b < d.B; ++b) {
-          const T_* gr = g + (b * T + t) * C;
-          for (int64_t c = 0; c < C; ++c) acc[c] += ld(&gr[c]);
+        for (int64_t t = 0; t < T; ++t) {
+          float* acc = acc_s.mine();  // per thread; one rounding per element for bf16
+          G* pr = p + t * C;
+          load_row(acc, pr, C);
+          for (int64_t b = 0; b < d.B; ++b) {
+            const T_* gr = g + (b * T + t) * C;
+            for (int64_t c = 0; c < C; ++c) acc[c] += ld(&gr[c]);
+          }
+          store_row(pr, acc, C);
         }
-        store_row(pr, acc, C);
-      }
+      });
     }
   });
 }

@@ -3,7 +3,8 @@
 //   forward:  out = inp @ weight^T + bias (bias fused into the GEMM)
 //   backward: dinp += dout @ weight; dweight += dout^T @ inp; dbias += sum_n dout
 // bf16: GEMMs accumulate into an f32 scratch that is then rounded (forward) or added
-// (backward) into the bf16 tensors.
+// (backward) into the bf16 tensors; an f32 dweight/dbias (Note [Parameter gradients], ops.h)
+// is accumulated into directly (the dweight GEMM runs with beta = 1 on it).
 #include "braid/kernels/cpu/common.h"
 #include "braid/kernels/cpu/gemm.h"
 #include "braid/kernels/ops.h"
@@ -81,11 +82,11 @@ void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor&
               dout.shape().str(), ", expected [", N, ",", OC, "]");
   if (dinp) check_same_dtype(op, "dinp", *dinp, "inp", inp), check_numel(op, "dinp", *dinp, N * C);
   if (dweight) {
-    check_same_dtype(op, "dweight", *dweight, "inp", inp);
+    check_param_grad(op, "dweight", *dweight, "inp", inp);
     check_numel(op, "dweight", *dweight, OC * C);
   }
   if (dbias)
-    check_same_dtype(op, "dbias", *dbias, "inp", inp), check_numel(op, "dbias", *dbias, OC);
+    check_param_grad(op, "dbias", *dbias, "inp", inp), check_numel(op, "dbias", *dbias, OC);
   dispatch_float(inp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* g = dout.data<T>();
@@ -98,18 +99,15 @@ void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor&
         write_back(dinp->data<T>(), tmp, N * C, true);
       }
     }
-    if (dweight) {
-      if constexpr (std::is_same_v<T, float>) {
-        gemm(true, false, OC, C, N, 1.0f, g, OC, inp.data<T>(), C, 1.0f, dweight->data<T>(), C);
-      } else {
-        float* tmp = scratch(0, OC * C);
-        gemm(true, false, OC, C, N, 1.0f, g, OC, inp.data<T>(), C, 0.0f, tmp, C);
-        write_back(dweight->data<T>(), tmp, OC * C, true);
-      }
+    if (dweight && dweight->dtype() == DType::f32) {
+      gemm(true, false, OC, C, N, 1.0f, g, OC, inp.data<T>(), C, 1.0f, dweight->data<float>(), C);
+    } else if (dweight) {
+      float* tmp = scratch(0, OC * C);
+      gemm(true, false, OC, C, N, 1.0f, g, OC, inp.data<T>(), C, 0.0f, tmp, C);
+      write_back(dweight->data<T>(), tmp, OC * C, true);
     }
     if (dbias) {
       // Column sums in f64, each thread owning a contiguous range of columns.
-      T* db = dbias->data<T>();
       double* acc = scratch_f64(0, OC);  // [OC]
 #pragma omp parallel
       {
@@ -121,8 +119,8 @@ void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor&
           const T* row = g + n * OC;
           for (int64_t c = c0; c < c1; ++c) acc[c] += ld(&row[c]);
         }
-        for (int64_t c = c0; c < c1; ++c) st(&db[c], static_cast<float>(ld(&db[c]) + acc[c]));
       }
+      add_sums(*dbias, acc, OC);
     }
   });
 }

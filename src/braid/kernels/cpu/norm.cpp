@@ -6,7 +6,8 @@
 //   dinp += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm))   (rmsnorm: no mean(dnorm))
 //   dweight += sum_n dout * norm; dbias += sum_n dout
 // Parameter gradients are reduced per thread in f64 over a fixed row split, then summed in
-// thread order (deterministic for a given thread count).
+// thread order (deterministic for a given thread count) and added once into dweight/dbias,
+// which may be f32 for bf16 inputs (Note [Parameter gradients], ops.h).
 #include <cmath>
 
 #include "braid/kernels/cpu/common.h"
@@ -40,8 +41,8 @@ void check_stat(const char* op, const char* name, const Tensor& t, int64_t N) {
 
 // Shared backward of both norms. mean == nullptr selects rmsnorm.
 template <typename T>
-void norm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
-                   const float* mean, const float* rstd, int64_t N, int64_t C) {
+void norm_backward(T* dinp, Tensor* dweight, Tensor* dbias, const T* dout, const T* inp,
+                   const T* weight, const float* mean, const float* rstd, int64_t N, int64_t C) {
   int nt = num_threads();
   bool want_params = dweight || dbias;
   double* partial = want_params ? scratch_f64(0, 2 * C * nt) : nullptr;
@@ -84,20 +85,22 @@ void norm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, c
         }
       }
     }
-#pragma omp barrier  // all partials written; reduce them in thread order
+    if (want_params) {
+#pragma omp barrier  // all partials written; reduce them in thread order into thread 0's
 #pragma omp for schedule(static)
-    for (int64_t c = 0; c < C; ++c) {
-      double sw = 0, sb = 0;
-      if (want_params) {
+      for (int64_t c = 0; c < C; ++c) {
+        double sw = 0, sb = 0;
         for (int k = 0; k < used; ++k) {
           sw += partial[2 * C * k + c];
           sb += partial[2 * C * k + C + c];
         }
+        partial[c] = sw;
+        partial[C + c] = sb;
       }
-      if (dweight) st(&dweight[c], static_cast<float>(ld(&dweight[c]) + sw));
-      if (dbias) st(&dbias[c], static_cast<float>(ld(&dbias[c]) + sb));
     }
   }
+  if (dweight) add_sums(*dweight, partial, C);
+  if (dbias) add_sums(*dbias, partial + C, C);
 }
 
 }  // namespace
@@ -159,13 +162,12 @@ void layernorm_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tens
   check_stat(op, "rstd", rstd, N);
   if (dinp) check_same_dtype(op, "dinp", *dinp, "inp", inp), check_numel(op, "dinp", *dinp, N * C);
   if (dweight)
-    check_same_dtype(op, "dweight", *dweight, "inp", inp), check_numel(op, "dweight", *dweight, C);
-  if (dbias) check_same_dtype(op, "dbias", *dbias, "inp", inp), check_numel(op, "dbias", *dbias, C);
+    check_param_grad(op, "dweight", *dweight, "inp", inp), check_numel(op, "dweight", *dweight, C);
+  if (dbias) check_param_grad(op, "dbias", *dbias, "inp", inp), check_numel(op, "dbias", *dbias, C);
   dispatch_float(inp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    norm_backward<T>(dinp ? dinp->data<T>() : nullptr, dweight ? dweight->data<T>() : nullptr,
-                     dbias ? dbias->data<T>() : nullptr, dout.data<T>(), inp.data<T>(),
-                     weight.data<T>(), mean.data<float>(), rstd.data<float>(), N, C);
+    norm_backward<T>(dinp ? dinp->data<T>() : nullptr, dweight, dbias, dout.data<T>(),
+                     inp.data<T>(), weight.data<T>(), mean.data<float>(), rstd.data<float>(), N, C);
   });
 }
 
@@ -215,12 +217,11 @@ void rmsnorm_backward(Tensor* dinp, Tensor* dweight, const Tensor& dout, const T
   check_stat(op, "rstd", rstd, N);
   if (dinp) check_same_dtype(op, "dinp", *dinp, "inp", inp), check_numel(op, "dinp", *dinp, N * C);
   if (dweight)
-    check_same_dtype(op, "dweight", *dweight, "inp", inp), check_numel(op, "dweight", *dweight, C);
+    check_param_grad(op, "dweight", *dweight, "inp", inp), check_numel(op, "dweight", *dweight, C);
   dispatch_float(inp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    norm_backward<T>(dinp ? dinp->data<T>() : nullptr, dweight ? dweight->data<T>() : nullptr,
-                     nullptr, dout.data<T>(), inp.data<T>(), weight.data<T>(), nullptr,
-                     rstd.data<float>(), N, C);
+    norm_backward<T>(dinp ? dinp->data<T>() : nullptr, dweight, nullptr, dout.data<T>(),
+                     inp.data<T>(), weight.data<T>(), nullptr, rstd.data<float>(), N, C);
   });
 }
 

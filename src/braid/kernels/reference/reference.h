@@ -1,6 +1,9 @@
 // Naive twins of every op in kernels/ops.h: same signatures and contracts, in
 // braid::kernels::reference. Plain loops in f64 over f32 copies of the inputs, written to be
 // obviously correct; they are test oracles only (attention here materialises T x T).
+// Every output is computed in f64 and rounded once to its own tensor's dtype, so mixed
+// dtypes (an f32 parameter gradient of bf16 inputs, Note [Parameter gradients] in ops.h)
+// need nothing special.
 #pragma once
 
 #include <cstdint>
