@@ -110,6 +110,12 @@ void copy_columns(Tensor& out, const Tensor& inp, int64_t start);
 // dinp[N, start:start+W] += dout[N,W]
 void add_columns(Tensor& dinp, const Tensor& dout, int64_t start);
 
+// ---- Dtype conversion ----
+// out = in converted to out's dtype (f32, bf16 or f16 each way; equal numel, any shapes),
+// bit-identical to core/dtype.h's scalar conversions: round to nearest even, NaN stays NaN,
+// f16 overflow gives inf.
+void cast(Tensor& out, const Tensor& in);
+
 // ---- Element-wise helpers ----
 void add_forward(Tensor& out, const Tensor& a, const Tensor& b);  // out = a + b
 void axpy(Tensor& y, const Tensor& x, float alpha);  // y += alpha * x (dtypes may differ)

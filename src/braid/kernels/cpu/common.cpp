@@ -10,25 +10,6 @@
 
 namespace braid::kernels::cpu {
 
-void load_row(float* dst, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
-}
-void load_row(float* dst, const bf16* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_bits_to_f32(src[i].bits);
-}
-void store_row(float* dst, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
-}
-void store_row(bf16* dst, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i].bits = f32_to_bf16_bits(src[i]);
-}
-void add_row(float* dst, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-void add_row(bf16* dst, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i].bits = f32_to_bf16_bits(ld(&dst[i]) + src[i]);
-}
-
 void check_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors) {
     if (t && t->defined() && !t->device().is_cpu()) unsupported_device(t->device(), op);

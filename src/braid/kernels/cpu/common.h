@@ -26,15 +26,25 @@ inline void st(float* p, float v) {
 inline void st(bf16* p, float v) {
   p->bits = f32_to_bf16_bits(v);
 }
+inline float ld(const f16* p) {
+  return f16_bits_to_f32(p->bits);
+}
+inline void st(f16* p, float v) {
+  p->bits = f32_to_f16_bits(v);
+}
 
-// Row conversions (vectorisable).
+// Row conversions, vectorised (Note [Vector conversions], cpu/convert.cpp) and bit-identical
+// to ld/st element by element.
 void load_row(float* dst, const float* src, int64_t n);
 void load_row(float* dst, const bf16* src, int64_t n);
+void load_row(float* dst, const f16* src, int64_t n);
 void store_row(float* dst, const float* src, int64_t n);
 void store_row(bf16* dst, const float* src, int64_t n);
+void store_row(f16* dst, const float* src, int64_t n);
 // dst += src (dst in its own dtype, src f32)
 void add_row(float* dst, const float* src, int64_t n);
 void add_row(bf16* dst, const float* src, int64_t n);
+void add_row(f16* dst, const float* src, int64_t n);
 
 // Calls fn(T{}) with T = float or bf16 according to dtype; other dtypes throw naming op.
 template <typename Fn>

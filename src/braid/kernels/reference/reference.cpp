@@ -1,4 +1,4 @@
-// Reference GEMM, linear, embedding, column slices, element-wise and optimiser steps:
+// Reference GEMM, linear, embedding, column slices, cast, element-wise and optimiser steps:
 // the formulas of ops.h as plain loops in f64 (test oracles).
 #include <cmath>
 
@@ -99,6 +99,10 @@ void add_columns(Tensor& dinp, const Tensor& dout, int64_t start) {
   for (int64_t n = 0; n < N; ++n)
     for (int64_t w = 0; w < W; ++w) d[n * CT + start + w] = g[n * W + w];
   add_into(&dinp, d);
+}
+
+void cast(Tensor& out, const Tensor& in) {
+  put(out, get(in));  // exact through f64, then core/dtype.h's rounding
 }
 
 void add_forward(Tensor& out, const Tensor& a, const Tensor& b) {

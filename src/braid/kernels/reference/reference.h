@@ -58,6 +58,8 @@ void lm_head_logits(Tensor& logits, const Tensor& x, const Tensor& weight);
 void copy_columns(Tensor& out, const Tensor& inp, int64_t start);
 void add_columns(Tensor& dinp, const Tensor& dout, int64_t start);
 
+void cast(Tensor& out, const Tensor& in);
+
 void add_forward(Tensor& out, const Tensor& a, const Tensor& b);
 void axpy(Tensor& y, const Tensor& x, float alpha);
 void scale(Tensor& x, float alpha);
