@@ -20,22 +20,33 @@ std::vector<ShardRange> padded_shards(FlatRange range, int world_size) {
   return shards;
 }
 
-FlatBuffer::FlatBuffer(const ParamLayout& layout, bool allocate_grads) : layout_(layout) {
+FlatBuffer::FlatBuffer(const ParamLayout& layout, bool allocate_grads, DType compute, bool masters)
+    : layout_(layout) {
+  BRAID_CHECK(is_floating(compute), "FlatBuffer: compute dtype must be f32, bf16 or f16, got ",
+              dtype_name(compute));
   for (const ParamInfo& p : layout_.params()) {
     BRAID_CHECK(!p.param->var.defined() || !p.param->var.value().defined(),
                 "FlatBuffer: parameter '", p.name,
                 "' already has storage (a module tree is materialised once)");
   }
   const int64_t total = layout_.total();
-  params_ = Tensor::empty(Shape{total}, DType::f32, MemCategory::parameters);
-  params_.zero_();
+  if (masters || compute == DType::f32) {
+    params_ = Tensor::empty(Shape{total}, DType::f32, MemCategory::parameters);
+    params_.zero_();
+  }
+  if (compute == DType::f32) {
+    compute_ = params_;
+  } else {
+    compute_ = Tensor::empty(Shape{total}, compute, MemCategory::parameters);
+    compute_.zero_();
+  }
   if (allocate_grads) {
     grads_ = Tensor::empty(Shape{total}, DType::f32, MemCategory::gradients);
     grads_.zero_();
   }
   for (size_t u = 0; u < layout_.units().size(); ++u) {
     const FlatRange r = unit_range(static_cast<int>(u));
-    layout_.bind_unit(static_cast<int>(u), params_.flat_range(r.offset, r.size),
+    layout_.bind_unit(static_cast<int>(u), compute_.flat_range(r.offset, r.size),
                       allocate_grads ? grads_.flat_range(r.offset, r.size) : Tensor());
   }
   for (const ParamInfo& p : layout_.params()) {
@@ -50,16 +61,23 @@ const FlatBuffer::Entry& FlatBuffer::entry(std::string_view name) const {
   BRAID_THROW("FlatBuffer: no parameter named '", name, "' (", entries_.size(), " parameters)");
 }
 
+void FlatBuffer::sync_compute() {
+  if (compute_.shares_storage(params_) || !params_.defined()) return;
+  compute_.copy_(params_);
+}
+
 void FlatBuffer::zero_grad() {
   if (grads_.defined()) grads_.zero_();
 }
 
 void FlatBuffer::init(uint64_t seed) {
+  BRAID_CHECK(params_.defined(), "FlatBuffer::init: no master buffer to initialise");
   for (size_t u = 0; u < layout_.units().size(); ++u) {
     const FlatRange r = unit_range(static_cast<int>(u));
     Tensor unit = params_.flat_range(r.offset, r.size);
     layout_.init_unit(static_cast<int>(u), unit, seed);
   }
+  sync_compute();
 }
 
 }  // namespace braid::nn

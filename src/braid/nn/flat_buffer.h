@@ -8,6 +8,14 @@
 //
 // This is how the replicated strategies (one process, DDP, ZeRO-1/2) hold a model; ZeRO-3
 // materialises unit by unit instead (parallel/zero).
+//
+// Note [Compute copy]: with a compute dtype other than f32 (mixed precision, DESIGN.md
+// "Precision") the buffer also holds a compute copy of the parameters in that dtype, in the same
+// layout (MemCategory::parameters). The parameters' values are views of the compute copy, their
+// gradients views of the f32 gradient buffer (kernels accumulate parameter gradients in f32);
+// params() stays the f32 master copy the optimizer steps, and sync_compute() refreshes the
+// compute copy from it after every change of the masters. Without masters (a ZeRO strategy that
+// keeps only its own f32 pieces) params() is undefined and the compute copy is all there is.
 #pragma once
 
 #include <cstdint>
@@ -42,14 +50,24 @@ class FlatBuffer {
   };
 
   FlatBuffer() = default;
-  // Materialises every parameter of the layout (which must have no storage yet). Both buffers
-  // are zeroed; the gradient buffer (when allocate_grads) is attached to trainable parameters.
-  explicit FlatBuffer(const ParamLayout& layout, bool allocate_grads = true);
+  // Materialises every parameter of the layout (which must have no storage yet). Every buffer
+  // is zeroed; the gradient buffer (when allocate_grads) is attached to trainable parameters.
+  // compute: the parameters' dtype (Note [Compute copy]); masters: keep the f32 master buffer
+  // (only meaningful with a compute dtype other than f32, which then needs it or a strategy's
+  // own masters).
+  explicit FlatBuffer(const ParamLayout& layout, bool allocate_grads = true,
+                      DType compute = DType::f32, bool masters = true);
 
-  bool defined() const { return params_.defined(); }
-  int64_t numel() const { return params_.numel(); }
-  Tensor& params() { return params_; }
+  bool defined() const { return compute_.defined(); }
+  int64_t numel() const { return compute_.numel(); }
+  Tensor& params() { return params_; }  // f32 masters (undefined without masters)
   const Tensor& params() const { return params_; }
+  // What the parameters are views of: params() itself when the compute dtype is f32.
+  Tensor& compute() { return compute_; }
+  const Tensor& compute() const { return compute_; }
+  DType compute_dtype() const { return compute_.dtype(); }
+  // Casts the masters into the compute copy (nothing when they are one buffer).
+  void sync_compute();
   Tensor& grads() { return grads_; }  // undefined without allocate_grads
   const Tensor& grads() const { return grads_; }
   const std::vector<Entry>& entries() const { return entries_; }
@@ -66,6 +84,7 @@ class FlatBuffer {
  private:
   ParamLayout layout_;
   Tensor params_;
+  Tensor compute_;
   Tensor grads_;
   std::vector<Entry> entries_;
 };

@@ -51,9 +51,10 @@ Transformer::Transformer(const ModelConfig& cfg, const TransformerOptions& opts)
   }
 }
 
-void Transformer::materialize(bool allocate_grads, int64_t pad_multiple) {
+void Transformer::materialize(bool allocate_grads, int64_t pad_multiple, DType compute,
+                              bool masters) {
   BRAID_CHECK(!flat_.defined(), "Transformer: the model is already materialised");
-  flat_ = FlatBuffer(layout_.with_padding(pad_multiple), allocate_grads);
+  flat_ = FlatBuffer(layout_.with_padding(pad_multiple), allocate_grads, compute, masters);
 }
 
 FlatBuffer& Transformer::flat() {

@@ -44,8 +44,10 @@ class Transformer : public Module {
   const ModelConfig& config() const { return cfg_; }
   // Where every parameter lives, units padded to ParamLayout::kAlign.
   const ParamLayout& layout() const { return layout_; }
-  // Materialises the whole model in one FlatBuffer whose units are padded to pad_multiple.
-  void materialize(bool allocate_grads, int64_t pad_multiple = ParamLayout::kAlign);
+  // Materialises the whole model in one FlatBuffer whose units are padded to pad_multiple, with
+  // parameters in `compute` (Note [Compute copy], flat_buffer.h; masters: keep f32 masters).
+  void materialize(bool allocate_grads, int64_t pad_multiple = ParamLayout::kAlign,
+                   DType compute = DType::f32, bool masters = true);
   bool is_materialized() const { return flat_.defined(); }
   // The whole model's buffer; throws when the model is not materialised in one buffer.
   FlatBuffer& flat();

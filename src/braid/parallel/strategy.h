@@ -38,6 +38,10 @@ struct MaterializeOptions {
   // layout.units()[u].numel elements; padding must stay zero). Called on every rank for every
   // unit, in order: seeded initialisation (ParamLayout::init_unit) or a checkpoint reader.
   std::function<void(int unit, Tensor& unit_params)> fill;
+  // The dtype forward and backward compute in (DESIGN.md "Precision"): parameters are bound to
+  // a compute copy in this dtype, refreshed from the f32 masters after every optimizer step;
+  // gradients, masters and optimizer state stay f32.
+  DType param_dtype = DType::f32;
 };
 
 struct StrategyStats {

@@ -275,7 +275,7 @@ void validate(const TrainConfig& c) {
   one_of("parallel.sharding_strategy", c.parallel.sharding_strategy,
          {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"});
   one_of("parallel.sync_each_batch", c.parallel.sync_each_batch, {"auto", "true", "false"});
-  one_of("training.precision", c.training.precision, {"fp32"});
+  one_of("training.precision", c.training.precision, {"fp32", "bf16"});
   BRAID_CHECK(!c.model.preset.empty() || !c.model.config.empty() || !c.model.init_from.empty(),
               "config: set one of model.preset, model.config or model.init_from");
   BRAID_CHECK(c.data.random_tokens || !c.data.train.empty(),
@@ -321,6 +321,14 @@ void validate(const TrainConfig& c) {
 std::string TrainConfig::checkpoint_dir() const {
   return checkpoint.dir.empty() ? (std::filesystem::path(output.dir) / "checkpoints").string()
                                 : checkpoint.dir;
+}
+
+DType TrainConfig::compute_dtype() const {
+  if (training.precision == "bf16") return DType::bf16;
+  if (training.precision == "fp16") return DType::f16;
+  BRAID_CHECK(training.precision == "fp32", "training.precision: unknown value '",
+              training.precision, "' (expected fp32, bf16 or fp16)");
+  return DType::f32;
 }
 
 std::vector<std::pair<std::string, std::string>> config_entries(const TrainConfig& cfg) {

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "braid/core/dtype.h"
+
 namespace braid::train {
 
 struct ModelSection {
@@ -123,6 +125,8 @@ struct TrainConfig {
 
   // checkpoint.dir, or its default under output.dir.
   std::string checkpoint_dir() const;
+  // training.precision as the dtype forward and backward compute in (f32, bf16, f16).
+  DType compute_dtype() const;
 };
 
 // Parses YAML text; `source` names the file in errors.

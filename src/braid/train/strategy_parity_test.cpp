@@ -102,3 +102,37 @@ TEST(StrategyExport, ShardedExportAndImportMatchDdp) {
 
 }  // namespace
 }  // namespace braid::train
+
+namespace braid::train {
+namespace {
+
+// Mixed precision (DESIGN.md "Precision"): bf16 compute copies, f32 masters and gradients. Every
+// strategy still gives DDP's weights bit for bit at the same world size (they all cast the same
+// masters and reduce the same f32 gradients), and the run really computes in bf16: its weights
+// differ from the fp32 run's, but only by what bf16 rounding explains.
+class StrategyParityBf16 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StrategyParityBf16, EveryStrategyGivesDdpsWeightsBitForBit) {
+  TrainConfig base = parity_config(GetParam());
+  const Tensor fp32 = train_ranks(2, base);
+  base.training.precision = "bf16";
+  const Tensor ddp = train_ranks(2, base);
+  EXPECT_FALSE(braid::testing::bit_equal(ddp, fp32)) << "bf16 must differ from fp32";
+  EXPECT_TRUE(braid::testing::all_close(ddp, fp32, 0.0, 2e-3)) << "bf16 vs fp32";
+  TrainConfig one = base;
+  one.parallel.strategy = "none";
+  one.training.micro_batch_size = 2;
+  EXPECT_TRUE(braid::testing::all_close(train_one(one), ddp, 0.0, 5e-4)) << "one process vs ddp";
+  for (const StrategyVariant& v : strategy_variants()) {
+    if (2 < v.min_ranks || 2 % v.rank_divisor != 0) continue;
+    TrainConfig c = base;
+    v.apply(c);
+    EXPECT_TRUE(braid::testing::bit_equal(train_ranks(2, c), ddp)) << v.name << " vs ddp";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, StrategyParityBf16, ::testing::Values("true", "false"),
+                         [](const auto& info) { return "sync_each_batch_" + info.param; });
+
+}  // namespace
+}  // namespace braid::train

@@ -204,6 +204,7 @@ void Trainer::build_model() {
   model_ = std::make_unique<nn::Transformer>(mc, to);
   freeze_parameters();
   parallel::MaterializeOptions mo;
+  mo.param_dtype = cfg_.compute_dtype();
   if (resume_) {
     const checkpoint::CheckpointReader* reader = resume_.get();
     const nn::Transformer* model = model_.get();
@@ -343,7 +344,8 @@ TrainResult Trainer::run() {
   if (!mc.tie_word_embeddings) matmul_params -= mc.vocab_size * mc.d_model;  // lookup table
   const double flops_tok = flops_per_token(matmul_params, mc.n_layer, T, mc.d_model);
   if (options_.measure_peak)
-    result.peak_gflops = all_reduce_sum(kernels::measure_gemm_peak_gflops(2048));
+    result.peak_gflops =
+        all_reduce_sum(kernels::measure_gemm_peak_gflops(2048, peak_dtype_for(cfg_)));
 
   progress.header(
       describe_run(cfg_, *model_, *strategy_, world_size(), result.peak_gflops, flops_tok));
@@ -422,7 +424,8 @@ TrainResult Trainer::run() {
   // inflates MFU (seen: 148%), so the summary uses the better of a start and an end measurement.
   if (options_.measure_peak)
     result.peak_gflops =
-        std::max(result.peak_gflops, all_reduce_sum(kernels::measure_gemm_peak_gflops(2048)));
+        std::max(result.peak_gflops,
+                 all_reduce_sum(kernels::measure_gemm_peak_gflops(2048, peak_dtype_for(cfg_))));
   result.mfu =
       result.peak_gflops > 0 ? result.tokens_per_s * flops_tok / (result.peak_gflops * 1e9) : 0;
   result.exposed_comm_ms = world_size() > 1 && !exposed_ms.empty() ? steady_median(exposed_ms) : 0;

@@ -15,6 +15,10 @@
 
 namespace braid::train {
 
+DType peak_dtype_for(const TrainConfig& cfg) {
+  return cfg.compute_dtype();
+}
+
 std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
                          const parallel::Strategy& strategy, int world, double peak_gflops,
                          double flops_tok) {
@@ -27,9 +31,15 @@ std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
      << " thread(s); batch: global " << t.global_batch_size << " = micro " << t.micro_batch_size
      << " x accumulation " << t.gradient_accumulation_steps << " x dp " << strategy.dp_size()
      << ", seq " << cfg.data.seq_len << "\n"
+     << "precision: " << cfg.training.precision;
+  if (cfg.compute_dtype() != DType::f32)
+    os << " (forward and backward in " << dtype_name(cfg.compute_dtype())
+       << "; f32 master weights, gradients and optimizer state)";
+  os << "\n"
      << "MFU = tokens/s x " << std::llround(flops_tok / 1e6)
-     << " MFLOP/token (6N + 12LTC) / measured GEMM peak " << std::llround(peak_gflops)
-     << " GFLOP/s (" << kernels::gemm_backend_name() << ", summed over ranks)";
+     << " MFLOP/token (6N + 12LTC) / measured " << dtype_name(peak_dtype_for(cfg)) << " GEMM peak "
+     << std::llround(peak_gflops) << " GFLOP/s (" << kernels::gemm_backend_name()
+     << ", summed over ranks)";
   return os.str();
 }
 

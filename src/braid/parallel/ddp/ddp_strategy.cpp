@@ -9,9 +9,12 @@ namespace braid::parallel {
 
 std::vector<optim::ParamSlice> whole_parameter_slices(nn::Transformer& model) {
   std::vector<optim::ParamSlice> slices;
-  for (const auto& e : model.flat().entries()) {
+  nn::FlatBuffer& flat = model.flat();
+  for (const auto& e : flat.entries()) {
     const Tensor grad = e.param->requires_grad ? e.param->var.grad() : Tensor();
-    slices.push_back(optim::ParamSlice::whole(e.name, e.param->var.value(), grad));
+    const Tensor master =
+        flat.params().flat_range(e.range.offset, e.range.size).view(e.param->shape);
+    slices.push_back(optim::ParamSlice::whole(e.name, master, grad));
   }
   return slices;
 }
@@ -35,7 +38,7 @@ nn::Transformer& DdpStrategy::model() const {
 void DdpStrategy::materialize(nn::Transformer& model, const MaterializeOptions& options) {
   BRAID_CHECK(model_ == nullptr, "DdpStrategy: materialize() called twice");
   all_ranks_or_throw(group_.get(), [&] {
-    model.materialize(/*allocate_grads=*/true);
+    model.materialize(/*allocate_grads=*/true, nn::ParamLayout::kAlign, options.param_dtype);
     nn::FlatBuffer& flat = model.flat();
     for (size_t u = 0; u < flat.layout().units().size(); ++u) {
       const nn::FlatRange r = flat.unit_range(static_cast<int>(u));
@@ -44,7 +47,10 @@ void DdpStrategy::materialize(nn::Transformer& model, const MaterializeOptions& 
     }
   });
   model_ = &model;
-  if (!group_) return;
+  if (!group_) {
+    model.flat().sync_compute();
+    return;
+  }
   std::vector<DdpParam> params;
   for (const auto& e : model.flat().entries()) params.push_back({e.param->var, e.range.offset});
   DdpOptions o;
@@ -52,6 +58,11 @@ void DdpStrategy::materialize(nn::Transformer& model, const MaterializeOptions& 
   o.find_unused_parameters = options_.find_unused_parameters;
   ddp_ = std::make_unique<DistributedDataParallel>(std::move(params), model.flat().params(),
                                                    model.flat().grads(), group_, o);
+  model.flat().sync_compute();  // after the broadcast of rank 0's masters
+}
+
+void DdpStrategy::after_optimizer_step() {
+  model().flat().sync_compute();
 }
 
 std::vector<optim::ParamSlice> DdpStrategy::optimizer_slices() {

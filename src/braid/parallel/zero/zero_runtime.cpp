@@ -19,9 +19,17 @@ double ms_since(Clock::time_point t0) {
 ZeroRuntime::ZeroRuntime(ZeroOptions options, ZeroGroups groups)
     : opt_(std::move(options)), groups_(std::move(groups)) {}
 
-void ZeroRuntime::attach(nn::Transformer& model, nn::ParamLayout layout) {
+// Note [Mixed-precision units]: with a compute dtype other than f32 (DESIGN.md "Precision") a
+// unit's parameters are views of `full` in that dtype and the f32 masters are only what this
+// rank's optimizer steps, as DeepSpeed's bf16/fp16 optimizers and FSDP's MixedPrecision keep
+// them: stage 1/2 hold their own f32 piece (`master`) and after each step cast it into their
+// piece of `full` and all-gather the compute dtype (half the bytes of f32); stage 3 keeps its
+// f32 shard and casts it into `gather_src` for each all-gather, so it gathers and holds half the
+// bytes too. Export gathers the f32 masters instead (gather_for_read). Gradients stay f32.
+void ZeroRuntime::attach(nn::Transformer& model, nn::ParamLayout layout, DType compute) {
   model_ = &model;
   layout_ = std::move(layout);
+  compute_ = compute;
   next_reduce_ = static_cast<int>(units_.size()) - 1;
 }
 
@@ -170,24 +178,31 @@ void ZeroRuntime::start_read(ZeroUnit& u) {
   u.params = ZeroUnit::Params::reading;
 }
 
+Tensor ZeroRuntime::read_shard(ZeroUnit& u) {
+  if (!u.shard_read) start_read(u);
+  const auto t0 = Clock::now();
+  u.shard_read->wait();
+  stats_.exposed_comm_ms += ms_since(t0);
+  u.shard_read = nullptr;
+  return u.shard_stage.flat_range(0, u.geo.piece);
+}
+
 void ZeroRuntime::start_gather(ZeroUnit& u) {
   wait_update(u);  // the replicas' after-step exchange writes the shard being sent
   const int64_t piece = u.geo.piece, block = piece * groups_.s;
-  Tensor source = u.shard;
-  if (u.param_region >= 0) {  // offloaded (one replica: the shard is one piece)
-    if (u.params == ZeroUnit::Params::resident) start_read(u);
-    const auto t0 = Clock::now();
-    u.shard_read->wait();
-    stats_.exposed_comm_ms += ms_since(t0);
-    u.shard_read = nullptr;
-    source = u.shard_stage.flat_range(0, piece);
+  // offloaded: one replica, so the shard is one piece
+  Tensor source = u.param_region >= 0 ? read_shard(u) : u.shard;
+  if (compute_ != DType::f32) {  // Note [Mixed-precision units]
+    u.gather_src = Tensor::empty(Shape{source.numel()}, compute_, MemCategory::communication);
+    u.gather_src.copy_(source);
+    source = u.gather_src;
   }
-  u.full = Tensor::empty(Shape{u.geo.padded}, DType::f32, MemCategory::parameters);
+  u.full = Tensor::empty(Shape{u.geo.padded}, compute_, MemCategory::parameters);
   for (int r = 0; r < groups_.r; ++r)
     u.gathers.push_back(groups_.gather->all_gather(u.full.flat_range(r * block, block),
                                                    source.flat_range(r * piece, piece)));
   u.params = ZeroUnit::Params::gathering;
-  stats_.bytes_gathered += u.geo.padded * 4;
+  stats_.bytes_gathered += u.geo.padded * static_cast<int64_t>(dtype_size(compute_));
 }
 
 void ZeroRuntime::finish_gather(ZeroUnit& u) {
@@ -196,6 +211,7 @@ void ZeroRuntime::finish_gather(ZeroUnit& u) {
   stats_.exposed_comm_ms += ms_since(t0);
   u.gathers.clear();
   u.shard_stage = Tensor();
+  u.gather_src = Tensor();
   for (int p : layout_.units()[static_cast<size_t>(u.index)].params) {
     const nn::ParamInfo& info = layout_.params()[static_cast<size_t>(p)];
     info.param->var.value() =
@@ -230,11 +246,34 @@ void ZeroRuntime::prefetch(int i) {
     start_gather(u);
 }
 
+Tensor ZeroRuntime::master_piece(ZeroUnit& u) const {
+  if (!u.sharded)
+    return u.master.defined() ? u.master : u.full.flat_range(u.geo.piece_begin(c()), u.geo.piece);
+  if (u.param_region >= 0) return Tensor();
+  return u.shard.flat_range(groups_.replica * u.geo.piece, u.geo.piece);
+}
+
 Tensor ZeroRuntime::gather_for_read(ZeroUnit& u) {
   wait_update(u);
-  if (!u.sharded) return u.full;
-  ensure_gathered(u);
-  return u.full;
+  if (compute_ == DType::f32) {
+    if (u.sharded) ensure_gathered(u);
+    return u.full;
+  }
+  // The f32 masters (Note [Mixed-precision units]): this rank's piece of each replica's block.
+  Tensor full = Tensor::empty(Shape{u.geo.padded}, DType::f32, MemCategory::parameters);
+  if (!u.sharded) {
+    groups_.grad->all_gather(full, u.master)->wait();
+    return full;
+  }
+  reshard(u);  // nothing of u is in flight
+  const Tensor source = u.param_region >= 0 ? read_shard(u) : u.shard;
+  const int64_t piece = u.geo.piece, block = piece * groups_.s;
+  for (int r = 0; r < groups_.r; ++r)
+    groups_.gather
+        ->all_gather(full.flat_range(r * block, block), source.flat_range(r * piece, piece))
+        ->wait();
+  u.shard_stage = Tensor();
+  return full;
 }
 
 void ZeroRuntime::reshard(ZeroUnit& u) {
@@ -244,6 +283,7 @@ void ZeroRuntime::reshard(ZeroUnit& u) {
   if (u.shard_read) u.shard_read->wait();
   u.shard_read = nullptr;
   u.shard_stage = Tensor();
+  u.gather_src = Tensor();
   for (int p : layout_.units()[static_cast<size_t>(u.index)].params)
     layout_.params()[static_cast<size_t>(p)].param->var.value() = Tensor();
   u.full = Tensor();
@@ -255,7 +295,9 @@ void ZeroRuntime::launch_update(ZeroUnit& u) {
   if (u.trainable == 0) return;  // frozen everywhere: nothing changed
   const int64_t piece = u.geo.piece;
   if (!u.sharded) {
-    u.update = groups_.grad->all_gather(u.full, u.full.flat_range(u.geo.piece_begin(c()), piece));
+    Tensor mine = u.full.flat_range(u.geo.piece_begin(c()), piece);
+    if (u.master.defined()) mine.copy_(u.master);  // Note [Mixed-precision units]
+    u.update = groups_.grad->all_gather(u.full, mine);
   } else if (groups_.replicate) {
     u.update =
         groups_.replicate->all_gather(u.shard, u.shard.flat_range(groups_.replica * piece, piece));

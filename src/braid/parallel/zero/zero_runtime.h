@@ -40,8 +40,12 @@ struct ZeroUnit {
   bool has_frozen = false;
   int trainable = 0;  // parameters that require grad
 
-  Tensor full;        // whole parameters [padded]: held (stage 1/2, persistent) or gathered
-  Tensor shard;       // sharded: the R pieces this rank keeps [R x piece]
+  // Whole parameters [padded] in the compute dtype, which the parameters are views of: held
+  // (stage 1/2, persistent) or gathered. Note [Mixed-precision units].
+  Tensor full;
+  Tensor shard;        // sharded: the f32 R pieces this rank keeps [R x piece]
+  Tensor master;       // not sharded, compute dtype not f32: this rank's f32 piece [piece]
+  Tensor gather_src;   // sharded, compute dtype not f32: the shard cast for its all-gather
   Tensor grads;       // [padded]: stage 1 a FlatBuffer view; stage 2/3 bound during backward
   Tensor grad_piece;  // [piece]: this rank's reduced gradient (stage 1 without sync: a view)
 
@@ -72,7 +76,10 @@ class ZeroRuntime {
   StrategyStats& stats() { return stats_; }
 
   // Called by ZeroStrategy::materialize once the units hold their storage.
-  void attach(nn::Transformer& model, nn::ParamLayout layout);
+  void attach(nn::Transformer& model, nn::ParamLayout layout, DType compute);
+  DType compute_dtype() const { return compute_; }
+  // The f32 master weights of this rank's piece of u (undefined when offloaded).
+  Tensor master_piece(ZeroUnit& u) const;
   void set_offload(std::shared_ptr<OffloadFile> file) { offload_ = std::move(file); }
   const std::shared_ptr<OffloadFile>& offload() const { return offload_; }
   // Offloaded gradients are clipped where they are read back (Note [Offloaded gradients]).
@@ -90,7 +97,8 @@ class ZeroRuntime {
   void launch_updates();  // after the optimizer step: whatever is left
   void wait_update(ZeroUnit& u);
   void wait_all_updates();
-  // Sharded units: gather for reading outside forward (export); returns the full parameters.
+  // Gathers u's full f32 master weights for reading outside forward (export), in a buffer of
+  // its own or u.full; collective. Follow with reshard(u).
   Tensor gather_for_read(ZeroUnit& u);
   void reshard(ZeroUnit& u);
 
@@ -105,6 +113,8 @@ class ZeroRuntime {
   void ensure_gathered(ZeroUnit& u);
   void start_read(ZeroUnit& u);
   void start_gather(ZeroUnit& u);
+  // The offloaded shard of u, read back (waits for a read ahead when there is one).
+  Tensor read_shard(ZeroUnit& u);
   void finish_gather(ZeroUnit& u);
   void prefetch(int u);
   int gathered_in_flight() const;
@@ -124,6 +134,7 @@ class ZeroRuntime {
   std::shared_ptr<OffloadFile> offload_;
   nn::Transformer* model_ = nullptr;
   nn::ParamLayout layout_;
+  DType compute_ = DType::f32;
   std::vector<ZeroUnit> units_;
   int64_t micro_step_ = 0, accumulation_steps_ = 1;
   bool reducing_ = true;  // this micro-step's gradients are reduced (sync_each_batch or last)

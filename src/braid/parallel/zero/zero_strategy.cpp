@@ -90,7 +90,11 @@ void ZeroStrategy::materialize(nn::Transformer& model, const MaterializeOptions&
       const std::string file = "rank" + std::to_string(g.grad->rank()) + ".bin";
       rt.set_offload(std::make_shared<OffloadFile>(std::filesystem::path(o.offload_dir) / file));
     }
-    if (o.stage <= 2) model.materialize(/*allocate_grads=*/o.stage == 1, layout.pad_multiple());
+    const DType compute = options.param_dtype;
+    const bool mixed = compute != DType::f32;  // Note [Mixed-precision units]
+    if (o.stage <= 2)
+      model.materialize(/*allocate_grads=*/o.stage == 1, layout.pad_multiple(), compute,
+                        /*masters=*/!mixed);
     for (size_t k = 0; k < units.size(); ++k) {
       const nn::UnitInfo& info = layout.units()[k];
       ZeroUnit& u = units[k];
@@ -103,38 +107,53 @@ void ZeroStrategy::materialize(nn::Transformer& model, const MaterializeOptions&
         u.trainable += trainable;
         u.has_frozen = u.has_frozen || !trainable;
       }
+      // The unit's f32 values, filled in full on every rank; what this rank keeps comes from it.
+      Tensor full;
       if (o.stage <= 2) {
         const nn::FlatRange r = model.flat().unit_range(u.index);
-        u.full = model.flat().params().flat_range(r.offset, r.size);
+        u.full = model.flat().compute().flat_range(r.offset, r.size);
         if (o.stage == 1) u.grads = model.flat().grads().flat_range(r.offset, r.size);
-        options.fill(u.index, u.full);
+        full =
+            mixed ? Tensor::empty(Shape{info.padded}, DType::f32, MemCategory::parameters) : u.full;
+        if (mixed) full.zero_();
+        options.fill(u.index, full);
       } else {
-        Tensor full = Tensor::empty(Shape{info.padded}, DType::f32, MemCategory::parameters);
+        full = Tensor::empty(Shape{info.padded}, DType::f32, MemCategory::parameters);
         full.zero_();
         options.fill(u.index, full);
         layout.bind_unit(u.index, full, Tensor());  // creates the parameters' Variables
         if (!u.sharded) {
-          u.full = full;
-        } else if (o.offload_params) {
-          // The shard goes straight to its region of the file (Note [Offload pages]).
-          const int64_t piece = u.geo.piece, staged = (piece + 1023) / 1024 * 1024;
-          u.param_region = rt.offload()->add_region(staged * 4);
-          rt.offload()->reserve();
-          Tensor stage = io_buffer(piece, DType::f32, MemCategory::parameters);
-          stage.copy_(full.flat_range(g.shard_pos * piece, piece));
-          rt.offload()->write(u.param_region, stage)->wait();
-          for (int p : info.params)
-            layout.params()[static_cast<size_t>(p)].param->var.value() = Tensor();
-        } else {
-          // Note [Shard geometry]: pieces r' S + s for r' < R, one after the other.
-          const int64_t piece = u.geo.piece;
-          u.shard = Tensor::empty(Shape{piece * g.r}, DType::f32, MemCategory::parameters);
-          for (int r = 0; r < g.r; ++r)
-            u.shard.flat_range(r * piece, piece)
-                .copy_(full.flat_range((r * g.s + g.shard_pos) * piece, piece));
-          for (int p : info.params)
-            layout.params()[static_cast<size_t>(p)].param->var.value() = Tensor();
+          u.full =
+              mixed ? Tensor::empty(Shape{info.padded}, compute, MemCategory::parameters) : full;
+          layout.bind_unit(u.index, u.full, Tensor());
         }
+      }
+      if (!u.sharded && mixed) {
+        u.full.copy_(full);
+        u.master = Tensor::empty(Shape{u.geo.piece}, DType::f32, MemCategory::parameters);
+        u.master.copy_(full.flat_range(u.geo.piece_begin(c), u.geo.piece));
+      }
+      if (!u.sharded) {
+        // held whole: nothing more to keep
+      } else if (o.offload_params) {
+        // The shard goes straight to its region of the file (Note [Offload pages]).
+        const int64_t piece = u.geo.piece, staged = (piece + 1023) / 1024 * 1024;
+        u.param_region = rt.offload()->add_region(staged * 4);
+        rt.offload()->reserve();
+        Tensor stage = io_buffer(piece, DType::f32, MemCategory::parameters);
+        stage.copy_(full.flat_range(g.shard_pos * piece, piece));
+        rt.offload()->write(u.param_region, stage)->wait();
+        for (int p : info.params)
+          layout.params()[static_cast<size_t>(p)].param->var.value() = Tensor();
+      } else {
+        // Note [Shard geometry]: pieces r' S + s for r' < R, one after the other.
+        const int64_t piece = u.geo.piece;
+        u.shard = Tensor::empty(Shape{piece * g.r}, DType::f32, MemCategory::parameters);
+        for (int r = 0; r < g.r; ++r)
+          u.shard.flat_range(r * piece, piece)
+              .copy_(full.flat_range((r * g.s + g.shard_pos) * piece, piece));
+        for (int p : info.params)
+          layout.params()[static_cast<size_t>(p)].param->var.value() = Tensor();
       }
       if (o.stage == 1 && !o.sync_each_batch) {
         u.grad_piece = u.grads.flat_range(u.geo.piece_begin(c), u.geo.piece);
@@ -149,7 +168,7 @@ void ZeroStrategy::materialize(nn::Transformer& model, const MaterializeOptions&
     }
     if (rt.offload()) rt.offload()->reserve();  // a full disk fails here, at start
   });
-  rt.attach(model, layout);
+  rt.attach(model, layout, options.param_dtype);
   ZeroRuntime::register_hooks(rt_);
   materialized_ = true;
 }
@@ -162,11 +181,7 @@ void ZeroStrategy::for_each_piece(
   const int c = rt.groups().grad->rank();
   for (ZeroUnit& u : rt.units()) {
     const int64_t lo = u.geo.piece_begin(c), hi = lo + u.geo.piece;
-    Tensor master;  // undefined when the shard is offloaded
-    if (!u.sharded)
-      master = u.full.flat_range(lo, u.geo.piece);
-    else if (u.param_region < 0)
-      master = u.shard.flat_range(rt.groups().replica * u.geo.piece, u.geo.piece);
+    const Tensor master = rt.master_piece(u);  // undefined when the shard is offloaded
     for (int p : layout.units()[static_cast<size_t>(u.index)].params) {
       const nn::ParamInfo& info = layout.params()[static_cast<size_t>(p)];
       const int64_t a = std::max(lo, info.unit_offset);
@@ -208,17 +223,13 @@ std::unique_ptr<optim::StateStore> ZeroStrategy::optimizer_state_store() {
   };
   if (!rt.offload())  // Note [Update overlap]
     return std::make_unique<UnitOrderedStore>(std::move(unit_of), std::move(keys), unit_done);
-  const int c = rt.groups().grad->rank();
   std::vector<OffloadPage> pages;
   for (ZeroUnit& u : rt.units()) {
     OffloadPage page;
     page.piece = u.geo.piece;
     page.param_region = u.param_region;
     page.grad_region = u.grad_region;
-    if (!u.sharded)
-      page.master = u.full.flat_range(u.geo.piece_begin(c), u.geo.piece);
-    else if (u.param_region < 0)
-      page.master = u.shard.flat_range(rt.groups().replica * u.geo.piece, u.geo.piece);
+    page.master = rt.master_piece(u);
     pages.push_back(page);
   }
   std::vector<SlicePlace> places;
