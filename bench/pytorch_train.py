@@ -1,13 +1,20 @@
 #!/usr/bin/python3
-"""PyTorch peer for braid's training benchmarks: GPT-2 style model, random tokens, AdamW, fp32.
+"""PyTorch peer for braid's training benchmarks: GPT-2 style model, random tokens, AdamW.
 
 Single process:   pytorch_train.py --steps 10
 Data parallel:    pytorch_train.py --ddp --world 2 --steps 10   (spawns gloo DDP ranks)
 ZeRO-1:           pytorch_train.py --zero1 --world 2 --steps 10 (DDP + ZeroRedundancyOptimizer)
-Prints one line: `pytorch tokens_per_s=<x> step_ms=<y> peak_rss_mib=<z> threads=<n>`.
+Mixed precision:  pytorch_train.py --precision bf16 [--ddp ...]
+Prints one line: `pytorch tokens_per_s=<x> step_ms=<y> peak_rss_mib=<z> threads=<n> ...`, with
+peak_rss_mib rank 0's peak resident set.
+Precision: fp32 (default) everywhere; bf16/fp16 the way PyTorch users do it on CPU: fp32
+parameters, gradients and AdamW state, torch.autocast("cpu", dtype) around forward and loss,
+backward outside it; fp16 adds a GradScaler. CPU autocast in torch 1.13 (Debian 12's
+python3-torch) takes only bfloat16, so there --precision fp16 stops with a message.
 Model: vocab V, T positions, L layers, NH heads, C channels; tied LM head; GELU tanh; LayerNorm.
 """
 import argparse
+import contextlib
 import math
 import os
 import resource
@@ -70,6 +77,39 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+AUTOCAST_DTYPE = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def check_precision(precision):
+    """Raises SystemExit naming the torch version when its CPU autocast lacks the dtype."""
+    dtype = AUTOCAST_DTYPE[precision]
+    if dtype is None:
+        return
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:  # torch 1.13 warns and disables an fp16 CPU autocast; entering it then raises
+            with torch.autocast("cpu", dtype=dtype):
+                ok = torch.is_autocast_cpu_enabled() and torch.get_autocast_cpu_dtype() == dtype
+        except RuntimeError:
+            ok = False
+    if not ok:
+        why = "; ".join(" ".join(str(w.message).split()) for w in caught)
+        raise SystemExit(f"pytorch_train.py: --precision {precision}: torch {torch.__version__} "
+                         f"CPU autocast does not support {dtype}" + (f" ({why})" if why else ""))
+    if precision == "fp16" and make_grad_scaler() is None:
+        raise SystemExit(f"pytorch_train.py: --precision fp16: torch {torch.__version__} has no "
+                         "CPU GradScaler (torch.amp.GradScaler('cpu'))")
+
+
+def make_grad_scaler():
+    """The CPU loss scaler fp16 needs (torch.amp.GradScaler("cpu")), or None where absent."""
+    try:
+        return torch.amp.GradScaler("cpu")
+    except (AttributeError, TypeError, RuntimeError):
+        return None
+
+
 def run(args, rank=0, world=1):
     torch.manual_seed(1234 + rank)
     torch.set_num_threads(args.threads)
@@ -85,6 +125,8 @@ def run(args, rank=0, world=1):
                                       parameters_as_bucket_view=True, lr=1e-4, weight_decay=0.1)
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+    dtype = AUTOCAST_DTYPE[args.precision]
+    scaler = make_grad_scaler() if args.precision == "fp16" else None
     B = args.batch // world
     g = torch.Generator().manual_seed(99 + rank)
     times = []
@@ -93,9 +135,15 @@ def run(args, rank=0, world=1):
         tgt = torch.randint(0, args.vocab, (B, args.seq), generator=g)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(idx, tgt)
-        loss.backward()
-        opt.step()
+        with torch.autocast("cpu", dtype=dtype) if dtype else contextlib.nullcontext():
+            loss = model(idx, tgt)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         times.append(time.perf_counter() - t0)
     steady = times[args.warmup:]
     step_s = sorted(steady)[len(steady) // 2]  # median
@@ -104,7 +152,8 @@ def run(args, rank=0, world=1):
     if rank == 0:
         print(f"pytorch tokens_per_s={tps:.1f} step_ms={step_s * 1e3:.1f} "
               f"peak_rss_mib={rss:.1f} threads={args.threads} world={world} "
-              f"zero1={int(world > 1 and args.zero1)} torch={torch.__version__} "
+              f"zero1={int(world > 1 and args.zero1)} precision={args.precision} "
+              f"torch={torch.__version__} "
               f"loss={loss.item():.4f}", flush=True)
 
 
@@ -130,8 +179,11 @@ def main():
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--zero1", action="store_true",  # implies --ddp
                    help="DDP + ZeroRedundancyOptimizer(AdamW): optimizer state sharded")
+    p.add_argument("--precision", choices=sorted(AUTOCAST_DTYPE), default="fp32",
+                   help="bf16/fp16: CPU autocast around forward and loss, fp32 params and AdamW")
     args = p.parse_args()
     args.ddp = args.ddp or args.zero1
+    check_precision(args.precision)
     if args.ddp:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
