@@ -5,6 +5,8 @@
 //   dnnl_sgemm oneDNN's BLAS-like sgemm entry point
 //   openblas   cblas_sgemm (set OPENBLAS_CORETYPE=SkylakeX on Zen 5: 0.3.21 falls back to AVX2)
 //   braid_bf16 kernels::matmul on bf16 tensors (f32 accumulation)
+//   braid_f16  kernels::matmul on f16 tensors (widened to f32: Note [f16 GEMM], gemm_f16.cpp)
+//   dnnl_f16   oneDNN's own f16 matmul primitive, "n/a" where oneDNN has none for this CPU
 // Threads: OMP_NUM_THREADS for braid/oneDNN; OpenBLAS is given the same count.
 // Usage: gemm_bench [reps]
 #include <omp.h>
@@ -15,6 +17,7 @@
 #include <ctime>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "braid/core/tensor.h"
@@ -61,6 +64,34 @@ double gflops(const std::function<void()>& fn, const Shape3& s, int reps) {
   return best;
 }
 
+#ifdef BRAID_BENCH_ONEDNN
+// GFLOP/s of oneDNN's f16 x f16 -> f32 matmul primitive, or -1 where it cannot be created.
+double dnnl_f16_gflops(const Shape3& s, Tensor& a, Tensor& b, Tensor& c, int reps) {
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  dnnl::memory::desc ma({s.M, s.K}, dt::f16, s.ta ? dims{1, s.M} : dims{s.K, 1});
+  dnnl::memory::desc mb({s.K, s.N}, dt::f16, s.tb ? dims{1, s.K} : dims{s.N, 1});
+  dnnl::memory::desc mc({s.M, s.N}, dt::f32, dims{s.N, 1});
+  try {
+    dnnl::matmul prim(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ma, mb, mc), eng));
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, dnnl::memory(ma, eng, a.raw_data())},
+        {DNNL_ARG_WEIGHTS, dnnl::memory(mb, eng, b.raw_data())},
+        {DNNL_ARG_DST, dnnl::memory(mc, eng, c.raw_data())}};
+    return gflops(
+        [&] {
+          prim.execute(stream, args);
+          stream.wait();
+        },
+        s, reps);
+  } catch (const dnnl::error&) {
+    return -1;
+  }
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,8 +123,8 @@ int main(int argc, char** argv) {
       {"lmhead dW    ", 8192, 384, 256, true, false},
       {"square 1024  ", 1024, 1024, 1024, false, false},
   };
-  std::printf("%-14s %5s %5s %5s %2s | %8s %10s %8s %10s  (GFLOP/s)\n", "product", "M", "N", "K",
-              "op", "braid", "dnnl_sgemm", "openblas", "braid_bf16");
+  std::printf("%-14s %5s %5s %5s %2s | %8s %10s %8s %10s %9s %8s  (GFLOP/s)\n", "product", "M", "N",
+              "K", "op", "braid", "dnnl_sgemm", "openblas", "braid_bf16", "braid_f16", "dnnl_f16");
   Rng rng(1);
   for (const Shape3& s : shapes) {
     Shape sa = s.ta ? Shape{s.K, s.M} : Shape{s.M, s.K};
@@ -101,6 +132,7 @@ int main(int argc, char** argv) {
     Tensor a = Tensor::randn(sa, rng), b = Tensor::randn(sb, rng);
     Tensor c = Tensor::zeros(Shape{s.M, s.N});
     Tensor a16 = a.to(DType::bf16), b16 = b.to(DType::bf16), c16 = c.to(DType::bf16);
+    Tensor ah = a.to(DType::f16), bh = b.to(DType::f16), ch = c.to(DType::f16);
     // Backward products accumulate (beta = 1), as the kernels do.
     float beta = s.tb ? 0.0f : 1.0f;
     double braid_f32 = gflops([&] { kernels::matmul(c, a, b, s.ta, s.tb, 1.0f, beta); }, s, reps);
@@ -123,9 +155,15 @@ int main(int argc, char** argv) {
         s, reps);
 #endif
     double bf16 = gflops([&] { kernels::matmul(c16, a16, b16, s.ta, s.tb, 1.0f, beta); }, s, reps);
-    std::printf("%-14s %5ld %5ld %5ld %c%c | %8.1f %10.1f %8.1f %10.1f\n", s.what, long(s.M),
-                long(s.N), long(s.K), s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', braid_f32, sgemm, oblas,
-                bf16);
+    double f16 = gflops([&] { kernels::matmul(ch, ah, bh, s.ta, s.tb, 1.0f, beta); }, s, reps);
+    char dnnl_f16[16] = "n/a";
+#ifdef BRAID_BENCH_ONEDNN
+    if (double g = dnnl_f16_gflops(s, ah, bh, c, reps); g >= 0)
+      std::snprintf(dnnl_f16, sizeof(dnnl_f16), "%.1f", g);
+#endif
+    std::printf("%-14s %5ld %5ld %5ld %c%c | %8.1f %10.1f %8.1f %10.1f %9.1f %8s\n", s.what,
+                long(s.M), long(s.N), long(s.K), s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', braid_f32,
+                sgemm, oblas, bf16, f16, dnnl_f16);
   }
 #ifdef BRAID_BENCH_ONEDNN
   // Cost of building a matmul primitive per call instead of caching it.
@@ -144,8 +182,10 @@ int main(int argc, char** argv) {
     std::printf("\noneDNN matmul primitive creation (64x64x64, cache hit): %.1f us per call\n", us);
   }
 #endif
-  std::printf("measure_gemm_peak_gflops(1024, f32) = %.1f, (1024, bf16) = %.1f\n",
-              kernels::measure_gemm_peak_gflops(1024, DType::f32),
-              kernels::measure_gemm_peak_gflops(1024, DType::bf16));
+  std::printf(
+      "measure_gemm_peak_gflops(1024, f32) = %.1f, (1024, bf16) = %.1f, (1024, f16) = %.1f\n",
+      kernels::measure_gemm_peak_gflops(1024, DType::f32),
+      kernels::measure_gemm_peak_gflops(1024, DType::bf16),
+      kernels::measure_gemm_peak_gflops(1024, DType::f16));
   return 0;
 }

@@ -1,6 +1,6 @@
 // Milliseconds per call of each kernel on braid's GPT-2 small training shapes
 // (B 8, T 256, C 384, NH 6, HS 64, MLP 1536, vocab 8192), f32, and the GFLOP/s of the
-// GEMM-heavy ones. Usage: kernels_bench [reps] [dtype f32|bf16]
+// GEMM-heavy ones. Usage: kernels_bench [reps] [dtype f32|bf16|f16]
 #include <omp.h>
 
 #include <chrono>

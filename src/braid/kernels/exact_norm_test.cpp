@@ -58,8 +58,7 @@ TEST_P(ExactNorm, NonFiniteMaxIsInfinite) {
   EXPECT_EQ(max_abs(Tensor::empty(Shape{0}, dt())), 0.0f);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, ExactNorm, ::testing::Values(DType::f32, DType::bf16),
-                         dtype_param_name);
+INSTANTIATE_TEST_SUITE_P(Kernels, ExactNorm, float_dtypes(), dtype_param_name);
 
 }  // namespace
 }  // namespace braid::kernels::test

@@ -126,8 +126,7 @@ TEST_P(NnOps, Sgd) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, NnOps, ::testing::Values(DType::f32, DType::bf16),
-                         dtype_param_name);
+INSTANTIATE_TEST_SUITE_P(Kernels, NnOps, float_dtypes(), dtype_param_name);
 
 }  // namespace
 }  // namespace braid::kernels::test

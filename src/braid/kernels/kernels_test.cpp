@@ -1,7 +1,9 @@
 // The kernel harness, part 1: every fast op (forward and backward) against its naive twin in
-// reference/, on fresh random inputs, in f32 (tight) and bf16 (loose), with odd sizes.
+// reference/, on fresh random inputs, in f32 (tight), f16 and bf16 (looser), with odd sizes.
 // Backward outputs start non-zero to check that gradients accumulate (+=).
 // Part 2 (rope, attention, lm-head cross-entropy, optimisers): kernels_nn_test.cpp.
+#include <cmath>
+
 #include "braid/kernels/kernels_test_util.h"
 #include "braid/kernels/ops.h"
 #include "braid/kernels/reference/reference.h"
@@ -161,7 +163,7 @@ TEST_P(Ops, Elementwise) {
   add_forward(out, a, b);
   ref::add_forward(out_r, a, b);
   EXPECT_TRUE(close(out, out_r, tol()));
-  for (DType xd : {DType::f32, DType::bf16}) {  // axpy across dtypes
+  for (DType xd : {DType::f32, DType::bf16, DType::f16}) {  // axpy across dtypes
     Tensor y = rnd(s), x = Tensor::randn(s, rng_, 1.0f, xd), y_r = y.clone();
     axpy(y, x, -0.37f);
     ref::axpy(y_r, x, -0.37f);
@@ -175,8 +177,44 @@ TEST_P(Ops, Elementwise) {
   EXPECT_NEAR(sum_squares(big), ref::sum_squares(big), 1e-9 * ref::sum_squares(big));
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, Ops, ::testing::Values(DType::f32, DType::bf16),
-                         dtype_param_name);
+INSTANTIATE_TEST_SUITE_P(Kernels, Ops, float_dtypes(), dtype_param_name);
+
+// f16 tops out at 65504: a forward whose f32 result rounds past it stores +-inf (what a loss
+// scaler looks for), never a wrapped or saturated value.
+TEST(F16Overflow, ForwardsStoreInf) {
+  auto full = [](Shape s, double v) { return Tensor::full(s, v, DType::f16); };
+  auto all_inf = [](const Tensor& t, float sign) {
+    for (float v : t.to_f32_vector())
+      if (!(std::isinf(v) && v * sign > 0)) return ::testing::AssertionFailure() << "got " << v;
+    return ::testing::AssertionSuccess();
+  };
+  Tensor big = full(Shape{4, 32}, 60000.0), out = Tensor::empty(Shape{4, 32}, DType::f16);
+  add_forward(out, big, big);
+  EXPECT_TRUE(all_inf(out, 1));
+  Tensor y = big.clone();
+  axpy(y, big, -3.0f);
+  EXPECT_TRUE(all_inf(y, -1));
+  y = big.clone();
+  scale(y, 2.0f);
+  EXPECT_TRUE(all_inf(y, 1));
+  Tensor x = full(Shape{4, 3}, 300.0), w = full(Shape{5, 3}, -300.0), lo = full(Shape{4, 5}, 0);
+  linear_forward(lo, x, w, nullptr);
+  EXPECT_TRUE(all_inf(lo, -1));
+  matmul(lo, x, w, false, true);
+  EXPECT_TRUE(all_inf(lo, -1));
+  swiglu_forward(out, full(Shape{4, 32}, 300.0), full(Shape{4, 32}, 300.0));
+  EXPECT_TRUE(all_inf(out, 1));
+  Tensor id = Tensor::zeros(Shape{1, 4}, DType::i32),
+         emb = Tensor::empty(Shape{1, 4, 32}, DType::f16);
+  embedding_forward(emb, id, big, &big);
+  EXPECT_TRUE(all_inf(emb, 1));
+  // layernorm: the row [4, 0, 0, 0] normalises to [sqrt(3), ...]; sqrt(3) * 60000 > 65504
+  Tensor row = full(Shape{1, 4}, 0.0), ln = Tensor::empty(Shape{1, 4}, DType::f16);
+  row.flat_range(0, 1).fill_(4.0);
+  Tensor mean = Tensor::empty(Shape{1}), rstd = Tensor::empty(Shape{1});
+  layernorm_forward(ln, mean, rstd, row, full(Shape{4}, 60000.0), full(Shape{4}, 0.0), 1e-5f);
+  EXPECT_TRUE(std::isinf(ln.to_f32_vector()[0]));
+}
 
 }  // namespace
 }  // namespace braid::kernels::test

@@ -6,17 +6,18 @@
 // heads (GQA: NH % NKV == 0), HS head size, H hidden width of the MLP, N rows (= B*T).
 //
 // Conventions:
-// - Inputs may be f32 or bf16 unless noted (bf16 is computed in f32, stored rounded);
-//   token ids and targets are i32. Outputs have the dtype of their main input.
+// - Inputs may be f32, bf16 or f16 unless noted (bf16 and f16 are computed in f32, stored
+//   rounded to nearest even; an f16 result beyond 65504 is stored as inf, which loss scaling
+//   relies on); token ids and targets are i32. Outputs have the dtype of their main input.
 // - Forward kernels overwrite their outputs. Backward kernels ACCUMULATE (+=) into every
 //   gradient they are given, activation gradients included; a null pointer means "not
 //   wanted". The autograd engine zeroes gradient buffers once when it allocates them.
 // - Note [Parameter gradients]: a gradient of a parameter (dweight, dbias, dwte, dwpe) has
-//   the dtype of the op's inputs or f32, each chosen independently. With bf16 inputs and an
-//   f32 gradient (mixed precision: f32 master weights and gradients, low-precision compute)
-//   the kernel accumulates in f32 straight into the gradient, never rounding it to bf16 on the
-//   way (GEMMs write into it with beta = 1). Activation gradients (dinp, dx, dq, ...) have the
-//   dtype of their input. Same-dtype calls are unaffected.
+//   the dtype of the op's inputs or f32, each chosen independently. With bf16 or f16 inputs
+//   and an f32 gradient (mixed precision: f32 master weights and gradients, low-precision
+//   compute) the kernel accumulates in f32 straight into the gradient, never rounding it to
+//   the low dtype on the way (GEMMs write into it with beta = 1). Activation gradients (dinp, dx,
+//   dq, ...) have the dtype of their input. Same-dtype calls are unaffected.
 // - Work is parallelised with OpenMP over the calling thread's omp_get_max_threads().
 // - Bad input (shape mismatch, token id out of range) throws braid::Error naming the
 //   argument, the offending index and the numbers.
@@ -30,7 +31,8 @@ namespace braid::kernels {
 
 // ---- GEMM ----
 // c[M,N] = alpha * op(a) @ op(b) + beta * c; op(x) = x^T when trans_x. 2-D, row-major.
-// a, b, c share one dtype (f32 or bf16; bf16 accumulates in f32).
+// a, b, c share one dtype (f32, bf16 or f16; the low ones accumulate in f32, and f16 runs as an
+// f32 GEMM on widened copies: Note [f16 GEMM], cpu/gemm_f16.cpp).
 void matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
             float alpha = 1.0f, float beta = 0.0f);
 // Which library does GEMM ("onednn", "openblas", ...) and its measured peak in GFLOP/s for
@@ -129,7 +131,7 @@ float max_abs(const Tensor& x);
 // the max |x| over every piece that will be summed (optim::exact_norm_shift).
 __int128 sum_squares_fixed(const Tensor& x, int shift);
 
-// ---- Optimiser steps, fused over flat buffers (param f32; grad f32 or bf16) ----
+// ---- Optimiser steps, fused over flat buffers (param f32; grad f32, bf16 or f16) ----
 // AdamW with decoupled weight decay and bias correction at step t (1-based):
 // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,

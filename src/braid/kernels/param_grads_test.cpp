@@ -208,7 +208,8 @@ TEST_P(ParamGrads, WrongGradientDtypeIsRefused) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, ParamGrads, ::testing::Values(DType::bf16), dtype_param_name);
+INSTANTIATE_TEST_SUITE_P(Kernels, ParamGrads, ::testing::Values(DType::bf16, DType::f16),
+                         dtype_param_name);
 
 }  // namespace
 }  // namespace braid::kernels::test

@@ -28,8 +28,8 @@ void check_dtype(const char* op, const char* name, const Tensor& t, DType want) 
 
 void check_float(const char* op, const char* name, const Tensor& t) {
   check_defined(op, name, t);
-  BRAID_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16, op, ": ", name, " has dtype ",
-              dtype_name(t.dtype()), ", expected f32 or bf16");
+  BRAID_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16 || t.dtype() == DType::f16, op,
+              ": ", name, " has dtype ", dtype_name(t.dtype()), ", expected f32, bf16 or f16");
 }
 
 void check_same_dtype(const char* op, const char* name, const Tensor& t, const char* ref_name,
@@ -77,7 +77,7 @@ int64_t rows_of(const Tensor& t) {
 
 namespace {
 
-constexpr int kRawSlots = 8;
+constexpr int kRawSlots = 10;
 constexpr int kF64Slots = 4;
 
 struct ScratchBuffer {

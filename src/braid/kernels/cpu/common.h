@@ -1,5 +1,5 @@
-// Helpers shared by the CPU kernels (internal to kernels/): dtype dispatch, f32/bf16 element
-// access, argument checks that name the op, the argument and the numbers, and scratch
+// Helpers shared by the CPU kernels (internal to kernels/): dtype dispatch, f32/bf16/f16
+// element access, argument checks that name the op, the argument and the numbers, and scratch
 // buffers charged to the calling rank's tracker (Note [Kernel scratch]).
 #pragma once
 
@@ -13,7 +13,8 @@
 
 namespace braid::kernels::cpu {
 
-// ---- element access (bf16 is computed in f32, stored rounded to nearest even) ----
+// ---- element access (bf16 and f16 are computed in f32, stored rounded to nearest even; f16
+// overflow stores inf) ----
 inline float ld(const float* p) {
   return *p;
 }
@@ -45,13 +46,19 @@ void store_row(f16* dst, const float* src, int64_t n);
 void add_row(float* dst, const float* src, int64_t n);
 void add_row(bf16* dst, const float* src, int64_t n);
 void add_row(f16* dst, const float* src, int64_t n);
+// dst = src + beta * dst (beta == 0: dst = src, whatever dst held), rounded once to dst's
+// dtype; n elements in parallel blocks. The write-back of a GEMM's f32 result.
+void write_back(float* dst, const float* src, int64_t n, float beta);
+void write_back(bf16* dst, const float* src, int64_t n, float beta);
+void write_back(f16* dst, const float* src, int64_t n, float beta);
 
-// Calls fn(T{}) with T = float or bf16 according to dtype; other dtypes throw naming op.
+// Calls fn(T{}) with T = float, bf16 or f16 according to dtype; other dtypes throw naming op.
 template <typename Fn>
 decltype(auto) dispatch_float(DType dtype, const char* op, Fn&& fn) {
   if (dtype == DType::f32) return fn(float{});
   if (dtype == DType::bf16) return fn(bf16{});
-  BRAID_THROW(op, ": unsupported dtype ", dtype_name(dtype), " (expected f32 or bf16)");
+  if (dtype == DType::f16) return fn(f16{});
+  BRAID_THROW(op, ": unsupported dtype ", dtype_name(dtype), " (expected f32, bf16 or f16)");
 }
 
 // ---- checks ----
@@ -60,7 +67,7 @@ decltype(auto) dispatch_float(DType dtype, const char* op, Fn&& fn) {
 void check_cpu(const char* op, std::initializer_list<const Tensor*> tensors);
 void check_defined(const char* op, const char* name, const Tensor& t);
 void check_dtype(const char* op, const char* name, const Tensor& t, DType want);
-void check_float(const char* op, const char* name, const Tensor& t);  // f32 or bf16
+void check_float(const char* op, const char* name, const Tensor& t);  // f32, bf16 or f16
 void check_same_dtype(const char* op, const char* name, const Tensor& t, const char* ref_name,
                       const Tensor& ref);
 // A parameter gradient: the dtype of ref (the op's input) or f32 (Note [Parameter gradients]).
@@ -91,15 +98,17 @@ int64_t cols_of(const Tensor& t);
 //    buffer grows, or when the thread's tracker changed since the buffer was charged (its
 //    charge then moves to the new tracker);
 //  - the buffers are freed and released from the tracker when the thread exits.
-// Slots are independent so a kernel can hold a few buffers at once; slots 6 and 7 belong to
-// the GEMM seam (oneDNN's scratchpad, OpenBLAS's bf16 widening). Contents are undefined on
-// return. Call these on the calling thread, outside the kernel's parallel regions.
+// Slots are independent so a kernel can hold a few buffers at once; slots 6 to 9 belong to
+// the GEMM seam (6, 7: oneDNN's scratchpad, OpenBLAS's bf16 widening; 8, 9: the f16 widening
+// of cpu/gemm_f16.cpp). Contents are undefined on return. Call these on the calling thread, outside
+// the kernel's parallel regions.
 void* scratch_raw(int slot, size_t bytes);
 inline float* scratch(int slot, int64_t n) {
   return static_cast<float*>(scratch_raw(slot, static_cast<size_t>(n) * sizeof(float)));
 }
-inline bf16* scratch_bf16(int slot, int64_t n) {
-  return static_cast<bf16*>(scratch_raw(slot, static_cast<size_t>(n) * sizeof(bf16)));
+template <typename T>
+inline T* scratch_as(int slot, int64_t n) {
+  return static_cast<T*>(scratch_raw(slot, static_cast<size_t>(n) * sizeof(T)));
 }
 double* scratch_f64(int slot, int64_t n);  // slots 0..3, separate from scratch_raw's
 

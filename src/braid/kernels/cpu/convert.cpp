@@ -126,6 +126,39 @@ void add_row(f16* dst, const float* src, int64_t n) {
   add_row_impl(dst, src, n);
 }
 
+namespace {
+
+template <typename D>
+void write_back_impl(D* dst, const float* src, int64_t n, float beta) {
+  constexpr int64_t kBlock = 2048;
+#pragma omp parallel for schedule(static) if (n > 4 * kBlock)
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - i0);
+    if (beta == 0.0f) {
+      store_row(dst + i0, src + i0, m);
+    } else if (beta == 1.0f) {
+      add_row(dst + i0, src + i0, m);
+    } else {
+      float buf[kBlock];
+      load_row(buf, dst + i0, m);
+      for (int64_t j = 0; j < m; ++j) buf[j] = src[i0 + j] + beta * buf[j];
+      store_row(dst + i0, buf, m);
+    }
+  }
+}
+
+}  // namespace
+
+void write_back(float* dst, const float* src, int64_t n, float beta) {
+  write_back_impl(dst, src, n, beta);
+}
+void write_back(bf16* dst, const float* src, int64_t n, float beta) {
+  write_back_impl(dst, src, n, beta);
+}
+void write_back(f16* dst, const float* src, int64_t n, float beta) {
+  write_back_impl(dst, src, n, beta);
+}
+
 }  // namespace braid::kernels::cpu
 
 namespace braid::kernels {

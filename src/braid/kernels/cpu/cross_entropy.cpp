@@ -7,7 +7,9 @@
 //   forward_backward: both in one pass when the loss scale is known up front (saves the
 //     logits recompute, a quarter of the lm-head GEMM work)
 // bf16: logits accumulate in f32; dlogits are rounded to bf16 for the two backward GEMMs
-// (as autocast does) and dweight accumulates over chunks in f32: straight into an f32 dweight
+// (as autocast does). f16: x and weight are widened to f32 for f32 GEMMs (Note [f16 GEMM]),
+// so dlogits stay f32 (f16 would flush the small ones to zero). dweight accumulates over
+// chunks in f32: straight into an f32 dweight
 // (Note [Parameter gradients], ops.h), else in an f32 scratch of [V,C] added once at the end.
 #include <cmath>
 
@@ -65,10 +67,13 @@ float row_lse(const float* z, int64_t V) {
 
 // One pass over the row chunks. lse_in given: use it (backward); else compute lse (into
 // lse_out) and the summed loss. dx/dweight given: accumulate the gradients of scale * loss.
+// The GEMMs take G: T itself for f32 and bf16; f32 for f16, whose x rows and weight are
+// widened once per pass and chunk (Note [f16 GEMM]), so f16 keeps its dlogits in f32.
 template <typename T>
 double ce_pass(const CeDims& d, const T* x, const T* w, const int32_t* tg, const float* lse_in,
                float* lse_out, T* dx, Tensor* dweight, float scale, int32_t ignore_index) {
-  constexpr bool kF32 = std::is_same_v<T, float>;
+  constexpr bool kWiden = std::is_same_v<T, f16>;
+  using G = std::conditional_t<kWiden, float, T>;
   const bool grads = dx || dweight;
   double* row_loss = scratch_f64(1, d.N);
   float* logits = scratch(2, std::min(kChunk, d.N) * d.V);
@@ -82,10 +87,21 @@ double ce_pass(const CeDims& d, const T* x, const T* w, const int32_t* tg, const
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < d.V * d.C; ++i) dw_acc[i] = 0.0f;
   }
+  const G* wg;
+  if constexpr (kWiden) {
+    wg = widen(0, w, d.V, d.C, d.C);
+  } else {
+    wg = w;
+  }
   for (int64_t r0 = 0; r0 < d.N; r0 += kChunk) {
     const int64_t R = std::min(kChunk, d.N - r0);
-    const T* xr = x + r0 * d.C;
-    chunk_logits(logits, xr, w, R, d);
+    const G* xr;
+    if constexpr (kWiden) {
+      xr = widen(1, x + r0 * d.C, R, d.C, d.C);
+    } else {
+      xr = x + r0 * d.C;
+    }
+    chunk_logits(logits, xr, wg, R, d);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < R; ++r) {
       float* z = logits + r * d.V;
@@ -103,27 +119,33 @@ double ce_pass(const CeDims& d, const T* x, const T* w, const int32_t* tg, const
       z[t] -= scale;
     }
     if (!grads) continue;
-    if constexpr (kF32) {
-      if (dx) gemm(false, false, R, d.C, d.V, 1.0f, logits, d.V, w, d.C, 1.0f, dx + r0 * d.C, d.C);
-      if (dweight) gemm(true, false, d.V, d.C, R, 1.0f, logits, d.V, xr, d.C, 1.0f, dw_acc, d.C);
+    // dlogits in G: rounded to bf16 (as autocast does) for bf16, else the f32 logits.
+    const G* dl;
+    if constexpr (std::is_same_v<G, float>) {
+      dl = logits;
     } else {
-      bf16* dl = scratch_bf16(4, R * d.V);
+      G* rounded = scratch_as<G>(4, R * d.V);
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < R * d.V; ++i) st(&dl[i], logits[i]);
-      if (dx) {
+      for (int64_t r = 0; r < R; ++r) store_row(rounded + r * d.V, logits + r * d.V, d.V);
+      dl = rounded;
+    }
+    if (dx) {
+      if constexpr (std::is_same_v<T, float>) {
+        gemm(false, false, R, d.C, d.V, 1.0f, dl, d.V, wg, d.C, 1.0f, dx + r0 * d.C, d.C);
+      } else {
         float* tmp = scratch(5, R * d.C);
-        gemm(false, false, R, d.C, d.V, 1.0f, dl, d.V, w, d.C, 0.0f, tmp, d.C);
+        gemm(false, false, R, d.C, d.V, 1.0f, dl, d.V, wg, d.C, 0.0f, tmp, d.C);
         T* dxr = dx + r0 * d.C;
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < R * d.C; ++i) st(&dxr[i], ld(&dxr[i]) + tmp[i]);
+        for (int64_t r = 0; r < R; ++r) add_row(dxr + r * d.C, tmp + r * d.C, d.C);
       }
-      if (dweight) gemm(true, false, d.V, d.C, R, 1.0f, dl, d.V, xr, d.C, 1.0f, dw_acc, d.C);
     }
+    if (dweight) gemm(true, false, d.V, d.C, R, 1.0f, dl, d.V, xr, d.C, 1.0f, dw_acc, d.C);
   }
   if (dweight && dweight->dtype() != DType::f32) {
     T* dw = dweight->data<T>();
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < d.V * d.C; ++i) st(&dw[i], ld(&dw[i]) + dw_acc[i]);
+    for (int64_t v = 0; v < d.V; ++v) add_row(dw + v * d.C, dw_acc + v * d.C, d.C);
   }
   double loss = 0;  // summed in row order: independent of the thread count
   for (int64_t n = 0; n < d.N; ++n) loss += row_loss[n];

@@ -122,7 +122,7 @@ void embedding_backward(Tensor* dwte, Tensor* dwpe, const Tensor& dout, const Te
         const TeamScratch<float> acc_s(0, C);
 #pragma omp parallel for schedule(static)
         for (int64_t t = 0; t < T; ++t) {
-          float* acc = acc_s.mine();  // per thread; one rounding per element for bf16
+          float* acc = acc_s.mine();  // per thread; one rounding per element for bf16, f16
           G* pr = p + t * C;
           load_row(acc, pr, C);
           for (int64_t b = 0; b < d.B; ++b) {

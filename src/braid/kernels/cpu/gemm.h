@@ -1,5 +1,6 @@
 // The GEMM seam of the CPU kernels (internal): one library (oneDNN or OpenBLAS, chosen by
-// CMake: gemm_onednn.cpp or gemm_openblas.cpp) behind raw row-major pointer calls.
+// CMake: gemm_onednn.cpp or gemm_openblas.cpp) behind raw row-major pointer calls; f16 goes
+// through the library's f32 GEMM (gemm_f16.cpp).
 //
 // C[M,N] (f32, row stride ldc) = alpha * op(A) @ op(B) + beta * C, where op(A) is [M,K]:
 // A is stored [M,K] (lda >= K) or, when ta, [K,M] (lda >= M); likewise B is [K,N] or, when
@@ -20,5 +21,12 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A,
           int64_t lda, const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc,
           const float* bias = nullptr);
+// f16 inputs, widened to f32 for the f32 GEMM (Note [f16 GEMM], cpu/gemm_f16.cpp).
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const f16* A, int64_t lda,
+          const f16* B, int64_t ldb, float beta, float* C, int64_t ldc,
+          const float* bias = nullptr);
+// Widens the rows x cols matrix src (row stride ld) to f32 in scratch slot `slot`, packed
+// (row stride cols), in parallel; returns it.
+float* widen(int slot, const f16* src, int64_t rows, int64_t cols, int64_t ld);
 
 }  // namespace braid::kernels::cpu

@@ -2,9 +2,9 @@
 //   inp[N,C] (any leading dims), weight[OC,C], bias[OC], out[N,OC]
 //   forward:  out = inp @ weight^T + bias (bias fused into the GEMM)
 //   backward: dinp += dout @ weight; dweight += dout^T @ inp; dbias += sum_n dout
-// bf16: GEMMs accumulate into an f32 scratch that is then rounded (forward) or added
-// (backward) into the bf16 tensors; an f32 dweight/dbias (Note [Parameter gradients], ops.h)
-// is accumulated into directly (the dweight GEMM runs with beta = 1 on it).
+// bf16, f16: GEMMs accumulate into an f32 scratch that is then rounded (forward) or added
+// (backward) into the low-precision tensors; an f32 dweight/dbias (Note [Parameter gradients],
+// ops.h) is accumulated into directly (the dweight GEMM runs with beta = 1 on it).
 #include "braid/kernels/cpu/common.h"
 #include "braid/kernels/cpu/gemm.h"
 #include "braid/kernels/ops.h"
@@ -26,13 +26,6 @@ void check_linear(const char* op, const Tensor& inp, const Tensor& weight, int64
               " has last dimension ", cols_of(inp), " but weight ", weight.shape().str(),
               " expects C=", *C);
   *N = rows_of(inp);
-}
-
-// dst[i] (dtype T) = src[i] (f32) or += src[i] when accumulate, over n elements, in parallel.
-template <typename T>
-void write_back(T* dst, const float* src, int64_t n, bool accumulate) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) st(&dst[i], accumulate ? ld(&dst[i]) + src[i] : src[i]);
 }
 
 }  // namespace
@@ -66,7 +59,7 @@ void linear_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const 
     } else {
       float* tmp = scratch(0, N * OC);
       gemm(false, true, N, OC, C, 1.0f, inp.data<T>(), C, weight.data<T>(), C, 0.0f, tmp, OC, b);
-      write_back(out.data<T>(), tmp, N * OC, false);
+      write_back(out.data<T>(), tmp, N * OC, 0.0f);
     }
   });
 }
@@ -96,7 +89,7 @@ void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor&
       } else {
         float* tmp = scratch(0, N * C);
         gemm(false, false, N, C, OC, 1.0f, g, OC, weight.data<T>(), C, 0.0f, tmp, C);
-        write_back(dinp->data<T>(), tmp, N * C, true);
+        write_back(dinp->data<T>(), tmp, N * C, 1.0f);
       }
     }
     if (dweight && dweight->dtype() == DType::f32) {
@@ -104,7 +97,7 @@ void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor&
     } else if (dweight) {
       float* tmp = scratch(0, OC * C);
       gemm(true, false, OC, C, N, 1.0f, g, OC, inp.data<T>(), C, 0.0f, tmp, C);
-      write_back(dweight->data<T>(), tmp, OC * C, true);
+      write_back(dweight->data<T>(), tmp, OC * C, 1.0f);
     }
     if (dbias) {
       // Column sums in f64, each thread owning a contiguous range of columns.

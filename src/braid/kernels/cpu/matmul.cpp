@@ -1,6 +1,6 @@
 // Public GEMM entry points on Tensors: matmul, and the measured GEMM peak for MFU reports.
 //   c[M,N] = alpha * op(a) @ op(b) + beta * c; a is [M,K] ([K,M] when trans_a), b is [K,N]
-//   ([N,K] when trans_b). bf16 tensors multiply into an f32 scratch, then round into c.
+//   ([N,K] when trans_b). bf16 and f16 tensors multiply into an f32 scratch, then round into c.
 #include <omp.h>
 
 #include <algorithm>
@@ -35,19 +35,16 @@ void matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool tran
            beta, c.data<float>(), N);
     } else {
       float* tmp = scratch(0, M * N);
-      gemm(trans_a, trans_b, M, N, K, alpha, a.data<bf16>(), a.size(1), b.data<bf16>(), b.size(1),
-           0.0f, tmp, N);
-      bf16* cp = c.data<bf16>();
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < M * N; ++i)
-        st(&cp[i], tmp[i] + (beta == 0.0f ? 0.0f : beta * ld(&cp[i])));
+      gemm(trans_a, trans_b, M, N, K, alpha, a.data<T>(), a.size(1), b.data<T>(), b.size(1), 0.0f,
+           tmp, N);
+      write_back(c.data<T>(), tmp, M * N, beta);
     }
   });
 }
 
 double measure_gemm_peak_gflops(int n, DType dtype) {
   BRAID_CHECK(n > 0, "measure_gemm_peak_gflops: n must be positive, got ", n);
-  BRAID_CHECK(dtype == DType::f32 || dtype == DType::bf16,
+  BRAID_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
               "measure_gemm_peak_gflops: unsupported dtype ", dtype_name(dtype));
   Tensor a = Tensor::full(Shape{n, n}, 0.5, dtype), b = Tensor::full(Shape{n, n}, 0.25, dtype);
   Tensor c = Tensor::zeros(Shape{n, n}, dtype);

@@ -7,7 +7,7 @@
 //   dweight += sum_n dout * norm; dbias += sum_n dout
 // Parameter gradients are reduced per thread in f64 over a fixed row split, then summed in
 // thread order (deterministic for a given thread count) and added once into dweight/dbias,
-// which may be f32 for bf16 inputs (Note [Parameter gradients], ops.h).
+// which may be f32 for bf16 or f16 inputs (Note [Parameter gradients], ops.h).
 #include <cmath>
 
 #include "braid/kernels/cpu/common.h"

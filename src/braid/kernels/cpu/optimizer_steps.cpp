@@ -1,5 +1,5 @@
 // Fused optimiser steps over flat buffers (torch.optim semantics).
-//   param[P] f32, grad[P] f32 or bf16, m[P], v[P], momentum_buf[P] f32
+//   param[P] f32, grad[P] f32, bf16 or f16, m[P], v[P], momentum_buf[P] f32
 //   AdamW (decoupled decay, bias-corrected at 1-based step t):
 //     p -= lr * wd * p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 //     p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
