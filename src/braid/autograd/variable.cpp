@@ -110,11 +110,14 @@ const std::shared_ptr<Node>& Variable::grad_fn() const {
   return impl_ ? impl_->grad_fn : kNone;
 }
 
-void Variable::register_post_accumulate_hook(PostAccumulateHook hook) {
+void Variable::register_post_accumulate_hook(PostAccumulateHook hook, bool first) {
   auto& impl = checked(impl_, "register_post_accumulate_hook");
   BRAID_CHECK(impl.grad_fn == nullptr && impl.requires_grad, "register_post_accumulate_hook on '",
               impl.name, "': only leaves that require grad get post-accumulate hooks");
-  impl.hooks.push_back(std::move(hook));
+  if (first)
+    impl.hooks.insert(impl.hooks.begin(), std::move(hook));
+  else
+    impl.hooks.push_back(std::move(hook));
 }
 
 void Variable::backward(float seed) const {

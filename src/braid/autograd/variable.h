@@ -45,7 +45,9 @@ class Variable {
   bool is_leaf() const { return grad_fn() == nullptr; }
 
   using PostAccumulateHook = std::function<void(Variable&)>;
-  void register_post_accumulate_hook(PostAccumulateHook hook);
+  // Hooks run in registration order; `first` puts this one before those already registered
+  // (an observer that must see the gradient before a strategy's hook sends it away).
+  void register_post_accumulate_hook(PostAccumulateHook hook, bool first = false);
 
   // Runs backward from this scalar (numel 1) with seed gradient `seed` (default 1).
   void backward(float seed = 1.0f) const;

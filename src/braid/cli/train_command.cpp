@@ -53,8 +53,10 @@ int run_train(const std::vector<std::string>& args) {
   // Fault tests only (train/fault_plan.h): deaths at chosen points of chosen steps.
   auto plan = braid::train::FaultPlan::from_environment(world ? world->rank() : 0,
                                                         braid::train::launch_attempt());
-  if (!plan.empty())
+  if (!plan.empty()) {
     options.fault = [plan](int64_t step, const std::string& point) { plan.at(step, point); };
+    options.inject_nan = [plan](int64_t step) { return plan.has(step, "nan"); };
+  }
   braid::train::Trainer trainer(cfg, world, options);
   trainer.run();
   return 0;

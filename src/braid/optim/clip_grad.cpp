@@ -47,22 +47,30 @@ bool is_finite_norm(double norm) {
   return std::isfinite(norm);
 }
 
+float unscale_clip_factor(double scaled_norm, double max_norm, double loss_scale) {
+  const double norm = scaled_norm / loss_scale;
+  const double clip = max_norm > 0 ? clip_coefficient(norm, max_norm) : 1.0;
+  return static_cast<float>(clip / loss_scale);
+}
+
 double clip_grad_norm(std::vector<Tensor> grads, double max_norm, const NormReduction& reduce,
-                      bool error_if_nonfinite) {
-  BRAID_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be > 0, got ", max_norm);
-  double norm = grad_norm(grads, reduce);
-  if (!is_finite_norm(norm)) {
-    BRAID_CHECK(!error_if_nonfinite, "clip_grad_norm: the total gradient norm is ", norm, " over ",
-                grads.size(),
+                      bool error_if_nonfinite, double loss_scale) {
+  BRAID_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
+  BRAID_CHECK(loss_scale > 0, "clip_grad_norm: loss_scale must be > 0, got ", loss_scale);
+  const double scaled = grad_norm(grads, reduce);
+  if (!is_finite_norm(scaled)) {
+    BRAID_CHECK(!error_if_nonfinite, "clip_grad_norm: the total gradient norm is ", scaled,
+                " over ", grads.size(),
                 " gradient tensors (inf or nan gradients); the step "
                 "must be skipped");
-    return norm;
+    return scaled;
   }
-  const float coef = clip_coefficient(norm, max_norm);
-  if (coef < 1.0f)
+  // Note [Unscale with the clip]
+  const float factor = unscale_clip_factor(scaled, max_norm, loss_scale);
+  if (factor != 1.0f)
     for (Tensor& g : grads)
-      if (g.defined() && g.numel() > 0) kernels::scale(g, coef);
-  return norm;
+      if (g.defined() && g.numel() > 0) kernels::scale(g, factor);
+  return scaled / loss_scale;
 }
 
 }  // namespace braid::optim

@@ -35,11 +35,19 @@ double grad_norm(float local_max, const std::function<__int128(int shift)>& loca
 float clip_coefficient(double norm, double max_norm);
 
 // Returns the total norm before clipping. Scales every gradient by max_norm / (norm + 1e-6)
-// when that is < 1. A non-finite norm (inf/nan gradients) leaves the gradients untouched and
-// is returned, or throws when error_if_nonfinite: the caller must skip the step either way
-// (see is_finite_norm), never apply it.
+// when that is < 1 (max_norm 0: no clipping). A non-finite norm (inf/nan gradients) leaves the
+// gradients untouched and is returned, or throws when error_if_nonfinite: the caller must skip
+// the step either way (see is_finite_norm), never apply it.
+//
+// Note [Unscale with the clip]: with fp16 loss scaling the gradients hold loss_scale times their
+// value. The norm returned is then the unscaled one (norm / loss_scale), clipping compares that
+// with max_norm, and one multiply per element applies clip coefficient / loss_scale, unscaling
+// and clipping together as DeepSpeed's unscale_and_clip_grads does.
 double clip_grad_norm(std::vector<Tensor> grads, double max_norm, const NormReduction& reduce = {},
-                      bool error_if_nonfinite = false);
+                      bool error_if_nonfinite = false, double loss_scale = 1.0);
+// The one factor clip_grad_norm multiplies by, for gradients scaled by loss_scale whose scaled
+// norm is scaled_norm (1 when nothing changes them).
+float unscale_clip_factor(double scaled_norm, double max_norm, double loss_scale);
 
 bool is_finite_norm(double norm);
 

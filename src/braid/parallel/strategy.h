@@ -77,8 +77,10 @@ class Strategy {
   virtual void begin_micro_step(int64_t micro_step, int64_t accumulation_steps) = 0;
   virtual void end_micro_step() = 0;
   // The exact global norm of the reduced gradients (Note [Global norm], optim/clip_grad.h), and
-  // clipping to max_norm when max_norm > 0. Non-finite: returned, gradients untouched.
-  virtual double clip_grad_norm(double max_norm) = 0;
+  // clipping to max_norm when max_norm > 0. Gradients that hold loss_scale times their value
+  // (fp16 loss scaling) are unscaled in the same pass and the unscaled norm is returned (Note
+  // [Unscale with the clip]). Non-finite: returned, gradients untouched.
+  virtual double clip_grad_norm(double max_norm, double loss_scale = 1.0) = 0;
   virtual void after_optimizer_step() = 0;
   // Waits for everything still in flight (e.g. the exchange of updated shards that the next
   // forward would wait for); call before reading parameters outside a forward.

@@ -38,6 +38,17 @@ std::vector<ResumeCase> resume_cases() {
       continue;  // the same as zero3 here
     cases.push_back({v.name, v.min_ranks > 1 ? 4 : 2, v.apply});
   }
+  // Mixed precision: the compute copies come back from the masters; fp16's loss scaler state
+  // (a scale that grows every step here) is part of the checkpoint.
+  cases.push_back({"zero3_bf16", 2, [](TrainConfig& c) {
+                     c.parallel.strategy = "zero3";
+                     c.training.precision = "bf16";
+                   }});
+  cases.push_back({"ddp_fp16_dynamic_scale", 2, [](TrainConfig& c) {
+                     c.training.precision = "fp16";
+                     c.fp16.initial_scale_power = 8;
+                     c.fp16.loss_scale_window = 1;
+                   }});
   // checkpoint.async: the same checkpoints, written in the background.
   for (const char* strategy : {"ddp", "zero3"})
     cases.push_back({std::string(strategy) + "_async", 2, [strategy](TrainConfig& c) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -46,6 +47,8 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("training.eval_batches", &c.training.eval_batches);
   f("training.precision", &c.training.precision);
   f("training.resume", &c.training.resume);
+  f("training.on_nonfinite", &c.training.on_nonfinite);
+  f("training.detect_anomaly", &c.training.detect_anomaly);
   f("optimizer.type", &c.optimizer.type);
   f("optimizer.lr", &c.optimizer.lr);
   f("optimizer.weight_decay", &c.optimizer.weight_decay);
@@ -76,6 +79,12 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("parallel.comm_timeout_s", &c.parallel.comm_timeout_s);
   f("parallel.comm_debug", &c.parallel.comm_debug);
   f("memory.budget", &c.memory.budget);
+  f("fp16.loss_scale", &c.fp16.loss_scale);
+  f("fp16.initial_scale_power", &c.fp16.initial_scale_power);
+  f("fp16.loss_scale_window", &c.fp16.loss_scale_window);
+  f("fp16.hysteresis", &c.fp16.hysteresis);
+  f("fp16.consecutive_hysteresis", &c.fp16.consecutive_hysteresis);
+  f("fp16.min_loss_scale", &c.fp16.min_loss_scale);
   f("checkpoint.dir", &c.checkpoint.dir);
   f("checkpoint.interval", &c.checkpoint.interval);
   f("checkpoint.keep_last", &c.checkpoint.keep_last);
@@ -275,7 +284,9 @@ void validate(const TrainConfig& c) {
   one_of("parallel.sharding_strategy", c.parallel.sharding_strategy,
          {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"});
   one_of("parallel.sync_each_batch", c.parallel.sync_each_batch, {"auto", "true", "false"});
-  one_of("training.precision", c.training.precision, {"fp32", "bf16"});
+  one_of("training.precision", c.training.precision, {"fp32", "bf16", "fp16"});
+  one_of("training.on_nonfinite", c.training.on_nonfinite, {"stop", "skip", "off"});
+  optim::LossScaler check_fp16(loss_scaler_config(c));  // throws naming the bad fp16 key
   BRAID_CHECK(!c.model.preset.empty() || !c.model.config.empty() || !c.model.init_from.empty(),
               "config: set one of model.preset, model.config or model.init_from");
   BRAID_CHECK(c.data.random_tokens || !c.data.train.empty(),
@@ -321,6 +332,21 @@ void validate(const TrainConfig& c) {
 std::string TrainConfig::checkpoint_dir() const {
   return checkpoint.dir.empty() ? (std::filesystem::path(output.dir) / "checkpoints").string()
                                 : checkpoint.dir;
+}
+
+optim::LossScalerConfig loss_scaler_config(const TrainConfig& c) {
+  optim::LossScalerConfig s;
+  s.loss_scale = c.fp16.loss_scale;
+  // Out-of-range values stay out of range, so the scaler's check names them.
+  auto narrow = [](int64_t v) {
+    return static_cast<int>(std::clamp<int64_t>(v, INT_MIN, INT_MAX));
+  };
+  s.initial_scale_power = narrow(c.fp16.initial_scale_power);
+  s.loss_scale_window = c.fp16.loss_scale_window;
+  s.hysteresis = narrow(c.fp16.hysteresis);
+  s.consecutive_hysteresis = c.fp16.consecutive_hysteresis;
+  s.min_loss_scale = c.fp16.min_loss_scale;
+  return s;
 }
 
 DType TrainConfig::compute_dtype() const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "braid/core/dtype.h"
+#include "braid/optim/loss_scaler.h"
 
 namespace braid::train {
 
@@ -42,7 +43,16 @@ struct TrainingSection {
   int64_t log_interval = 10;
   int64_t eval_interval = 100;  // 0 = only at the end
   int64_t eval_batches = 8;
+  // fp32, bf16 or fp16: the dtype forward and backward compute in; master weights, gradients
+  // and optimizer state are f32 either way (DESIGN.md "Precision"). fp16 scales the loss (fp16).
   std::string precision = "fp32";
+  // What a step whose loss or gradients hold inf/nan does (Note [Non-finite steps]): stop
+  // (one error naming rank, step and tensor, on every rank), skip (skip the step everywhere and
+  // count it) or off (nothing is checked beyond what clipping and loss scaling compute anyway).
+  std::string on_nonfinite = "stop";
+  // Check every module's output and every parameter's gradient as they are produced, so the
+  // first non-finite tensor is named (Note [Anomaly detection]); costs a pass over each.
+  bool detect_anomaly = false;
   // Where training starts: auto (the newest valid checkpoint under checkpoint.dir, if any),
   // never, or a checkpoint directory (or a directory of them).
   std::string resume = "auto";
@@ -97,6 +107,17 @@ struct MemorySection {
   std::string budget = "";
 };
 
+// DeepSpeed's fp16 block (Note [DeepSpeed's update rules], optim/loss_scaler.cpp); used when
+// training.precision is fp16.
+struct Fp16Section {
+  double loss_scale = 0;  // 0: dynamic; > 0: this static scale
+  int64_t initial_scale_power = 16;
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
+  bool consecutive_hysteresis = false;
+  double min_loss_scale = 1;
+};
+
 struct CheckpointSection {
   std::string dir = "";   // "" = <output.dir>/checkpoints
   int64_t interval = 0;   // steps between training checkpoints (0: none); the last step too
@@ -120,6 +141,7 @@ struct TrainConfig {
   ScheduleSection schedule;
   ParallelSection parallel;
   MemorySection memory;
+  Fp16Section fp16;
   CheckpointSection checkpoint;
   OutputSection output;
 
@@ -140,6 +162,8 @@ void resolve_batch(TrainConfig& cfg, int64_t dp_size);
 // Checks value ranges and choices (lr > 0, known strategy, ...). Errors name the key.
 void validate(const TrainConfig& cfg);
 std::string dump_config(const TrainConfig& cfg);  // YAML, every field
+// The fp16 section as the loss scaler's config.
+optim::LossScalerConfig loss_scaler_config(const TrainConfig& cfg);
 // Every field as (section.key, value as YAML text), in declaration order; numbers in their
 // shortest exact form, so two configs have equal entries exactly when their fields are equal.
 std::vector<std::pair<std::string, std::string>> config_entries(const TrainConfig& cfg);

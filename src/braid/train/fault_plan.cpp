@@ -12,9 +12,9 @@
 namespace braid::train {
 
 namespace {
-const char* const kPoints[] = {"forward",       "backward",    "optimizer",
-                               "save:create",   "save:write",  "save:sync",
-                               "save:manifest", "save:rename", "save:publish"};
+const char* const kPoints[] = {"forward",      "backward",  "optimizer",     "save:create",
+                               "save:write",   "save:sync", "save:manifest", "save:rename",
+                               "save:publish", "nan"};
 
 bool known_point(const std::string& p) {
   for (const char* k : kPoints)
@@ -34,9 +34,10 @@ FaultPlan FaultPlan::parse(const std::string& text) {
     const bool ok = static_cast<bool>(e >> f.attempt >> c1 >> f.rank >> c2 >> f.step >> c3) &&
                     c1 == ':' && c2 == ':' && c3 == ':' && std::getline(e, f.point) &&
                     known_point(f.point);
-    BRAID_CHECK(ok, "BRAID_FAULT_PLAN: '", entry,
-                "' is not ATTEMPT:RANK:STEP:POINT with POINT one of forward, backward, optimizer, "
-                "save:create, save:write, save:sync, save:manifest, save:rename, save:publish");
+    BRAID_CHECK(
+        ok, "BRAID_FAULT_PLAN: '", entry,
+        "' is not ATTEMPT:RANK:STEP:POINT with POINT one of forward, backward, optimizer, nan, "
+        "save:create, save:write, save:sync, save:manifest, save:rename, save:publish");
     plan.points_.push_back(f);
   }
   return plan;
@@ -56,9 +57,15 @@ int launch_attempt() {
   return s ? std::atoi(s) : 0;
 }
 
+bool FaultPlan::has(int64_t step, const std::string& point) const {
+  for (const FaultPoint& f : points_)
+    if (f.step == step && f.point == point) return true;
+  return false;
+}
+
 void FaultPlan::at(int64_t step, const std::string& point) const {
   for (const FaultPoint& f : points_) {
-    if (f.step != step || f.point != point) continue;
+    if (f.step != step || f.point != point || point == "nan") continue;
     std::fprintf(stderr, "rank %d: BRAID_FAULT_PLAN: killing myself at step %lld, %s\n", f.rank,
                  static_cast<long long>(step), point.c_str());
     std::fflush(stderr);

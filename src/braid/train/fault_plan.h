@@ -5,6 +5,8 @@
 //   forward, backward   micro-step 0's forward / backward pass
 //   optimizer           the optimizer step
 //   save:create ... save:publish   a checkpoint save's stages (checkpoint::SaveRequest::fault)
+//   nan                 not a death: the rank's first micro-batch of STEP carries a NaN
+//                       (TrainerOptions::inject_nan), for the non-finite report
 // Entries are separated by ';'. A SIGKILL runs no handler, flushes nothing and frees nothing,
 // the same death as the OOM killer's or a lost node's.
 #pragma once
@@ -30,8 +32,9 @@ class FaultPlan {
   static FaultPlan from_environment(int rank, int attempt);
 
   bool empty() const { return points_.empty(); }
-  // Kills this process if the plan has an entry for this step and point.
+  // Kills this process if the plan has an entry for this step and point (other than nan).
   void at(int64_t step, const std::string& point) const;
+  bool has(int64_t step, const std::string& point) const;
   const std::vector<FaultPoint>& points() const { return points_; }
 
  private:

@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "braid/autograd/variable.h"
@@ -18,6 +21,7 @@
 #include "braid/optim/lr_schedule.h"
 #include "braid/optim/param_groups.h"
 #include "braid/parallel/collective_guard.h"
+#include "braid/parallel/gather_strings.h"
 #include "braid/parallel/memory_estimate.h"
 #include "braid/parallel/strategy_factory.h"
 #include "braid/train/config_agreement.h"
@@ -32,6 +36,32 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+// The fp16 loss scaler's state as checkpoint counters (the scale by its bits: min_loss_scale
+// need not be a power of two) and back.
+void add_scaler_counters(const optim::LossScaler::State& st, std::map<std::string, int64_t>& c) {
+  int64_t bits = 0;
+  std::memcpy(&bits, &st.cur_scale, sizeof bits);
+  c["loss_scale_bits"] = bits;
+  c["loss_scale_iter"] = st.cur_iter;
+  c["loss_scale_last_overflow_iter"] = st.last_overflow_iter;
+  c["loss_scale_hysteresis"] = st.cur_hysteresis;
+  c["loss_scale_dynamic"] = st.is_dynamic ? 1 : 0;
+}
+
+optim::LossScaler::State scaler_state_from(const checkpoint::Manifest& m) {
+  BRAID_CHECK(m.counters.count("loss_scale_bits") != 0,
+              "resume: the checkpoint has no fp16 loss scaler state (it was saved by a run with "
+              "training.precision other than fp16); resume it with its own precision");
+  optim::LossScaler::State st;
+  const int64_t bits = m.counter("loss_scale_bits");
+  std::memcpy(&st.cur_scale, &bits, sizeof bits);
+  st.cur_iter = m.counter("loss_scale_iter");
+  st.last_overflow_iter = m.counter("loss_scale_last_overflow_iter");
+  st.cur_hysteresis = static_cast<int>(m.counter("loss_scale_hysteresis"));
+  st.is_dynamic = m.counter("loss_scale_dynamic") != 0;
+  return st;
+}
+
 // Median of per-step values after warm-up (the first steps allocate and fault pages in).
 double steady_median(std::vector<double> v) {
   v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(2, v.size() / 2)));
@@ -82,6 +112,11 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
     throw OutOfMemory(std::string(e.what()) + " " + memory_advice());
   }
   build_data();
+  if (cfg_.compute_dtype() == DType::f16)
+    scaler_ = std::make_unique<optim::LossScaler>(loss_scaler_config(cfg_));
+  // The injector's hook first, so the detector's sees what it injected.
+  if (options_.inject_nan) nan_injector_ = std::make_unique<NanInjector>(*model_);
+  if (cfg_.training.detect_anomaly) anomaly_ = std::make_unique<AnomalyDetector>(*model_);
   if (resume_) restore_counters();
   resume_.reset();
 }
@@ -123,6 +158,7 @@ void Trainer::restore_counters() {
   train_data_->seek(samples / per_batch);
   val_batches_ = m.counter("val_batches");
   if (val_data_) val_data_->seek(val_batches_);
+  if (scaler_) scaler_->set_state(scaler_state_from(m));
 }
 
 void Trainer::save_checkpoint(int64_t step, TrainResult* result) {
@@ -138,6 +174,7 @@ void Trainer::save_checkpoint(int64_t step, TrainResult* result) {
                   {"samples", step * cfg_.training.global_batch_size},
                   {"val_batches", val_batches_},
                   {"global_batch_size", cfg_.training.global_batch_size}};
+  if (scaler_) add_scaler_counters(scaler_->state(), req.counters);
   req.config = dump_config(cfg_);
   if (options_.fault)
     req.fault = [f = options_.fault, step](const std::string& s) { f(step, "save:" + s); };
@@ -362,29 +399,31 @@ TrainResult Trainer::run() {
     auto t0 = Clock::now();
     strategy.zero_grad();
     double local_loss = 0;
+    bool local_loss_finite = true;
+    const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
+    if (anomaly_) anomaly_->begin_step();
     for (int64_t m = 0; m < accum; ++m) {
       data::Batch b = train_data_->next();
       strategy.begin_micro_step(m, accum);
+      if (anomaly_) anomaly_->set_micro_step(m);
       if (m == 0) fault(step + 1, "forward");
+      if (m == 0 && nan_injector_ && options_.inject_nan(step + 1)) nan_injector_->arm();
       autograd::Variable loss = model_->loss(b.inputs, b.targets, tokens_per_step);
-      local_loss += loss.value().item();
+      const double l = loss.value().item();
+      local_loss += l;
+      local_loss_finite = local_loss_finite && std::isfinite(l);
       if (m == 0) fault(step + 1, "backward");
-      loss.backward();
+      loss.backward(static_cast<float>(loss_scale));  // fp16: the scaled loss
       strategy.end_micro_step();
     }
     double gnorm = -1;
-    if (cfg_.optimizer.grad_clip > 0) {
-      // The exact global norm over whatever the strategy shards (Note [Global norm]).
-      gnorm = strategy.clip_grad_norm(cfg_.optimizer.grad_clip);
-      BRAID_CHECK(optim::is_finite_norm(gnorm), "step ", step + 1,
-                  ": the gradient norm is not finite (", gnorm,
-                  "); training diverged: lower optimizer.lr or raise schedule.warmup_steps");
-    }
     exposed_ms.push_back(strategy.last_step_stats().exposed_comm_ms);
     double lr = sched.lr_at(step);
-    fault(step + 1, "optimizer");
-    optimizer_->step(static_cast<float>(lr));
-    strategy.after_optimizer_step();
+    if (check_step(step + 1, local_loss_finite, &gnorm, result)) {
+      fault(step + 1, "optimizer");
+      optimizer_->step(static_cast<float>(lr));
+      strategy.after_optimizer_step();
+    }
     double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     step_times.push_back(dt);
 
@@ -432,6 +471,76 @@ TrainResult Trainer::run() {
   result.peak_tracked_bytes = tracker_->total_peak();
   finish(result);
   return result;
+}
+
+// Note [Non-finite steps]: the verdict on a step is its global gradient norm, which every rank
+// computes to the same bits (Note [Global norm]), so every rank takes the same branch with no
+// extra collective. It is computed when clipping, when fp16 scales the loss (the norm unscales
+// in the same pass, Note [Unscale with the clip]) and unless training.on_nonfinite is off; off
+// and unclipped, a step costs nothing extra and nothing is checked. Not finite:
+// - fp16 with loss scaling: an overflow; the scaler skips the step and backs off (DeepSpeed's
+//   rules, optim/loss_scaler.h), and at min_loss_scale the run stops with its error;
+// - otherwise on_nonfinite says: stop (every rank throws the same one line) or skip (no update,
+//   counted, reported).
+// Either way the line names the step, the first rank whose own values went non-finite and what
+// (locate_nonfinite): the anomaly detector's first tensor, else a non-finite loss, else the first
+// parameter whose reduced gradient is non-finite. Finding it costs only on that path.
+bool Trainer::check_step(int64_t step, bool local_loss_finite, double* gnorm, TrainResult& result) {
+  const double clip = cfg_.optimizer.grad_clip;
+  const bool check = clip > 0 || scaler_ || cfg_.training.on_nonfinite != "off";
+  const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
+  if (check) *gnorm = strategy_->clip_grad_norm(clip, loss_scale);
+  const bool finite = !check || optim::is_finite_norm(*gnorm);
+  if (scaler_) {
+    if (finite) return scaler_->update(false);
+    const std::string where = locate_nonfinite(local_loss_finite, *gnorm);
+    scaler_->update(true);  // throws at min_loss_scale
+    ++result.skipped_steps;
+    say("step " + std::to_string(step) + ": " + scaler_->overflow_message() + " (" + where + ")");
+    return false;
+  }
+  if (finite) return true;
+  const std::string where = locate_nonfinite(local_loss_finite, *gnorm);
+  BRAID_CHECK(cfg_.training.on_nonfinite == "skip", "step ", step, ": inf/nan in training: ", where,
+              ". Lower optimizer.lr, raise schedule.warmup_steps or set optimizer.grad_clip; "
+              "training.detect_anomaly: true names the first tensor, training.on_nonfinite: "
+              "skip skips such steps");
+  ++result.skipped_steps;
+  say("step " + std::to_string(step) + ": inf/nan, step skipped (training.on_nonfinite: skip, " +
+      std::to_string(result.skipped_steps) + " so far): " + where);
+  return false;
+}
+
+std::string Trainer::locate_nonfinite(bool local_loss_finite, double gnorm) {
+  // What this rank saw of its own (1: its own values) or only after the reductions (2).
+  std::string mine = anomaly_ ? anomaly_->first() : "";
+  if (mine.empty() && !local_loss_finite) mine = "loss";
+  if (!mine.empty()) {
+    mine = "1" + mine;
+  } else {
+    for (const optim::ParamSlice& s : strategy_->optimizer_slices()) {
+      if (!s.grad.defined() || s.grad.numel() == 0) continue;
+      if (!std::isfinite(kernels::max_abs(s.grad))) {
+        mine = "2reduced gradient of '" + s.name() + "'";
+        break;
+      }
+    }
+  }
+  const std::vector<std::string> all = parallel::all_gather_strings(world_.get(), mine);
+  for (const char level : {'1', '2'}) {
+    std::string line, others;
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r].empty() || all[r][0] != level) continue;
+      if (line.empty())
+        line = "first on rank " + std::to_string(r) + ": " + all[r].substr(1);
+      else
+        others += (others.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (line.empty()) continue;
+    if (!others.empty()) line += "; also on rank(s) " + others;
+    return line;
+  }
+  return "gradient norm " + std::to_string(gnorm);
 }
 
 void Trainer::finish(TrainResult& r) {

@@ -21,6 +21,7 @@
 #include "braid/nn/transformer.h"
 #include "braid/optim/optimizer.h"
 #include "braid/parallel/strategy.h"
+#include "braid/train/anomaly.h"
 #include "braid/train/batch_source.h"
 #include "braid/train/config.h"
 
@@ -40,7 +41,8 @@ struct TrainResult {
   double exposed_comm_ms = 0;      // median per-step wait for communication
   int64_t resumed_from = -1;       // the step of the checkpoint this run resumed from, or -1
   int64_t checkpoints_saved = 0;
-  double checkpoint_s = 0;  // time training waited for checkpoint saves
+  int64_t skipped_steps = 0;  // steps skipped for inf/nan (fp16 overflows, on_nonfinite: skip)
+  double checkpoint_s = 0;    // time training waited for checkpoint saves
 };
 
 struct TrainerOptions {
@@ -50,6 +52,9 @@ struct TrainerOptions {
   // "optimizer") and of a checkpoint save ("save:" + checkpoint::SaveRequest::fault's stage),
   // with the step being taken or saved (1-based); throwing from it fails the run there.
   std::function<void(int64_t step, const std::string& point)> fault;
+  // Tests: true for a step (1-based) makes this rank's first micro-batch of it carry a NaN
+  // (NanInjector, anomaly.h).
+  std::function<bool(int64_t step)> inject_nan;
 };
 
 class Trainer {
@@ -102,6 +107,11 @@ class Trainer {
   // Collective; the time it takes counts as time training waited for saves.
   void poll_async_save(bool wait, TrainResult& result);
   double all_reduce_sum(double v);
+  // After the micro-steps of `step`: the gradient norm (unscaled; -1 when nothing computes it)
+  // and whether the optimizer step is taken (Note [Non-finite steps]).
+  bool check_step(int64_t step, bool local_loss_finite, double* gnorm, TrainResult& result);
+  // The one line naming where the step's first inf/nan appeared, over every rank. Collective.
+  std::string locate_nonfinite(bool local_loss_finite, double gnorm);
   void finish(TrainResult& result);
 
   TrainConfig cfg_;
@@ -115,6 +125,9 @@ class Trainer {
   std::unique_ptr<BatchSource> val_data_;
   std::unique_ptr<checkpoint::CheckpointReader> resume_;  // until the state is restored
   std::unique_ptr<checkpoint::AsyncSaver> async_save_;    // checkpoint.async
+  std::unique_ptr<optim::LossScaler> scaler_;             // fp16
+  std::unique_ptr<AnomalyDetector> anomaly_;              // training.detect_anomaly
+  std::unique_ptr<NanInjector> nan_injector_;             // options.inject_nan
   int64_t start_step_ = 0;
   int64_t val_batches_ = 0;  // validation batches read so far (each rank)
 };

@@ -54,10 +54,11 @@ std::string format_summary(const TrainResult& r, double rss_mib, int world) {
   std::snprintf(buf, sizeof buf,
                 "summary: steps=%lld world=%d tokens_per_s=%.1f step_ms=%.1f mfu=%.4f "
                 "first_loss=%.4f last_loss=%.4f first_val_loss=%.4f val_loss=%.4f "
-                "peak_tracked_mib=%.1f peak_rss_mib=%.1f exposed_comm_ms=%.2f",
+                "peak_tracked_mib=%.1f peak_rss_mib=%.1f exposed_comm_ms=%.2f skipped_steps=%lld",
                 static_cast<long long>(r.steps), world, r.tokens_per_s, r.step_ms, r.mfu,
                 r.first_loss, r.last_loss, r.first_val_loss, r.last_val_loss,
-                static_cast<double>(r.peak_tracked_bytes) / 1048576.0, rss_mib, r.exposed_comm_ms);
+                static_cast<double>(r.peak_tracked_bytes) / 1048576.0, rss_mib, r.exposed_comm_ms,
+                static_cast<long long>(r.skipped_steps));
   return buf;
 }
 

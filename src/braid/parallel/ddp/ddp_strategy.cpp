@@ -101,11 +101,9 @@ void DdpStrategy::end_micro_step() {
   if (micro_step_ + 1 == accumulation_steps_) grads.copy_(reduced_sum_);
 }
 
-double DdpStrategy::clip_grad_norm(double max_norm) {
+double DdpStrategy::clip_grad_norm(double max_norm, double loss_scale) {
   // After the all-reduce every rank holds the same whole gradient: the local norm is global.
-  std::vector<Tensor> grads{model().flat().grads()};
-  if (max_norm > 0) return optim::clip_grad_norm(grads, max_norm);
-  return optim::grad_norm(grads);
+  return optim::clip_grad_norm({model().flat().grads()}, max_norm, {}, false, loss_scale);
 }
 
 void DdpStrategy::for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) {

@@ -39,7 +39,7 @@ class DdpStrategy : public Strategy {
   void zero_grad() override;
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps) override;
   void end_micro_step() override;
-  double clip_grad_norm(double max_norm) override;
+  double clip_grad_norm(double max_norm, double loss_scale) override;
   void after_optimizer_step() override;
   void for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) override;
   StrategyStats last_step_stats() const override { return stats_; }

@@ -263,7 +263,7 @@ void ZeroStrategy::end_micro_step() {
   rt_->end_micro_step();
 }
 
-double ZeroStrategy::clip_grad_norm(double max_norm) {
+double ZeroStrategy::clip_grad_norm(double max_norm, double loss_scale) {
   ZeroRuntime& rt = *rt_;
   std::vector<Tensor> pieces;
   for (ZeroUnit& u : rt.units())
@@ -296,14 +296,14 @@ double ZeroStrategy::clip_grad_norm(double max_norm) {
     };
   }
   if (!rt.units().empty() && rt.offload() && rt.options().stage >= 2)
-    return offloaded_norm(max_norm, reduce);
-  return max_norm > 0 ? optim::clip_grad_norm(pieces, max_norm, reduce)
-                      : optim::grad_norm(pieces, reduce);
+    return offloaded_norm(max_norm, loss_scale, reduce);
+  return optim::clip_grad_norm(pieces, max_norm, reduce, false, loss_scale);
 }
 
 // Note [Offloaded gradients] (zero_runtime.cpp): the max comes from the pieces' notes, the sum
 // reads every piece back once (one read ahead), and clipping is left to the optimizer's reads.
-double ZeroStrategy::offloaded_norm(double max_norm, const optim::NormReduction& reduce) {
+double ZeroStrategy::offloaded_norm(double max_norm, double loss_scale,
+                                    const optim::NormReduction& reduce) {
   ZeroRuntime& rt = *rt_;
   std::vector<ZeroUnit*> units;
   float local_max = 0.0f;
@@ -329,10 +329,10 @@ double ZeroStrategy::offloaded_norm(double max_norm, const optim::NormReduction&
     }
     return sum;
   };
-  const double norm = optim::grad_norm(local_max, local_sum, reduce);
-  if (max_norm > 0 && optim::is_finite_norm(norm))
-    *rt.grad_scale() = optim::clip_coefficient(norm, max_norm);
-  return norm;
+  const double scaled = optim::grad_norm(local_max, local_sum, reduce);
+  if (!optim::is_finite_norm(scaled)) return scaled;
+  *rt.grad_scale() = optim::unscale_clip_factor(scaled, max_norm, loss_scale);
+  return scaled / loss_scale;
 }
 
 void ZeroStrategy::after_optimizer_step() {

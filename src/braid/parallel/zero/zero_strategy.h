@@ -41,7 +41,7 @@ class ZeroStrategy : public Strategy {
   void zero_grad() override;
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps) override;
   void end_micro_step() override;
-  double clip_grad_norm(double max_norm) override;
+  double clip_grad_norm(double max_norm, double loss_scale) override;
   void after_optimizer_step() override;
   void synchronize() override;
   void for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) override;
@@ -52,7 +52,7 @@ class ZeroStrategy : public Strategy {
   // the slice's master weights (undefined when offloaded) and gradient views.
   void for_each_piece(const std::function<void(ZeroUnit&, optim::ParamSlice, int64_t at)>& fn);
 
-  double offloaded_norm(double max_norm, const optim::NormReduction& reduce);
+  double offloaded_norm(double max_norm, double loss_scale, const optim::NormReduction& reduce);
 
   std::shared_ptr<ZeroRuntime> rt_;
   bool materialized_ = false;
