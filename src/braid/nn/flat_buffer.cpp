@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "braid/core/error.h"
+#include "braid/kernels/ops.h"
 
 namespace braid::nn {
 
@@ -63,7 +64,7 @@ const FlatBuffer::Entry& FlatBuffer::entry(std::string_view name) const {
 
 void FlatBuffer::sync_compute() {
   if (compute_.shares_storage(params_) || !params_.defined()) return;
-  compute_.copy_(params_);
+  kernels::cast(compute_, params_);
 }
 
 void FlatBuffer::zero_grad() {

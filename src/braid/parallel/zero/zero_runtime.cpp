@@ -194,7 +194,7 @@ void ZeroRuntime::start_gather(ZeroUnit& u) {
   Tensor source = u.param_region >= 0 ? read_shard(u) : u.shard;
   if (compute_ != DType::f32) {  // Note [Mixed-precision units]
     u.gather_src = Tensor::empty(Shape{source.numel()}, compute_, MemCategory::communication);
-    u.gather_src.copy_(source);
+    kernels::cast(u.gather_src, source);
     source = u.gather_src;
   }
   u.full = Tensor::empty(Shape{u.geo.padded}, compute_, MemCategory::parameters);
@@ -296,7 +296,7 @@ void ZeroRuntime::launch_update(ZeroUnit& u) {
   const int64_t piece = u.geo.piece;
   if (!u.sharded) {
     Tensor mine = u.full.flat_range(u.geo.piece_begin(c()), piece);
-    if (u.master.defined()) mine.copy_(u.master);  // Note [Mixed-precision units]
+    if (u.master.defined()) kernels::cast(mine, u.master);  // Note [Mixed-precision units]
     u.update = groups_.grad->all_gather(u.full, mine);
   } else if (groups_.replicate) {
     u.update =

@@ -129,7 +129,7 @@ void ZeroStrategy::materialize(nn::Transformer& model, const MaterializeOptions&
         }
       }
       if (!u.sharded && mixed) {
-        u.full.copy_(full);
+        kernels::cast(u.full, full);
         u.master = Tensor::empty(Shape{u.geo.piece}, DType::f32, MemCategory::parameters);
         u.master.copy_(full.flat_range(u.geo.piece_begin(c), u.geo.piece));
       }
