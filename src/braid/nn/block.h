@@ -13,10 +13,18 @@ class Block : public UnaryModule {
  public:
   explicit Block(const ModelConfig& cfg);
 
+  // operator() under selective activation checkpointing (Note [Selective recompute]): the
+  // same output and gradients, hooks included, but the attention sublayer keeps only its
+  // input and backward reruns it.
+  Variable call_selective(const Variable& x);
+
  protected:
   Variable forward(const Variable& x) override;
 
  private:
+  Variable attention_residual(const Variable& x);  // x + attn(norm1(x))
+  Variable mlp_residual(const Variable& h);        // h + mlp(norm2(h))
+
   UnaryModule* norm1_;
   Attention* attn_;
   UnaryModule* norm2_;

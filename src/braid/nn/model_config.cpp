@@ -147,6 +147,46 @@ ModelConfig parse_llama(FieldReader& r) {
 
 }  // namespace
 
+CheckpointPolicy CheckpointPolicy::parse(std::string_view kind, int64_t interval) {
+  CheckpointPolicy p;
+  if (kind == "none" || kind == "false") {
+    p.kind = Kind::none;
+  } else if (kind == "full" || kind == "true") {
+    p.kind = Kind::full;
+  } else if (kind == "selective") {
+    p.kind = Kind::selective;
+  } else {
+    BRAID_THROW("activation checkpointing: unknown policy '", kind,
+                "' (expected none, false, full, true or selective)");
+  }
+  p.interval = interval;
+  p.validate();
+  return p;
+}
+
+std::string_view CheckpointPolicy::kind_name(Kind k) {
+  switch (k) {
+    case Kind::none:
+      return "none";
+    case Kind::full:
+      return "full";
+    case Kind::selective:
+      return "selective";
+  }
+  return "?";
+}
+
+void CheckpointPolicy::validate() const {
+  BRAID_CHECK(interval >= 1, "activation checkpointing (", kind_name(kind),
+              "): interval must be >= 1 (every k-th block), got ", interval);
+}
+
+std::string CheckpointPolicy::str() const {
+  std::string s(kind_name(kind));
+  if (is_enabled() && interval != 1) s += " every " + std::to_string(interval);
+  return s;
+}
+
 void ModelConfig::validate() const {
   const char* t = is_gpt2() ? "gpt2" : "llama";
   auto positive = [&](const char* field, int64_t v) {
@@ -171,6 +211,7 @@ void ModelConfig::validate() const {
               "): norm_eps must be positive, got ", norm_eps);
   BRAID_CHECK(rope_theta > 0, "model config (", t, "): rope_theta must be positive, got ",
               rope_theta);
+  activation_checkpointing.validate();
 }
 
 int64_t ModelConfig::num_parameters() const {

@@ -11,6 +11,7 @@
 // attention_bias, ...) and unknown fields are errors naming the field.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -20,6 +21,37 @@
 namespace braid::nn {
 
 enum class ModelArch { gpt2, llama };
+
+// What backward recomputes instead of keeping (Note [Checkpoint policies], transformer.cpp).
+// The config value of model.activation_checkpointing: "none" (or "false"); "full" (or
+// "true"): rerun the whole block; "selective": keep the residual stream and the MLP's
+// activations, rerun the attention sublayer (Note [Selective recompute], block.cpp).
+// Block i follows the policy when i % interval == 0 ("every k-th block"); the others keep
+// all their activations.
+struct CheckpointPolicy {
+  enum class Kind { none, full, selective };
+  Kind kind = Kind::none;
+  int64_t interval = 1;
+
+  CheckpointPolicy() = default;
+  CheckpointPolicy(Kind k, int64_t every = 1) : kind(k), interval(every) {}
+  // The boolean model.activation_checkpointing of older configs: true = full, every block.
+  // Implicit so `cfg.activation_checkpointing = true` keeps working; only a bool converts.
+  template <std::same_as<bool> B>
+  CheckpointPolicy(B on) : kind(on ? Kind::full : Kind::none) {}
+
+  // "none" | "false" | "full" | "true" | "selective" and interval >= 1; anything else throws
+  // braid::Error naming the value.
+  static CheckpointPolicy parse(std::string_view kind, int64_t interval = 1);
+  static std::string_view kind_name(Kind k);  // "none", "full", "selective"
+
+  bool is_enabled() const { return kind != Kind::none; }
+  // Whether block `i` (0-based) recomputes anything in backward.
+  bool applies_to(int64_t i) const { return is_enabled() && i % interval == 0; }
+  void validate() const;    // throws unless interval >= 1
+  std::string str() const;  // "none", "full", "selective every 2"
+  bool operator==(const CheckpointPolicy&) const = default;
+};
 
 struct ModelConfig {
   ModelArch arch = ModelArch::gpt2;
@@ -35,8 +67,8 @@ struct ModelConfig {
   bool tie_word_embeddings = true;
   int64_t bos_token_id = -1;  // -1: not set; carried through config.json round trips
   int64_t eos_token_id = -1;
-  // braid-only (not part of config.json): rerun each block's forward in backward.
-  bool activation_checkpointing = false;
+  // braid-only (not part of config.json): what backward recomputes.
+  CheckpointPolicy activation_checkpointing;
 
   bool is_gpt2() const { return arch == ModelArch::gpt2; }
   bool is_llama() const { return arch == ModelArch::llama; }

@@ -77,15 +77,31 @@ void Transformer::check_ids(const Tensor& ids, const char* what) const {
               ids.size(1), " > max_seq_len ", cfg_.max_seq_len);
 }
 
+void Transformer::set_activation_checkpointing(const CheckpointPolicy& policy) {
+  policy.validate();
+  cfg_.activation_checkpointing = policy;
+}
+
+// Note [Checkpoint policies]: block i with policy.applies_to(i) keeps less for backward.
+// full: the block is one autograd::checkpoint (Note [Checkpoint rerun]), so only its input
+// stays alive and backward reruns the whole block, hooks included. selective: the block keeps
+// its residual stream and MLP activations and backward reruns its attention sublayer (Note
+// [Selective recompute], block.cpp).
+// Either way each parameter sits in exactly one checkpointed function and gradients are
+// bit-identical to keeping everything. Without recording (eval, logits) nothing is kept anyway.
 Variable Transformer::hidden(const Tensor& ids) {
   check_ids(ids, "ids");
+  const CheckpointPolicy& ac = cfg_.activation_checkpointing;
+  const bool recording = autograd::grad_enabled();
   Variable x = (*wte_)(ids, wpe_);  // [B, T, C]
   for (size_t i = 0; i < blocks_->size(); ++i) {
     Block* b = &(*blocks_)[i];
-    if (cfg_.activation_checkpointing && autograd::grad_enabled()) {
+    if (!recording || !ac.applies_to(static_cast<int64_t>(i))) {
+      x = (*b)(x);
+    } else if (ac.kind == CheckpointPolicy::Kind::full) {
       x = autograd::checkpoint([b](const Variable& v) { return (*b)(v); }, x);
     } else {
-      x = (*b)(x);
+      x = b->call_selective(x);
     }
   }
   return (*final_norm_)(x);

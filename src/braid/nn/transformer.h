@@ -69,8 +69,10 @@ class Transformer : public Module {
 
   void init_weights(uint64_t seed) { flat().init(seed); }
   void zero_grad() { flat().zero_grad(); }
-  void set_activation_checkpointing(bool on) { cfg_.activation_checkpointing = on; }
-  bool activation_checkpointing() const { return cfg_.activation_checkpointing; }
+  // What backward recomputes (Note [Checkpoint policies], transformer.cpp); a bool sets the
+  // old on/off switch (true = full, every block). Takes effect at the next forward.
+  void set_activation_checkpointing(const CheckpointPolicy& policy);
+  const CheckpointPolicy& activation_checkpointing() const { return cfg_.activation_checkpointing; }
 
  private:
   void check_ids(const Tensor& ids, const char* what) const;

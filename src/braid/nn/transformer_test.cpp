@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "braid/optim/optimizer.h"
 #include "testing/tensor_compare.h"
@@ -152,16 +153,73 @@ TEST_P(TransformerTest, MemoryIsAccountedAndActivationsFreedAfterBackward) {
   EXPECT_EQ(tracker->current(MemCategory::optimizer_state), 8 * n);
 }
 
-TEST_P(TransformerTest, ActivationCheckpointingGivesTheSameGradients) {
-  const ModelConfig cfg = tiny(GetParam());
-  Transformer a(cfg, {.seed = 3}), b(cfg, {.seed = 3});
-  b.set_activation_checkpointing(true);
-  Tensor ids = tokens(2, 8, cfg.vocab_size, 1), tg = tokens(2, 8, cfg.vocab_size, 2);
-  Variable la = a.loss(ids, tg), lb = b.loss(ids, tg);
-  EXPECT_EQ(la.value().item(), lb.value().item());
-  la.backward();
-  lb.backward();
-  EXPECT_TRUE(testing::all_close(b.flat().grads(), a.flat().grads(), 1e-6, 1e-9));
+// One forward and backward of a fresh seed-3 model under `policy`.
+struct StepResult {
+  float loss = 0;
+  Tensor grads;  // the whole flat gradient buffer
+  int64_t peak_activations = 0;
+  std::vector<int> hook_calls;  // per parameter, post-accumulate hooks in this backward
+};
+
+StepResult one_step(const ModelConfig& cfg, const CheckpointPolicy& policy) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  MemoryScope scope(tracker);
+  Transformer m(cfg, {.seed = 3});
+  m.set_activation_checkpointing(policy);
+  EXPECT_EQ(m.activation_checkpointing(), policy);
+  StepResult r;
+  auto params = m.named_parameters();
+  r.hook_calls.assign(params.size(), 0);
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i].second.register_post_accumulate_hook([&r, i](Variable&) { ++r.hook_calls[i]; });
+  Tensor ids = tokens(4, 16, cfg.vocab_size, 1), tg = tokens(4, 16, cfg.vocab_size, 2);
+  tracker->reset_peaks();
+  {
+    Variable loss = m.loss(ids, tg);
+    r.loss = loss.value().item();
+    loss.backward();
+  }
+  r.peak_activations = tracker->peak(MemCategory::activations);
+  EXPECT_EQ(tracker->current(MemCategory::activations), 0)
+      << policy.str() << ": " << tracker->breakdown();
+  r.grads = m.flat().grads().clone();
+  return r;
+}
+
+TEST_P(TransformerTest, CheckpointPoliciesGiveBitIdenticalGradientsWithLessMemory) {
+  using Kind = CheckpointPolicy::Kind;
+  const ModelConfig cfg = tiny(GetParam());  // 3 blocks: every 2nd is blocks 0 and 2
+  const StepResult none = one_step(cfg, {});
+  std::map<std::string, int64_t> peak;
+  for (const CheckpointPolicy& policy :
+       {CheckpointPolicy(Kind::full), CheckpointPolicy(Kind::full, 2),
+        CheckpointPolicy(Kind::selective), CheckpointPolicy(Kind::selective, 2)}) {
+    const StepResult r = one_step(cfg, policy);
+    EXPECT_EQ(r.loss, none.loss) << policy.str();
+    EXPECT_TRUE(testing::bit_equal(r.grads, none.grads)) << policy.str();
+    EXPECT_EQ(r.hook_calls, std::vector<int>(r.hook_calls.size(), 1)) << policy.str();
+    peak[policy.str()] = r.peak_activations;
+  }
+  EXPECT_EQ(none.hook_calls, std::vector<int>(none.hook_calls.size(), 1));
+  // none > selective > full, and every other block lies between none and every block.
+  EXPECT_GT(none.peak_activations, peak["selective"]);
+  EXPECT_GT(peak["selective"], peak["full"]);
+  EXPECT_GT(none.peak_activations, peak["selective every 2"]);
+  EXPECT_GT(peak["selective every 2"], peak["selective"]);
+  EXPECT_GT(none.peak_activations, peak["full every 2"]);
+  EXPECT_GT(peak["full every 2"], peak["full"]);
+}
+
+TEST_P(TransformerTest, CheckpointPolicyFromTheOldBoolAndInTheConfig) {
+  ModelConfig cfg = tiny(GetParam());
+  cfg.activation_checkpointing = true;
+  Transformer m(cfg, {.seed = 3});
+  EXPECT_EQ(m.activation_checkpointing(), CheckpointPolicy(CheckpointPolicy::Kind::full));
+  m.set_activation_checkpointing(false);
+  EXPECT_FALSE(m.activation_checkpointing().is_enabled());
+  EXPECT_THROW(m.set_activation_checkpointing({CheckpointPolicy::Kind::full, 0}), Error);
+  cfg.activation_checkpointing = {CheckpointPolicy::Kind::selective, -1};
+  EXPECT_THROW(Transformer(cfg, {.seed = 3}), Error);
 }
 
 TEST_P(TransformerTest, LogitsAgreeWithTheLossAndDenominatorScales) {
@@ -235,6 +293,72 @@ TEST_P(TransformerTest, HooksUnderActivationCheckpointingFireAgainOnTheRerun) {
   loss.backward();
   EXPECT_EQ(events, (std::vector<std::string>{"fpre2", "bpre2", "bpost2", "fpre1", "bpre1",
                                               "bpost1", "fpre0", "bpre0", "bpost0"}));
+}
+
+TEST_P(TransformerTest, HooksUnderSelectiveCheckpointingFireOnceAndTheAttentionRerunsInBackward) {
+  ModelConfig cfg = tiny(GetParam());
+  cfg.activation_checkpointing = CheckpointPolicy::Kind::selective;
+  Transformer m(cfg, {.seed = 1});
+  std::vector<std::string> events;
+  for (size_t i = 0; i < m.num_blocks(); ++i) {
+    const std::string id = std::to_string(i);
+    Block& b = m.block(i);
+    b.register_forward_pre_hook([&events, id](Module&) { events.push_back("fpre" + id); });
+    b.register_backward_pre_hook([&events, id](Module&) { events.push_back("bpre" + id); });
+    b.register_backward_post_hook([&events, id](Module&) { events.push_back("bpost" + id); });
+    b.find_module(cfg.is_gpt2() ? "attn" : "self_attn")
+        ->register_forward_pre_hook([&events, id](Module&) { events.push_back("attn" + id); });
+  }
+  for (int rep = 0; rep < 2; ++rep) {
+    events.clear();
+    m.zero_grad();
+    Tensor ids = tokens(1, 4, cfg.vocab_size, 1);
+    Variable loss = m.loss(ids, ids);
+    EXPECT_EQ(events,
+              (std::vector<std::string>{"fpre0", "attn0", "fpre1", "attn1", "fpre2", "attn2"}));
+    events.clear();
+    loss.backward();
+    // The block itself is not rerun: its hooks fire once; the attention's forward runs again
+    // inside the block's backward (between bpre and bpost, where FSDP holds the parameters).
+    EXPECT_EQ(events, (std::vector<std::string>{"bpre2", "attn2", "bpost2", "bpre1", "attn1",
+                                                "bpost1", "bpre0", "attn0", "bpost0"}));
+  }
+}
+
+TEST(CheckpointPolicy, ParsesConfigValuesAndRejectsOthers) {
+  using Kind = CheckpointPolicy::Kind;
+  EXPECT_EQ(CheckpointPolicy::parse("none"), CheckpointPolicy());
+  EXPECT_EQ(CheckpointPolicy::parse("false"), CheckpointPolicy());
+  EXPECT_EQ(CheckpointPolicy::parse("full"), CheckpointPolicy(Kind::full));
+  EXPECT_EQ(CheckpointPolicy::parse("true"), CheckpointPolicy(Kind::full));
+  EXPECT_EQ(CheckpointPolicy::parse("selective", 2), CheckpointPolicy(Kind::selective, 2));
+  EXPECT_EQ(CheckpointPolicy::parse("selective", 2).str(), "selective every 2");
+  EXPECT_EQ(CheckpointPolicy::parse("full").str(), "full");
+  EXPECT_EQ(CheckpointPolicy(true), CheckpointPolicy(Kind::full));
+  EXPECT_EQ(CheckpointPolicy(false), CheckpointPolicy());
+  const CheckpointPolicy every3(Kind::full, 3);
+  EXPECT_TRUE(every3.applies_to(0));
+  EXPECT_FALSE(every3.applies_to(1));
+  EXPECT_TRUE(every3.applies_to(3));
+  EXPECT_FALSE(CheckpointPolicy().applies_to(0));
+  for (const char* bad : {"partial", "", "Full", "selective:2", "1"}) {
+    try {
+      CheckpointPolicy::parse(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + std::string(bad) + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+  for (int64_t bad : {0, -2}) {
+    try {
+      CheckpointPolicy::parse("selective", bad);
+      ADD_FAILURE() << "accepted interval " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("got " + std::to_string(bad)), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST_P(TransformerTest, FrozenEmbeddingsGetNoGradient) {
