@@ -143,6 +143,22 @@ TEST(Cast, MatchesItsReferenceTwinAndKeepsShapesApart) {
   EXPECT_THROW(cast(i, a), Error);
 }
 
+// Note [f16 element access]: the integer f16 conversions equal core/dtype.h's.
+TEST(F16ElementAccess, MatchesCoreOnEveryF16AndTheF32Cases) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const f16 h{static_cast<uint16_t>(b)};
+    ASSERT_EQ(std::bit_cast<uint32_t>(cpu::ld(&h)),
+              std::bit_cast<uint32_t>(f16_bits_to_f32(h.bits)))
+        << "f16 bits 0x" << std::hex << b;
+  }
+  for (float v : f32_cases(1 << 22)) {
+    f16 h;
+    cpu::st(&h, v);
+    ASSERT_EQ(h.bits, f32_to_f16_bits(v))
+        << "f32 bits 0x" << std::hex << std::bit_cast<uint32_t>(v);
+  }
+}
+
 TEST(RowHelpers, LoadStoreAddMatchElementwiseLdSt) {
   std::vector<float> f = f32_cases(1000);
   for (int64_t n : {int64_t{1}, int64_t{16}, int64_t{31}, int64_t{1000}}) {

@@ -33,9 +33,10 @@ struct AttnCase {
 };
 
 TEST_P(NnOps, Attention) {
-  // T not a multiple of the 64-row tile, GQA 6/2, a single token, and the GPT-2 head size.
+  // T not a multiple of the 64-row tile, GQA 6/2, a single token, the GPT-2 head size, and a
+  // head size over 64 (HS is widened 64 columns at a time).
   for (AttnCase c : {AttnCase{2, 70, 6, 2, 16}, AttnCase{1, 130, 2, 2, 64}, AttnCase{1, 1, 1, 1, 8},
-                     AttnCase{2, 64, 4, 1, 32}}) {
+                     AttnCase{2, 64, 4, 1, 32}, AttnCase{1, 33, 2, 1, 80}}) {
     SCOPED_TRACE(::testing::Message() << "B=" << c.B << " T=" << c.T << " NH=" << c.NH
                                       << " NKV=" << c.NKV << " HS=" << c.HS);
     Shape qs{c.B, c.T, c.NH, c.HS}, ks{c.B, c.T, c.NKV, c.HS};

@@ -3,6 +3,8 @@
 //   swiglu: out[N,H] = silu(gate) * up, silu(g) = g * sigmoid(g)
 // Backward accumulates: dinp += dout * gelu'(x); dgate += dout * up * silu'(g);
 // dup += dout * silu(g).
+#include <algorithm>
+
 #include "braid/kernels/cpu/common.h"
 #include "braid/kernels/ops.h"
 
@@ -38,11 +40,19 @@ void gelu_forward(Tensor& out, const Tensor& inp) {
     using T = decltype(tag);
     const T* x = inp.data<T>();
     T* o = out.data<T>();
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      float v = ld(&x[i]);
-      float u = kGeluK * (v + kGeluC * v * v * v);
-      st(&o[i], 0.5f * v * (1.0f + fast_tanh(u)));
+#pragma omp parallel for schedule(static)
+    for (int64_t i0 = 0; i0 < n; i0 += kBlock) {  // Note [Blocked loops]
+      const int64_t m = std::min(kBlock, n - i0);
+      float xb[kBlock], ob[kBlock];
+      const float* xv = f32_in(x + i0, m, xb);
+      float* ov = f32_out(o + i0, ob);
+#pragma omp simd
+      for (int64_t i = 0; i < m; ++i) {
+        float v = xv[i];
+        float u = kGeluK * (v + kGeluC * v * v * v);
+        ov[i] = 0.5f * v * (1.0f + fast_tanh(u));
+      }
+      commit(o + i0, ov, m);
     }
   });
 }
@@ -59,14 +69,24 @@ void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp) {
     const T* x = inp.data<T>();
     const T* g = dout.data<T>();
     T* d = dinp.data<T>();
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      float v = ld(&x[i]);
-      float u = kGeluK * (v + kGeluC * v * v * v);
-      float th = fast_tanh(u);
-      float sech2 = 1.0f - th * th;
-      float grad = 0.5f * (1.0f + th) + 0.5f * v * sech2 * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
-      st(&d[i], ld(&d[i]) + grad * ld(&g[i]));
+#pragma omp parallel for schedule(static)
+    for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+      const int64_t m = std::min(kBlock, n - i0);
+      float xb[kBlock], gb[kBlock], db[kBlock];
+      const float* xv = f32_in(x + i0, m, xb);
+      const float* gv = f32_in(g + i0, m, gb);
+      float* dv = f32_inout(d + i0, m, db);
+#pragma omp simd
+      for (int64_t i = 0; i < m; ++i) {
+        float v = xv[i];
+        float u = kGeluK * (v + kGeluC * v * v * v);
+        float th = fast_tanh(u);
+        float sech2 = 1.0f - th * th;
+        float grad =
+            0.5f * (1.0f + th) + 0.5f * v * sech2 * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
+        dv[i] = dv[i] + grad * gv[i];
+      }
+      commit(d + i0, dv, m);
     }
   });
 }
@@ -83,10 +103,16 @@ void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) {
     const T* g = gate.data<T>();
     const T* u = up.data<T>();
     T* o = out.data<T>();
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      float gv = ld(&g[i]);
-      st(&o[i], gv * sigmoid(gv) * ld(&u[i]));
+#pragma omp parallel for schedule(static)
+    for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+      const int64_t m = std::min(kBlock, n - i0);
+      float gb[kBlock], ub[kBlock], ob[kBlock];
+      const float* gv = f32_in(g + i0, m, gb);
+      const float* uv = f32_in(u + i0, m, ub);
+      float* ov = f32_out(o + i0, ob);
+#pragma omp simd
+      for (int64_t i = 0; i < m; ++i) ov[i] = gv[i] * sigmoid(gv[i]) * uv[i];
+      commit(o + i0, ov, m);
     }
   });
 }
@@ -100,6 +126,7 @@ void swiglu_backward(Tensor* dgate, Tensor* dup, const Tensor& dout, const Tenso
   check_same(op, "dout", dout, "gate", gate);
   if (dgate) check_same(op, "dgate", *dgate, "gate", gate);
   if (dup) check_same(op, "dup", *dup, "gate", gate);
+  if (!dgate && !dup) return;
   int64_t n = gate.numel();
   dispatch_float(gate.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -109,10 +136,23 @@ void swiglu_backward(Tensor* dgate, Tensor* dup, const Tensor& dout, const Tenso
     T* dg = dgate ? dgate->data<T>() : nullptr;
     T* du = dup ? dup->data<T>() : nullptr;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      float gv = ld(&g[i]), dv = ld(&d[i]), s = sigmoid(gv);
-      if (dg) st(&dg[i], ld(&dg[i]) + dv * ld(&u[i]) * s * (1.0f + gv * (1.0f - s)));
-      if (du) st(&du[i], ld(&du[i]) + dv * gv * s);
+    for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+      const int64_t m = std::min(kBlock, n - i0);
+      float gb[kBlock], db[kBlock], ub[kBlock], dgb[kBlock], dub[kBlock];
+      const float* gv = f32_in(g + i0, m, gb);
+      const float* dv = f32_in(d + i0, m, db);
+      const float* uv = dg ? f32_in(u + i0, m, ub) : nullptr;
+      float* dgv = dg ? f32_inout(dg + i0, m, dgb) : nullptr;
+      float* duv = du ? f32_inout(du + i0, m, dub) : nullptr;
+      // The branches stay inside the loop (GCC masks them): written this way f32 keeps the
+      // roundings it always had (hoisting them changes which products GCC fuses).
+      for (int64_t i = 0; i < m; ++i) {
+        float gi = gv[i], di = dv[i], s = sigmoid(gi);
+        if (dgv) dgv[i] = dgv[i] + di * uv[i] * s * (1.0f + gi * (1.0f - s));
+        if (duv) duv[i] = duv[i] + di * gi * s;
+      }
+      if (dg) commit(dg + i0, dgv, m);
+      if (du) commit(du + i0, duv, m);
     }
   });
 }

@@ -12,7 +12,9 @@
 //   dS = P (dP - D) * scale, dQ_i += dS K_j, dK_j += dS^T Q_i.
 // Per-thread memory: a few [T,HS] panels and 64 x 64 tiles, reserved for every team thread by
 // the calling thread before the parallel region (TeamScratch, Note [Kernel scratch]).
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "braid/kernels/cpu/attention_tiles.h"
 #include "braid/kernels/cpu/common.h"
@@ -50,7 +52,9 @@ void gather(float* dst, const T* src, int64_t T_, int64_t HS, int64_t stride, fl
   for (int64_t t = 0; t < Tp; ++t) {
     float* d = dst + t * HSp;
     int64_t valid = t < T_ ? HS : 0;
-    for (int64_t x = 0; x < valid; ++x) d[x] = ld(&src[t * stride + x]) * mul;
+    load_row(d, src + t * stride, valid);
+    if (mul != 1.0f)
+      for (int64_t x = 0; x < valid; ++x) d[x] *= mul;
     for (int64_t x = valid; x < HSp; ++x) d[x] = 0.0f;
   }
 }
@@ -58,6 +62,7 @@ void gather(float* dst, const T* src, int64_t T_, int64_t HS, int64_t stride, fl
 // dst[HSp,Tp] (zero-padded) = src^T (src rows t*stride). Blocks of 16 rows keep the reads
 // in a few cache lines and make every write a contiguous 16-float run.
 template <typename T>
+requires std::is_same_v<T, float>
 void gather_transposed(float* dst, const T* src, int64_t T_, int64_t HS, int64_t stride, int64_t Tp,
                        int64_t HSp) {
   for (int64_t t0 = 0; t0 < Tp; t0 += 16) {
@@ -69,6 +74,26 @@ void gather_transposed(float* dst, const T* src, int64_t T_, int64_t HS, int64_t
         for (int64_t t = nt; t < 16; ++t) d[t] = 0.0f;
       } else {
         for (int64_t t = 0; t < 16; ++t) d[t] = 0.0f;
+      }
+    }
+  }
+}
+// bf16/f16: the 16 rows are widened 64 columns at a time first (Note [Blocked loops]).
+template <typename T>
+requires(!std::is_same_v<T, float>) void gather_transposed(float* dst, const T* src, int64_t T_,
+                                                           int64_t HS, int64_t stride, int64_t Tp,
+                                                           int64_t HSp) {
+  for (int64_t t0 = 0; t0 < Tp; t0 += 16) {
+    const int64_t nt = std::max<int64_t>(0, std::min<int64_t>(16, T_ - t0));
+    for (int64_t x0 = 0; x0 < HSp; x0 += 64) {
+      const int64_t w = std::max<int64_t>(0, std::min<int64_t>(64, HS - x0));
+      float tile[16][64];
+      for (int64_t t = 0; t < nt; ++t) load_row(tile[t], src + (t0 + t) * stride + x0, w);
+      for (int64_t x = x0; x < std::min<int64_t>(HSp, x0 + 64); ++x) {
+        float* d = dst + x * Tp + t0;
+        const int64_t live = x < HS ? nt : 0;
+        for (int64_t t = 0; t < live; ++t) d[t] = tile[t][x - x0];
+        for (int64_t t = live; t < 16; ++t) d[t] = 0.0f;
       }
     }
   }
@@ -115,7 +140,13 @@ void forward_impl(T* out, float* lse, const T* q, const T* k, const T* v, const 
         for (int64_t r = 0; r < bq; ++r) {
           const float inv = 1.0f / l[r];
           T* orow = out + q_off + (i0 + r) * d.NH * HS;
-          for (int64_t x = 0; x < HS; ++x) st(&orow[x], O[r * HSp + x] * inv);
+          for (int64_t x0 = 0; x0 < HS; x0 += kBlock) {  // Note [Blocked loops]
+            const int64_t w = std::min(kBlock, HS - x0);
+            float ob[kBlock];
+            float* ov = f32_out(orow + x0, ob);
+            for (int64_t x = 0; x < w; ++x) ov[x] = O[r * HSp + x0 + x] * inv;
+            commit(orow + x0, ov, w);
+          }
           lse[bh * T_ + i0 + r] = m[r] + std::log(l[r]);
         }
       }
@@ -164,7 +195,12 @@ void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, c
           float s = 0;
           if (t < T_) {
             const T* orow = out + q_off + t * d.NH * HS;
-            for (int64_t x = 0; x < HS; ++x) s += dO[t * HSp + x] * ld(&orow[x]);
+            for (int64_t x0 = 0; x0 < HS; x0 += kBlock) {  // in order: the same sum for any T
+              const int64_t w = std::min(kBlock, HS - x0);
+              float ob[kBlock];
+              const float* ov = f32_in(orow + x0, w, ob);
+              for (int64_t x = 0; x < w; ++x) s += dO[t * HSp + x0 + x] * ov[x];
+            }
           }
           D[t] = s;
         }

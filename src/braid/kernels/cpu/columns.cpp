@@ -1,6 +1,9 @@
 // Column slices of a row-major matrix (GPT-2's fused qkv projection).
 //   inp[N,CT], out[N,W]: copy_columns out = inp[:, start:start+W]
 //   dinp[N,CT], dout[N,W]: add_columns dinp[:, start:start+W] += dout
+#include <algorithm>
+#include <cstring>
+
 #include "braid/kernels/cpu/common.h"
 #include "braid/kernels/ops.h"
 
@@ -34,7 +37,7 @@ void copy_columns(Tensor& out, const Tensor& inp, int64_t start) {
     T* dst = out.data<T>();
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n)
-      for (int64_t w = 0; w < W; ++w) dst[n * W + w] = src[n * CT + w];
+      std::memcpy(dst + n * W, src + n * CT, static_cast<size_t>(W) * sizeof(T));
   });
 }
 
@@ -48,9 +51,18 @@ void add_columns(Tensor& dinp, const Tensor& dout, int64_t start) {
     const T* src = dout.data<T>();
     T* dst = dinp.data<T>() + start;
 #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t w = 0; w < W; ++w)
-        st(&dst[n * CT + w], ld(&dst[n * CT + w]) + ld(&src[n * W + w]));
+    for (int64_t n = 0; n < N; ++n) {
+      if constexpr (std::is_same_v<T, float>) {
+        for (int64_t w = 0; w < W; ++w) dst[n * CT + w] += src[n * W + w];
+      } else {  // Note [Blocked loops]: add_row adds in f32 and rounds once, as st would
+        for (int64_t w0 = 0; w0 < W; w0 += kBlock) {
+          const int64_t m = std::min(kBlock, W - w0);
+          float buf[kBlock];
+          load_row(buf, src + n * W + w0, m);
+          add_row(dst + n * CT + w0, buf, m);
+        }
+      }
+    }
   });
 }
 

@@ -5,8 +5,10 @@
 
 #include <omp.h>
 
+#include <bit>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 #include <vector>
 
 #include "braid/core/tensor.h"
@@ -27,11 +29,41 @@ inline void st(float* p, float v) {
 inline void st(bf16* p, float v) {
   p->bits = f32_to_bf16_bits(v);
 }
+// Note [f16 element access]: core/dtype.h converts f16 through _Float16, which GCC turns
+// into one scalar vcvtph2ps / vcvtps2ph per element and never vectorises. These are the same
+// conversions in branch-free integer arithmetic that loops vectorise like bf16's; checked bit
+// for bit against the hardware for every f16 and every one of the 2^32 f32 inputs (and in
+// cast_test.cpp against core/dtype.h on every f16 and the f32 edge cases). Round to nearest
+// even; NaNs keep their top payload bits and come out quiet, as vcvtps2ph / vcvtph2ps do.
 inline float ld(const f16* p) {
-  return f16_bits_to_f32(p->bits);
+  const uint32_t em = p->bits & 0x7fffu, sign = static_cast<uint32_t>(p->bits & 0x8000u) << 16;
+  const uint32_t normal = (em << 13) + 0x38000000u;  // rebias the exponent by 127 - 15
+  // f16 denormals are em * 2^-24: exact through an int conversion (no f32 denormal, so DAZ
+  // and FTZ cannot touch it)
+  const uint32_t denormal =
+      std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(em)) * 0x1p-24f);
+  const uint32_t special = (em << 13) | 0x7f800000u | (em > 0x7c00u ? 0x00400000u : 0u);
+  // masks, not nested selects: GCC vectorises this form
+  const uint32_t is_denormal = 0u - static_cast<uint32_t>(em < 0x400u);
+  const uint32_t is_special = 0u - static_cast<uint32_t>(em >= 0x7c00u);
+  const uint32_t u =
+      (denormal & is_denormal) | (special & is_special) | (normal & ~(is_denormal | is_special));
+  return std::bit_cast<float>(u | sign);
 }
 inline void st(f16* p, float v) {
-  p->bits = f32_to_f16_bits(v);
+  const uint32_t u = std::bit_cast<uint32_t>(v);
+  const uint32_t x = u & 0x7fffffffu, sign = (u >> 16) & 0x8000u;
+  const uint32_t nan = ((x >> 13) & 0x3ffu) | 0x7e00u;
+  // rebias by 15 - 127 and round the 13 dropped bits to nearest even
+  const uint32_t normal = (x + 0xc8000fffu + ((x >> 13) & 1u)) >> 13;
+  // below 2^-14 the f16 is denormal: adding 0.5 (ulp 2^-24) rounds |v| to a multiple of 2^-24
+  const uint32_t denormal = std::bit_cast<uint32_t>(std::bit_cast<float>(x) + 0.5f) - 0x3f000000u;
+  // x >= 65520 (0x477ff000, the tie above 65504) rounds to inf
+  const uint32_t r = x > 0x7f800000u    ? nan
+                     : x >= 0x477ff000u ? 0x7c00u
+                     : x < 0x38800000u  ? denormal
+                                        : normal;
+  p->bits = static_cast<uint16_t>(r | sign);
 }
 
 // Row conversions, vectorised (Note [Vector conversions], cpu/convert.cpp) and bit-identical
@@ -51,6 +83,50 @@ void add_row(f16* dst, const float* src, int64_t n);
 void write_back(float* dst, const float* src, int64_t n, float beta);
 void write_back(bf16* dst, const float* src, int64_t n, float beta);
 void write_back(f16* dst, const float* src, int64_t n, float beta);
+
+// ---- blocked element-wise loops ----
+// Note [Blocked loops]: a loop that converts bf16/f16 element by element through ld/st spends
+// more on the conversions than on its arithmetic (~10 vector instructions per 16 elements
+// for bf16, ~30 for f16, against one vcvtph2ps/vcvtps2ph). Hot loops instead take blocks of
+// at most kBlock elements: f32_in/f32_inout convert a block to f32 on the stack with the row
+// helpers, the loop runs on plain floats, and commit converts the result back, each element
+// rounded once, as st would. For T = float they hand out the tensor's own memory and copy
+// nothing, so f32 runs the very loop it always ran.
+constexpr int64_t kBlock = 256;
+
+// src[0:n) as f32: src itself for float, else buf (n floats) filled from it.
+template <typename T>
+inline const float* f32_in(const T* src, int64_t n, float* buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    return src;
+  } else {
+    load_row(buf, src, n);
+    return buf;
+  }
+}
+// A writable f32 block for dst[0:n), written back by commit: dst itself for float, else buf
+// (filled from dst by f32_inout, for loops that accumulate).
+template <typename T>
+inline float* f32_out(T* dst, float* buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    return dst;
+  } else {
+    return buf;
+  }
+}
+template <typename T>
+inline float* f32_inout(T* dst, int64_t n, float* buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    return dst;
+  } else {
+    load_row(buf, dst, n);
+    return buf;
+  }
+}
+template <typename T>
+inline void commit(T* dst, const float* block, int64_t n) {
+  if constexpr (!std::is_same_v<T, float>) store_row(dst, block, n);
+}
 
 // Calls fn(T{}) with T = float, bf16 or f16 according to dtype; other dtypes throw naming op.
 template <typename Fn>

@@ -5,9 +5,9 @@
 // through the scalar conversions; elsewhere every element goes through them.
 //  - bf16 -> f32 is a 16-bit shift. f32 -> bf16 rounds to nearest even with integer adds
 //    (u + 0x7fff + lsb) >> 16 and keeps NaNs NaN (quiet bit set), exactly as
-//    f32_to_bf16_bits. AVX512-BF16's vcvtneps2bf16 is not used: it flushes f32 denormals to
-//    zero (0x00400000 gives 0x0000, not 0x0040), and fixing those lanes up costs the integer
-//    path anyway.
+//    f32_to_bf16_bits. With AVX512-BF16, vcvtneps2bf16 does the same in one instruction
+//    except that it flushes f32 denormals to zero (0x00400000 gives 0x0000, not 0x0040), so
+//    it is used for the vectors that hold no denormal (vfpclassps), nearly all of them.
 //  - f16 <-> f32 is vcvtph2ps / vcvtps2ph (AVX-512F) with round to nearest even, the
 //    instructions the compiler emits for core/dtype.h's _Float16 casts: denormals exact,
 //    overflow (|x| >= 65520) gives inf, NaNs stay NaN.
@@ -44,7 +44,7 @@ inline __m512 ld16(const f16* p) {
 inline void st16(float* p, __m512 v) {
   _mm512_storeu_ps(p, v);
 }
-inline void st16(bf16* p, __m512 v) {
+inline void st16_bf16_integer(bf16* p, __m512 v) {
   const __m512i u = _mm512_castps_si512(v);
   const __m512i hi = _mm512_srli_epi32(u, 16);
   const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
@@ -54,6 +54,18 @@ inline void st16(bf16* p, __m512 v) {
                                                 _mm512_set1_epi32(0x7f800000));
   r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
+}
+inline void st16(bf16* p, __m512 v) {
+#if defined(__AVX512BF16__)
+  // vcvtneps2bf16 rounds and quiets NaNs as f32_to_bf16_bits does, in one instruction, but
+  // flushes f32 denormals to zero: a vector holding one (class bit 0x20) takes the integer path.
+  if (_mm512_fpclass_ps_mask(v, 0x20) == 0) [[likely]] {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
+    return;
+  }
+#endif
+  st16_bf16_integer(p, v);
 }
 inline void st16(f16* p, __m512 v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),

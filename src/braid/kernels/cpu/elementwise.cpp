@@ -25,7 +25,15 @@ void add_forward(Tensor& out, const Tensor& a, const Tensor& b) {
     const T* pb = b.data<T>();
     T* po = out.data<T>();
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) st(&po[i], ld(&pa[i]) + ld(&pb[i]));
+    for (int64_t i0 = 0; i0 < n; i0 += kBlock) {  // Note [Blocked loops]
+      const int64_t m = std::min(kBlock, n - i0);
+      float ab[kBlock], bb[kBlock], ob[kBlock];
+      const float* av = f32_in(pa + i0, m, ab);
+      const float* bv = f32_in(pb + i0, m, bb);
+      float* ov = f32_out(po + i0, ob);
+      for (int64_t i = 0; i < m; ++i) ov[i] = av[i] + bv[i];
+      commit(po + i0, ov, m);
+    }
   });
 }
 
@@ -44,7 +52,14 @@ void axpy(Tensor& y, const Tensor& x, float alpha) {
       TY* py = y.data<TY>();
       const TX* px = x.data<TX>();
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) st(&py[i], ld(&py[i]) + alpha * ld(&px[i]));
+      for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+        const int64_t m = std::min(kBlock, n - i0);
+        float xb[kBlock], yb[kBlock];
+        const float* xv = f32_in(px + i0, m, xb);
+        float* yv = f32_inout(py + i0, m, yb);
+        for (int64_t i = 0; i < m; ++i) yv[i] = yv[i] + alpha * xv[i];
+        commit(py + i0, yv, m);
+      }
     });
   });
 }
@@ -58,7 +73,13 @@ void scale(Tensor& x, float alpha) {
     using T = decltype(tag);
     T* p = x.data<T>();
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) st(&p[i], alpha * ld(&p[i]));
+    for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+      const int64_t m = std::min(kBlock, n - i0);
+      float b[kBlock];
+      float* v = f32_inout(p + i0, m, b);
+      for (int64_t i = 0; i < m; ++i) v[i] = alpha * v[i];
+      commit(p + i0, v, m);
+    }
   });
 }
 
@@ -67,20 +88,27 @@ double sum_squares(const Tensor& x) {
   check_cpu(op, {&x});
   check_float(op, "x", x);
   // Fixed blocks summed in block order: the result does not depend on the thread count.
-  constexpr int64_t kBlock = 1 << 14;
-  int64_t n = x.numel(), nblocks = (n + kBlock - 1) / kBlock;
+  constexpr int64_t kSumBlock = 1 << 14;
+  int64_t n = x.numel(), nblocks = (n + kSumBlock - 1) / kSumBlock;
   double* partial = scratch_f64(0, nblocks);
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* p = x.data<T>();
 #pragma omp parallel for schedule(static)
     for (int64_t blk = 0; blk < nblocks; ++blk) {
-      int64_t i0 = blk * kBlock, i1 = std::min(n, i0 + kBlock);
+      const int64_t i0 = blk * kSumBlock, i1 = std::min(n, i0 + kSumBlock);
       double acc = 0;
+      // bf16/f16 go through f32 pieces of 2048 (Note [Blocked loops]), each its own vector sum
+      constexpr int64_t kPiece = std::is_same_v<T, float> ? kSumBlock : 2048;
+      for (int64_t j0 = i0; j0 < i1; j0 += kPiece) {
+        const int64_t m = std::min(i1 - j0, kPiece);
+        float buf[std::is_same_v<T, float> ? 1 : kPiece];
+        const float* v = f32_in(p + j0, m, buf);
 #pragma omp simd reduction(+ : acc)
-      for (int64_t i = i0; i < i1; ++i) {
-        double v = ld(&p[i]);
-        acc += v * v;
+        for (int64_t i = 0; i < m; ++i) {
+          double e = v[i];
+          acc += e * e;
+        }
       }
       partial[blk] = acc;
     }

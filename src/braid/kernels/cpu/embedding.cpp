@@ -6,6 +6,9 @@
 // The backward is race-free and deterministic: thread k owns the vocabulary rows
 // v % nthreads == k and visits positions in order. dwte and dwpe each have dout's dtype or
 // f32 (Note [Parameter gradients], ops.h).
+#include <algorithm>
+#include <cstring>
+
 #include "braid/kernels/cpu/common.h"
 #include "braid/kernels/ops.h"
 
@@ -66,9 +69,17 @@ void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& wte, const 
       T_* orow = o + n * C;
       if (p) {
         const T_* pr = p + (n % T) * C;
-        for (int64_t c = 0; c < C; ++c) st(&orow[c], ld(&wr[c]) + ld(&pr[c]));
+        for (int64_t c0 = 0; c0 < C; c0 += kBlock) {  // Note [Blocked loops]
+          const int64_t m = std::min(kBlock, C - c0);
+          float wb[kBlock], pb[kBlock], ob[kBlock];
+          const float* wv = f32_in(wr + c0, m, wb);
+          const float* pv = f32_in(pr + c0, m, pb);
+          float* ov = f32_out(orow + c0, ob);
+          for (int64_t c = 0; c < m; ++c) ov[c] = wv[c] + pv[c];
+          commit(orow + c0, ov, m);
+        }
       } else {
-        for (int64_t c = 0; c < C; ++c) orow[c] = wr[c];
+        std::memcpy(orow, wr, static_cast<size_t>(C) * sizeof(T_));
       }
     }
   });
@@ -110,7 +121,11 @@ void embedding_backward(Tensor* dwte, Tensor* dwpe, const Tensor& dout, const Te
             if (id[n] % nt != k) continue;
             G* wr = w + static_cast<int64_t>(id[n]) * C;
             const T_* gr = g + n * C;
-            for (int64_t c = 0; c < C; ++c) st(&wr[c], ld(&wr[c]) + ld(&gr[c]));
+            for (int64_t c0 = 0; c0 < C; c0 += kBlock) {  // add_row: += in f32, one rounding
+              const int64_t m = std::min(kBlock, C - c0);
+              float gb[kBlock];
+              add_row(wr + c0, f32_in(gr + c0, m, gb), m);
+            }
           }
         }
       });
@@ -127,7 +142,12 @@ void embedding_backward(Tensor* dwte, Tensor* dwpe, const Tensor& dout, const Te
           load_row(acc, pr, C);
           for (int64_t b = 0; b < d.B; ++b) {
             const T_* gr = g + (b * T + t) * C;
-            for (int64_t c = 0; c < C; ++c) acc[c] += ld(&gr[c]);
+            for (int64_t c0 = 0; c0 < C; c0 += kBlock) {
+              const int64_t m = std::min(kBlock, C - c0);
+              float gb[kBlock];
+              const float* gv = f32_in(gr + c0, m, gb);
+              for (int64_t c = 0; c < m; ++c) acc[c0 + c] += gv[c];
+            }
           }
           store_row(pr, acc, C);
         }

@@ -15,6 +15,7 @@
 // max^2, so the relative error of the sum of squares is below n 2^-53 (about 1e-8 for 10^8
 // parameters: an f64 sum's own worst case) and, unlike a float sum, the result is the same for
 // every split of the elements.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -35,10 +36,17 @@ float max_abs(const Tensor& x) {
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* p = x.data<T>();
-#pragma omp parallel for simd schedule(static) reduction(max : m)
-    for (int64_t i = 0; i < n; ++i) {
-      const float a = std::fabs(ld(&p[i]));
-      m = std::max(m, a == a ? a : std::numeric_limits<float>::infinity());  // nan -> inf
+    // in f32 blocks for bf16/f16 (Note [Blocked loops]); a max is the same in any order
+#pragma omp parallel for schedule(static) reduction(max : m)
+    for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+      const int64_t k = std::min(kBlock, n - i0);
+      float buf[kBlock];
+      const float* v = f32_in(p + i0, k, buf);
+#pragma omp simd reduction(max : m)
+      for (int64_t i = 0; i < k; ++i) {
+        const float a = std::fabs(v[i]);
+        m = std::max(m, a == a ? a : std::numeric_limits<float>::infinity());  // nan -> inf
+      }
     }
   });
   return m;
@@ -48,8 +56,8 @@ __int128 sum_squares_fixed(const Tensor& x, int shift) {
   const char* op = "sum_squares_fixed";
   check_cpu(op, {&x});
   check_float(op, "x", x);
-  constexpr int64_t kBlock = 128;  // 128 terms < 2^55 each: a block sum < 2^62
-  const int64_t n = x.numel(), nblocks = (n + kBlock - 1) / kBlock;
+  constexpr int64_t kTerms = 128;  // 128 terms < 2^55 each: a block sum < 2^62
+  const int64_t n = x.numel(), nblocks = (n + kTerms - 1) / kTerms;
   const double scale = std::ldexp(1.0, shift);
   std::vector<int64_t> block_sum(static_cast<size_t>(nblocks));
   dispatch_float(x.dtype(), op, [&](auto tag) {
@@ -57,12 +65,14 @@ __int128 sum_squares_fixed(const Tensor& x, int shift) {
     const T* p = x.data<T>();
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < nblocks; ++b) {
-      const int64_t i0 = b * kBlock, i1 = std::min(n, i0 + kBlock);
-      int64_t acc = 0;
+      const int64_t i0 = b * kTerms, k = std::min(n, i0 + kTerms) - i0;
+      float buf[kTerms];
+      const float* v = f32_in(p + i0, k, buf);  // Note [Blocked loops]
+      int64_t acc = 0;                          // integers: exact in any order
 #pragma omp simd reduction(+ : acc)
-      for (int64_t i = i0; i < i1; ++i) {
-        const double v = ld(&p[i]);
-        acc += static_cast<int64_t>(v * v * scale);
+      for (int64_t i = 0; i < k; ++i) {
+        const double e = v[i];
+        acc += static_cast<int64_t>(e * e * scale);
       }
       block_sum[static_cast<size_t>(b)] = acc;
     }

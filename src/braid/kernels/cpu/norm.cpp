@@ -46,7 +46,7 @@ void norm_backward(T* dinp, Tensor* dweight, Tensor* dbias, const T* dout, const
   int nt = num_threads();
   bool want_params = dweight || dbias;
   double* partial = want_params ? scratch_f64(0, 2 * C * nt) : nullptr;
-  const TeamScratch<float> w_s(0, 3 * C, nt);
+  const TeamScratch<float> w_s(0, 6 * C, nt);
 #pragma omp parallel num_threads(nt)
   {
     int id = omp_get_thread_num(), used = omp_get_num_threads();
@@ -57,29 +57,33 @@ void norm_backward(T* dinp, Tensor* dweight, Tensor* dbias, const T* dout, const
     float* w = w_s.mine();
     float* norm = w + C;
     float* dnorm = w + 2 * C;
+    float* xbuf = w + 3 * C;  // Note [Blocked loops]: bf16/f16 rows in f32
+    float* gbuf = w + 4 * C;
+    float* dbuf = w + 5 * C;
     load_row(w, weight, C);
     int64_t per = (N + used - 1) / used, n0 = std::min<int64_t>(N, id * per);
     int64_t n1 = std::min<int64_t>(N, n0 + per);
     for (int64_t n = n0; n < n1; ++n) {
-      const T* x = inp + n * C;
-      const T* g = dout + n * C;
+      const float* x = f32_in(inp + n * C, C, xbuf);
+      const float* g = f32_in(dout + n * C, C, gbuf);
       float mu = mean ? mean[n] : 0.0f, rs = rstd[n];
       float sum_dnorm = 0, sum_dnorm_norm = 0;
       for (int64_t c = 0; c < C; ++c) {
-        norm[c] = (ld(&x[c]) - mu) * rs;
-        dnorm[c] = ld(&g[c]) * w[c];
+        norm[c] = (x[c] - mu) * rs;
+        dnorm[c] = g[c] * w[c];
         sum_dnorm += dnorm[c];
         sum_dnorm_norm += dnorm[c] * norm[c];
       }
       float a = mean ? sum_dnorm / static_cast<float>(C) : 0.0f;
       float b = sum_dnorm_norm / static_cast<float>(C);
       if (dinp) {
-        T* di = dinp + n * C;
-        for (int64_t c = 0; c < C; ++c) st(&di[c], ld(&di[c]) + rs * (dnorm[c] - a - norm[c] * b));
+        float* di = f32_inout(dinp + n * C, C, dbuf);
+        for (int64_t c = 0; c < C; ++c) di[c] = di[c] + rs * (dnorm[c] - a - norm[c] * b);
+        commit(dinp + n * C, di, C);
       }
       if (want_params) {
         for (int64_t c = 0; c < C; ++c) {
-          float gc = ld(&g[c]);
+          float gc = g[c];
           pw[c] += static_cast<double>(gc * norm[c]);
           pb[c] += static_cast<double>(gc);
         }
@@ -123,12 +127,13 @@ void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in
     T* o = out.data<T>();
     float* pm = mean.data<float>();
     float* pr = rstd.data<float>();
-    const TeamScratch<float> row_s(0, 3 * C);
+    const TeamScratch<float> row_s(0, 4 * C);
 #pragma omp parallel
     {
       float* row = row_s.mine();
       float* wf = row + C;
       float* bf = row + 2 * C;
+      float* obuf = row + 3 * C;  // Note [Blocked loops]
       load_row(wf, w, C);
       load_row(bf, b, C);
 #pragma omp for schedule(static)
@@ -140,8 +145,9 @@ void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in
         float v = 0;
         for (int64_t c = 0; c < C; ++c) v += (row[c] - mu) * (row[c] - mu);
         float rs = 1.0f / std::sqrt(v / static_cast<float>(C) + eps);
-        T* orow = o + n * C;
-        for (int64_t c = 0; c < C; ++c) st(&orow[c], (row[c] - mu) * rs * wf[c] + bf[c]);
+        float* orow = f32_out(o + n * C, obuf);
+        for (int64_t c = 0; c < C; ++c) orow[c] = (row[c] - mu) * rs * wf[c] + bf[c];
+        commit(o + n * C, orow, C);
         pm[n] = mu;
         pr[n] = rs;
       }
@@ -186,11 +192,12 @@ void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor&
     const T* w = weight.data<T>();
     T* o = out.data<T>();
     float* pr = rstd.data<float>();
-    const TeamScratch<float> row_s(0, 2 * C);
+    const TeamScratch<float> row_s(0, 3 * C);
 #pragma omp parallel
     {
       float* row = row_s.mine();
       float* wf = row + C;
+      float* obuf = row + 2 * C;  // Note [Blocked loops]
       load_row(wf, w, C);
 #pragma omp for schedule(static)
       for (int64_t n = 0; n < N; ++n) {
@@ -198,8 +205,9 @@ void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor&
         float s = 0;
         for (int64_t c = 0; c < C; ++c) s += row[c] * row[c];
         float rs = 1.0f / std::sqrt(s / static_cast<float>(C) + eps);
-        T* orow = o + n * C;
-        for (int64_t c = 0; c < C; ++c) st(&orow[c], row[c] * rs * wf[c]);
+        float* orow = f32_out(o + n * C, obuf);
+        for (int64_t c = 0; c < C; ++c) orow[c] = row[c] * rs * wf[c];
+        commit(o + n * C, orow, C);
         pr[n] = rs;
       }
     }

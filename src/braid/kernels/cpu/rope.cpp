@@ -47,30 +47,41 @@ void rope_tables(float** cs, float** sn, int64_t T, int64_t HS, float theta, int
   }
 }
 
-// sign = +1 forward rotation, -1 transposed rotation; accumulate adds into out.
+// sign = +1 forward rotation, -1 transposed rotation; accumulate adds into out. Each (b, t)
+// row of NH heads goes through f32 row buffers for bf16/f16 (Note [Blocked loops]); out may
+// alias x (a row is read whole before it is written).
 template <typename T>
 void rotate(T* out, const T* x, const float* cs, const float* sn, const RopeDims& d, float sign,
             bool accumulate) {
-  int64_t half = d.HS / 2;
-#pragma omp parallel for schedule(static)
-  for (int64_t bt = 0; bt < d.B * d.T; ++bt) {
-    int64_t t = bt % d.T;
-    const float* c = cs + t * half;
-    const float* s = sn + t * half;
-    for (int64_t h = 0; h < d.NH; ++h) {
-      const T* xr = x + (bt * d.NH + h) * d.HS;
-      T* orow = out + (bt * d.NH + h) * d.HS;
-      for (int64_t i = 0; i < half; ++i) {
-        float x1 = ld(&xr[i]), x2 = ld(&xr[i + half]);
-        float o1 = x1 * c[i] - sign * x2 * s[i];
-        float o2 = x2 * c[i] + sign * x1 * s[i];
-        if (accumulate) {
-          o1 += ld(&orow[i]);
-          o2 += ld(&orow[i + half]);
+  const int64_t half = d.HS / 2, W = d.NH * d.HS;
+  const TeamScratch<float> row_s(0, 2 * W);
+#pragma omp parallel
+  {
+    float* xbuf = row_s.mine();
+    float* obuf = xbuf + W;
+#pragma omp for schedule(static)
+    for (int64_t bt = 0; bt < d.B * d.T; ++bt) {
+      int64_t t = bt % d.T;
+      const float* c = cs + t * half;
+      const float* s = sn + t * half;
+      const float* xrow = f32_in(x + bt * W, W, xbuf);
+      float* orow = accumulate ? f32_inout(out + bt * W, W, obuf) : f32_out(out + bt * W, obuf);
+      for (int64_t h = 0; h < d.NH; ++h) {
+        const float* xr = xrow + h * d.HS;
+        float* o = orow + h * d.HS;
+        for (int64_t i = 0; i < half; ++i) {
+          float x1 = xr[i], x2 = xr[i + half];
+          float o1 = x1 * c[i] - sign * x2 * s[i];
+          float o2 = x2 * c[i] + sign * x1 * s[i];
+          if (accumulate) {
+            o1 += o[i];
+            o2 += o[i + half];
+          }
+          o[i] = o1;
+          o[i + half] = o2;
         }
-        st(&orow[i], o1);
-        st(&orow[i + half], o2);
       }
+      commit(out + bt * W, orow, W);
     }
   }
 }
