@@ -31,6 +31,7 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("model.config", &c.model.config);
   f("model.init_from", &c.model.init_from);
   f("model.activation_checkpointing", &c.model.activation_checkpointing);
+  f("model.activation_checkpointing_interval", &c.model.activation_checkpointing_interval);
   f("model.freeze", &c.model.freeze);
   f("data.train", &c.data.train);
   f("data.tokenizer", &c.data.tokenizer);
@@ -285,6 +286,7 @@ void validate(const TrainConfig& c) {
          {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"});
   one_of("parallel.sync_each_batch", c.parallel.sync_each_batch, {"auto", "true", "false"});
   one_of("training.precision", c.training.precision, {"fp32", "bf16", "fp16"});
+  checkpoint_policy(c);  // throws naming a bad model.activation_checkpointing
   one_of("training.on_nonfinite", c.training.on_nonfinite, {"stop", "skip", "off"});
   optim::LossScaler check_fp16(loss_scaler_config(c));  // throws naming the bad fp16 key
   BRAID_CHECK(!c.model.preset.empty() || !c.model.config.empty() || !c.model.init_from.empty(),
@@ -332,6 +334,18 @@ void validate(const TrainConfig& c) {
 std::string TrainConfig::checkpoint_dir() const {
   return checkpoint.dir.empty() ? (std::filesystem::path(output.dir) / "checkpoints").string()
                                 : checkpoint.dir;
+}
+
+nn::CheckpointPolicy checkpoint_policy(const TrainConfig& c) {
+  BRAID_CHECK(c.model.activation_checkpointing_interval >= 1,
+              "model.activation_checkpointing_interval must be >= 1, got ",
+              c.model.activation_checkpointing_interval);
+  try {
+    return nn::CheckpointPolicy::parse(c.model.activation_checkpointing,
+                                       c.model.activation_checkpointing_interval);
+  } catch (const Error& e) {
+    BRAID_THROW("model.activation_checkpointing: ", e.what());
+  }
 }
 
 optim::LossScalerConfig loss_scaler_config(const TrainConfig& c) {

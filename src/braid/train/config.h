@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "braid/core/dtype.h"
+#include "braid/nn/model_config.h"
 #include "braid/optim/loss_scaler.h"
 
 namespace braid::train {
@@ -20,7 +21,10 @@ struct ModelSection {
   std::string preset = "";     // nn preset name (gpt2-tiny, bench-small, gpt2-small, ...)
   std::string config = "";     // path to an HF config.json (instead of preset)
   std::string init_from = "";  // HF model dir (model.safetensors + config.json) to start from
-  bool activation_checkpointing = false;
+  // What backward recomputes: none (or false), full (or true: whole blocks), selective (the
+  // attention sublayer, Note [Selective recompute]); on every `interval`-th block.
+  std::string activation_checkpointing = "none";
+  int64_t activation_checkpointing_interval = 1;
   // Comma-separated parameter-name prefixes to freeze ("transformer.wpe,transformer.h.0."):
   // their parameters get no gradient and no update.
   std::string freeze = "";
@@ -162,6 +166,8 @@ void resolve_batch(TrainConfig& cfg, int64_t dp_size);
 // Checks value ranges and choices (lr > 0, known strategy, ...). Errors name the key.
 void validate(const TrainConfig& cfg);
 std::string dump_config(const TrainConfig& cfg);  // YAML, every field
+// model.activation_checkpointing and its interval as the model's policy (throws naming them).
+nn::CheckpointPolicy checkpoint_policy(const TrainConfig& cfg);
 // The fp16 section as the loss scaler's config.
 optim::LossScalerConfig loss_scaler_config(const TrainConfig& cfg);
 // Every field as (section.key, value as YAML text), in declaration order; numbers in their

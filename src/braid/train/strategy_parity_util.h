@@ -88,7 +88,13 @@ inline std::vector<StrategyVariant> strategy_variants() {
       {"zero3_activation_checkpointing", 1, 1,
        [](TrainConfig& c) {
          c.parallel.strategy = "zero3";
-         c.model.activation_checkpointing = true;
+         c.model.activation_checkpointing = "full";
+       }},
+      {"zero3_selective_checkpointing_every_2", 1, 1,
+       [](TrainConfig& c) {
+         c.parallel.strategy = "zero3";
+         c.model.activation_checkpointing = "selective";
+         c.model.activation_checkpointing_interval = 2;
        }},
       {"zero3_offload_optimizer_and_params_nvme", 1, 1,
        [](TrainConfig& c) {

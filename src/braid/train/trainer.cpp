@@ -79,7 +79,7 @@ nn::ModelConfig model_config_from(const TrainConfig& cfg) {
   } else {
     mc = nn::ModelConfig::preset(cfg.model.preset);
   }
-  mc.activation_checkpointing = cfg.model.activation_checkpointing;
+  mc.activation_checkpointing = checkpoint_policy(cfg);
   BRAID_CHECK(cfg.data.seq_len <= mc.max_seq_len, "data.seq_len ", cfg.data.seq_len,
               " exceeds the model's maximum sequence length ", mc.max_seq_len);
   return mc;
