@@ -44,7 +44,7 @@ void gelu_forward(Tensor& out, const Tensor& inp) {
     for (int64_t i0 = 0; i0 < n; i0 += kBlock) {  // Note [Blocked loops]
       const int64_t m = std::min(kBlock, n - i0);
       float xb[kBlock], ob[kBlock];
-      const float* xv = f32_in(x + i0, m, xb);
+      const auto xv = f32_in(x + i0, m, xb);
       float* ov = f32_out(o + i0, ob);
 #pragma omp simd
       for (int64_t i = 0; i < m; ++i) {
@@ -73,8 +73,8 @@ void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp) {
     for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
       const int64_t m = std::min(kBlock, n - i0);
       float xb[kBlock], gb[kBlock], db[kBlock];
-      const float* xv = f32_in(x + i0, m, xb);
-      const float* gv = f32_in(g + i0, m, gb);
+      const auto xv = f32_in(x + i0, m, xb);
+      const auto gv = f32_in(g + i0, m, gb);
       float* dv = f32_inout(d + i0, m, db);
 #pragma omp simd
       for (int64_t i = 0; i < m; ++i) {
@@ -107,8 +107,8 @@ void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) {
     for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
       const int64_t m = std::min(kBlock, n - i0);
       float gb[kBlock], ub[kBlock], ob[kBlock];
-      const float* gv = f32_in(g + i0, m, gb);
-      const float* uv = f32_in(u + i0, m, ub);
+      const auto gv = f32_in(g + i0, m, gb);
+      const auto uv = f32_in(u + i0, m, ub);
       float* ov = f32_out(o + i0, ob);
 #pragma omp simd
       for (int64_t i = 0; i < m; ++i) ov[i] = gv[i] * sigmoid(gv[i]) * uv[i];
@@ -139,9 +139,9 @@ void swiglu_backward(Tensor* dgate, Tensor* dup, const Tensor& dout, const Tenso
     for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
       const int64_t m = std::min(kBlock, n - i0);
       float gb[kBlock], db[kBlock], ub[kBlock], dgb[kBlock], dub[kBlock];
-      const float* gv = f32_in(g + i0, m, gb);
-      const float* dv = f32_in(d + i0, m, db);
-      const float* uv = dg ? f32_in(u + i0, m, ub) : nullptr;
+      const auto gv = f32_in(g + i0, m, gb);
+      const auto dv = f32_in(d + i0, m, db);
+      const auto uv = f32_in(u + i0, dg ? m : 0, ub);
       float* dgv = dg ? f32_inout(dg + i0, m, dgb) : nullptr;
       float* duv = du ? f32_inout(du + i0, m, dub) : nullptr;
       // The branches stay inside the loop (GCC masks them): written this way f32 keeps the

@@ -198,7 +198,7 @@ void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, c
             for (int64_t x0 = 0; x0 < HS; x0 += kBlock) {  // in order: the same sum for any T
               const int64_t w = std::min(kBlock, HS - x0);
               float ob[kBlock];
-              const float* ov = f32_in(orow + x0, w, ob);
+              const auto ov = f32_in(orow + x0, w, ob);
               for (int64_t x = 0; x < w; ++x) s += dO[t * HSp + x0 + x] * ov[x];
             }
           }

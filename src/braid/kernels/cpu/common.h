@@ -87,16 +87,41 @@ void write_back(f16* dst, const float* src, int64_t n, float beta);
 // ---- blocked element-wise loops ----
 // Note [Blocked loops]: a loop that converts bf16/f16 element by element through ld/st spends
 // more on the conversions than on its arithmetic (~10 vector instructions per 16 elements
-// for bf16, ~30 for f16, against one vcvtph2ps/vcvtps2ph). Hot loops instead take blocks of
-// at most kBlock elements: f32_in/f32_inout convert a block to f32 on the stack with the row
-// helpers, the loop runs on plain floats, and commit converts the result back, each element
-// rounded once, as st would. For T = float they hand out the tensor's own memory and copy
-// nothing, so f32 runs the very loop it always ran.
+// to round to bf16, ~30 each way for f16, against one vcvtps2ph/vcvtneps2bf16). Hot loops
+// instead take blocks of at most kBlock elements: f32_in / f32_copy / f32_inout give a block
+// as f32 (f16 converted into a stack buffer by the row helpers; bf16 inputs read in place,
+// as widening is one shift), the loop runs on plain floats, and commit rounds the results
+// back with store_row, each element once, as st would. For T = float they hand out the
+// tensor's own memory and copy nothing, so f32 runs the very loop it always ran (the same
+// roundings: bit-identical). 256 elements keep a kernel's few buffers in L1: 4096 spilled it
+// and ran 1.5x slower; 128 to 1024 measured alike (bench/kernels_bench all).
 constexpr int64_t kBlock = 256;
 
-// src[0:n) as f32: src itself for float, else buf (n floats) filled from it.
+// bf16 read in place: widening is a 16-bit shift, as cheap in the loop's registers as from a
+// buffer, so bf16 blocks skip the buffer on the way in (they still leave through one: the
+// rounding is cheaper in store_row).
+struct Bf16Row {
+  const bf16* p;
+  float operator[](int64_t i) const { return ld(&p[i]); }
+  Bf16Row operator+(int64_t k) const { return {p + k}; }
+};
+// src[0:n) readable as f32 by [i] (and + k): src itself for float, a Bf16Row for bf16, else
+// buf (n floats) filled from src.
 template <typename T>
-inline const float* f32_in(const T* src, int64_t n, float* buf) {
+inline auto f32_in(const T* src, int64_t n, float* buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    return src;
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    return Bf16Row{src};
+  } else {
+    load_row(buf, src, n);
+    return static_cast<const float*>(buf);
+  }
+}
+// src[0:n) as f32 in memory: src itself for float, else buf (n floats) filled from it; for
+// rows read more than once, where widening bf16 once beats widening it at every read.
+template <typename T>
+inline const float* f32_copy(const T* src, int64_t n, float* buf) {
   if constexpr (std::is_same_v<T, float>) {
     return src;
   } else {

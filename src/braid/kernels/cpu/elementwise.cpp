@@ -28,8 +28,8 @@ void add_forward(Tensor& out, const Tensor& a, const Tensor& b) {
     for (int64_t i0 = 0; i0 < n; i0 += kBlock) {  // Note [Blocked loops]
       const int64_t m = std::min(kBlock, n - i0);
       float ab[kBlock], bb[kBlock], ob[kBlock];
-      const float* av = f32_in(pa + i0, m, ab);
-      const float* bv = f32_in(pb + i0, m, bb);
+      const auto av = f32_in(pa + i0, m, ab);
+      const auto bv = f32_in(pb + i0, m, bb);
       float* ov = f32_out(po + i0, ob);
       for (int64_t i = 0; i < m; ++i) ov[i] = av[i] + bv[i];
       commit(po + i0, ov, m);
@@ -55,7 +55,7 @@ void axpy(Tensor& y, const Tensor& x, float alpha) {
       for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
         const int64_t m = std::min(kBlock, n - i0);
         float xb[kBlock], yb[kBlock];
-        const float* xv = f32_in(px + i0, m, xb);
+        const auto xv = f32_in(px + i0, m, xb);
         float* yv = f32_inout(py + i0, m, yb);
         for (int64_t i = 0; i < m; ++i) yv[i] = yv[i] + alpha * xv[i];
         commit(py + i0, yv, m);
@@ -103,7 +103,7 @@ double sum_squares(const Tensor& x) {
       for (int64_t j0 = i0; j0 < i1; j0 += kPiece) {
         const int64_t m = std::min(i1 - j0, kPiece);
         float buf[std::is_same_v<T, float> ? 1 : kPiece];
-        const float* v = f32_in(p + j0, m, buf);
+        const auto v = f32_in(p + j0, m, buf);
 #pragma omp simd reduction(+ : acc)
         for (int64_t i = 0; i < m; ++i) {
           double e = v[i];

@@ -72,8 +72,8 @@ void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& wte, const 
         for (int64_t c0 = 0; c0 < C; c0 += kBlock) {  // Note [Blocked loops]
           const int64_t m = std::min(kBlock, C - c0);
           float wb[kBlock], pb[kBlock], ob[kBlock];
-          const float* wv = f32_in(wr + c0, m, wb);
-          const float* pv = f32_in(pr + c0, m, pb);
+          const auto wv = f32_in(wr + c0, m, wb);
+          const auto pv = f32_in(pr + c0, m, pb);
           float* ov = f32_out(orow + c0, ob);
           for (int64_t c = 0; c < m; ++c) ov[c] = wv[c] + pv[c];
           commit(orow + c0, ov, m);
@@ -121,10 +121,13 @@ void embedding_backward(Tensor* dwte, Tensor* dwpe, const Tensor& dout, const Te
             if (id[n] % nt != k) continue;
             G* wr = w + static_cast<int64_t>(id[n]) * C;
             const T_* gr = g + n * C;
-            for (int64_t c0 = 0; c0 < C; c0 += kBlock) {  // add_row: += in f32, one rounding
+            for (int64_t c0 = 0; c0 < C; c0 += kBlock) {  // Note [Blocked loops]
               const int64_t m = std::min(kBlock, C - c0);
-              float gb[kBlock];
-              add_row(wr + c0, f32_in(gr + c0, m, gb), m);
+              float gb[kBlock], wb[kBlock];
+              const auto gv = f32_in(gr + c0, m, gb);
+              float* wv = f32_inout(wr + c0, m, wb);
+              for (int64_t c = 0; c < m; ++c) wv[c] = wv[c] + gv[c];
+              commit(wr + c0, wv, m);
             }
           }
         }
@@ -145,7 +148,7 @@ void embedding_backward(Tensor* dwte, Tensor* dwpe, const Tensor& dout, const Te
             for (int64_t c0 = 0; c0 < C; c0 += kBlock) {
               const int64_t m = std::min(kBlock, C - c0);
               float gb[kBlock];
-              const float* gv = f32_in(gr + c0, m, gb);
+              const auto gv = f32_in(gr + c0, m, gb);
               for (int64_t c = 0; c < m; ++c) acc[c0 + c] += gv[c];
             }
           }

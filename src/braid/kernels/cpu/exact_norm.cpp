@@ -41,7 +41,7 @@ float max_abs(const Tensor& x) {
     for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
       const int64_t k = std::min(kBlock, n - i0);
       float buf[kBlock];
-      const float* v = f32_in(p + i0, k, buf);
+      const auto v = f32_in(p + i0, k, buf);
 #pragma omp simd reduction(max : m)
       for (int64_t i = 0; i < k; ++i) {
         const float a = std::fabs(v[i]);
@@ -67,8 +67,8 @@ __int128 sum_squares_fixed(const Tensor& x, int shift) {
     for (int64_t b = 0; b < nblocks; ++b) {
       const int64_t i0 = b * kTerms, k = std::min(n, i0 + kTerms) - i0;
       float buf[kTerms];
-      const float* v = f32_in(p + i0, k, buf);  // Note [Blocked loops]
-      int64_t acc = 0;                          // integers: exact in any order
+      const auto v = f32_in(p + i0, k, buf);  // Note [Blocked loops]
+      int64_t acc = 0;                        // integers: exact in any order
 #pragma omp simd reduction(+ : acc)
       for (int64_t i = 0; i < k; ++i) {
         const double e = v[i];

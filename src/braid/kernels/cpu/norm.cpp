@@ -64,8 +64,8 @@ void norm_backward(T* dinp, Tensor* dweight, Tensor* dbias, const T* dout, const
     int64_t per = (N + used - 1) / used, n0 = std::min<int64_t>(N, id * per);
     int64_t n1 = std::min<int64_t>(N, n0 + per);
     for (int64_t n = n0; n < n1; ++n) {
-      const float* x = f32_in(inp + n * C, C, xbuf);
-      const float* g = f32_in(dout + n * C, C, gbuf);
+      const float* x = f32_copy(inp + n * C, C, xbuf);
+      const float* g = f32_copy(dout + n * C, C, gbuf);  // read twice
       float mu = mean ? mean[n] : 0.0f, rs = rstd[n];
       float sum_dnorm = 0, sum_dnorm_norm = 0;
       for (int64_t c = 0; c < C; ++c) {

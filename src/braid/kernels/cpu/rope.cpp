@@ -64,10 +64,10 @@ void rotate(T* out, const T* x, const float* cs, const float* sn, const RopeDims
       int64_t t = bt % d.T;
       const float* c = cs + t * half;
       const float* s = sn + t * half;
-      const float* xrow = f32_in(x + bt * W, W, xbuf);
+      const auto xrow = f32_in(x + bt * W, W, xbuf);
       float* orow = accumulate ? f32_inout(out + bt * W, W, obuf) : f32_out(out + bt * W, obuf);
       for (int64_t h = 0; h < d.NH; ++h) {
-        const float* xr = xrow + h * d.HS;
+        const auto xr = xrow + h * d.HS;
         float* o = orow + h * d.HS;
         for (int64_t i = 0; i < half; ++i) {
           float x1 = xr[i], x2 = xr[i + half];
