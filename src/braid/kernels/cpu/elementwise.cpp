@@ -54,10 +54,11 @@ void axpy(Tensor& y, const Tensor& x, float alpha) {
 #pragma omp parallel for schedule(static)
       for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
         const int64_t m = std::min(kBlock, n - i0);
-        float xb[kBlock], yb[kBlock];
+        float xb[kBlock], y0b[kBlock], yb[kBlock];
         const auto xv = f32_in(px + i0, m, xb);
-        float* yv = f32_inout(py + i0, m, yb);
-        for (int64_t i = 0; i < m; ++i) yv[i] = yv[i] + alpha * xv[i];
+        const auto y0 = f32_in(py + i0, m, y0b);  // the same memory as yv for f32
+        float* yv = f32_out(py + i0, yb);
+        for (int64_t i = 0; i < m; ++i) yv[i] = y0[i] + alpha * xv[i];
         commit(py + i0, yv, m);
       }
     });
@@ -75,9 +76,10 @@ void scale(Tensor& x, float alpha) {
 #pragma omp parallel for schedule(static)
     for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
       const int64_t m = std::min(kBlock, n - i0);
-      float b[kBlock];
-      float* v = f32_inout(p + i0, m, b);
-      for (int64_t i = 0; i < m; ++i) v[i] = alpha * v[i];
+      float b0[kBlock], b[kBlock];
+      const auto v0 = f32_in(p + i0, m, b0);  // the same memory as v for f32
+      float* v = f32_out(p + i0, b);
+      for (int64_t i = 0; i < m; ++i) v[i] = alpha * v0[i];
       commit(p + i0, v, m);
     }
   });
