@@ -33,6 +33,9 @@ Variable reshape(const Variable& x, const Shape& shape);  // a view; no copy
 // out[..., W] = x[..., start:start+W] over the last dimension
 Variable slice_last_dim(const Variable& x, int64_t start, int64_t width);
 Variable scale(const Variable& x, float alpha);
+// x in another float dtype (f32, bf16, f16; rounding to nearest even); the gradient comes back
+// in x's dtype.
+Variable cast(const Variable& x, DType dtype);
 
 // Identity whose backward first calls on_backward() (module backward hooks; FSDP gathers).
 Variable backward_hook(const Variable& x, std::function<void()> on_backward);

@@ -104,6 +104,16 @@ class SliceLastDimNode : public Node {
   int64_t start_;
 };
 
+// Backward of a cast: the gradient arrives in the output's dtype and is added into the input's
+// (axpy converts), so a bf16 activation can feed an f32 computation and get its gradient back.
+class CastNode : public Node {
+ public:
+  const char* name() const override { return "cast"; }
+  void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
+    if (dinputs[0]) kernels::axpy(*dinputs[0], dout, 1.0f);
+  }
+};
+
 class ScaleNode : public Node {
  public:
   explicit ScaleNode(float alpha) : alpha_(alpha) {}
@@ -215,6 +225,16 @@ Variable scale(const Variable& x, float alpha) {
   out.copy_(x.value());
   kernels::scale(out, alpha);
   return result(out, should_record({&x}), std::make_shared<ScaleNode>(alpha), {x});
+}
+
+Variable cast(const Variable& x, DType dtype) {
+  check_defined("cast", "x", x);
+  BRAID_CHECK(is_floating(dtype) && is_floating(x.value().dtype()),
+              "cast: ", dtype_name(x.value().dtype()), " -> ", dtype_name(dtype),
+              ": only f32, bf16 and f16 cast (and differentiate)");
+  Tensor out = activation(x.shape(), dtype);
+  kernels::cast(out, x.value());
+  return result(out, should_record({&x}), std::make_shared<CastNode>(), {x});
 }
 
 }  // namespace braid::autograd

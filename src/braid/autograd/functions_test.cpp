@@ -219,3 +219,29 @@ TEST(Functions, Bf16TapeMatchesF32) {
 
 }  // namespace
 }  // namespace braid::autograd
+
+namespace braid::autograd {
+namespace {
+
+// A cast rounds in forward (to nearest even) and passes the gradient through in backward,
+// converted back to the input's dtype: f32 -> bf16 -> x2 -> f16 -> f32.
+TEST(Cast, RoundsForwardAndReturnsTheGradientInTheInputsDtype) {
+  Rng rng(3);
+  Variable x(Tensor::randn(Shape{3, 7}, rng, 1.0f), true, "x");
+  x.zero_grad();
+  Variable y = cast(scale(cast(cast(x, DType::bf16), DType::bf16), 2.0f), DType::f16);
+  Variable z = cast(y, DType::f32);
+  ASSERT_EQ(cast(x, DType::bf16).value().dtype(), DType::bf16);
+  for (int64_t i = 0; i < 21; ++i) {
+    const float rounded = bf16_bits_to_f32(f32_to_bf16_bits(x.value().data<float>()[i]));
+    EXPECT_EQ(z.value().data<float>()[i], f16_bits_to_f32(f32_to_f16_bits(2.0f * rounded)));
+  }
+  Tensor dout = Tensor::full(Shape{3, 7}, 1.0f);
+  z.backward(dout);
+  ASSERT_EQ(x.grad().dtype(), DType::f32);
+  for (int64_t i = 0; i < 21; ++i) EXPECT_EQ(x.grad().data<float>()[i], 2.0f);
+  EXPECT_THROW(cast(x, DType::i32), Error);
+}
+
+}  // namespace
+}  // namespace braid::autograd
