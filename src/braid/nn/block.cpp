@@ -43,19 +43,21 @@ Variable Block::forward(const Variable& x) {
 //   h = checkpoint(x -> x + attn(norm1(x)), x)      keeps x (and h, the MLP's input)
 //   y = h + mlp(norm2(h))                            recorded as usual
 // Chosen by measurement (bench/activation_checkpointing_bench, B 8, T 256, f32, 2 threads):
-// peak activations of a training step when backward reruns each part, and the forward time
-// of each sublayer over all blocks (what its rerun adds to the step; the MLP and both
-// columns from builds that checkpointed those instead):
+// peak activations of a training step when backward reruns each part (the MLP and both
+// columns from builds that checkpointed those instead), and the forward time of each
+// sublayer over all blocks, i.e. what its rerun adds to the step:
 //                      nothing  attention  MLP    both   block(full)  attn fwd  MLP fwd
-//   GPT-2 bench-small  393.5    231.1      249.4  87.0   102.1 MiB    138 ms    180 ms
-//   LLaMA twin         349.4    232.0      205.3  88.0    95.6 MiB     94 ms    164 ms
+//   GPT-2 bench-small  393.5    231.1      249.4  87.0   102.1 MiB    135 ms    178 ms
+//   LLaMA twin         349.4    232.0      205.3  88.0    95.6 MiB     82 ms    153 ms
 // (LLaMA twin: --llama, the same width, depth and heads with 3 kv heads and SwiGLU d_ff
-// 1024.) Memory saved per ms of rerun: attention 1.17 (GPT-2) and 1.25 (LLaMA) MiB/ms, the
-// MLP 0.80 and 0.88, so selective reruns the attention sublayer: it keeps a lot for its FLOPs
-// (the norm output, qkv and the q, k, v copies slice_last_dim makes, or the projections and
-// RoPE copies; the attention output and the projection's), and flash attention stores no
-// [T,T] matrix. Rerunning both sublayers costs what full costs (the whole forward) and, with
-// one sublayer's interior alive at a time, peaks below full: not a middle ground, so not
+// 1024; steps take ~1.3 s and ~1.1 s.) Peak saved per ms of rerun: attention 1.20 (GPT-2)
+// and 1.43 (LLaMA) MiB/ms, the MLP 0.81 and 0.94, so selective reruns the attention
+// sublayer: it keeps a lot for its FLOPs (the norm output, qkv and the q, k, v copies
+// slice_last_dim makes, or the projections and RoPE copies; the attention output and the
+// projection's) and flash attention stores no [T,T] matrix. Whole steps: selective costs
+// +5-7% (median) for 41% (GPT-2) and 34% (LLaMA) less peak, full +16-24% for 74% and 73%.
+// Rerunning both sublayers costs what full costs (the whole forward) and, with one
+// sublayer's interior alive at a time, peaks below full: not a middle ground, so not
 // selective (the tests assert none > selective > full).
 // The residual add sits inside the checkpoint so the sublayer's output is not kept by the
 // add, and x has the checkpoint as its only consumer: its gradient accumulates in the same
