@@ -50,6 +50,29 @@ TEST_P(StrategyParityMpi, EveryStrategyGivesDdpsWeightsBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Modes, StrategyParityMpi, ::testing::Values("true", "false"),
                          [](const auto& info) { return "sync_each_batch_" + info.param; });
 
+// Mixed precision as real processes: bf16 compute copies (and fp16 with its loss scaler) keep
+// every strategy on DDP's weights bit for bit, on every rank.
+class StrategyParityMixedMpi : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StrategyParityMixedMpi, EveryStrategyGivesDdpsWeightsBitForBit) {
+  const int n = mpi_test_world()->size();
+  TrainConfig base = parity_config("true");
+  base.training.precision = GetParam();
+  const Tensor ddp = train(base);
+  EXPECT_TRUE(same_on_every_rank(ddp));
+  for (const StrategyVariant& v : strategy_variants()) {
+    if (n < v.min_ranks || n % v.rank_divisor != 0) continue;
+    TrainConfig c = base;
+    v.apply(c);
+    const Tensor w = train(c);
+    EXPECT_TRUE(braid::testing::bit_equal(w, ddp))
+        << v.name << " vs ddp, rank " << mpi_test_world()->rank();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, StrategyParityMixedMpi, ::testing::Values("bf16", "fp16"),
+                         [](const auto& info) { return info.param; });
+
 }  // namespace
 }  // namespace braid::train
 
