@@ -5,6 +5,7 @@
 // Usage: kernels_bench [reps] [f32|bf16|f16]  one dtype, each kernel best of reps calls
 //        kernels_bench [rounds] all           f32, bf16 and f16 side by side with their ratios
 //                                             (Note [Interleaved rounds])
+//        BRAID_BENCH_ONLY=<prefix>            only the kernels whose name starts with prefix
 #include <omp.h>
 
 #include <algorithm>
@@ -149,6 +150,8 @@ class Workload {
     return t;
   }
   void add(const char* name, std::function<void()> fn, double gflop = 0) {
+    const char* only = std::getenv("BRAID_BENCH_ONLY");
+    if (only && !std::string(name).starts_with(only)) return;
     ops_.push_back({name, std::move(fn), gflop});
   }
 

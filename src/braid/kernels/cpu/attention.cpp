@@ -16,6 +16,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "braid/kernels/cpu/attention_bf16.h"
 #include "braid/kernels/cpu/attention_tiles.h"
 #include "braid/kernels/cpu/common.h"
 #include "braid/kernels/ops.h"
@@ -230,6 +231,152 @@ void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, c
   }
 }
 
+#ifdef __AVX512BF16__
+// forward_impl for bf16 on vdpbf16ps tiles (Note [bf16 attention tiles]).
+void forward_bf16(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                  const AttnDims& d) {
+  const int64_t T_ = d.T, HS = d.HS, group = d.NH / d.NKV;
+  const int64_t Tp = round_up(T_, kTile), HSp = round_up(HS, 16), HW = HSp / 2;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const TeamScratch<uint32_t> Q_s(0, Tp * HW), Kw_s(1, HW * Tp), Vp_s(2, Tp / 2 * HSp);
+  const TeamScratch<float> S_s(3, kTile * kTile + kTile * HSp + 2 * kTile);
+  const TeamScratch<uint32_t> P_s(4, kTile * kTile / 2);
+#pragma omp parallel
+  {
+    uint32_t* Q = Q_s.mine();
+    uint32_t* Kw = Kw_s.mine();
+    uint32_t* Vp = Vp_s.mine();
+    float* S = S_s.mine();
+    float* O = S + kTile * kTile;
+    float* m = O + kTile * HSp;
+    float* l = m + kTile;
+    uint32_t* Pb = P_s.mine();
+    int64_t loaded = -1;  // (b * NKV + kvh) whose K/V panels are loaded
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
+      int64_t b = bh / d.NH, h = bh % d.NH, kvh = h / group;
+      if (loaded != b * d.NKV + kvh) {
+        const int64_t kv_off = (b * T_ * d.NKV + kvh) * HS;
+        pack_words_t(Kw, k + kv_off, T_, HS, d.NKV * HS, Tp, HSp);
+        pack_pair_rows(Vp, v + kv_off, T_, HS, d.NKV * HS, Tp, HSp);
+        loaded = b * d.NKV + kvh;
+      }
+      const int64_t q_off = (b * T_ * d.NH + h) * HS;
+      pack_rows(Q, q + q_off, T_, HS, d.NH * HS, Tp, HSp);
+      for (int64_t i0 = 0; i0 < T_; i0 += kTile) {
+        const int64_t bq = std::min(kTile, T_ - i0);
+        for (int64_t r = 0; r < kTile; ++r) m[r] = -INFINITY, l[r] = 0.0f;
+        for (int64_t x = 0; x < kTile * HSp; ++x) O[x] = 0.0f;
+        for (int64_t j0 = 0; j0 < i0 + bq; j0 += kTile) {
+          const int64_t bk = std::min(kTile, T_ - j0);
+          dot_tile<false>(S, kTile, Q + i0 * HW, HW, 1, Kw + j0, Tp, HW, kTile, scale);
+          online_softmax_step(S, O, m, l, bq, bk, HSp, i0 - j0);
+          tile_round(Pb, S);
+          dot_tile<true>(O, HSp, Pb, kTile / 2, 1, Vp + j0 / 2 * HSp, HSp, kTile / 2, HSp);
+        }
+        for (int64_t r = 0; r < bq; ++r) {
+          const float inv = 1.0f / l[r];
+          float ob[kBlock];
+          bf16* orow = out + q_off + (i0 + r) * d.NH * HS;
+          for (int64_t x0 = 0; x0 < HS; x0 += kBlock) {  // Note [Blocked loops]
+            const int64_t w = std::min(kBlock, HS - x0);
+            for (int64_t x = 0; x < w; ++x) ob[x] = O[r * HSp + x0 + x] * inv;
+            store_row(orow + x0, ob, w);
+          }
+          lse[bh * T_ + i0 + r] = m[r] + std::log(l[r]);
+        }
+      }
+    }
+  }
+}
+
+// backward_impl for bf16 on vdpbf16ps tiles (Note [bf16 attention tiles]).
+void backward_bf16(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
+                   const bf16* v, const bf16* out, const float* lse, const AttnDims& d) {
+  const int64_t T_ = d.T, HS = d.HS, group = d.NH / d.NKV;
+  const int64_t Tp = round_up(T_, kTile), HSp = round_up(HS, 16), HW = HSp / 2;
+  const int64_t panel = Tp * HW;  // words of one packed [Tp, HSp] panel, in any layout
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const TeamScratch<uint32_t> kv_s(0, 3 * panel);             // Kw, Kp, Vw
+  const TeamScratch<uint32_t> q_s(1, 4 * panel);              // Q, Qp, dO, dOp
+  const TeamScratch<float> D_s(2, Tp + 2 * kTile * kTile);    // D, P, dS
+  const TeamScratch<float> acc_s(3, 3 * Tp * HSp);            // dQ, dK, dV
+  const TeamScratch<uint32_t> t_s(4, 3 * kTile * kTile / 2);  // P^T, dS, dS^T pairs
+#pragma omp parallel
+  {
+    uint32_t* Kw = kv_s.mine();
+    uint32_t* Kp = Kw + panel;
+    uint32_t* Vw = Kp + panel;
+    uint32_t* Q = q_s.mine();
+    uint32_t* Qp = Q + panel;
+    uint32_t* dO = Qp + panel;
+    uint32_t* dOp = dO + panel;
+    float* D = D_s.mine();
+    float* P = D + Tp;
+    float* dS = P + kTile * kTile;
+    float* dQ = acc_s.mine();
+    float* dK = dQ + Tp * HSp;
+    float* dV = dK + Tp * HSp;
+    uint32_t* Pt = t_s.mine();
+    uint32_t* dSb = Pt + kTile * kTile / 2;
+    uint32_t* dSt = dSb + kTile * kTile / 2;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t bkv = 0; bkv < d.B * d.NKV; ++bkv) {
+      int64_t b = bkv / d.NKV, kvh = bkv % d.NKV;
+      const int64_t kv_off = (b * T_ * d.NKV + kvh) * HS, kv_stride = d.NKV * HS;
+      pack_words_t(Kw, k + kv_off, T_, HS, kv_stride, Tp, HSp);
+      pack_pair_rows(Kp, k + kv_off, T_, HS, kv_stride, Tp, HSp);
+      pack_words_t(Vw, v + kv_off, T_, HS, kv_stride, Tp, HSp);
+      for (int64_t x = 0; x < 2 * Tp * HSp; ++x) dK[x] = 0.0f;  // dK and dV
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        const int64_t q_off = (b * T_ * d.NH + h) * HS, q_stride = d.NH * HS;
+        const float* lrow = lse + (b * d.NH + h) * T_;
+        pack_rows(Q, q + q_off, T_, HS, q_stride, Tp, HSp);
+        pack_pair_rows(Qp, q + q_off, T_, HS, q_stride, Tp, HSp);
+        pack_rows(dO, dout + q_off, T_, HS, q_stride, Tp, HSp);
+        pack_pair_rows(dOp, dout + q_off, T_, HS, q_stride, Tp, HSp);
+        for (int64_t t = 0; t < Tp; ++t) {
+          float s = 0;
+          if (t < T_) {
+            const bf16* orow = out + q_off + t * q_stride;
+            const bf16* grow = dout + q_off + t * q_stride;
+            for (int64_t x = 0; x < HS; ++x) s += ld(grow + x) * ld(orow + x);
+          }
+          D[t] = s;
+        }
+        for (int64_t x = 0; x < Tp * HSp; ++x) dQ[x] = 0.0f;
+        for (int64_t j0 = 0; j0 < T_; j0 += kTile) {
+          const int64_t bk = std::min(kTile, T_ - j0);
+          for (int64_t i0 = j0; i0 < T_; i0 += kTile) {  // query blocks on/below the diagonal
+            const int64_t bq = std::min(kTile, T_ - i0);
+            dot_tile<false>(P, kTile, Q + i0 * HW, HW, 1, Kw + j0, Tp, HW, kTile);
+            tile_probs(P, lrow + i0, scale, bq, bk, i0 - j0);
+            tile_round_t(Pt, P);
+            dot_tile<true>(dV + j0 * HSp, HSp, Pt, 1, kTile, dOp + i0 / 2 * HSp, HSp, kTile / 2,
+                           HSp);
+            dot_tile<false>(dS, kTile, dO + i0 * HW, HW, 1, Vw + j0, Tp, HW, kTile);
+            tile_dscores(dS, P, D + i0, scale);
+            tile_round(dSb, dS);
+            tile_round_t(dSt, dS);
+            dot_tile<true>(dQ + i0 * HSp, HSp, dSb, kTile / 2, 1, Kp + j0 / 2 * HSp, HSp, kTile / 2,
+                           HSp);
+            dot_tile<true>(dK + j0 * HSp, HSp, dSt, 1, kTile, Qp + i0 / 2 * HSp, HSp, kTile / 2,
+                           HSp);
+          }
+        }
+        if (dq) {
+          for (int64_t t = 0; t < T_; ++t) add_row(dq + q_off + t * q_stride, dQ + t * HSp, HS);
+        }
+      }
+      for (int64_t t = 0; t < T_; ++t) {
+        if (dk) add_row(dk + kv_off + t * kv_stride, dK + t * HSp, HS);
+        if (dv) add_row(dv + kv_off + t * kv_stride, dV + t * HSp, HS);
+      }
+    }
+  }
+}
+#endif  // __AVX512BF16__
+
 }  // namespace
 
 void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k,
@@ -243,6 +390,11 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& 
   check_shape(op, "lse", lse, Shape{d.B, d.NH, d.T});
   dispatch_float(q.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
+#ifdef __AVX512BF16__  // Note [bf16 attention tiles]
+    if constexpr (std::is_same_v<T, bf16>)
+      return forward_bf16(out.data<T>(), lse.data<float>(), q.data<T>(), k.data<T>(), v.data<T>(),
+                          d);
+#endif
     forward_impl<T>(out.data<T>(), lse.data<float>(), q.data<T>(), k.data<T>(), v.data<T>(), d);
   });
 }
@@ -264,6 +416,12 @@ void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, const Tensor& dout, 
   if (!dq && !dk && !dv) return;
   dispatch_float(q.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
+#ifdef __AVX512BF16__  // Note [bf16 attention tiles]
+    if constexpr (std::is_same_v<T, bf16>)
+      return backward_bf16(dq ? dq->data<T>() : nullptr, dk ? dk->data<T>() : nullptr,
+                           dv ? dv->data<T>() : nullptr, dout.data<T>(), q.data<T>(), k.data<T>(),
+                           v.data<T>(), out.data<T>(), lse.data<float>(), d);
+#endif
     backward_impl<T>(dq ? dq->data<T>() : nullptr, dk ? dk->data<T>() : nullptr,
                      dv ? dv->data<T>() : nullptr, dout.data<T>(), q.data<T>(), k.data<T>(),
                      v.data<T>(), out.data<T>(), lse.data<float>(), d);
