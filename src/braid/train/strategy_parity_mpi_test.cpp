@@ -25,17 +25,10 @@ Tensor train(const TrainConfig& cfg) {
   return ::testing::AssertionSuccess();
 }
 
-class StrategyParityMpi : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(StrategyParityMpi, EveryStrategyGivesDdpsWeightsBitForBit) {
+// Every strategy variant that fits the world size, trained from base, gives `ddp` bit for bit
+// on every rank.
+void expect_every_strategy_gives(const Tensor& ddp, const TrainConfig& base) {
   const int n = mpi_test_world()->size();
-  const TrainConfig base = parity_config(GetParam());
-  const Tensor ddp = train(base);
-  EXPECT_TRUE(same_on_every_rank(ddp));
-  TrainConfig one = base;
-  one.parallel.strategy = "none";
-  one.training.micro_batch_size = n;
-  EXPECT_TRUE(weights_match(ddp, train_one(one))) << "ddp vs one process";
   for (const StrategyVariant& v : strategy_variants()) {
     if (n < v.min_ranks || n % v.rank_divisor != 0) continue;
     TrainConfig c = base;
@@ -47,6 +40,20 @@ TEST_P(StrategyParityMpi, EveryStrategyGivesDdpsWeightsBitForBit) {
   }
 }
 
+class StrategyParityMpi : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StrategyParityMpi, EveryStrategyGivesDdpsWeightsBitForBit) {
+  const int n = mpi_test_world()->size();
+  const TrainConfig base = parity_config(GetParam());
+  const Tensor ddp = train(base);
+  EXPECT_TRUE(same_on_every_rank(ddp));
+  TrainConfig one = base;
+  one.parallel.strategy = "none";
+  one.training.micro_batch_size = n;
+  EXPECT_TRUE(weights_match(ddp, train_one(one))) << "ddp vs one process";
+  expect_every_strategy_gives(ddp, base);
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, StrategyParityMpi, ::testing::Values("true", "false"),
                          [](const auto& info) { return "sync_each_batch_" + info.param; });
 
@@ -55,19 +62,11 @@ INSTANTIATE_TEST_SUITE_P(Modes, StrategyParityMpi, ::testing::Values("true", "fa
 class StrategyParityMixedMpi : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(StrategyParityMixedMpi, EveryStrategyGivesDdpsWeightsBitForBit) {
-  const int n = mpi_test_world()->size();
   TrainConfig base = parity_config("true");
   base.training.precision = GetParam();
   const Tensor ddp = train(base);
   EXPECT_TRUE(same_on_every_rank(ddp));
-  for (const StrategyVariant& v : strategy_variants()) {
-    if (n < v.min_ranks || n % v.rank_divisor != 0) continue;
-    TrainConfig c = base;
-    v.apply(c);
-    const Tensor w = train(c);
-    EXPECT_TRUE(braid::testing::bit_equal(w, ddp))
-        << v.name << " vs ddp, rank " << mpi_test_world()->rank();
-  }
+  expect_every_strategy_gives(ddp, base);
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, StrategyParityMixedMpi, ::testing::Values("bf16", "fp16"),
