@@ -70,12 +70,14 @@ std::unique_ptr<Strategy> make_strategy(const StrategySpec& spec,
     DdpStrategyOptions o;
     o.bucket_mb = spec.bucket_mb;
     o.find_unused_parameters = spec.find_unused_parameters;
+    o.reduce_dtype = spec.reduce_dtype;
     o.sync_each_batch = spec.sync_each_batch == "true";
     return std::make_unique<DdpStrategy>(std::move(world), o);
   }
   if (!world) world = comm::LocalGroup::create(1).front();  // zero over one rank
   ZeroOptions o;
   o.find_unused_parameters = spec.find_unused_parameters;
+  o.reduce_dtype = spec.reduce_dtype;
   o.forward_prefetch = spec.forward_prefetch;
   o.backward_prefetch = spec.backward_prefetch;
   o.limit_all_gathers = spec.limit_all_gathers;

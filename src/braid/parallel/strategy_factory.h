@@ -28,6 +28,7 @@ struct StrategySpec {
   int sharding_factor = 0;                       // 0: all ranks (HYBRID_*: ranks per node)
   double bucket_mb = 25.0;                       // ddp
   bool find_unused_parameters = false;
+  DType reduce_dtype = DType::f32;       // gradients' reduction (Note [Reduce dtype])
   std::string sync_each_batch = "auto";  // auto | true | false (Note [Accumulation order])
   bool forward_prefetch = true;
   bool backward_prefetch = true;

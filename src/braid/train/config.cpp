@@ -48,6 +48,7 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("training.eval_batches", &c.training.eval_batches);
   f("training.precision", &c.training.precision);
   f("training.resume", &c.training.resume);
+  f("training.reduce_dtype", &c.training.reduce_dtype);
   f("training.on_nonfinite", &c.training.on_nonfinite);
   f("training.detect_anomaly", &c.training.detect_anomaly);
   f("optimizer.type", &c.optimizer.type);
@@ -287,6 +288,7 @@ void validate(const TrainConfig& c) {
   one_of("parallel.sync_each_batch", c.parallel.sync_each_batch, {"auto", "true", "false"});
   one_of("training.precision", c.training.precision, {"fp32", "bf16", "fp16"});
   checkpoint_policy(c);  // throws naming a bad model.activation_checkpointing
+  one_of("training.reduce_dtype", c.training.reduce_dtype, {"fp32", "bf16", "fp16"});
   one_of("training.on_nonfinite", c.training.on_nonfinite, {"stop", "skip", "off"});
   optim::LossScaler check_fp16(loss_scaler_config(c));  // throws naming the bad fp16 key
   BRAID_CHECK(!c.model.preset.empty() || !c.model.config.empty() || !c.model.init_from.empty(),
@@ -363,12 +365,21 @@ optim::LossScalerConfig loss_scaler_config(const TrainConfig& c) {
   return s;
 }
 
-DType TrainConfig::compute_dtype() const {
-  if (training.precision == "bf16") return DType::bf16;
-  if (training.precision == "fp16") return DType::f16;
-  BRAID_CHECK(training.precision == "fp32", "training.precision: unknown value '",
-              training.precision, "' (expected fp32, bf16 or fp16)");
+namespace {
+DType float_dtype(const std::string& key, const std::string& value) {
+  if (value == "bf16") return DType::bf16;
+  if (value == "fp16") return DType::f16;
+  BRAID_CHECK(value == "fp32", key, ": unknown value '", value, "' (expected fp32, bf16 or fp16)");
   return DType::f32;
+}
+}  // namespace
+
+DType TrainConfig::compute_dtype() const {
+  return float_dtype("training.precision", training.precision);
+}
+
+DType TrainConfig::reduce_dtype() const {
+  return float_dtype("training.reduce_dtype", training.reduce_dtype);
 }
 
 std::vector<std::pair<std::string, std::string>> config_entries(const TrainConfig& cfg) {

@@ -50,6 +50,9 @@ struct TrainingSection {
   // fp32, bf16 or fp16: the dtype forward and backward compute in; master weights, gradients
   // and optimizer state are f32 either way (DESIGN.md "Precision"). fp16 scales the loss (fp16).
   std::string precision = "fp32";
+  // The dtype gradients are reduced in across ranks (FSDP's reduce_dtype; Note [Reduce dtype]):
+  // fp32, bf16 or fp16. They accumulate and reach the optimizer in f32 either way.
+  std::string reduce_dtype = "fp32";
   // What a step whose loss or gradients hold inf/nan does (Note [Non-finite steps]): stop
   // (one error naming rank, step and tensor, on every rank), skip (skip the step everywhere and
   // count it) or off (nothing is checked beyond what clipping and loss scaling compute anyway).
@@ -153,6 +156,7 @@ struct TrainConfig {
   std::string checkpoint_dir() const;
   // training.precision as the dtype forward and backward compute in (f32, bf16, f16).
   DType compute_dtype() const;
+  DType reduce_dtype() const;  // training.reduce_dtype
 };
 
 // Parses YAML text; `source` names the file in errors.

@@ -15,6 +15,7 @@ parallel::StrategySpec strategy_spec_from(const TrainConfig& cfg) {
   s.sharding_factor = static_cast<int>(p.sharding_factor);
   s.bucket_mb = p.bucket_mb;
   s.find_unused_parameters = p.find_unused_parameters;
+  s.reduce_dtype = cfg.reduce_dtype();
   s.sync_each_batch = p.sync_each_batch;
   s.forward_prefetch = p.forward_prefetch;
   s.backward_prefetch = p.backward_prefetch;

@@ -56,6 +56,7 @@ void DdpStrategy::materialize(nn::Transformer& model, const MaterializeOptions& 
   DdpOptions o;
   o.bucket_mb = options_.bucket_mb;
   o.find_unused_parameters = options_.find_unused_parameters;
+  o.reduce_dtype = options_.reduce_dtype;
   ddp_ = std::make_unique<DistributedDataParallel>(std::move(params), model.flat().params(),
                                                    model.flat().grads(), group_, o);
   model.flat().sync_compute();  // after the broadcast of rank 0's masters

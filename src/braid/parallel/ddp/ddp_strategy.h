@@ -22,6 +22,7 @@ struct DdpStrategyOptions {
   double bucket_mb = 25.0;
   bool find_unused_parameters = false;
   bool sync_each_batch = false;
+  DType reduce_dtype = DType::f32;  // Note [Reduce dtype]
 };
 
 class DdpStrategy : public Strategy {

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "braid/core/error.h"
+#include "braid/kernels/ops.h"
 
 namespace braid::parallel {
 
@@ -48,6 +49,7 @@ struct DistributedDataParallel::State {
   std::vector<int> pending;    // per bucket: parameters whose gradient is not final
   std::vector<bool> param_ready;
   std::vector<std::shared_ptr<comm::Work>> works;
+  std::vector<Tensor> staging;  // per bucket, reduce_dtype (Note [Reduce dtype])
   int next_launch = 0;
   bool sync = true;
   bool in_backward = false;
@@ -65,9 +67,17 @@ struct DistributedDataParallel::State {
   void launch_ready(bool during_backward) {
     while (next_launch < static_cast<int>(buckets.size()) && pending[next_launch] == 0) {
       const DdpBucket& b = buckets[next_launch];
-      works[next_launch] = group->all_reduce(flat_grads.flat_range(b.offset, b.size));
+      Tensor grads = flat_grads.flat_range(b.offset, b.size);
+      if (options.reduce_dtype != grads.dtype()) {
+        Tensor& stage = staging[static_cast<size_t>(next_launch)];
+        if (!stage.defined())
+          stage = Tensor::empty(Shape{b.size}, options.reduce_dtype, MemCategory::communication);
+        kernels::cast(stage, grads);
+        grads = stage;
+      }
+      works[next_launch] = group->all_reduce(grads);
       if (during_backward) ++stats.buckets_launched_in_backward;
-      stats.bytes += b.size * static_cast<int64_t>(dtype_size(flat_grads.dtype()));
+      stats.bytes += b.size * static_cast<int64_t>(dtype_size(grads.dtype()));
       ++next_launch;
     }
   }
@@ -121,6 +131,9 @@ DistributedDataParallel::DistributedDataParallel(std::vector<DdpParam> params, T
   for (size_t b = 0; b < s.buckets.size(); ++b)
     for (int i : s.buckets[b].params) s.bucket_of[i] = static_cast<int>(b);
   s.pending.assign(s.buckets.size(), 0);
+  s.staging.resize(s.buckets.size());
+  BRAID_CHECK(is_floating(options.reduce_dtype), "DDP: reduce dtype must be f32, bf16 or f16, got ",
+              dtype_name(options.reduce_dtype));
   s.param_ready.assign(s.params.size(), false);
   s.reset();
 
@@ -196,6 +209,12 @@ void DistributedDataParallel::finish_backward() {
   for (auto& w : s.works) w->wait();
   s.stats.exposed_wait_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // Note [Reduce dtype]: the reduced sums come back into the gradient buffer's dtype.
+  for (size_t b = 0; b < s.buckets.size(); ++b) {
+    if (!s.staging[b].defined()) continue;
+    Tensor grads = s.flat_grads.flat_range(s.buckets[b].offset, s.buckets[b].size);
+    kernels::cast(grads, s.staging[b]);
+  }
   s.reset();
 }
 

@@ -14,6 +14,13 @@
 // divided by the number of target tokens of the whole optimizer step over all ranks (the
 // trainer passes it as the loss denominator), so the summed gradient is exactly the gradient
 // of the mean loss over the global batch, whatever the world size and accumulation.
+//
+// Note [Reduce dtype]: gradients accumulate in f32 (the buffer's dtype); with a lower reduce
+// dtype (FSDP's MixedPrecision.reduce_dtype, training.reduce_dtype) each bucket is cast into a
+// staging buffer of that dtype when it launches, all-reduced there (half the bytes for bf16),
+// and cast back into the gradient buffer once the backward's reductions are done. The sum then
+// carries that dtype's rounding; the optimizer still steps f32 gradients. ZeRO casts each unit
+// the same way around its reduce-scatter.
 #pragma once
 
 #include <chrono>
@@ -36,6 +43,10 @@ struct DdpOptions {
   double bucket_mb = 25.0;
   bool find_unused_parameters = false;  // allow trainable parameters with no gradient
   bool broadcast_parameters = true;     // rank 0's weights to everyone at construction
+  // The dtype gradients travel and are summed in (FSDP's MixedPrecision.reduce_dtype): other
+  // than the gradient buffer's, each bucket is cast into a staging buffer of this dtype, reduced
+  // there and cast back (Note [Reduce dtype]).
+  DType reduce_dtype = DType::f32;
 };
 
 struct DdpBucket {

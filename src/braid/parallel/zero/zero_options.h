@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <string>
 
+#include "braid/core/dtype.h"
+
 namespace braid::parallel {
 
 struct ZeroOptions {
@@ -33,6 +35,8 @@ struct ZeroOptions {
   // Stage 3: units with at most this many elements are not sharded (kept whole on every rank).
   int64_t param_persistence_threshold = 0;
   bool find_unused_parameters = false;
+  DType reduce_dtype =
+      DType::f32;  // Note [Reduce dtype] (parallel/ddp/distributed_data_parallel.h)
   // Offload to a slow tier (DeepSpeed's offload_optimizer / offload_param with device nvme): the
   // optimizer state in a file per rank, paged in unit by unit around the step (Note [Offload
   // pages], offload_store.h); with offload_params (stage 3) the parameter shards too, read ahead

@@ -390,9 +390,16 @@ void ZeroRuntime::launch_ready_reductions() {
                     "' did not land in its unit's buffer (its module's backward hook did not run "
                     "before it)");
       }
-      Tensor chunk = u.grads.flat_range(u.geo.piece_begin(c()), u.geo.piece);
-      pending_.push_back({u.index, groups_.grad->reduce_scatter(chunk, u.grads)});
-      stats_.bytes_reduced += u.geo.padded * 4;
+      Tensor grads = u.grads;
+      if (opt_.reduce_dtype != grads.dtype()) {  // Note [Reduce dtype]
+        u.reduce_stage =
+            Tensor::empty(Shape{u.geo.padded}, opt_.reduce_dtype, MemCategory::communication);
+        kernels::cast(u.reduce_stage, grads);
+        grads = u.reduce_stage;
+      }
+      Tensor chunk = grads.flat_range(u.geo.piece_begin(c()), u.geo.piece);
+      pending_.push_back({u.index, groups_.grad->reduce_scatter(chunk, grads)});
+      stats_.bytes_reduced += u.geo.padded * static_cast<int64_t>(dtype_size(grads.dtype()));
     }
     --next_reduce_;
   }
@@ -425,17 +432,21 @@ void ZeroRuntime::fold_offloaded(ZeroUnit& u, const Tensor& chunk) {
 }
 
 void ZeroRuntime::fold(ZeroUnit& u) {
-  const Tensor chunk = u.grads.flat_range(u.geo.piece_begin(c()), u.geo.piece);
+  const Tensor& reduced = u.reduce_stage.defined() ? u.reduce_stage : u.grads;
+  const Tensor chunk = reduced.flat_range(u.geo.piece_begin(c()), u.geo.piece);
   if (u.grad_region >= 0) {
     fold_offloaded(u, chunk);
   } else if (opt_.stage == 1 && !opt_.sync_each_batch) {
-    // grad_piece is this very chunk of the full gradient buffer.
+    // grad_piece is this very chunk of the full gradient buffer (cast back from the reduce
+    // dtype when there is one).
+    if (u.reduce_stage.defined()) kernels::cast(u.grad_piece, chunk);
   } else if (u.reductions == 0) {
     u.grad_piece.copy_(chunk);
   } else {
     kernels::axpy(u.grad_piece, chunk, 1.0f);  // micro-steps summed in order
   }
   ++u.reductions;
+  u.reduce_stage = Tensor();
   if (opt_.stage >= 2) {
     bind_grads(u, Tensor());
     u.grads = Tensor();

@@ -43,11 +43,12 @@ struct ZeroUnit {
   // Whole parameters [padded] in the compute dtype, which the parameters are views of: held
   // (stage 1/2, persistent) or gathered. Note [Mixed-precision units].
   Tensor full;
-  Tensor shard;       // sharded: the f32 R pieces this rank keeps [R x piece]
-  Tensor master;      // not sharded, compute dtype not f32: this rank's f32 piece [piece]
-  Tensor gather_src;  // sharded, compute dtype not f32: the shard cast for its all-gather
-  Tensor grads;       // [padded]: stage 1 a FlatBuffer view; stage 2/3 bound during backward
-  Tensor grad_piece;  // [piece]: this rank's reduced gradient (stage 1 without sync: a view)
+  Tensor shard;         // sharded: the f32 R pieces this rank keeps [R x piece]
+  Tensor master;        // not sharded, compute dtype not f32: this rank's f32 piece [piece]
+  Tensor gather_src;    // sharded, compute dtype not f32: the shard cast for its all-gather
+  Tensor grads;         // [padded]: stage 1 a FlatBuffer view; stage 2/3 bound during backward
+  Tensor grad_piece;    // [piece]: this rank's reduced gradient (stage 1 without sync: a view)
+  Tensor reduce_stage;  // [padded] in the reduce dtype while its reduce-scatter runs
 
   int param_region = -1;  // offloaded: the shard's region of the offload file (else in `shard`)
   int grad_region = -1;   // offloaded: the reduced gradient piece's region (else grad_piece)
