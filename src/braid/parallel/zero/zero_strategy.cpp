@@ -121,37 +121,36 @@ void ZeroStrategy::materialize(nn::Transformer& model, const MaterializeOptions&
         full = Tensor::empty(Shape{info.padded}, DType::f32, MemCategory::parameters);
         full.zero_();
         options.fill(u.index, full);
-        layout.bind_unit(u.index, full, Tensor());  // creates the parameters' Variables
-        if (!u.sharded) {
-          u.full =
-              mixed ? Tensor::empty(Shape{info.padded}, compute, MemCategory::parameters) : full;
-          layout.bind_unit(u.index, u.full, Tensor());
-        }
+        // A unit held whole in the compute dtype gets its own buffer (filled below); a sharded
+        // one is bound to `full` only to create its parameters' Variables.
+        const Tensor bound = !u.sharded && mixed ? Tensor::empty(Shape{info.padded}, compute,
+                                                                 MemCategory::parameters)
+                                                 : full;
+        layout.bind_unit(u.index, bound, Tensor());
+        if (!u.sharded) u.full = bound;
       }
       if (!u.sharded && mixed) {
         kernels::cast(u.full, full);
         u.master = Tensor::empty(Shape{u.geo.piece}, DType::f32, MemCategory::parameters);
         u.master.copy_(full.flat_range(u.geo.piece_begin(c), u.geo.piece));
       }
-      if (!u.sharded) {
-        // held whole: nothing more to keep
-      } else if (o.offload_params) {
-        // The shard goes straight to its region of the file (Note [Offload pages]).
-        const int64_t piece = u.geo.piece, staged = (piece + 1023) / 1024 * 1024;
-        u.param_region = rt.offload()->add_region(staged * 4);
-        rt.offload()->reserve();
-        Tensor stage = io_buffer(piece, DType::f32, MemCategory::parameters);
-        stage.copy_(full.flat_range(g.shard_pos * piece, piece));
-        rt.offload()->write(u.param_region, stage)->wait();
-        for (int p : info.params)
-          layout.params()[static_cast<size_t>(p)].param->var.value() = Tensor();
-      } else {
-        // Note [Shard geometry]: pieces r' S + s for r' < R, one after the other.
+      if (u.sharded) {
         const int64_t piece = u.geo.piece;
-        u.shard = Tensor::empty(Shape{piece * g.r}, DType::f32, MemCategory::parameters);
-        for (int r = 0; r < g.r; ++r)
-          u.shard.flat_range(r * piece, piece)
-              .copy_(full.flat_range((r * g.s + g.shard_pos) * piece, piece));
+        if (o.offload_params) {
+          // The shard goes straight to its region of the file (Note [Offload pages]).
+          const int64_t staged = (piece + 1023) / 1024 * 1024;
+          u.param_region = rt.offload()->add_region(staged * 4);
+          rt.offload()->reserve();
+          Tensor stage = io_buffer(piece, DType::f32, MemCategory::parameters);
+          stage.copy_(full.flat_range(g.shard_pos * piece, piece));
+          rt.offload()->write(u.param_region, stage)->wait();
+        } else {
+          // Note [Shard geometry]: pieces r' S + s for r' < R, one after the other.
+          u.shard = Tensor::empty(Shape{piece * g.r}, DType::f32, MemCategory::parameters);
+          for (int r = 0; r < g.r; ++r)
+            u.shard.flat_range(r * piece, piece)
+                .copy_(full.flat_range((r * g.s + g.shard_pos) * piece, piece));
+        }
         for (int p : info.params)
           layout.params()[static_cast<size_t>(p)].param->var.value() = Tensor();
       }
