@@ -107,9 +107,11 @@ class Trainer {
   // Collective; the time it takes counts as time training waited for saves.
   void poll_async_save(bool wait, TrainResult& result);
   double all_reduce_sum(double v);
-  // After the micro-steps of `step`: the gradient norm (unscaled; -1 when nothing computes it)
-  // and whether the optimizer step is taken (Note [Non-finite steps]).
-  bool check_step(int64_t step, bool local_loss_finite, double* gnorm, TrainResult& result);
+  // After the micro-steps of `step`, whose loss was scaled by loss_scale: the gradient norm
+  // (unscaled; -1 when nothing computes it) and whether the optimizer step is taken (Note
+  // [Non-finite steps]).
+  bool check_step(int64_t step, double loss_scale, bool local_loss_finite, double* gnorm,
+                  TrainResult& result);
   // The one line naming where the step's first inf/nan appeared, over every rank. Collective.
   std::string locate_nonfinite(bool local_loss_finite, double gnorm);
   void finish(TrainResult& result);

@@ -15,10 +15,6 @@
 
 namespace braid::train {
 
-DType peak_dtype_for(const TrainConfig& cfg) {
-  return cfg.compute_dtype();
-}
-
 std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
                          const parallel::Strategy& strategy, int world, double peak_gflops,
                          double flops_tok) {
@@ -37,7 +33,7 @@ std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
        << "; f32 master weights, gradients and optimizer state)";
   os << "\n"
      << "MFU = tokens/s x " << std::llround(flops_tok / 1e6)
-     << " MFLOP/token (6N + 12LTC) / measured " << dtype_name(peak_dtype_for(cfg)) << " GEMM peak "
+     << " MFLOP/token (6N + 12LTC) / measured " << dtype_name(cfg.compute_dtype()) << " GEMM peak "
      << std::llround(peak_gflops) << " GFLOP/s (" << kernels::gemm_backend_name()
      << ", summed over ranks)";
   return os.str();

@@ -14,8 +14,6 @@ namespace braid::train {
 
 struct TrainResult;
 
-// The dtype whose GEMM peak MFU is measured against: the compute dtype.
-DType peak_dtype_for(const TrainConfig& cfg);
 std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
                          const parallel::Strategy& strategy, int world_size, double peak_gflops,
                          double flops_per_token);

@@ -1,0 +1,134 @@
+// The Trainer's training checkpoints (Note [Resume], Note [Atomic save] in
+// checkpoint/save_plan.h): opening the checkpoint a run resumes from, restoring the counters it
+// carries, and saving (blocking or in the background).
+#include "braid/train/trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "braid/checkpoint/checkpoint_writer.h"
+#include "braid/checkpoint/resume.h"
+#include "braid/core/error.h"
+
+namespace braid::train {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+// The fp16 loss scaler's state as checkpoint counters (the scale by its bits: min_loss_scale
+// need not be a power of two) and back.
+void add_scaler_counters(const optim::LossScaler::State& st, std::map<std::string, int64_t>& c) {
+  int64_t bits = 0;
+  std::memcpy(&bits, &st.cur_scale, sizeof bits);
+  c["loss_scale_bits"] = bits;
+  c["loss_scale_iter"] = st.cur_iter;
+  c["loss_scale_last_overflow_iter"] = st.last_overflow_iter;
+  c["loss_scale_hysteresis"] = st.cur_hysteresis;
+  c["loss_scale_dynamic"] = st.is_dynamic ? 1 : 0;
+}
+
+optim::LossScaler::State scaler_state_from(const checkpoint::Manifest& m) {
+  BRAID_CHECK(m.counters.count("loss_scale_bits") != 0,
+              "resume: the checkpoint has no fp16 loss scaler state (it was saved by a run with "
+              "training.precision other than fp16); resume it with its own precision");
+  optim::LossScaler::State st;
+  const int64_t bits = m.counter("loss_scale_bits");
+  std::memcpy(&st.cur_scale, &bits, sizeof bits);
+  st.cur_iter = m.counter("loss_scale_iter");
+  st.last_overflow_iter = m.counter("loss_scale_last_overflow_iter");
+  st.cur_hysteresis = static_cast<int>(m.counter("loss_scale_hysteresis"));
+  st.is_dynamic = m.counter("loss_scale_dynamic") != 0;
+  return st;
+}
+
+}  // namespace
+
+// Note [Resume]: the weights come in through the strategy's fill (each rank reads the units
+// it materialises from whatever files hold them), the optimizer state through the optimizer's
+// slices (each rank reads its own shard records' ranges), so any layout loads any other.
+void Trainer::open_resume() {
+  resume_ =
+      checkpoint::open_resume_checkpoint(cfg_.training.resume, cfg_.checkpoint_dir(), world_.get(),
+                                         [this](const std::string& s) { say(s); });
+  if (resume_) start_step_ = resume_->manifest().step;
+}
+
+void Trainer::report_resume() const {
+  const checkpoint::Manifest& m = resume_->manifest();
+  std::string line = "resuming from " + resume_->dir().string() + " (step " +
+                     std::to_string(m.step) + ", " + format_bytes(m.total_bytes()) + ")";
+  if (m.layout != strategy_->describe() || m.world_size != world_size())
+    line += "; layout changed: saved by " + m.layout + " on " + std::to_string(m.world_size) +
+            " rank(s), now " + strategy_->describe() + " on " + std::to_string(world_size());
+  say(line);
+}
+
+// The data position follows from the samples consumed, so it holds under another micro-batch,
+// accumulation or world size (Note [Resume]; batch_source.h on sample order).
+void Trainer::restore_counters() {
+  const checkpoint::Manifest& m = resume_->manifest();
+  const int64_t samples = m.counter("samples");
+  const int64_t per_batch = cfg_.training.micro_batch_size * dp_size();
+  BRAID_CHECK(samples % per_batch == 0, "resume: the checkpoint has consumed ", samples,
+              " samples, not a whole number of this run's micro-batches of ",
+              cfg_.training.micro_batch_size, " x ", dp_size(),
+              " ranks: keep training.global_batch_size a divisor of it");
+  train_data_->seek(samples / per_batch);
+  val_batches_ = m.counter("val_batches");
+  if (val_data_) val_data_->seek(val_batches_);
+  if (scaler_) scaler_->set_state(scaler_state_from(m));
+}
+
+void Trainer::save_checkpoint(int64_t step, TrainResult* result) {
+  MemoryScope scope(tracker_);
+  strategy_->synchronize();
+  checkpoint::SaveRequest req;
+  req.root = cfg_.checkpoint_dir();
+  req.step = step;
+  req.keep_last = cfg_.checkpoint.keep_last;
+  req.layout = strategy_->describe();
+  req.dp_size = dp_size();
+  req.counters = {{"optimizer_steps", optimizer_->step_count()},
+                  {"samples", step * cfg_.training.global_batch_size},
+                  {"val_batches", val_batches_},
+                  {"global_batch_size", cfg_.training.global_batch_size}};
+  if (scaler_) add_scaler_counters(scaler_->state(), req.counters);
+  req.config = dump_config(cfg_);
+  if (options_.fault)
+    req.fault = [f = options_.fault, step](const std::string& s) { f(step, "save:" + s); };
+  if (!cfg_.checkpoint.async) {
+    report_saved(checkpoint::save_checkpoint(world_.get(), *optimizer_, req), result);
+    return;
+  }
+  if (!async_save_) async_save_ = std::make_unique<checkpoint::AsyncSaver>();
+  const auto t0 = Clock::now();
+  if (auto previous = async_save_->start(world_.get(), *optimizer_, req))
+    report_saved(*previous, result);
+  if (result) result->checkpoint_s += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void Trainer::poll_async_save(bool wait, TrainResult& result) {
+  if (!async_save_ || !async_save_->pending()) return;
+  const auto t0 = Clock::now();
+  if (auto r = async_save_->poll(world_.get(), wait)) report_saved(*r, &result);
+  result.checkpoint_s += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void Trainer::report_saved(const checkpoint::SaveResult& r, TrainResult* result) const {
+  char line[320];
+  int n = std::snprintf(line, sizeof line, "step %lld | checkpoint %s: %s in %.2f s (%.2f GB/s)",
+                        static_cast<long long>(r.step), r.dir.c_str(),
+                        format_bytes(r.bytes).c_str(), r.seconds,
+                        r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / 1e9 : 0.0);
+  if (cfg_.checkpoint.async && n > 0 && static_cast<size_t>(n) < sizeof line)
+    std::snprintf(line + n, sizeof line - static_cast<size_t>(n),
+                  ", written in the background; training waited %.3f s", r.blocked_seconds);
+  say(line);
+  if (!result) return;
+  ++result->checkpoints_saved;
+  if (!cfg_.checkpoint.async) result->checkpoint_s += r.blocked_seconds;
+}
+
+}  // namespace braid::train
