@@ -21,6 +21,22 @@ struct Case {
   std::string sync_each_batch;
 };
 
+// Every strategy variant that fits n ranks, trained from base, gives `ddp` bit for bit (and,
+// when given, `single`'s weights to fp32 tolerance).
+void expect_every_strategy_gives(const Tensor& ddp, const TrainConfig& base, int n,
+                                 const Tensor* single = nullptr) {
+  for (const StrategyVariant& v : strategy_variants()) {
+    if (n < v.min_ranks || n % v.rank_divisor != 0) continue;
+    TrainConfig c = base;
+    v.apply(c);
+    const Tensor w = train_ranks(n, c);
+    EXPECT_TRUE(braid::testing::bit_equal(w, ddp)) << v.name << " vs ddp";
+    if (single) {
+      EXPECT_TRUE(weights_match(w, *single)) << v.name << " vs one process";
+    }
+  }
+}
+
 class StrategyParity : public ::testing::TestWithParam<Case> {};
 
 TEST_P(StrategyParity, EveryStrategyGivesDdpsWeightsBitForBit) {
@@ -35,14 +51,7 @@ TEST_P(StrategyParity, EveryStrategyGivesDdpsWeightsBitForBit) {
   TrainConfig unclipped = one;
   unclipped.optimizer.grad_clip = 0;
   EXPECT_FALSE(braid::testing::bit_equal(train_one(unclipped), single)) << "clipping is active";
-  for (const StrategyVariant& v : strategy_variants()) {
-    if (n < v.min_ranks || n % v.rank_divisor != 0) continue;
-    TrainConfig c = base;
-    v.apply(c);
-    const Tensor w = train_ranks(n, c);
-    EXPECT_TRUE(braid::testing::bit_equal(w, ddp)) << v.name << " vs ddp";
-    EXPECT_TRUE(weights_match(w, single)) << v.name << " vs one process";
-  }
+  expect_every_strategy_gives(ddp, base, n, &single);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, StrategyParity,
@@ -130,12 +139,7 @@ TEST_P(StrategyParityMixed, EveryStrategyGivesDdpsWeightsBitForBit) {
   one.parallel.strategy = "none";
   one.training.micro_batch_size = 2;
   EXPECT_TRUE(braid::testing::all_close(train_one(one), ddp, 0.0, 5e-4)) << "one process vs ddp";
-  for (const StrategyVariant& v : strategy_variants()) {
-    if (2 < v.min_ranks || 2 % v.rank_divisor != 0) continue;
-    TrainConfig c = base;
-    v.apply(c);
-    EXPECT_TRUE(braid::testing::bit_equal(train_ranks(2, c), ddp)) << v.name << " vs ddp";
-  }
+  expect_every_strategy_gives(ddp, base, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -163,12 +167,7 @@ TEST(ReduceDtype, Bf16ReductionHalvesTheBytesAndKeepsStrategiesOnDdpsWeights) {
   const Tensor ddp = train_ranks(2, base);
   EXPECT_FALSE(braid::testing::bit_equal(ddp, f32_reduce));
   EXPECT_TRUE(braid::testing::all_close(ddp, f32_reduce, 0.0, 2.5e-3));
-  for (const StrategyVariant& v : strategy_variants()) {
-    if (2 < v.min_ranks || 2 % v.rank_divisor != 0) continue;
-    TrainConfig c = base;
-    v.apply(c);
-    EXPECT_TRUE(braid::testing::bit_equal(train_ranks(2, c), ddp)) << v.name << " vs ddp";
-  }
+  expect_every_strategy_gives(ddp, base, 2);
   for (const char* strategy : {"ddp", "zero2"}) {
     std::vector<int64_t> bytes(2, 0);
     for (const char* reduce : {"fp32", "bf16"}) {
