@@ -41,6 +41,27 @@ TEST(KernelErrors, CrossEntropyTargetOutOfRange) {
                {"lm_head_ce_forward", "target id 8", "position 1", "vocab size 8"});
 }
 
+TEST(KernelErrors, VocabSlicesNameOpAndArgument) {
+  Tensor ids = Tensor::from_vector<int32_t>({1, 2, 300, -4}, Shape{1, 4});  // 300: another slice
+  Tensor wte = Tensor::zeros(Shape{10, 4}), out = Tensor::empty(Shape{1, 4, 4});
+  expect_error([&] { embedding_slice_forward(out, ids, wte, 10); },
+               {"embedding_slice_forward", "-4", "position 3", "negative"});
+  ids.data<int32_t>()[3] = 0;
+  expect_error([&] { embedding_slice_backward(wte, out, ids, -1); },
+               {"embedding_slice_backward", "v0=-1"});
+  Tensor x = Tensor::zeros(Shape{3, 4}), w = Tensor::zeros(Shape{8, 4});
+  Tensor tg = Tensor::from_vector<int32_t>({0, 99, -100}, Shape{3});  // 99: another slice
+  Tensor m = Tensor::empty(Shape{3}), s = Tensor::empty(Shape{3}), tl = Tensor::empty(Shape{2});
+  expect_error([&] { lm_head_ce_partial_forward(m, s, tl, x, w, tg, 8, 8); },
+               {"lm_head_ce_partial_forward", "target_logit"});
+  tl = Tensor::empty(Shape{3});
+  expect_error([&] { lm_head_ce_partial_forward(m, s, tl, x, w, tg, 8, 9); },
+               {"lm_head_ce_partial_forward", "valid=9", "[0, 8]"});
+  tg.data<int32_t>()[1] = -3;
+  expect_error([&] { lm_head_ce_partial_backward(&x, &w, x, w, tg, m, 1.0f, 8, 8); },
+               {"lm_head_ce_partial_backward", "target id -3", "position 1", "negative"});
+}
+
 TEST(KernelErrors, ShapeMismatchNamesShapes) {
   Tensor x = Tensor::zeros(Shape{4, 5}), w = Tensor::zeros(Shape{3, 6});
   Tensor out = Tensor::empty(Shape{4, 3});

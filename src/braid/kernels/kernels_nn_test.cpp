@@ -94,6 +94,35 @@ TEST_P(NnOps, LmHeadCrossEntropy) {
   EXPECT_TRUE(close(logits, logits_r, 2e-5));
 }
 
+TEST_P(NnOps, LmHeadCrossEntropyPartial) {
+  // Vocabulary rows [40, 64) of which 17 are real, N = 300 rows (more than one chunk), targets
+  // below, inside and beyond the slice, some ignored; then a slice of padding only.
+  const int64_t N = 300, C = 24, V = 57, v0 = 40, Vl = 24;
+  Tensor x = rnd(Shape{N, C}), w = rnd(Shape{Vl, C}, 0.5f), tg = ids(Shape{N}, V);
+  for (int64_t n = 0; n < N; n += 7) tg.data<int32_t>()[n] = -100;
+  Tensor lse = Tensor::uniform(Shape{N}, rng_, 3.0f, 4.0f);  // a global lse from the combine
+  for (int64_t valid : {V - v0, int64_t{0}}) {
+    SCOPED_TRACE(::testing::Message() << "valid=" << valid);
+    Tensor m = Tensor::empty(Shape{N}), s = m.clone(), tl = m.clone();
+    Tensor m_r = m.clone(), s_r = m.clone(), tl_r = m.clone();
+    lm_head_ce_partial_forward(m, s, tl, x, w, tg, v0, valid);
+    ref::lm_head_ce_partial_forward(m_r, s_r, tl_r, x, w, tg, v0, valid);
+    if (valid > 0) {
+      EXPECT_TRUE(close(m, m_r, 2e-5));
+    } else {  // max over no columns (all_close takes -inf - -inf = nan for a difference)
+      for (float v : m.to_f32_vector()) EXPECT_EQ(v, -INFINITY);
+      for (float v : m_r.to_f32_vector()) EXPECT_EQ(v, -INFINITY);
+    }
+    EXPECT_TRUE(close(s, s_r, 2e-5));
+    EXPECT_TRUE(close(tl, tl_r, 2e-5));
+    Tensor dx = rnd(Shape{N, C}), dw = rnd(Shape{Vl, C}), dx_r = dx.clone(), dw_r = dw.clone();
+    lm_head_ce_partial_backward(&dx, &dw, x, w, tg, lse, 0.01f, v0, valid);
+    ref::lm_head_ce_partial_backward(&dx_r, &dw_r, x, w, tg, lse, 0.01f, v0, valid);
+    EXPECT_TRUE(close(dx, dx_r, tol()));
+    EXPECT_TRUE(close(dw, dw_r, tol()));
+  }
+}
+
 TEST_P(NnOps, AdamW) {
   // param f32; grad in the test's dtype.
   Shape s{1037};

@@ -79,6 +79,20 @@ TEST_P(Ops, Embedding) {
   EXPECT_TRUE(close(dwpe, dwpe_r, tol()));
 }
 
+TEST_P(Ops, EmbeddingSlice) {
+  // Rows [5, 12) of a vocabulary of 20: ids below, inside and beyond the slice.
+  const int64_t B = 3, T = 11, C = 17, V = 20, v0 = 5, Vl = 7;
+  Tensor id = ids(Shape{B, T}, V), wte = rnd(Shape{Vl, C});
+  Tensor out = Tensor::empty(Shape{B, T, C}, dt()), out_r = out.clone();
+  embedding_slice_forward(out, id, wte, v0);
+  ref::embedding_slice_forward(out_r, id, wte, v0);
+  EXPECT_TRUE(close(out, out_r, 0.0));
+  Tensor dout = rnd(Shape{B, T, C}), dwte = rnd(Shape{Vl, C}), dwte_r = dwte.clone();
+  embedding_slice_backward(dwte, dout, id, v0);
+  ref::embedding_slice_backward(dwte_r, dout, id, v0);
+  EXPECT_TRUE(close(dwte, dwte_r, tol()));
+}
+
 TEST_P(Ops, LayerNorm) {
   const int64_t N = 29, C = 37;
   Tensor x = rnd(Shape{N, C}, 2.0f), w = rnd(Shape{C}), b = rnd(Shape{C});

@@ -51,6 +51,14 @@ void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor&
 // out[B,T,C] = wte[ids[b,t]] (+ wpe[t] when wpe is given; wpe is [maxT,C], T <= maxT)
 void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& wte, const Tensor* wpe);
 void embedding_backward(Tensor* dwte, Tensor* dwpe, const Tensor& dout, const Tensor& ids);
+// Vocab-parallel (Megatron): wte[Vl,C] holds rows [v0, v0+Vl) of the table; ids[B,T] are global
+// (>= 0, no upper bound checked: the caller checks the global vocabulary). out[B,T,C] gets
+// wte[id - v0] for ids in [v0, v0+Vl) and zero rows for the others (another rank holds them;
+// the caller sums over ranks).
+void embedding_slice_forward(Tensor& out, const Tensor& ids, const Tensor& wte, int64_t v0);
+// dwte[id - v0] += dout rows for ids in [v0, v0+Vl), others skipped; same accumulation order as
+// embedding_backward, so the slices of the full dwte match it bit for bit.
+void embedding_slice_backward(Tensor& dwte, const Tensor& dout, const Tensor& ids, int64_t v0);
 
 // ---- Normalisation (over the last dimension C; inp viewed as [N,C]) ----
 // mean[N], rstd[N] are f32 saved for backward.
@@ -103,6 +111,28 @@ void lm_head_ce_backward(Tensor* dx, Tensor* dweight, const Tensor& x, const Ten
 double lm_head_ce_forward_backward(Tensor& lse, int64_t* count, Tensor* dx, Tensor* dweight,
                                    const Tensor& x, const Tensor& weight, const Tensor& targets,
                                    float scale, int32_t ignore_index = -100);
+// Vocab-parallel pieces (Megatron; Note [Vocab-parallel cross-entropy], cpu/cross_entropy.cpp):
+// weight[Vl,C] holds vocabulary rows [v0, v0+Vl), of which the first `valid` (0..Vl) are real;
+// the rest is padding, left out of every max and sum and given no gradient. targets[N] are
+// global ids: t == ignore_index or t >= 0 (the global upper bound is the caller's check).
+// Per row n over the real local logits z = x[n] @ weight[0:valid]^T, all three f32 [N]:
+//   row_max[n] = max z, sumexp[n] = sum exp(z - row_max[n]) (-inf and 0 when valid == 0),
+//   target_logit[n] = z[t - v0] when v0 <= t < v0 + valid, else 0.
+// Ignored rows get the same row_max and sumexp as any other row and target_logit 0, so the
+// combined lse below equals lm_head_ce_forward's lse for every row; the caller leaves ignored
+// rows out of the loss and the count. Combine over the ranks: M = all_reduce max(row_max),
+// S = all_reduce sum(sumexp * exp(row_max - M)), lse = M + log S,
+// loss_n = lse - all_reduce sum(target_logit).
+void lm_head_ce_partial_forward(Tensor& row_max, Tensor& sumexp, Tensor& target_logit,
+                                const Tensor& x, const Tensor& weight, const Tensor& targets,
+                                int64_t v0, int64_t valid, int32_t ignore_index = -100);
+// This slice's part of the gradient of scale * sum_n loss_n, given the global lse[N] (f32):
+// dlogits = exp(z - lse) * scale on real columns, minus scale at a local target's column; 0 on
+// padding columns and ignored rows. dx[N,C] += dlogits @ weight (a partial sum: the caller
+// all-reduces dx), dweight[Vl,C] += dlogits^T @ x (padding rows untouched).
+void lm_head_ce_partial_backward(Tensor* dx, Tensor* dweight, const Tensor& x, const Tensor& weight,
+                                 const Tensor& targets, const Tensor& lse, float scale, int64_t v0,
+                                 int64_t valid, int32_t ignore_index = -100);
 // Logits for generation: logits[N,V] = x @ weight^T (f32 out).
 void lm_head_logits(Tensor& logits, const Tensor& x, const Tensor& weight);
 

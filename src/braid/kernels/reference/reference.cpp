@@ -85,6 +85,29 @@ void embedding_backward(Tensor* dwte, Tensor* dwpe, const Tensor& dout, const Te
   }
 }
 
+void embedding_slice_forward(Tensor& out, const Tensor& ids, const Tensor& wte, int64_t v0) {
+  int64_t N = ids.numel(), C = wte.size(1), Vl = wte.size(0);
+  const int32_t* id = ids.data<int32_t>();
+  Vec w = get(wte), o(N * C, 0.0);
+  for (int64_t n = 0; n < N; ++n) {
+    BRAID_CHECK(id[n] >= 0, "reference embedding_slice: id ", id[n], " at ", n);
+    if (id[n] < v0 || id[n] >= v0 + Vl) continue;
+    for (int64_t c = 0; c < C; ++c) o[n * C + c] = w[(id[n] - v0) * C + c];
+  }
+  put(out, o);
+}
+
+void embedding_slice_backward(Tensor& dwte, const Tensor& dout, const Tensor& ids, int64_t v0) {
+  int64_t N = ids.numel(), C = dout.numel() / N, Vl = dwte.size(0);
+  const int32_t* id = ids.data<int32_t>();
+  Vec g = get(dout), dw(dwte.numel(), 0.0);
+  for (int64_t n = 0; n < N; ++n) {
+    if (id[n] < v0 || id[n] >= v0 + Vl) continue;
+    for (int64_t c = 0; c < C; ++c) dw[(id[n] - v0) * C + c] += g[n * C + c];
+  }
+  add_into(&dwte, dw);
+}
+
 void copy_columns(Tensor& out, const Tensor& inp, int64_t start) {
   int64_t W = last_dim(out), CT = last_dim(inp), N = out.numel() / W;
   Vec x = get(inp), o(N * W);

@@ -22,6 +22,8 @@ void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor&
 
 void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& wte, const Tensor* wpe);
 void embedding_backward(Tensor* dwte, Tensor* dwpe, const Tensor& dout, const Tensor& ids);
+void embedding_slice_forward(Tensor& out, const Tensor& ids, const Tensor& wte, int64_t v0);
+void embedding_slice_backward(Tensor& dwte, const Tensor& dout, const Tensor& ids, int64_t v0);
 
 void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp,
                        const Tensor& weight, const Tensor& bias, float eps);
@@ -53,6 +55,12 @@ void lm_head_ce_backward(Tensor* dx, Tensor* dweight, const Tensor& x, const Ten
 double lm_head_ce_forward_backward(Tensor& lse, int64_t* count, Tensor* dx, Tensor* dweight,
                                    const Tensor& x, const Tensor& weight, const Tensor& targets,
                                    float scale, int32_t ignore_index = -100);
+void lm_head_ce_partial_forward(Tensor& row_max, Tensor& sumexp, Tensor& target_logit,
+                                const Tensor& x, const Tensor& weight, const Tensor& targets,
+                                int64_t v0, int64_t valid, int32_t ignore_index = -100);
+void lm_head_ce_partial_backward(Tensor* dx, Tensor* dweight, const Tensor& x, const Tensor& weight,
+                                 const Tensor& targets, const Tensor& lse, float scale, int64_t v0,
+                                 int64_t valid, int32_t ignore_index = -100);
 void lm_head_logits(Tensor& logits, const Tensor& x, const Tensor& weight);
 
 void copy_columns(Tensor& out, const Tensor& inp, int64_t start);

@@ -302,6 +302,47 @@ double lm_head_ce_forward_backward(Tensor& lse, int64_t* count, Tensor* dx, Tens
   return loss;
 }
 
+void lm_head_ce_partial_forward(Tensor& row_max, Tensor& sumexp, Tensor& target_logit,
+                                const Tensor& x, const Tensor& weight, const Tensor& targets,
+                                int64_t v0, int64_t valid, int32_t ignore_index) {
+  int64_t Vl = weight.size(0), N = targets.numel();
+  Vec Z = logits_of(x, weight), M(N), S(N), TL(N);
+  const int32_t* t = targets.data<int32_t>();
+  for (int64_t n = 0; n < N; ++n) {
+    double mx = -INFINITY, s = 0;
+    for (int64_t v = 0; v < valid; ++v) mx = std::max(mx, Z[n * Vl + v]);
+    for (int64_t v = 0; v < valid; ++v) s += std::exp(Z[n * Vl + v] - mx);
+    M[n] = mx;
+    S[n] = s;
+    const bool local = t[n] != ignore_index && t[n] >= v0 && t[n] < v0 + valid;
+    TL[n] = local ? Z[n * Vl + (t[n] - v0)] : 0.0;
+  }
+  put(row_max, M);
+  put(sumexp, S);
+  put(target_logit, TL);
+}
+
+void lm_head_ce_partial_backward(Tensor* dx, Tensor* dweight, const Tensor& x, const Tensor& weight,
+                                 const Tensor& targets, const Tensor& lse, float scale, int64_t v0,
+                                 int64_t valid, int32_t ignore_index) {
+  int64_t C = weight.size(1), Vl = weight.size(0), N = targets.numel();
+  Vec Z = logits_of(x, weight), X = get(x), W = get(weight), L = get(lse);
+  Vec dX(N * C, 0.0), dW(Vl * C, 0.0);
+  const int32_t* t = targets.data<int32_t>();
+  for (int64_t n = 0; n < N; ++n) {
+    if (t[n] == ignore_index) continue;
+    for (int64_t v = 0; v < valid; ++v) {
+      double g = (std::exp(Z[n * Vl + v] - L[n]) - (v0 + v == t[n] ? 1.0 : 0.0)) * scale;
+      for (int64_t c = 0; c < C; ++c) {
+        dX[n * C + c] += g * W[v * C + c];
+        dW[v * C + c] += g * X[n * C + c];
+      }
+    }
+  }
+  add_into(dx, dX);
+  add_into(dweight, dW);
+}
+
 void lm_head_logits(Tensor& logits, const Tensor& x, const Tensor& weight) {
   put(logits, logits_of(x, weight));
 }
