@@ -15,6 +15,9 @@ namespace braid::autograd {
 Variable linear(const Variable& x, const Variable& w, const Variable& b);
 // ids[B,T] i32 (a plain tensor, no gradient) -> wte[ids] (+ wpe[t]) : [B,T,C]
 Variable embedding(const Tensor& ids, const Variable& wte, const Variable& wpe);
+// ids[B,T] global ids; wte[Vl,C] rows [v0, v0+Vl) of a vocabulary-parallel table -> [B,T,C]
+// with zero rows for ids outside the slice (tensor parallelism sums the ranks' outputs).
+Variable embedding_slice(const Tensor& ids, const Variable& wte, int64_t v0);
 Variable layernorm(const Variable& x, const Variable& w, const Variable& b, float eps);
 Variable rmsnorm(const Variable& x, const Variable& w, float eps);
 Variable gelu(const Variable& x);
@@ -29,6 +32,8 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v);
 Variable lm_head_cross_entropy(const Variable& x, const Variable& w, const Tensor& targets,
                                double denominator = 0.0, int32_t ignore_index = -100);
 Variable add(const Variable& a, const Variable& b);
+// x[..., C] + b[C]
+Variable bias_add(const Variable& x, const Variable& b);
 Variable reshape(const Variable& x, const Shape& shape);  // a view; no copy
 // out[..., W] = x[..., start:start+W] over the last dimension
 Variable slice_last_dim(const Variable& x, int64_t start, int64_t width);

@@ -36,6 +36,20 @@ class EmbeddingNode : public Node {
   Tensor ids_;  // [B,T] i32
 };
 
+class EmbeddingSliceNode : public Node {
+ public:
+  EmbeddingSliceNode(Tensor ids, int64_t v0) : ids_(std::move(ids)), v0_(v0) {}
+  const char* name() const override { return "embedding_slice"; }
+  void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
+    if (dinputs[0]) kernels::embedding_slice_backward(*dinputs[0], dout, ids_, v0_);
+  }
+  void release() override { ids_ = Tensor(); }
+
+ private:
+  Tensor ids_;  // [B,T] i32
+  int64_t v0_;
+};
+
 class AttentionNode : public Node {
  public:
   AttentionNode(Tensor out, Tensor lse) : out_(std::move(out)), lse_(std::move(lse)) {}
@@ -122,6 +136,19 @@ Variable embedding(const Tensor& ids, const Variable& wte, const Variable& wpe) 
   Tensor out = activation(Shape{ids.size(0), ids.size(1), C}, wte.value().dtype());
   kernels::embedding_forward(out, ids, wte.value(), wpe.defined() ? &wpe.value() : nullptr);
   return result(out, should_record({&wte, &wpe}), std::make_shared<EmbeddingNode>(ids), {wte, wpe});
+}
+
+Variable embedding_slice(const Tensor& ids, const Variable& wte, int64_t v0) {
+  check_defined("embedding_slice", "wte", wte);
+  BRAID_CHECK(ids.defined() && ids.dim() == 2 && ids.dtype() == DType::i32,
+              "embedding_slice: ids must be [B, T] i32, got ",
+              ids.defined() ? ids.shape().str() : "(undefined)");
+  BRAID_CHECK(wte.shape().dim() == 2 && v0 >= 0,
+              "embedding_slice: wte must be [Vl, C] and v0 >= 0, got ", wte.shape().str(), " and ",
+              v0);
+  Tensor out = activation(Shape{ids.size(0), ids.size(1), wte.shape()[1]}, wte.value().dtype());
+  kernels::embedding_slice_forward(out, ids, wte.value(), v0);
+  return result(out, should_record({&wte}), std::make_shared<EmbeddingSliceNode>(ids, v0), {wte});
 }
 
 Variable attention(const Variable& q, const Variable& k, const Variable& v) {

@@ -77,6 +77,15 @@ class AddNode : public Node {
   }
 };
 
+class BiasAddNode : public Node {
+ public:
+  const char* name() const override { return "bias_add"; }
+  void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
+    if (dinputs[0]) kernels::axpy(*dinputs[0], dout, 1.0f);
+    if (dinputs[1]) kernels::bias_add_backward(*dinputs[1], dout);
+  }
+};
+
 // Note [Reshape gradient]: the engine usually hands dout's buffer to the input (is_view), so
 // the axpy below only runs when the input already has a buffer or is a leaf.
 class ReshapeNode : public Node {
@@ -199,6 +208,18 @@ Variable add(const Variable& a, const Variable& b) {
   Tensor out = activation(a.shape(), a.value().dtype());
   kernels::add_forward(out, a.value(), b.value());
   return result(out, should_record({&a, &b}), std::make_shared<AddNode>(), {a, b});
+}
+
+Variable bias_add(const Variable& x, const Variable& b) {
+  check_defined("bias_add", "x", x);
+  check_defined("bias_add", "b", b);
+  BRAID_CHECK(b.shape().dim() == 1 && x.shape().dim() >= 1 && x.shape()[-1] == b.shape()[0],
+              "bias_add: x ", x.shape().str(), " and b ", b.shape().str(),
+              " do not match (need x[..., C] and b[C])");
+  check_same_dtype("bias_add", "b", b, "x", x);
+  Tensor out = activation(x.shape(), x.value().dtype());
+  kernels::bias_add_forward(out, x.value(), b.value());
+  return result(out, should_record({&x, &b}), std::make_shared<BiasAddNode>(), {x, b});
 }
 
 Variable reshape(const Variable& x, const Shape& shape) {

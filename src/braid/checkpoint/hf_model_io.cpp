@@ -95,7 +95,7 @@ WeightFiles open_weights(const fs::path& dir) {
 std::vector<HfTensor> hf_tensor_layout(const nn::Transformer& model) {
   const nn::ModelConfig& cfg = model.config();
   std::vector<HfTensor> out;
-  for (const nn::ParamInfo& p : model.layout().params()) {
+  for (const nn::ParamInfo& p : model.full_layout().params()) {
     // The parameter's shard record, whole: the name and full shape every layout agrees on.
     const ShardRecord r = p.whole();
     HfTensor t{r.name, r.global_shape, is_conv1d(cfg, r.name)};
@@ -140,7 +140,7 @@ void export_hf(const nn::Transformer& model, const fs::path& dir, const UnitSour
         std::make_unique<SafetensorsWriter>(dir / "model.safetensors", std::move(specs),
                                             std::map<std::string, std::string>{{"format", "pt"}});
   }
-  const nn::ParamLayout& params = model.layout();
+  const nn::ParamLayout& params = model.full_layout();
   units([&](int u, const Tensor& unit) {
     if (!writer) return;
     for (int i : params.units().at(static_cast<size_t>(u)).params) {
@@ -215,7 +215,7 @@ HfWeightReader::HfWeightReader(const nn::Transformer& model, const fs::path& dir
 HfWeightReader::~HfWeightReader() = default;
 
 void HfWeightReader::read_unit(int u, Tensor& unit_params) {
-  const nn::ParamLayout& params = model_.layout();
+  const nn::ParamLayout& params = model_.full_layout();
   const auto layout = hf_tensor_layout(model_);
   for (int i : params.units().at(static_cast<size_t>(u)).params) {
     const nn::ParamInfo& p = params.params()[static_cast<size_t>(i)];

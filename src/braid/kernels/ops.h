@@ -46,6 +46,10 @@ void linear_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const 
 // dinp[N,C] += dout @ weight; dweight[OC,C] += dout^T @ inp; dbias[OC] += sum_n dout
 void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor& dout,
                      const Tensor& inp, const Tensor& weight);
+// out[N,C] = x[N,C] + bias[C] (a bias added after a tensor-parallel reduction);
+// dbias[C] += sum_n dout[n]
+void bias_add_forward(Tensor& out, const Tensor& x, const Tensor& bias);
+void bias_add_backward(Tensor& dbias, const Tensor& dout);
 
 // ---- Embedding ----
 // out[B,T,C] = wte[ids[b,t]] (+ wpe[t] when wpe is given; wpe is [maxT,C], T <= maxT)

@@ -1,35 +1,50 @@
 #include "braid/nn/attention.h"
 
+#include <algorithm>
+
 #include "braid/autograd/functions.h"
 
 namespace braid::nn {
 
-Attention::Attention(const ModelConfig& cfg, float out_std)
+Attention::Attention(const ModelConfig& cfg, float out_std, TensorParallel* tp)
     : is_gpt2_(cfg.is_gpt2()),
       n_head_(cfg.n_head),
       n_kv_head_(cfg.n_kv_head),
       head_size_(cfg.head_size()),
-      rope_theta_(static_cast<float>(cfg.rope_theta)) {
+      rope_theta_(static_cast<float>(cfg.rope_theta)),
+      tp_(tp) {
   const int64_t C = cfg.d_model;
+  const int ranks = tp ? tp->size() : 1;
+  // kv heads: split when tp divides them, else each replicated on tp / NKV ranks (ModelConfig
+  // ::validate_tensor_parallel checks that one of the two holds).
+  const int kv_parts = static_cast<int>(std::min<int64_t>(n_kv_head_, ranks));
+  const LinearSplit column = tp ? LinearSplit::column(tp) : LinearSplit{};
+  const LinearSplit row = tp ? LinearSplit::row(tp) : LinearSplit{};
   if (is_gpt2_) {
-    c_attn_ = register_module("c_attn", std::make_unique<Linear>(C, 3 * C, true));
-    out_proj_ = register_module("c_proj", std::make_unique<Linear>(C, C, true, out_std));
+    const LinearSplit qkv = tp ? LinearSplit::column(tp, 3) : LinearSplit{};
+    c_attn_ = register_module("c_attn", std::make_unique<Linear>(C, 3 * C, true, 0.02f, qkv));
+    out_proj_ = register_module("c_proj", std::make_unique<Linear>(C, C, true, out_std, row));
   } else {
     const int64_t kv = n_kv_head_ * head_size_;
-    q_proj_ = register_module("q_proj", std::make_unique<Linear>(C, C, false));
-    k_proj_ = register_module("k_proj", std::make_unique<Linear>(C, kv, false));
-    v_proj_ = register_module("v_proj", std::make_unique<Linear>(C, kv, false));
-    out_proj_ = register_module("o_proj", std::make_unique<Linear>(C, C, false, out_std));
+    const LinearSplit kv_split = tp ? LinearSplit::column(tp, 1, kv_parts) : LinearSplit{};
+    q_proj_ = register_module("q_proj", std::make_unique<Linear>(C, C, false, 0.02f, column));
+    k_proj_ = register_module("k_proj", std::make_unique<Linear>(C, kv, false, 0.02f, kv_split));
+    v_proj_ = register_module("v_proj", std::make_unique<Linear>(C, kv, false, 0.02f, kv_split));
+    out_proj_ = register_module("o_proj", std::make_unique<Linear>(C, C, false, out_std, row));
   }
+  n_head_ /= ranks;
+  n_kv_head_ /= kv_parts;
 }
 
-Variable Attention::forward(const Variable& x) {
-  // x[B, T, C]
-  const int64_t B = x.shape()[0], T = x.shape()[1], C = x.shape()[2];
-  const int64_t NH = n_head_, NKV = n_kv_head_, HS = head_size_;
+Variable Attention::forward(const Variable& input) {
+  // input[B, T, C], or this rank's rows [B*T/tp, C] under sequence parallelism.
+  const Variable x = tp_ ? tp_->enter(input) : input;
+  const int64_t T = tp_ && tp_->sequence_parallel() ? tp_->seq_len() : x.shape()[1];
+  const int64_t B = x.shape().numel() / x.shape()[-1] / T;
+  const int64_t NH = n_head_, NKV = n_kv_head_, HS = head_size_, C = NH * HS;
   Variable q, k, v;  // [B, T, NH|NKV, HS]
   if (is_gpt2_) {
-    Variable qkv = (*c_attn_)(x);  // [B, T, 3C]
+    Variable qkv = autograd::reshape((*c_attn_)(x), Shape{B, T, 3 * C});
     q = autograd::reshape(autograd::slice_last_dim(qkv, 0, C), Shape{B, T, NH, HS});
     k = autograd::reshape(autograd::slice_last_dim(qkv, C, C), Shape{B, T, NH, HS});
     v = autograd::reshape(autograd::slice_last_dim(qkv, 2 * C, C), Shape{B, T, NH, HS});

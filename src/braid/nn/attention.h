@@ -11,16 +11,18 @@ namespace braid::nn {
 
 class Attention : public UnaryModule {
  public:
-  // out_std: init std of the output projection (GPT-2 scales residual projections).
-  Attention(const ModelConfig& cfg, float out_std);
+  // out_std: init std of the output projection (GPT-2 scales residual projections). With tp,
+  // this rank's heads (Note [Tensor-parallel layout], tensor_parallel.h).
+  Attention(const ModelConfig& cfg, float out_std, TensorParallel* tp = nullptr);
 
  protected:
   Variable forward(const Variable& x) override;
 
  private:
   bool is_gpt2_;
-  int64_t n_head_, n_kv_head_, head_size_;
+  int64_t n_head_, n_kv_head_, head_size_;  // this rank's heads
   float rope_theta_;
+  TensorParallel* tp_;
   Linear* c_attn_ = nullptr;  // GPT-2
   Linear* q_proj_ = nullptr;  // LLaMA
   Linear* k_proj_ = nullptr;

@@ -11,7 +11,7 @@ namespace braid::nn {
 
 class Block : public UnaryModule {
  public:
-  explicit Block(const ModelConfig& cfg);
+  explicit Block(const ModelConfig& cfg, TensorParallel* tp = nullptr);
 
   // operator() under selective activation checkpointing (Note [Selective recompute]): the
   // same output and gradients, hooks included, but the attention sublayer keeps only its

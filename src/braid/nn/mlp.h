@@ -10,13 +10,15 @@ namespace braid::nn {
 
 class MLP : public UnaryModule {
  public:
-  MLP(const ModelConfig& cfg, float out_std);
+  // With tp: this rank's columns of the hidden width (Note [Tensor-parallel layout]).
+  MLP(const ModelConfig& cfg, float out_std, TensorParallel* tp = nullptr);
 
  protected:
   Variable forward(const Variable& x) override;
 
  private:
   bool is_gpt2_;
+  TensorParallel* tp_;
   Linear* c_fc_ = nullptr;       // GPT-2
   Linear* gate_proj_ = nullptr;  // LLaMA
   Linear* up_proj_ = nullptr;

@@ -214,6 +214,20 @@ void ModelConfig::validate() const {
   activation_checkpointing.validate();
 }
 
+void ModelConfig::validate_tensor_parallel(int tp) const {
+  const char* t = is_gpt2() ? "gpt2" : "llama";
+  const char* key = "parallel.tensor_parallel_size";
+  BRAID_CHECK(tp >= 1, key, " must be >= 1, got ", tp);
+  BRAID_CHECK(n_head % tp == 0, "model config (", t, "): n_head ", n_head, " is not divisible by ",
+              key, " ", tp, " (each rank holds whole attention heads)");
+  BRAID_CHECK(n_kv_head % tp == 0 || tp % n_kv_head == 0, "model config (", t, "): n_kv_head ",
+              n_kv_head, " and ", key, " ", tp,
+              ": the kv heads are split when tp divides them and replicated when they divide tp, "
+              "neither holds");
+  BRAID_CHECK(d_ff % tp == 0, "model config (", t, "): d_ff ", d_ff, " is not divisible by ", key,
+              " ", tp, " (the MLP's hidden columns are split)");
+}
+
 int64_t ModelConfig::num_parameters() const {
   const int64_t C = d_model, V = vocab_size, F = d_ff, L = n_layer;
   const int64_t KV = n_kv_head * head_size();

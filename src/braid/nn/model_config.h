@@ -78,6 +78,9 @@ struct ModelConfig {
 
   // Throws naming the field and the numbers when the shape is inconsistent.
   void validate() const;
+  // Throws naming the field when the model cannot be split over tp tensor-parallel ranks (the
+  // vocabulary is padded instead: Note [Tensor-parallel layout]).
+  void validate_tensor_parallel(int tp) const;
   // Closed form of the number of parameters (tied embeddings counted once).
   int64_t num_parameters() const;
   std::string summary() const;  // "gpt2: 12 layers, 12 heads, d_model 768, ..."

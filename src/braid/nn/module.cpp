@@ -11,6 +11,21 @@ std::string join(const std::string& prefix, const std::string& name) {
 }
 }  // namespace
 
+void Parameter::split(const TpSlice& slice) {
+  BRAID_CHECK(!var.defined(), "Parameter '", name, "': split after materialisation");
+  BRAID_CHECK(slice.dim >= 0 && slice.dim < full_shape.dim() && slice.parts >= 1 &&
+                  slice.part >= 0 && slice.part < slice.parts && slice.sections >= 1,
+              "Parameter '", name, "': bad tensor-parallel slice of ", full_shape.str());
+  const int64_t padded = slice.padded > 0 ? slice.padded : full_shape[slice.dim];
+  BRAID_CHECK(padded >= full_shape[slice.dim] && padded % (slice.sections * slice.parts) == 0,
+              "Parameter '", name, "' ", full_shape.str(), ": dim ", slice.dim, " (", padded,
+              ") does not split into ", slice.sections, " x ", slice.parts, " equal parts");
+  std::vector<int64_t> d = full_shape.vec();
+  d[static_cast<size_t>(slice.dim)] = padded / slice.parts;
+  shape = Shape(d);
+  tp = slice;
+}
+
 Parameter* Module::register_parameter(std::string name, Shape shape, ParamInit init,
                                       bool requires_grad) {
   for (const auto& p : params_) {
@@ -19,6 +34,7 @@ Parameter* Module::register_parameter(std::string name, Shape shape, ParamInit i
   auto p = std::make_unique<Parameter>();
   p->name = std::move(name);
   p->shape = shape;
+  p->full_shape = shape;
   p->requires_grad = requires_grad;
   p->init = init;
   params_.push_back(std::move(p));

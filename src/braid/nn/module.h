@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "braid/autograd/variable.h"
+#include "braid/nn/tensor_parallel.h"
 
 namespace braid::nn {
 
@@ -40,12 +41,17 @@ struct ParamInit {
 
 struct Parameter {
   std::string name;  // local name ("weight")
-  Shape shape;
+  Shape shape;       // what this rank holds: full_shape, or its tensor-parallel slice
+  Shape full_shape;  // the parameter as one process (and HF) has it
+  TpSlice tp;        // which slice of full_shape this rank holds (Note [Tensor-parallel layout])
   bool requires_grad = true;
   ParamInit init;
   // Undefined until materialised; a sharded strategy may leave its value undefined while the
   // parameter is not gathered (ParamLayout::bind_unit / unbind_unit).
   Variable var;
+
+  // Declares this rank's slice: shape becomes the local shape (before materialisation).
+  void split(const TpSlice& slice);
 };
 
 class Module {

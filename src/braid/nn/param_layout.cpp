@@ -94,11 +94,22 @@ void ParamLayout::init_unit(int u, Tensor& unit_params, uint64_t seed) const {
     const ParamInfo& p = params_[static_cast<size_t>(i)];
     float* dst = data + p.unit_offset;
     const ParamInit init = p.param->init;
+    // A tensor-parallel slice draws the whole parameter's stream and keeps its part, so every
+    // layout initialises the same model (Note [Tensor-parallel layout]).
+    const bool sliced = p.param->tp.is_split();
+    Tensor full;
+    if (sliced) full = Tensor::empty(p.param->full_shape, DType::f32, MemCategory::other);
+    float* out = sliced ? full.data<float>() : dst;
+    const int64_t n = sliced ? full.numel() : p.numel;
     if (init.std > 0) {
       Rng rng = base.fork(static_cast<uint64_t>(p.index));
-      for (int64_t j = 0; j < p.numel; ++j) dst[j] = init.std * rng.normal();
+      for (int64_t j = 0; j < n; ++j) out[j] = init.std * rng.normal();
     } else {
-      std::fill(dst, dst + p.numel, init.value);
+      std::fill(out, out + n, init.value);
+    }
+    if (sliced) {
+      Tensor local = unit_params.flat_range(p.unit_offset, p.numel).view(p.param->shape);
+      take_slice(full, local, p.param->tp);
     }
   }
 }

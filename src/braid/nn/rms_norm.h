@@ -8,13 +8,16 @@ namespace braid::nn {
 
 class RMSNorm : public UnaryModule {
  public:
-  RMSNorm(int64_t dim, float eps);
+  // tp with sequence parallelism: this rank normalises only its rows, so the parameters'
+  // gradients are summed over the tp ranks (Note [Tensor-parallel layout]).
+  RMSNorm(int64_t dim, float eps, TensorParallel* tp = nullptr);
 
  protected:
   Variable forward(const Variable& x) override;
 
  private:
   float eps_;
+  TensorParallel* tp_;
   Parameter* weight_;
 };
 

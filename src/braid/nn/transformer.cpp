@@ -14,26 +14,37 @@ class Container : public Module {
 };
 }  // namespace
 
-Transformer::Transformer(const ModelConfig& cfg, const TransformerOptions& opts) : cfg_(cfg) {
+Transformer::Transformer(const ModelConfig& cfg, const TransformerOptions& opts)
+    : cfg_(cfg), tp_(opts.tensor_parallel) {
   cfg_.validate();
+  if (tp_) cfg_.validate_tensor_parallel(tp_->size());
   const bool g = cfg_.is_gpt2();
   const int64_t C = cfg_.d_model;
   const float eps = static_cast<float>(cfg_.norm_eps);
   // Declaration order = first use in forward = flat layout.
   auto* trunk = register_module(g ? "transformer" : "model", std::make_unique<Container>());
   wte_ = trunk->register_module(g ? "wte" : "embed_tokens",
-                                std::make_unique<Embedding>(cfg_.vocab_size, C));
+                                std::make_unique<Embedding>(cfg_.vocab_size, C, 0.02f, tp_, true));
   if (g) wpe_ = trunk->register_module("wpe", std::make_unique<Embedding>(cfg_.max_seq_len, C));
   blocks_ = trunk->register_module(g ? "h" : "layers", std::make_unique<ModuleList<Block>>());
-  for (int64_t i = 0; i < cfg_.n_layer; ++i) blocks_->append(std::make_unique<Block>(cfg_));
+  for (int64_t i = 0; i < cfg_.n_layer; ++i) blocks_->append(std::make_unique<Block>(cfg_, tp_));
   if (g) {
-    final_norm_ = trunk->register_module("ln_f", std::make_unique<LayerNorm>(C, eps));
+    final_norm_ = trunk->register_module("ln_f", std::make_unique<LayerNorm>(C, eps, tp_));
   } else {
-    final_norm_ = trunk->register_module("norm", std::make_unique<RMSNorm>(C, eps));
+    final_norm_ = trunk->register_module("norm", std::make_unique<RMSNorm>(C, eps, tp_));
   }
-  lm_head_ = cfg_.tie_word_embeddings
-                 ? register_module("lm_head", std::make_unique<LmHead>(wte_))
-                 : register_module("lm_head", std::make_unique<LmHead>(C, cfg_.vocab_size));
+  lm_head_ =
+      cfg_.tie_word_embeddings
+          ? register_module("lm_head", std::make_unique<LmHead>(wte_))
+          : register_module("lm_head", std::make_unique<LmHead>(C, cfg_.vocab_size, 0.02f, tp_));
+  if (tp_) {
+    // Replicated parameters count once in the global norm (Note [Model-parallel norm]).
+    for (auto& [name, p] : named_parameter_slots())
+      if (!p->tp.is_split()) p->tp.counts_in_norm = tp_->rank() == 0;
+    TransformerOptions whole;
+    whole.materialize = false;
+    full_ = std::make_unique<Transformer>(cfg, whole);
+  }
 
   std::vector<UnitDecl> units;
   UnitDecl emb{"embeddings", {wte_}};
@@ -91,6 +102,13 @@ void Transformer::set_activation_checkpointing(const CheckpointPolicy& policy) {
 // bit-identical to keeping everything. Without recording (eval, logits) nothing is kept anyway.
 Variable Transformer::hidden(const Tensor& ids) {
   check_ids(ids, "ids");
+  if (tp_) {
+    BRAID_CHECK(!tp_->sequence_parallel() || ids.numel() % tp_->size() == 0,
+                "sequence parallelism splits the batch's ", ids.numel(), " tokens (", ids.size(0),
+                " x ", ids.size(1), ") over tensor_parallel_size ", tp_->size(),
+                ": the micro-batch's token count must divide by it");
+    tp_->set_seq_len(ids.size(1));
+  }
   const CheckpointPolicy& ac = cfg_.activation_checkpointing;
   const bool recording = autograd::grad_enabled();
   Variable x = (*wte_)(ids, wpe_);  // [B, T, C]
@@ -113,14 +131,16 @@ Variable Transformer::loss(const Tensor& ids, const Tensor& targets, double deno
   BRAID_CHECK(targets.shape() == ids.shape(), "Transformer::loss: targets ", targets.shape().str(),
               " do not match ids ", ids.shape().str());
   const int64_t N = ids.numel();
-  Variable x = autograd::reshape(hidden(ids), Shape{N, cfg_.d_model});
+  Variable h = hidden(ids);  // [B, T, C], or this rank's rows under sequence parallelism
+  Variable x = autograd::reshape(h, Shape{h.shape().numel() / cfg_.d_model, cfg_.d_model});
   return lm_head_->loss(x, targets.view(Shape{N}), denominator, ignore_index);
 }
 
 Tensor Transformer::logits(const Tensor& ids) {
   autograd::NoGradGuard no_grad;
   const int64_t B = ids.size(0), T = ids.size(1);
-  Variable x = autograd::reshape(hidden(ids), Shape{B * T, cfg_.d_model});
+  Variable h = hidden(ids);
+  Variable x = autograd::reshape(h, Shape{h.shape().numel() / cfg_.d_model, cfg_.d_model});
   return lm_head_->logits(x).view(Shape{B, T, cfg_.vocab_size});
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct TransformerOptions {
   bool init_weights = true;    // false: parameters stay zero (an import fills them)
   bool allocate_grads = true;  // false: no gradient buffer (inference)
   bool materialize = true;     // false: declared only (a strategy materialises it)
+  // Tensor parallelism (Note [Tensor-parallel layout]): declare this rank's slices. The object
+  // must outlive the model.
+  TensorParallel* tensor_parallel = nullptr;
 };
 
 class Transformer : public Module {
@@ -42,8 +46,12 @@ class Transformer : public Module {
   explicit Transformer(const ModelConfig& cfg, const TransformerOptions& opts = {});
 
   const ModelConfig& config() const { return cfg_; }
-  // Where every parameter lives, units padded to ParamLayout::kAlign.
+  // Where every parameter lives, units padded to ParamLayout::kAlign: what this rank holds.
   const ParamLayout& layout() const { return layout_; }
+  // The same units and parameters with their full shapes (one process's layout, what export,
+  // HF import and initialisation see); layout() itself without tensor parallelism.
+  const ParamLayout& full_layout() const { return full_ ? full_->layout() : layout_; }
+  TensorParallel* tensor_parallel() const { return tp_; }
   // Materialises the whole model in one FlatBuffer whose units are padded to pad_multiple, with
   // parameters in `compute` (Note [Compute copy], flat_buffer.h; masters: keep f32 masters).
   void materialize(bool allocate_grads, int64_t pad_multiple = ParamLayout::kAlign,
@@ -85,6 +93,8 @@ class Transformer : public Module {
   LmHead* lm_head_ = nullptr;
   ParamLayout layout_;
   FlatBuffer flat_;
+  TensorParallel* tp_ = nullptr;
+  std::unique_ptr<Transformer> full_;  // with tp: the model declared whole (no memory)
 };
 
 }  // namespace braid::nn

@@ -53,24 +53,38 @@ float unscale_clip_factor(double scaled_norm, double max_norm, double loss_scale
   return static_cast<float>(clip / loss_scale);
 }
 
-double clip_grad_norm(std::vector<Tensor> grads, double max_norm, const NormReduction& reduce,
-                      bool error_if_nonfinite, double loss_scale) {
-  BRAID_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
-  BRAID_CHECK(loss_scale > 0, "clip_grad_norm: loss_scale must be > 0, got ", loss_scale);
-  const double scaled = grad_norm(grads, reduce);
-  if (!is_finite_norm(scaled)) {
-    BRAID_CHECK(!error_if_nonfinite, "clip_grad_norm: the total gradient norm is ", scaled,
-                " over ", grads.size(),
-                " gradient tensors (inf or nan gradients); the step "
-                "must be skipped");
-    return scaled;
-  }
+namespace {
+// Applies the clip (Note [Unscale with the clip]) for a scaled norm; returns the unscaled norm.
+// A non-finite norm leaves the gradients untouched.
+double scale_by_clip(std::vector<Tensor>& grads, double scaled, double max_norm,
+                     double loss_scale) {
+  if (!is_finite_norm(scaled)) return scaled;
   // Note [Unscale with the clip]
   const float factor = unscale_clip_factor(scaled, max_norm, loss_scale);
   if (factor != 1.0f)
     for (Tensor& g : grads)
       if (g.defined() && g.numel() > 0) kernels::scale(g, factor);
   return scaled / loss_scale;
+}
+}  // namespace
+
+double clip_grad_norm(std::vector<Tensor> grads, double max_norm, const NormReduction& reduce,
+                      bool error_if_nonfinite, double loss_scale) {
+  BRAID_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
+  BRAID_CHECK(loss_scale > 0, "clip_grad_norm: loss_scale must be > 0, got ", loss_scale);
+  const double scaled = grad_norm(grads, reduce);
+  BRAID_CHECK(is_finite_norm(scaled) || !error_if_nonfinite,
+              "clip_grad_norm: the total gradient norm is ", scaled, " over ", grads.size(),
+              " gradient tensors (inf or nan gradients); the step "
+              "must be skipped");
+  return scale_by_clip(grads, scaled, max_norm, loss_scale);
+}
+
+double clip_grad_norm(std::vector<Tensor> grads, const std::vector<Tensor>& counted,
+                      double max_norm, const NormReduction& reduce, double loss_scale) {
+  BRAID_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
+  BRAID_CHECK(loss_scale > 0, "clip_grad_norm: loss_scale must be > 0, got ", loss_scale);
+  return scale_by_clip(grads, grad_norm(counted, reduce), max_norm, loss_scale);
 }
 
 }  // namespace braid::optim

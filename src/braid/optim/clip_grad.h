@@ -45,6 +45,11 @@ float clip_coefficient(double norm, double max_norm);
 // and clipping together as DeepSpeed's unscale_and_clip_grads does.
 double clip_grad_norm(std::vector<Tensor> grads, double max_norm, const NormReduction& reduce = {},
                       bool error_if_nonfinite = false, double loss_scale = 1.0);
+// The same with the norm taken over `counted` (the parts of the gradients this rank counts, Note
+// [Model-parallel norm] in parallel/model_parallel_norm.h) and the factor applied to all of
+// `grads`.
+double clip_grad_norm(std::vector<Tensor> grads, const std::vector<Tensor>& counted,
+                      double max_norm, const NormReduction& reduce, double loss_scale = 1.0);
 // The one factor clip_grad_norm multiplies by, for gradients scaled by loss_scale whose scaled
 // norm is scaled_norm (1 when nothing changes them).
 float unscale_clip_factor(double scaled_norm, double max_norm, double loss_scale);

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/comm/process_group.h"
 #include "braid/nn/transformer.h"
 #include "braid/optim/optimizer.h"
 
@@ -91,10 +92,26 @@ class Strategy {
   // rank ever holds more than one gathered unit beyond what it keeps anyway.
   virtual void for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) = 0;
 
+  // Tensor parallelism: what the model must be declared with (TransformerOptions::
+  // tensor_parallel) before materialize(); null without.
+  virtual nn::TensorParallel* tensor_parallel() { return nullptr; }
+  // Note [Model-parallel norm] (model_parallel_norm.h): the group whose ranks hold different
+  // slices of the model; a model-parallel strategy sets it on the data-parallel strategy it
+  // wraps, before materialize().
+  void set_model_parallel_group(std::shared_ptr<comm::ProcessGroup> group) {
+    model_parallel_ = std::move(group);
+  }
+
   virtual StrategyStats last_step_stats() const { return {}; }
   // A line for the memory report about what the strategy keeps outside the rank's memory
   // (offloaded bytes and I/O); empty when nothing.
   virtual std::string memory_note() const { return ""; }
+
+ protected:
+  comm::ProcessGroup* model_parallel_group() const { return model_parallel_.get(); }
+
+ private:
+  std::shared_ptr<comm::ProcessGroup> model_parallel_;
 };
 
 }  // namespace braid::parallel

@@ -5,6 +5,7 @@
 #include "braid/comm/local/local_group.h"
 #include "braid/core/error.h"
 #include "braid/parallel/ddp/ddp_strategy.h"
+#include "braid/parallel/tensor/tensor_parallel_strategy.h"
 #include "braid/parallel/zero/zero_strategy.h"
 
 namespace braid::parallel {
@@ -35,6 +36,26 @@ std::vector<std::string> fsdp_sharding_strategy_names() {
 
 std::unique_ptr<Strategy> make_strategy(const StrategySpec& spec,
                                         std::shared_ptr<comm::ProcessGroup> world) {
+  const int tp = spec.tensor_parallel_size;
+  const int launched = world ? world->size() : 1;
+  BRAID_CHECK(tp >= 1, "parallel.tensor_parallel_size must be >= 1, got ", tp);
+  BRAID_CHECK(!spec.sequence_parallel || tp > 1, "parallel.sequence_parallel is true but ",
+              "parallel.tensor_parallel_size is 1 (sequence parallelism splits what tensor "
+              "parallelism replicates)");
+  if (tp > 1) {
+    BRAID_CHECK(tp <= launched && launched % tp == 0, "parallel.tensor_parallel_size ", tp,
+                tp > launched ? " is larger than the " : " does not divide the ", launched,
+                " launched rank(s)");
+    BRAID_CHECK(spec.offload_optimizer == "none" && spec.offload_params == "none",
+                "offload (parallel.offload_optimizer / offload_params) with "
+                "parallel.tensor_parallel_size > 1 is not supported yet");
+    auto mesh = std::make_shared<DeviceMesh>(DeviceMesh::strategy(world, launched / tp, tp));
+    StrategySpec dp = spec;
+    dp.tensor_parallel_size = 1;
+    dp.sequence_parallel = false;
+    auto inner = make_strategy(dp, mesh->group_ptr("dp"));
+    return std::make_unique<TensorParallelStrategy>(mesh, std::move(inner), spec.sequence_parallel);
+  }
   check_one_of("parallel.strategy", spec.name, strategy_names());
   check_one_of("parallel.sharding_strategy", spec.sharding_strategy,
                fsdp_sharding_strategy_names());

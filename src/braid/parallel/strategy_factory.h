@@ -10,6 +10,7 @@
 //          NO_SHARD                DDP
 //          HYBRID_SHARD            FULL_SHARD inside groups of sharding_factor ranks
 //          HYBRID_SHARD_ZERO2      SHARD_GRAD_OP inside groups of sharding_factor ranks
+// tensor_parallel_size > 1 wraps any of them in a TensorParallelStrategy on a dp x tp mesh.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,9 @@ struct StrategySpec {
   std::string offload_optimizer = "none";  // none | nvme
   std::string offload_params = "none";     // none | nvme (zero3 / fsdp)
   std::string offload_dir;                 // the offload files' directory
+  // Tensor parallelism (TensorParallelStrategy): the strategy above runs over dp = world / tp.
+  int tensor_parallel_size = 1;
+  bool sequence_parallel = false;
 };
 
 std::vector<std::string> strategy_names();                // none, ddp, zero1, ...

@@ -68,6 +68,8 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("parallel.strategy", &c.parallel.strategy);
   f("parallel.sharding_strategy", &c.parallel.sharding_strategy);
   f("parallel.sharding_factor", &c.parallel.sharding_factor);
+  f("parallel.tensor_parallel_size", &c.parallel.tensor_parallel_size);
+  f("parallel.sequence_parallel", &c.parallel.sequence_parallel);
   f("parallel.sync_each_batch", &c.parallel.sync_each_batch);
   f("parallel.forward_prefetch", &c.parallel.forward_prefetch);
   f("parallel.backward_prefetch", &c.parallel.backward_prefetch);
@@ -311,6 +313,15 @@ void validate(const TrainConfig& c) {
   BRAID_CHECK(c.parallel.bucket_mb > 0, "parallel.bucket_mb must be positive, got ",
               c.parallel.bucket_mb);
   BRAID_CHECK(c.parallel.comm_timeout_s > 0, "parallel.comm_timeout_s must be positive");
+  BRAID_CHECK(c.parallel.tensor_parallel_size >= 1,
+              "parallel.tensor_parallel_size must be >= 1, got ", c.parallel.tensor_parallel_size);
+  BRAID_CHECK(!c.parallel.sequence_parallel || c.parallel.tensor_parallel_size > 1,
+              "parallel.sequence_parallel is true but parallel.tensor_parallel_size is 1 "
+              "(sequence parallelism splits what tensor parallelism replicates)");
+  BRAID_CHECK(c.parallel.tensor_parallel_size == 1 || c.checkpoint.interval == 0,
+              "checkpoint.interval ", c.checkpoint.interval,
+              " with parallel.tensor_parallel_size > 1: training checkpoints of tensor-parallel "
+              "runs are not supported yet (the model export, output.export_model, is)");
   BRAID_CHECK(c.parallel.sharding_factor >= 0, "parallel.sharding_factor must be >= 0, got ",
               c.parallel.sharding_factor);
   BRAID_CHECK(c.parallel.limit_all_gathers >= 1, "parallel.limit_all_gathers must be >= 1, got ",

@@ -90,6 +90,10 @@ struct ParallelSection {
   // fsdp: FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | HYBRID_SHARD_ZERO2
   std::string sharding_strategy = "FULL_SHARD";
   int64_t sharding_factor = 0;  // ranks per parameter shard group (0: all; HYBRID_*: per node)
+  // Megatron tensor parallelism: ranks per tp group (the strategy runs over world / tp), and
+  // sequence parallelism inside it.
+  int64_t tensor_parallel_size = 1;
+  bool sequence_parallel = false;
   // Reduce gradients every micro-step (true) or accumulate locally and reduce once (false);
   // auto: false for ddp / zero1, true for zero2 / zero3 / fsdp.
   std::string sync_each_batch = "auto";

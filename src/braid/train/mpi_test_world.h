@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "braid/comm/world.h"
+#include "testing/tensor_compare.h"
 
 namespace braid::train {
 
@@ -18,6 +19,16 @@ inline std::shared_ptr<comm::ProcessGroup> mpi_test_world() {
     return comm::init_world(o);
   }();
   return w;
+}
+
+// Every rank's tensor equals rank 0's, bit for bit.
+inline ::testing::AssertionResult same_on_every_rank(const Tensor& w) {
+  Tensor all = Tensor::empty(Shape{w.numel() * mpi_test_world()->size()});
+  mpi_test_world()->all_gather(all, w)->wait();
+  for (int r = 1; r < mpi_test_world()->size(); ++r)
+    if (auto ok = braid::testing::bit_equal(all.flat_range(r * w.numel(), w.numel()), w); !ok)
+      return ok << " (rank " << r << " vs rank 0)";
+  return ::testing::AssertionSuccess();
 }
 
 // main() of such a binary: the world exists before any test (MPI starts once per process).

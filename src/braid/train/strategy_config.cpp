@@ -13,6 +13,8 @@ parallel::StrategySpec strategy_spec_from(const TrainConfig& cfg) {
   s.name = p.strategy;
   s.sharding_strategy = p.sharding_strategy;
   s.sharding_factor = static_cast<int>(p.sharding_factor);
+  s.tensor_parallel_size = static_cast<int>(p.tensor_parallel_size);
+  s.sequence_parallel = p.sequence_parallel;
   s.bucket_mb = p.bucket_mb;
   s.find_unused_parameters = p.find_unused_parameters;
   s.reduce_dtype = cfg.reduce_dtype();

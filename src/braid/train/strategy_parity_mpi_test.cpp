@@ -15,16 +15,6 @@ Tensor train(const TrainConfig& cfg) {
   return train_and_gather(t);
 }
 
-// Every rank's weights equal rank 0's.
-::testing::AssertionResult same_on_every_rank(const Tensor& w) {
-  Tensor all = Tensor::empty(Shape{w.numel() * mpi_test_world()->size()});
-  mpi_test_world()->all_gather(all, w)->wait();
-  for (int r = 1; r < mpi_test_world()->size(); ++r)
-    if (auto ok = braid::testing::bit_equal(all.flat_range(r * w.numel(), w.numel()), w); !ok)
-      return ok << " (rank " << r << " vs rank 0)";
-  return ::testing::AssertionSuccess();
-}
-
 // Every strategy variant that fits the world size, trained from base, gives `ddp` bit for bit
 // on every rank.
 void expect_every_strategy_gives(const Tensor& ddp, const TrainConfig& base) {

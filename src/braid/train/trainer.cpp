@@ -122,6 +122,7 @@ void Trainer::build_model() {
   nn::ModelConfig mc = model_config_from(cfg_);
   nn::TransformerOptions to;
   to.materialize = false;  // declared only: the strategy decides what this rank holds
+  to.tensor_parallel = strategy_->tensor_parallel();
   model_ = std::make_unique<nn::Transformer>(mc, to);
   freeze_parameters();
   parallel::MaterializeOptions mo;
@@ -129,7 +130,9 @@ void Trainer::build_model() {
   if (resume_) {
     const checkpoint::CheckpointReader* reader = resume_.get();
     const nn::Transformer* model = model_.get();
-    mo.fill = [reader, model](int u, Tensor& unit) { reader->read_unit(model->layout(), u, unit); };
+    mo.fill = [reader, model](int u, Tensor& unit) {
+      reader->read_unit(model->full_layout(), u, unit);
+    };
   } else {
     mo.fill = initial_weights(cfg_, *model_);
   }
@@ -160,7 +163,7 @@ void Trainer::freeze_parameters() {
 
 Tensor Trainer::gather_parameters() {
   strategy_->synchronize();
-  const nn::ParamLayout& layout = model_->layout();
+  const nn::ParamLayout& layout = model_->full_layout();
   Tensor out = Tensor::zeros(Shape{layout.total()});
   strategy_->for_each_full_unit([&](int u, const Tensor& unit) {
     const nn::UnitInfo& info = layout.units()[static_cast<size_t>(u)];
@@ -222,6 +225,12 @@ double Trainer::all_reduce_sum(double v) {
   return t.data<float>()[0];
 }
 
+// Losses are the same on every model-parallel rank of a data-parallel replica: the world's sum
+// counts each replica world / dp times.
+double Trainer::sum_over_replicas(double v) {
+  return all_reduce_sum(v) / static_cast<double>(world_size() / dp_size());
+}
+
 double Trainer::evaluate() {
   if (!val_data_) return NAN;
   MemoryScope scope(tracker_);
@@ -233,8 +242,8 @@ double Trainer::evaluate() {
     count += static_cast<double>(b.targets.numel());
     ++val_batches_;
   }
-  sum = all_reduce_sum(sum);
-  count = all_reduce_sum(count);
+  sum = sum_over_replicas(sum);
+  count = sum_over_replicas(count);
   return sum / count;
 }
 
@@ -315,7 +324,7 @@ TrainResult Trainer::run() {
     bool log =
         last || step == start_step_ || (t.log_interval > 0 && (step + 1) % t.log_interval == 0);
     if (log) {
-      double loss = all_reduce_sum(local_loss);
+      double loss = sum_over_replicas(local_loss);
       if (step == start_step_) result.first_loss = loss;
       result.last_loss = loss;
       StepStats s;

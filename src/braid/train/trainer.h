@@ -107,6 +107,7 @@ class Trainer {
   // Collective; the time it takes counts as time training waited for saves.
   void poll_async_save(bool wait, TrainResult& result);
   double all_reduce_sum(double v);
+  double sum_over_replicas(double v);
   // After the micro-steps of `step`, whose loss was scaled by loss_scale: the gradient norm
   // (unscaled; -1 when nothing computes it) and whether the optimizer step is taken (Note
   // [Non-finite steps]).

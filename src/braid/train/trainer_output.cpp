@@ -62,7 +62,7 @@ std::function<void(int, Tensor&)> initial_weights(const TrainConfig& cfg,
                                                   const nn::Transformer& model) {
   if (cfg.model.init_from.empty()) {
     const uint64_t seed = cfg.training.seed;
-    return [&model, seed](int u, Tensor& unit) { model.layout().init_unit(u, unit, seed); };
+    return [&model, seed](int u, Tensor& unit) { model.full_layout().init_unit(u, unit, seed); };
   }
   auto reader = std::make_shared<checkpoint::HfWeightReader>(model, cfg.model.init_from);
   return [reader](int u, Tensor& unit) { reader->read_unit(u, unit); };

@@ -4,6 +4,7 @@
 #include "braid/kernels/ops.h"
 #include "braid/optim/clip_grad.h"
 #include "braid/parallel/collective_guard.h"
+#include "braid/parallel/model_parallel_norm.h"
 
 namespace braid::parallel {
 
@@ -103,8 +104,20 @@ void DdpStrategy::end_micro_step() {
 }
 
 double DdpStrategy::clip_grad_norm(double max_norm, double loss_scale) {
-  // After the all-reduce every rank holds the same whole gradient: the local norm is global.
-  return optim::clip_grad_norm({model().flat().grads()}, max_norm, {}, false, loss_scale);
+  // After the all-reduce every rank holds the same whole gradient: the local norm is global,
+  // unless ranks hold different slices of the model (Note [Model-parallel norm]).
+  nn::FlatBuffer& flat = model().flat();
+  comm::ProcessGroup* mp = model_parallel_group();
+  if (!mp) return optim::clip_grad_norm({flat.grads()}, max_norm, {}, false, loss_scale);
+  std::vector<Tensor> counted;
+  for (size_t u = 0; u < flat.layout().units().size(); ++u) {
+    const nn::FlatRange r = flat.unit_range(static_cast<int>(u));
+    for (Tensor& t : counted_pieces(flat.layout(), static_cast<int>(u), 0,
+                                    flat.grads().flat_range(r.offset, r.size)))
+      counted.push_back(t);
+  }
+  return optim::clip_grad_norm({flat.grads()}, counted, max_norm,
+                               norm_reduction(mp, &stats_.exposed_comm_ms), loss_scale);
 }
 
 void DdpStrategy::for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) {

@@ -9,6 +9,7 @@
 #include "braid/kernels/ops.h"
 #include "braid/optim/clip_grad.h"
 #include "braid/parallel/collective_guard.h"
+#include "braid/parallel/model_parallel_norm.h"
 #include "braid/parallel/zero/offload_store.h"
 #include "braid/parallel/zero/unit_ordered_store.h"
 #include "braid/parallel/zero/zero_runtime.h"
@@ -264,38 +265,27 @@ void ZeroStrategy::end_micro_step() {
 
 double ZeroStrategy::clip_grad_norm(double max_norm, double loss_scale) {
   ZeroRuntime& rt = *rt_;
-  std::vector<Tensor> pieces;
-  for (ZeroUnit& u : rt.units())
-    if (u.trainable > 0) pieces.push_back(u.grad_piece);
+  std::vector<Tensor> pieces, counted;
+  comm::ProcessGroup* mp = model_parallel_group();
+  for (ZeroUnit& u : rt.units()) {
+    if (u.trainable == 0) continue;
+    pieces.push_back(u.grad_piece);
+    if (!mp) continue;
+    for (Tensor& t : counted_pieces(rt.layout(), u.index,
+                                    u.geo.piece_begin(rt.groups().grad->rank()), u.grad_piece))
+      counted.push_back(t);
+  }
   comm::ProcessGroup& group = *rt.groups().grad;
   double& waited = rt.stats().exposed_comm_ms;
-  auto wait = [&waited](const std::shared_ptr<comm::Work>& w) {
-    const auto t0 = std::chrono::steady_clock::now();
-    w->wait();
-    waited +=
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  };
-  optim::NormReduction reduce;
-  if (group.size() > 1) {
-    // Note [Global norm]: the pieces of all N ranks are disjoint; combine them exactly.
-    reduce.max = [&](float m) {
-      Tensor t = Tensor::full(Shape{1}, m);
-      wait(group.all_reduce(t, comm::ReduceOp::max));
-      return t.data<float>()[0];
-    };
-    reduce.sum = [&](__int128 s) {
-      // Four 32-bit limbs in int64: N ranks' limbs add up without overflow or rounding.
-      Tensor limbs = Tensor::empty(Shape{4}, DType::i64, MemCategory::communication);
-      auto* l = limbs.data<int64_t>();
-      for (int k = 0; k < 4; ++k) l[k] = static_cast<int64_t>((s >> (32 * k)) & 0xffffffffu);
-      wait(group.all_reduce(limbs));
-      __int128 total = 0;
-      for (int k = 0; k < 4; ++k) total += static_cast<__int128>(l[k]) << (32 * k);
-      return total;
-    };
-  }
+  // Note [Global norm]: the pieces of all N ranks are disjoint; combine them exactly (then over
+  // the model-parallel group, Note [Model-parallel norm]).
+  const optim::NormReduction reduce =
+      compose(norm_reduction(&group, &waited), norm_reduction(mp, &waited));
+  BRAID_CHECK(!mp || !rt.offload(),
+              "offloaded gradients with tensor parallelism are not supported yet");
   if (!rt.units().empty() && rt.offload() && rt.options().stage >= 2)
     return offloaded_norm(max_norm, loss_scale, reduce);
+  if (mp) return optim::clip_grad_norm(pieces, counted, max_norm, reduce, loss_scale);
   return optim::clip_grad_norm(pieces, max_norm, reduce, false, loss_scale);
 }
 

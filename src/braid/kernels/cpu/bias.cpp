@@ -1,0 +1,60 @@
+// Bias added after a reduction (a tensor-parallel row-parallel layer adds its bias once, after
+// the partial sums are combined, Note [Tensor-parallel layout] in nn/tensor_parallel.h).
+//   forward:  out[N,C] = x[N,C] + bias[C]
+//   backward: dbias[C] += sum_n dout[n]   (column sums in f64, as linear_backward's dbias)
+#include <algorithm>
+
+#include "braid/kernels/cpu/common.h"
+#include "braid/kernels/ops.h"
+
+namespace braid::kernels {
+
+using namespace cpu;
+
+void bias_add_forward(Tensor& out, const Tensor& x, const Tensor& bias) {
+  const char* op = "bias_add_forward";
+  check_cpu(op, {&out, &x, &bias});
+  check_float(op, "x", x);
+  check_same_dtype(op, "bias", bias, "x", x);
+  check_same_dtype(op, "out", out, "x", x);
+  const int64_t C = bias.numel(), N = rows_of(x);
+  BRAID_CHECK(bias.dim() == 1 && cols_of(x) == C && out.numel() == x.numel(), op, ": x ",
+              x.shape().str(), ", bias ", bias.shape().str(), " and out ", out.shape().str(),
+              " do not fit (need x[N,C], bias[C], out like x)");
+  dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    const T* pb = bias.data<T>();
+    T* po = out.data<T>();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c) st(&po[n * C + c], ld(&px[n * C + c]) + ld(&pb[c]));
+  });
+}
+
+void bias_add_backward(Tensor& dbias, const Tensor& dout) {
+  const char* op = "bias_add_backward";
+  check_cpu(op, {&dbias, &dout});
+  check_float(op, "dout", dout);
+  check_param_grad(op, "dbias", dbias, "dout", dout);
+  const int64_t C = dbias.numel(), N = rows_of(dout);
+  BRAID_CHECK(cols_of(dout) == C, op, ": dout ", dout.shape().str(), " does not fit dbias ",
+              dbias.shape().str());
+  dispatch_float(dout.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = dout.data<T>();
+    double* acc = scratch_f64(0, C);
+#pragma omp parallel
+    {
+      const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+      const int64_t per = (C + nt - 1) / nt, c0 = std::min<int64_t>(C, id * per);
+      const int64_t c1 = std::min<int64_t>(C, c0 + per);
+      for (int64_t c = c0; c < c1; ++c) acc[c] = 0.0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = c0; c < c1; ++c) acc[c] += ld(&g[n * C + c]);
+    }
+    add_sums(dbias, acc, C);
+  });
+}
+
+}  // namespace braid::kernels

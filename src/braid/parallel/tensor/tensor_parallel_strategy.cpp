@@ -1,0 +1,89 @@
+#include "braid/parallel/tensor/tensor_parallel_strategy.h"
+
+#include "braid/core/error.h"
+
+namespace braid::parallel {
+
+TensorParallelStrategy::TensorParallelStrategy(std::shared_ptr<DeviceMesh> mesh,
+                                               std::unique_ptr<Strategy> inner,
+                                               bool sequence_parallel)
+    : mesh_(std::move(mesh)), inner_(std::move(inner)) {
+  tp_ = std::make_unique<TpGroup>(mesh_->group_ptr("tp"), sequence_parallel);
+  inner_->set_model_parallel_group(mesh_->group_ptr("tp"));
+}
+
+std::string TensorParallelStrategy::describe() const {
+  return inner_->describe() + " x " + tp_->describe();
+}
+
+void TensorParallelStrategy::materialize(nn::Transformer& model,
+                                         const MaterializeOptions& options) {
+  BRAID_CHECK(model.tensor_parallel() == tp_.get(),
+              "TensorParallelStrategy: the model must be declared with the strategy's "
+              "tensor_parallel() (TransformerOptions::tensor_parallel)");
+  model_ = &model;
+  MaterializeOptions local = options;
+  if (options.fill) {
+    // Each unit is filled whole, as one process would, and this rank keeps its slices.
+    local.fill = [&model, fill = options.fill](int u, Tensor& unit_params) {
+      const nn::ParamLayout& full = model.full_layout();
+      const nn::ParamLayout& mine = model.layout();
+      const nn::UnitInfo& info = full.units()[static_cast<size_t>(u)];
+      Tensor whole = Tensor::zeros(Shape{info.numel});
+      fill(u, whole);
+      const nn::UnitInfo& local_info = mine.units()[static_cast<size_t>(u)];
+      for (size_t k = 0; k < local_info.params.size(); ++k) {
+        const nn::ParamInfo& p = mine.params()[static_cast<size_t>(local_info.params[k])];
+        const nn::ParamInfo& f = full.params()[static_cast<size_t>(info.params[k])];
+        const Tensor src = whole.flat_range(f.unit_offset, f.numel).view(f.param->shape);
+        Tensor dst = unit_params.flat_range(p.unit_offset, p.numel).view(p.param->shape);
+        nn::take_slice(src, dst, p.param->tp);
+      }
+    };
+  }
+  inner_->materialize(model, local);
+}
+
+void TensorParallelStrategy::zero_grad() {
+  step_tp_ = tp_->stats();
+  tp_->reset_stats();
+  inner_->zero_grad();
+}
+
+StrategyStats TensorParallelStrategy::last_step_stats() const {
+  StrategyStats s = inner_->last_step_stats();
+  s.exposed_comm_ms += step_tp_.wait_ms;
+  return s;
+}
+
+void TensorParallelStrategy::for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) {
+  BRAID_CHECK(model_ != nullptr, "TensorParallelStrategy: not materialised");
+  const nn::ParamLayout& full = model_->full_layout();
+  const nn::ParamLayout& mine = model_->layout();
+  comm::ProcessGroup& g = tp_->group();
+  const int tp = g.size();
+  inner_->for_each_full_unit([&](int u, const Tensor& local) {
+    const nn::UnitInfo& info = full.units()[static_cast<size_t>(u)];
+    const nn::UnitInfo& local_info = mine.units()[static_cast<size_t>(u)];
+    const int64_t n = local_info.numel;
+    Tensor all = Tensor::empty(Shape{tp * n}, DType::f32, MemCategory::communication);
+    g.all_gather(all, local.flat_range(0, n).to(DType::f32))->wait();
+    Tensor whole = Tensor::zeros(Shape{info.numel});
+    for (size_t k = 0; k < local_info.params.size(); ++k) {
+      const nn::ParamInfo& p = mine.params()[static_cast<size_t>(local_info.params[k])];
+      const nn::ParamInfo& f = full.params()[static_cast<size_t>(info.params[k])];
+      Tensor dst = whole.flat_range(f.unit_offset, f.numel).view(f.param->shape);
+      const nn::TpSlice& s = p.param->tp;
+      const int replicas = tp / s.parts;
+      for (int r = 0; r < tp; r += replicas) {  // one rank of each part
+        nn::TpSlice theirs = s;
+        theirs.part = r / replicas;
+        const Tensor src = all.flat_range(r * n + p.unit_offset, p.numel).view(p.param->shape);
+        nn::place_slice(src, dst, theirs);
+      }
+    }
+    fn(u, whole);
+  });
+}
+
+}  // namespace braid::parallel
