@@ -11,8 +11,37 @@
 #include "braid/comm/world.h"
 #include "braid/core/error.h"
 #include "braid/train/comm_bench.h"
+#include "braid/train/tp_bench.h"
 
 namespace {
+
+// braid bench tp [--preset bench-small] [--batch 4] [--seq-len 256] [--sp] [--steps 3]
+int run_tp(const std::vector<std::string>& args) {
+  braid::train::TpBenchOptions o;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      BRAID_CHECK(i + 1 < args.size(), a, " needs a value");
+      return args[++i];
+    };
+    if (a == "--preset") {
+      o.preset = value();
+    } else if (a == "--batch") {
+      o.batch = braid::cli::parse_int32(a, value());
+    } else if (a == "--seq-len") {
+      o.seq_len = braid::cli::parse_int32(a, value());
+    } else if (a == "--steps") {
+      o.steps = braid::cli::parse_int32(a, value());
+    } else if (a == "--sp") {
+      o.sequence_parallel = true;
+    } else {
+      BRAID_THROW("unknown option '", a, "' (see braid bench --help)");
+    }
+  }
+  BRAID_CHECK(o.batch >= 1 && o.seq_len >= 1 && o.steps >= 1,
+              "--batch, --seq-len and --steps must be >= 1");
+  return braid::train::run_tp_bench(braid::comm::init_world(), o, stdout) ? 0 : 1;
+}
 
 int run_bench(const std::vector<std::string>& args) {
   bool help = args.empty();
@@ -24,10 +53,15 @@ int run_bench(const std::vector<std::string>& args) {
         "                        [--dtype f32|bf16|f16|i32|i64] [--ops all_reduce,...] "
         "[--no-raw]\n"
         "Times every collective like nccl-tests, with the raw MPI call beside it.\n"
-        "Run it on several ranks: braid launch -n 2 -- braid bench comm\n");
+        "Run it on several ranks: braid launch -n 2 -- braid bench comm\n"
+        "       braid bench tp [--preset bench-small] [--batch 4] [--seq-len 256] [--sp] "
+        "[--steps 3]\n"
+        "Tensor-parallel traffic per micro-step against Megatron's formula (the world is the "
+        "tp group).\n");
     return args.empty() ? 2 : 0;
   }
-  BRAID_CHECK(args[0] == "comm", "unknown benchmark '", args[0], "' (available: comm)");
+  if (args[0] == "tp") return run_tp(args);
+  BRAID_CHECK(args[0] == "comm", "unknown benchmark '", args[0], "' (available: comm, tp)");
   braid::train::CommBenchOptions o;
   auto value = [&](size_t& i) -> const std::string& {
     BRAID_CHECK(i + 1 < args.size(), args[i], " needs a value");
@@ -68,4 +102,7 @@ int run_bench(const std::vector<std::string>& args) {
 
 }  // namespace
 
-BRAID_COMMAND("bench", "benchmarks: 'braid bench comm' times the collectives", run_bench);
+BRAID_COMMAND("bench",
+              "benchmarks: 'braid bench comm' times the collectives, 'braid bench tp' the "
+              "tensor-parallel traffic",
+              run_bench);

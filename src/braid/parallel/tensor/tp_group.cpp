@@ -26,6 +26,14 @@ Tensor copy_of(const Tensor& t, MemCategory category) {
   return out;
 }
 
+// Note [Bus bytes]: TpCommStats counts what each rank sends in a ring implementation (the bus
+// bandwidth convention of nccl-tests): an all-reduce 2(n-1)/n of the tensor, an all-gather or
+// reduce-scatter (n-1)/n of the whole (gathered) tensor. So an all-reduce costs what the
+// reduce-scatter + all-gather that sequence parallelism puts in its place cost.
+size_t ring(size_t whole, int n) {
+  return whole * static_cast<size_t>(n - 1) / static_cast<size_t>(n);
+}
+
 // [..., C] as rows [N, C]
 Shape rows(const Shape& s) {
   const int64_t c = s[-1];
@@ -60,7 +68,7 @@ class CopyToNode : public TpNode {
   const char* name() const override { return "tp_enter"; }
   void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
     Tensor g = copy_of(dout, MemCategory::communication);
-    tp_->run(tp_->group().all_reduce(g), g.nbytes());
+    tp_->run(tp_->group().all_reduce(g), 2 * ring(g.nbytes(), tp_->size()));
     if (dinputs[0]) kernels::axpy(*dinputs[0], g, 1.0f);
   }
 };
@@ -83,7 +91,7 @@ class GatherRowsNode : public TpNode {
   void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
     Tensor mine = Tensor::empty(rows_times(dout.shape(), 1, tp_->size()), dout.dtype(),
                                 MemCategory::communication);
-    tp_->run(tp_->group().reduce_scatter(mine, dout.flatten()), dout.nbytes());
+    tp_->run(tp_->group().reduce_scatter(mine, dout.flatten()), ring(dout.nbytes(), tp_->size()));
     if (dinputs[0]) kernels::axpy(*dinputs[0], mine, 1.0f);
   }
 };
@@ -96,7 +104,7 @@ class ReduceScatterRowsNode : public TpNode {
   void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
     Tensor all = Tensor::empty(rows_times(dout.shape(), tp_->size(), 1), dout.dtype(),
                                MemCategory::communication);
-    tp_->run(tp_->group().all_gather(all, dout.flatten()), all.nbytes());
+    tp_->run(tp_->group().all_gather(all, dout.flatten()), ring(all.nbytes(), tp_->size()));
     if (dinputs[0]) kernels::axpy(*dinputs[0], all, 1.0f);
   }
 };
@@ -115,7 +123,7 @@ class SumGradNode : public TpNode {
   const char* name() const override { return "tp_sum_grad"; }
   void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
     Tensor g = copy_of(dout, MemCategory::communication);
-    tp_->run(group_->all_reduce(g), g.nbytes());
+    tp_->run(group_->all_reduce(g), 2 * ring(g.nbytes(), group_->size()));
     if (dinputs[0]) kernels::axpy(*dinputs[0], g, 1.0f);
   }
 
@@ -205,20 +213,20 @@ comm::ProcessGroup& TpGroup::replica_group(int replicas) {
 Variable TpGroup::enter(const Variable& x) {
   if (!sequence_parallel_) return record(x.value(), x, std::make_shared<CopyToNode>(this));
   Tensor all = like(rows_times(x.shape(), size(), 1), x.value().dtype());
-  run(group_->all_gather(all, x.value().flatten()), all.nbytes());
+  run(group_->all_gather(all, x.value().flatten()), ring(all.nbytes(), size()));
   return record(all, x, std::make_shared<GatherRowsNode>(this));
 }
 
 Variable TpGroup::exit(const Variable& x) {
   if (!sequence_parallel_) {
     Tensor sum = copy_of(x.value(), MemCategory::activations);
-    run(group_->all_reduce(sum), sum.nbytes());
+    run(group_->all_reduce(sum), 2 * ring(sum.nbytes(), size()));
     return record(sum, x, std::make_shared<ReduceFromNode>(this));
   }
   BRAID_CHECK(rows(x.shape())[0] % size() == 0, "sequence parallelism: ", rows(x.shape())[0],
               " rows do not split over tp=", size());
   Tensor mine = like(rows_times(x.shape(), 1, size()), x.value().dtype());
-  run(group_->reduce_scatter(mine, x.value().flatten()), x.value().nbytes());
+  run(group_->reduce_scatter(mine, x.value().flatten()), ring(x.value().nbytes(), size()));
   return record(mine, x, std::make_shared<ReduceScatterRowsNode>(this));
 }
 
@@ -251,13 +259,13 @@ Variable TpGroup::vocab_parallel_cross_entropy(const Variable& x, const Variable
   kernels::lm_head_ce_partial_forward(row_max, sumexp, target_logit, x.value().view(xs), w.value(),
                                       tg, v0, valid, ignore_index);
   Tensor global_max = copy_of(row_max, MemCategory::communication);
-  run(group_->all_reduce(global_max, comm::ReduceOp::max), global_max.nbytes());
+  run(group_->all_reduce(global_max, comm::ReduceOp::max), 2 * ring(global_max.nbytes(), size()));
   const float* m = row_max.data<float>();
   const float* gm = global_max.data<float>();
   const float* s = sumexp.data<float>();
   float* b = both.data<float>();
   for (int64_t n = 0; n < N; ++n) b[n] = s[n] == 0.0f ? 0.0f : s[n] * std::exp(m[n] - gm[n]);
-  run(group_->all_reduce(both), both.nbytes());
+  run(group_->all_reduce(both), 2 * ring(both.nbytes(), size()));
   Tensor lse = like(Shape{N}, DType::f32);
   float* l = lse.data<float>();
   const int32_t* t = tg.data<int32_t>();
@@ -284,7 +292,7 @@ Tensor TpGroup::vocab_parallel_logits(const Tensor& x, const Tensor& w, int64_t 
   Tensor local = Tensor::empty(Shape{N, Vl}, DType::f32, MemCategory::activations);
   kernels::lm_head_logits(local, x, w);
   Tensor all = Tensor::empty(Shape{size(), N, Vl}, DType::f32, MemCategory::communication);
-  run(group_->all_gather(all.flatten(), local.flatten()), all.nbytes());
+  run(group_->all_gather(all.flatten(), local.flatten()), ring(all.nbytes(), size()));
   Tensor out = Tensor::empty(Shape{N, vocab}, DType::f32, MemCategory::activations);
   const float* a = all.data<float>();
   float* o = out.data<float>();

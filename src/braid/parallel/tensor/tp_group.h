@@ -21,7 +21,7 @@ namespace braid::parallel {
 
 struct TpCommStats {
   int64_t collectives = 0;  // issued on the tp group by the model's forward and backward
-  int64_t bytes = 0;        // their payload (all-reduce: the tensor; all-gather: the output)
+  int64_t bytes = 0;        // what this rank sent for them (Note [Bus bytes], tp_group.cpp)
   double wait_ms = 0;       // time the compute thread waited for them
 };
 
