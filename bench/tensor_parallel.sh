@@ -54,7 +54,7 @@ done
 echo
 printf "%-26s %10s %10s %18s %18s\n" "best of $ROUNDS" "tokens/s" "vs dp2" "exposed comm ms" "peak tracked MiB"
 for c in "${cols[@]}"; do
-  ratio=$(awk -v a="${best[$c]}" -v b="${best[dp2]}" 'BEGIN { printf "%.2fx", b > 0 ? a / b : 0 }')
+  ratio=$(awk -v a="${best[$c]}" -v b="${best[dp2]}" 'BEGIN { r = b > 0 ? a / b : 0; printf "%.2fx", r }')
   printf "%-26s %10s %10s %18s %18s\n" "${label[$c]}" "${best[$c]}" "$ratio" "${exposed[$c]}" "${peak[$c]}"
 done
 echo
