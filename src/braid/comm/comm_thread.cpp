@@ -31,10 +31,26 @@ void CommThread::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+bool CommThread::lock_if_idle(std::unique_lock<std::mutex>& run, bool settling) {
+  if (queued_.load(std::memory_order_acquire) != 0) return false;
+  if (!run.try_lock()) {
+    if (!settling) return false;  // a task is running: queue behind it
+    // The caller has just seen the last task's op complete, and this thread still holds
+    // run_mu_ for its last few hundred nanoseconds (poll, unlock). Wait for that, yielding in
+    // case it shares this core, rather than queue behind it and keep every later op queued.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+    do {
+      std::this_thread::yield();
+      if (std::chrono::steady_clock::now() > give_up) return false;
+    } while (!run.try_lock());
+  }
+  if (queued_.load(std::memory_order_acquire) == 0 && !in_flight_) return true;
+  run.unlock();
+  return false;
+}
+
 void CommThread::loop() {
-  bool polling = false;
   for (;;) {
-    Task task;
     // Ops usually come back to back: look for the next one briefly before sleeping.
     const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
     while (queued_.load(std::memory_order_acquire) == 0 &&
@@ -43,21 +59,28 @@ void CommThread::loop() {
     {
       std::unique_lock lock(mu_);
       auto ready = [&] { return !queue_.empty() || stopping_; };
-      if (polling) {
+      if (in_flight_) {  // only this thread writes it
         cv_.wait_for(lock, std::chrono::microseconds(100), ready);
       } else {
         cv_.wait(lock, ready);
       }
+      if (queue_.empty() && stopping_)
+        return;  // sends/recvs still in flight are failed by the group's destructor
+    }
+    // Take the task under run_mu_, so that an inline op (which needs run_mu_ and an empty
+    // queue) can never run between this task's leaving the queue and running.
+    std::lock_guard run(run_mu_);
+    Task task;
+    {
+      std::lock_guard lock(mu_);
       if (!queue_.empty()) {
         task = std::move(queue_.front());
         queue_.pop_front();
         queued_.store(queue_.size(), std::memory_order_release);
-      } else if (stopping_) {
-        return;  // sends/recvs still in flight are failed by the group's destructor
       }
     }
     if (task) task();
-    polling = poll_ ? poll_() : false;
+    in_flight_ = poll_ ? poll_() : false;
   }
 }
 

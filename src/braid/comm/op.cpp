@@ -74,16 +74,27 @@ Fingerprint CollectiveOp::fingerprint() const {
   return f;
 }
 
-std::string CollectiveOp::describe() const {
-  std::ostringstream os;
-  os << op_type_name(type) << " seq " << seq;
+OpSummary CollectiveOp::summary() const {
+  OpSummary s;
+  s.fp = fingerprint();
   if (type == OpType::send || type == OpType::recv) {
-    os << " (" << dtype_name(in.dtype()) << ", count " << in.numel()
-       << (type == OpType::send ? ", to rank " : ", from rank ") << root << ", tag " << tag << ")";
+    s.peer = root;
+    s.tag = tag;
+  }
+  return s;
+}
+
+std::string OpSummary::str() const {
+  std::ostringstream os;
+  os << op_type_name(type()) << " seq " << fp.seq;
+  if (type() == OpType::send || type() == OpType::recv) {
+    os << " (" << dtype_name(static_cast<DType>(fp.dtype)) << ", count " << fp.count
+       << (type() == OpType::send ? ", to rank " : ", from rank ") << peer << ", tag " << tag
+       << ")";
     return os.str();
   }
-  std::string fp = fingerprint().str();
-  os << " " << fp.substr(fp.find('('));
+  std::string f = fp.str();
+  os << " " << f.substr(f.find('('));
   return os.str();
 }
 

@@ -27,6 +27,19 @@ struct Fingerprint {
   std::string str() const;  // "all_reduce(f32, count 1024, sum)"
 };
 
+// Note [Lazy descriptions]: what a Work needs to name its operation in an error, without the
+// tensors. Formatting the description up front (two ostringstreams and the group prefix) took
+// about 1 us per call, as long as a whole 4 KiB all_gather; it is only read when something
+// fails, so Works keep this and format on demand.
+struct OpSummary {
+  Fingerprint fp;     // op, dtype, count, reduce op, root, seq; p2p: dtype and count of the tensor
+  int32_t peer = -1;  // send destination, recv source
+  int32_t tag = 0;    // send/recv
+
+  OpType type() const { return static_cast<OpType>(fp.op); }
+  std::string str() const;  // "all_reduce seq 5 (f32, count 1024, sum)"
+};
+
 struct CollectiveOp {
   OpType type = OpType::none;
   uint64_t seq = 0;
@@ -49,7 +62,8 @@ struct CollectiveOp {
   }
 
   Fingerprint fingerprint() const;
-  std::string describe() const;  // "all_reduce seq 5 (f32, count 1024, sum)"
+  OpSummary summary() const;
+  std::string describe() const { return summary().str(); }  // "all_reduce seq 5 (...)"
 };
 
 // The bytes of a tensor held by an op: the handle is const, the data it points to is not.

@@ -46,6 +46,8 @@ ProcessGroup::ProcessGroup(int rank, int size, ProcessGroupOptions options)
     : rank_(rank),
       size_(size),
       options_(std::move(options)),
+      prefix_(std::make_shared<const std::string>(
+          detail::concat("group '", options_.name, "' rank ", rank, ": "))),
       timeout_ms_(options_.timeout.count()) {
   if (size < 1 || rank < 0 || rank >= size)
     throw CommError(
@@ -90,10 +92,6 @@ void ProcessGroup::release_memory(int64_t bytes) {
   memory_.add(-bytes);
 }
 
-std::string ProcessGroup::prefix() const {
-  return detail::concat("group '", name(), "' rank ", rank_, ": ");
-}
-
 void ProcessGroup::mark_broken(const std::string& message) {
   if (!broken_.empty()) return;
   broken_ = message;
@@ -101,7 +99,12 @@ void ProcessGroup::mark_broken(const std::string& message) {
 }
 
 std::shared_ptr<Work> ProcessGroup::make_work(const CollectiveOp& op) const {
-  return std::make_shared<Work>(op.type, op.seq, prefix() + op.describe(), timeout() + kWaitMargin);
+  return std::make_shared<Work>(op.summary(), prefix_, timeout() + kWaitMargin);
+}
+
+bool ProcessGroup::start_inline(const CollectiveOp& op, Clock::time_point deadline) {
+  run_collective(op, deadline);
+  return true;
 }
 
 std::shared_ptr<Work> ProcessGroup::enqueue(CollectiveOp op) {
@@ -109,8 +112,52 @@ std::shared_ptr<Work> ProcessGroup::enqueue(CollectiveOp op) {
   std::lock_guard lock(issue_mu_);
   op.seq = p2p ? ++p2p_seq_ : ++coll_seq_;
   auto work = make_work(op);
+  // Note [Inline collectives]: the issue lock stays held, so an op issued meanwhile by another
+  // thread queues behind this one's continuation.
+  if (!p2p && can_run_inline(op)) {
+    const bool settling = last_posted_ && last_posted_->is_completed();
+    if (thread_->run_here_if_idle(settling, [&] { run_inline(op, work); })) return work;
+  }
+  last_posted_ = work;
   thread_->post([this, op = std::move(op), work]() mutable { run_task(op, work); });
   return work;
+}
+
+void ProcessGroup::run_inline(CollectiveOp& op, const std::shared_ptr<Work>& work) {
+  if (!broken_.empty()) return run_task(op, work);
+  try {
+    if (!start_inline(op, Clock::now() + timeout())) {
+      last_posted_ = work;
+      thread_->post([this, op = std::move(op), work]() mutable {
+        try {
+          finish_inline(op);
+          collective_done(op, work);
+        } catch (const std::exception& e) {
+          collective_failed(e, work);
+        }
+      });
+      return;
+    }
+    collective_done(op, work);
+  } catch (const std::exception& e) {
+    collective_failed(e, work);
+  }
+}
+
+void ProcessGroup::collective_done(CollectiveOp& op, const std::shared_ptr<Work>& work) {
+  // Let go of the tensors before the caller can see the op done: memory the caller frees
+  // after wait() is then really free (the tracker sees it at once).
+  op.in = Tensor();
+  op.out = Tensor();
+  work->mark_done();
+}
+
+void ProcessGroup::collective_failed(const std::exception& e, const std::shared_ptr<Work>& work) {
+  broken_ = e.what();
+  std::string msg = prefix() + e.what();
+  fail_p2p(msg);
+  on_fatal(msg);
+  work->mark_failed(std::string((msg)));
 }
 
 void ProcessGroup::run_task(CollectiveOp& op, const std::shared_ptr<Work>& work) {
@@ -130,17 +177,9 @@ void ProcessGroup::run_task(CollectiveOp& op, const std::shared_ptr<Work>& work)
   }
   try {
     run_collective(op, deadline);
-    // Let go of the tensors before the caller can see the op done: memory the caller frees
-    // after wait() is then really free (the tracker sees it at once).
-    op.in = Tensor();
-    op.out = Tensor();
-    work->mark_done();
+    collective_done(op, work);
   } catch (const std::exception& e) {
-    broken_ = e.what();
-    std::string msg = prefix() + e.what();
-    fail_p2p(msg);
-    on_fatal(msg);
-    work->mark_failed(std::string((msg)));
+    collective_failed(e, work);
   }
 }
 
@@ -241,6 +280,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key, std::strin
     std::lock_guard lock(issue_mu_);
     op.seq = ++coll_seq_;
     work = make_work(op);
+    last_posted_ = work;
     thread_->post([this, op, work, result, color, child, out]() mutable {
       run_task(op, work);
       if (!work->is_completed()) return;

@@ -2,6 +2,7 @@
 // checks, and the failure contract (timeouts, mismatches, departed ranks) on the local backend.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <thread>
 
@@ -125,6 +126,38 @@ TEST(Groups, IndependentGroupsInterleaveDifferentlyPerRank) {
       }
       EXPECT_EQ(a.to_f32_vector()[299], 2);
       EXPECT_EQ(b.to_f32_vector()[299], 4);
+    }
+  });
+}
+
+// Note [Inline collectives]: a small collective may start on the issuing thread, but a late peer
+// never holds the caller (rank 1 issues only once rank 0's call has returned, so a call that
+// waited for it would hang until the timeout), and ops queued behind a running one stay in order.
+TEST(Inline, LatePeerNeverHoldsTheCallerAndOrderIsKept) {
+  std::atomic<bool> returned{false};
+  run_ranks(2, [&](ProcessGroup& g) {
+    Tensor x = Tensor::full(Shape{1024}, g.rank() + 1);  // one 4 KiB step: may run inline
+    if (g.rank() == 0) {
+      auto work = g.all_reduce(x);
+      EXPECT_FALSE(work->is_completed());
+      returned = true;
+      work->wait();
+    } else {
+      while (!returned) std::this_thread::yield();
+      g.all_reduce(x)->wait();
+    }
+    EXPECT_EQ(x.to_f32_vector()[1023], 3);
+    // Multi-step ops go to the comm thread; small ones issued behind them must queue.
+    for (int k = 0; k < 20; ++k) {
+      Tensor big = Tensor::full(Shape{5000}, k + g.rank());
+      Tensor small = Tensor::full(Shape{16}, k * g.rank());
+      auto w_big = g.all_reduce(big);
+      auto w_small = g.all_reduce(small);
+      w_small->wait();
+      EXPECT_TRUE(w_big->is_completed());
+      EXPECT_EQ(w_small->seq(), w_big->seq() + 1);
+      EXPECT_EQ(big.to_f32_vector()[4999], 2 * k + 1);
+      EXPECT_EQ(small.to_f32_vector()[15], k);
     }
   });
 }

@@ -34,6 +34,18 @@ void LocalGroup::run_collective(const CollectiveOp& op, Clock::time_point deadli
   engine_.run(op, deadline);
 }
 
+bool LocalGroup::can_run_inline(const CollectiveOp& op) const {
+  return engine_.can_start(op);
+}
+
+bool LocalGroup::start_inline(const CollectiveOp& op, Clock::time_point deadline) {
+  return engine_.start(op, deadline, ShmEngine::kInlinePatience);
+}
+
+void LocalGroup::finish_inline(const CollectiveOp& op) {
+  engine_.finish(op);
+}
+
 void LocalGroup::on_fatal(const std::string&) {
   engine_.mark_left();
 }

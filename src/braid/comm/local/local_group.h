@@ -28,6 +28,9 @@ class LocalGroup : public ProcessGroup {
 
  protected:
   void run_collective(const CollectiveOp& op, Clock::time_point deadline) override;
+  bool can_run_inline(const CollectiveOp& op) const override;
+  bool start_inline(const CollectiveOp& op, Clock::time_point deadline) override;
+  void finish_inline(const CollectiveOp& op) override;
   void start_p2p(const CollectiveOp& op, std::shared_ptr<Work> work,
                  Clock::time_point deadline) override;
   bool poll_p2p() override;
@@ -45,7 +48,7 @@ class LocalGroup : public ProcessGroup {
 
   std::shared_ptr<LocalHub> hub_;
   ShmEngine engine_;
-  std::deque<PendingRecv> recvs_;  // comm thread only
+  std::deque<PendingRecv> recvs_;  // comm thread (Note [Inline collectives])
 };
 
 }  // namespace braid::comm

@@ -110,6 +110,19 @@ void MpiGroup::run_collective(const CollectiveOp& op, Clock::time_point deadline
   p2p_->run(op, deadline);
 }
 
+// Note [Inline collectives]: on shared memory only; the p2p engine's waits are MPI requests.
+bool MpiGroup::can_run_inline(const CollectiveOp& op) const {
+  return shm_ && shm_->can_start(op);
+}
+
+bool MpiGroup::start_inline(const CollectiveOp& op, Clock::time_point deadline) {
+  return shm_->start(op, deadline, ShmEngine::kInlinePatience);
+}
+
+void MpiGroup::finish_inline(const CollectiveOp& op) {
+  shm_->finish(op);
+}
+
 void MpiGroup::on_fatal(const std::string& message) {
   if (shm_) shm_->mark_left();
   runtime_->fatal(message);

@@ -31,6 +31,9 @@ class MpiGroup : public ProcessGroup {
 
  protected:
   void run_collective(const CollectiveOp& op, Clock::time_point deadline) override;
+  bool can_run_inline(const CollectiveOp& op) const override;
+  bool start_inline(const CollectiveOp& op, Clock::time_point deadline) override;
+  void finish_inline(const CollectiveOp& op) override;
   void start_p2p(const CollectiveOp& op, std::shared_ptr<Work> work,
                  Clock::time_point deadline) override;
   bool poll_p2p() override;
@@ -55,7 +58,7 @@ class MpiGroup : public ProcessGroup {
   MPI_Win win_ = MPI_WIN_NULL;
   std::unique_ptr<ShmEngine> shm_;
   std::unique_ptr<P2pEngine> p2p_;
-  std::deque<PendingP2p> pending_;       // comm thread only
+  std::deque<PendingP2p> pending_;       // comm thread (Note [Inline collectives])
   std::vector<CollectiveOp> abandoned_;  // failed p2p whose requests MPI may still own
 };
 

@@ -10,7 +10,12 @@
 // consumes it before arriving at barrier k + 1. A writer reuses half k % 2 only for barrier
 // k + 2, which it passes only after every reader arrived at k + 1. So one barrier per step, no
 // trailing barrier at the end of an operation, and operations can follow back to back.
-// Large tensors are processed in slot-sized steps, which keeps staging in cache.
+// Large tensors are processed in slot-sized steps, which keeps staging in cache. Every
+// collective but the two-phase all_reduce (more than kDirectMaxRanks ranks) is a loop of steps,
+// each stage() (write this rank's slot), barrier, collect() (read the peers' slots).
+//
+// The ranks' barriers live in shm_barrier.cpp (waits, sleeping, liveness, timeouts, fingerprint
+// checks); the collectives in shm_engine.cpp.
 #pragma once
 
 #include <atomic>
@@ -52,20 +57,36 @@ class ShmEngine {
 
   // Runs one collective; throws CommError (timeout, dead peer, mismatch) without a group prefix.
   void run(const CollectiveOp& op, Clock::time_point deadline);
+
+  // Note [Inline collectives] (process_group.h) on shared memory: an op that is one step of at
+  // most kInlineMaxBytes can start on the issuing thread. start() runs it up to its barrier and
+  // waits there at most `patience`: true when the op is done, false when a peer has not arrived;
+  // finish() (the comm thread's next call into the engine) then completes it.
+  static constexpr int64_t kInlineMaxBytes = 256 << 10;
+  static constexpr std::chrono::microseconds kInlinePatience{20};
+  bool can_start(const CollectiveOp& op) const;
+  bool start(const CollectiveOp& op, Clock::time_point deadline, Clock::duration patience);
+  void finish(const CollectiveOp& op);
+
   void mark_left();  // peers waiting on this rank fail at once
   bool has_left(int rank) const;
 
  private:
-  void all_reduce(const CollectiveOp& op);
-  void all_reduce_direct(const CollectiveOp& op);
-  void reduce_scatter(const CollectiveOp& op);
-  void all_gather(const CollectiveOp& op);
-  void broadcast(const CollectiveOp& op);
-  void all_to_all(const CollectiveOp& op);
+  void begin(const CollectiveOp& op, Clock::time_point deadline);
+  void all_reduce_two_phase(const CollectiveOp& op);
+  int64_t step_elems(const CollectiveOp& op) const;  // elements per step (per rank's chunk)
+  int64_t num_steps(const CollectiveOp& op) const;
+  void stage(const CollectiveOp& op, int64_t s, int h);    // before step s's barrier
+  void collect(const CollectiveOp& op, int64_t s, int h);  // after it
   void publish_chunks(const char* in, int64_t n, int64_t lo, int64_t step, size_t es, int h);
 
   // Arrives at the next barrier, waits for every rank, returns the buffer half it published.
   int barrier(const CollectiveOp& op);
+  uint64_t arrive_next();                          // arrives at the next barrier: its number
+  void await(const CollectiveOp& op, uint64_t k);  // bounded by the deadline; throws
+  bool await_briefly(const CollectiveOp& op, uint64_t k, Clock::duration patience);
+  int first_absent(uint64_t k, int from) const;  // first rank >= from not at barrier k, or size
+  void all_arrived(const CollectiveOp& op);      // after a barrier: fingerprints at the first
   void arrive(uint64_t k);
   void sleep_until_arrival(int peer, uint64_t k, Clock::duration at_most);
   static void wake_all(std::atomic<uint32_t>& word);
@@ -87,8 +108,9 @@ class ShmEngine {
   std::vector<const void*> srcs_;  // reduction sources in rank order
   uint64_t phase_ = 0;
   bool first_barrier_ = false;  // the next barrier is the first of the current collective
+  uint64_t started_phase_ = 0;  // the barrier start() arrived at
   Clock::time_point deadline_;
-  Clock::time_point started_;
+  Clock::time_point started_;  // the op's first wait (timeout messages count from it)
 };
 
 }  // namespace braid::comm
