@@ -79,9 +79,6 @@ class TensorParallel {
   // of them): a parameter whose ranks each see only part of its uses (a norm under sequence
   // parallelism, a kv head shared by several ranks).
   virtual Variable sum_grad(const Variable& w, int replicas = 0) = 0;
-  // The rows of x [N, ...] this rank keeps under sequence parallelism (identity without it);
-  // backward all-gathers.
-  virtual Variable scatter_rows(const Variable& x) = 0;
 
   // Vocab-parallel LM head + cross-entropy: x[N, C] whole (replicated), w this rank's vocabulary
   // rows [Vl, C] starting at global row v0, of which `valid` are real; targets[N] global ids.

@@ -4,8 +4,8 @@
 // gathers the same weights.
 #include <gtest/gtest.h>
 
-#include "braid/train/ddp_parity_util.h"
 #include "braid/train/mpi_test_world.h"
+#include "braid/train/tensor_parallel_parity_util.h"
 
 namespace braid::train {
 namespace {
@@ -27,21 +27,14 @@ TEST(TensorParallelMpi, WeightsMatchOneProcess) {
   }
   for (const Layout& l : layouts) {
     const int dp = n / l.tp;
-    TrainConfig one = tiny(2 * dp, 2, "none");
-    one.model.preset = l.preset;
-    one.training.max_steps = 4;
-    TrainConfig cfg = tiny(2, 2, l.strategy);
-    cfg.model.preset = l.preset;
-    cfg.training.max_steps = 4;
-    cfg.parallel.tensor_parallel_size = l.tp;
-    cfg.parallel.sequence_parallel = l.sp;
-    Trainer t(cfg, mpi_test_world(), quiet());
+    Trainer t(tp_parity_config(l.preset, l.tp, l.sp, l.strategy), mpi_test_world(), quiet());
     t.run();
     const Tensor w = t.gather_parameters();
     const std::string what = l.preset + " " + l.strategy + " tp=" + std::to_string(l.tp) +
                              (l.sp ? " sp" : "") + " rank " +
                              std::to_string(mpi_test_world()->rank());
-    EXPECT_TRUE(weights_match(w, train_one(one), 1e-4, l.preset)) << what;
+    EXPECT_TRUE(weights_match(w, train_one(tp_reference_config(l.preset, dp)), 1e-4, l.preset))
+        << what;
     EXPECT_TRUE(same_on_every_rank(w)) << what;
   }
 }

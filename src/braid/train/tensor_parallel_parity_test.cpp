@@ -8,7 +8,7 @@
 
 #include <ostream>
 
-#include "braid/train/ddp_parity_util.h"
+#include "braid/train/tensor_parallel_parity_util.h"
 
 namespace braid::train {
 namespace {
@@ -26,26 +26,13 @@ void PrintTo(const TpCase& c, std::ostream* os) {
   *os << c.name;
 }
 
-TrainConfig tp_config(const TpCase& c, int dp) {
-  TrainConfig cfg = tiny(2, 2, c.strategy);
-  cfg.model.preset = c.preset;
-  cfg.training.max_steps = 4;
-  cfg.parallel.tensor_parallel_size = c.tp;
-  cfg.parallel.sequence_parallel = c.sp;
-  (void)dp;
-  return cfg;
-}
-
 class TensorParallelParity : public ::testing::TestWithParam<TpCase> {};
 
 TEST_P(TensorParallelParity, WeightsMatchOneProcess) {
   const TpCase c = GetParam();
   const int dp = c.world / c.tp;
-  TrainConfig one = tiny(2 * dp, 2, "none");
-  one.model.preset = c.preset;
-  one.training.max_steps = 4;
-  const Tensor single = train_one(one);
-  const TrainConfig cfg = tp_config(c, dp);
+  const Tensor single = train_one(tp_reference_config(c.preset, dp));
+  const TrainConfig cfg = tp_parity_config(c.preset, c.tp, c.sp, c.strategy);
   std::vector<Tensor> out(static_cast<size_t>(c.world));
   testing::run_ranks(c.world, [&](comm::ProcessGroup& pg) {
     Trainer t(cfg, borrow(pg), quiet());

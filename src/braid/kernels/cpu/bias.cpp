@@ -1,7 +1,7 @@
 // Bias added after a reduction (a tensor-parallel row-parallel layer adds its bias once, after
 // the partial sums are combined, Note [Tensor-parallel layout] in nn/tensor_parallel.h).
 //   forward:  out[N,C] = x[N,C] + bias[C]
-//   backward: dbias[C] += sum_n dout[n]   (column sums in f64, as linear_backward's dbias)
+//   backward: dbias[C] += sum_n dout[n]   (add_column_sums, as linear_backward's dbias)
 #include <algorithm>
 
 #include "braid/kernels/cpu/common.h"
@@ -42,18 +42,7 @@ void bias_add_backward(Tensor& dbias, const Tensor& dout) {
               dbias.shape().str());
   dispatch_float(dout.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    const T* g = dout.data<T>();
-    double* acc = scratch_f64(0, C);
-#pragma omp parallel
-    {
-      const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-      const int64_t per = (C + nt - 1) / nt, c0 = std::min<int64_t>(C, id * per);
-      const int64_t c1 = std::min<int64_t>(C, c0 + per);
-      for (int64_t c = c0; c < c1; ++c) acc[c] = 0.0;
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t c = c0; c < c1; ++c) acc[c] += ld(&g[n * C + c]);
-    }
-    add_sums(dbias, acc, C);
+    add_column_sums(dbias, dout.data<T>(), N, C);
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <initializer_list>
@@ -212,6 +213,26 @@ inline T* scratch_as(int slot, int64_t n) {
   return static_cast<T*>(scratch_raw(slot, static_cast<size_t>(n) * sizeof(T)));
 }
 double* scratch_f64(int slot, int64_t n);  // slots 0..3, separate from scratch_raw's
+
+// grad[C] += the column sums of rows[N, C] (a bias gradient), summed in f64 in row order with
+// each thread owning a contiguous range of columns (independent of the thread count), then
+// added by add_sums. Uses scratch_f64 slot 0.
+template <typename T>
+void add_column_sums(Tensor& grad, const T* rows, int64_t N, int64_t C) {
+  double* acc = scratch_f64(0, C);
+#pragma omp parallel
+  {
+    const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+    const int64_t per = (C + nt - 1) / nt, c0 = std::min<int64_t>(C, id * per);
+    const int64_t c1 = std::min<int64_t>(C, c0 + per);
+    for (int64_t c = c0; c < c1; ++c) acc[c] = 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T* row = rows + n * C;
+      for (int64_t c = c0; c < c1; ++c) acc[c] += ld(&row[c]);
+    }
+  }
+  add_sums(grad, acc, C);
+}
 
 // Number of OpenMP threads a parallel region in a kernel should use.
 inline int num_threads() {

@@ -99,22 +99,7 @@ void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor&
       gemm(true, false, OC, C, N, 1.0f, g, OC, inp.data<T>(), C, 0.0f, tmp, C);
       write_back(dweight->data<T>(), tmp, OC * C, 1.0f);
     }
-    if (dbias) {
-      // Column sums in f64, each thread owning a contiguous range of columns.
-      double* acc = scratch_f64(0, OC);  // [OC]
-#pragma omp parallel
-      {
-        int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        int64_t per = (OC + nt - 1) / nt, c0 = std::min<int64_t>(OC, id * per);
-        int64_t c1 = std::min<int64_t>(OC, c0 + per);
-        for (int64_t c = c0; c < c1; ++c) acc[c] = 0.0;
-        for (int64_t n = 0; n < N; ++n) {
-          const T* row = g + n * OC;
-          for (int64_t c = c0; c < c1; ++c) acc[c] += ld(&row[c]);
-        }
-      }
-      add_sums(*dbias, acc, OC);
-    }
+    if (dbias) add_column_sums(*dbias, g, N, OC);
   });
 }
 

@@ -4,6 +4,20 @@
 
 namespace braid::parallel {
 
+namespace {
+// fn(local, full) for each parameter of unit u: this rank's declaration and the whole one.
+template <typename Fn>
+void for_each_param(const nn::Transformer& model, int u, Fn fn) {
+  const nn::ParamLayout& full = model.full_layout();
+  const nn::ParamLayout& mine = model.layout();
+  const auto& full_params = full.units()[static_cast<size_t>(u)].params;
+  const auto& mine_params = mine.units()[static_cast<size_t>(u)].params;
+  for (size_t k = 0; k < mine_params.size(); ++k)
+    fn(mine.params()[static_cast<size_t>(mine_params[k])],
+       full.params()[static_cast<size_t>(full_params[k])]);
+}
+}  // namespace
+
 TensorParallelStrategy::TensorParallelStrategy(std::shared_ptr<DeviceMesh> mesh,
                                                std::unique_ptr<Strategy> inner,
                                                bool sequence_parallel)
@@ -26,52 +40,41 @@ void TensorParallelStrategy::materialize(nn::Transformer& model,
   if (options.fill) {
     // Each unit is filled whole, as one process would, and this rank keeps its slices.
     local.fill = [&model, fill = options.fill](int u, Tensor& unit_params) {
-      const nn::ParamLayout& full = model.full_layout();
-      const nn::ParamLayout& mine = model.layout();
-      const nn::UnitInfo& info = full.units()[static_cast<size_t>(u)];
-      Tensor whole = Tensor::zeros(Shape{info.numel});
+      Tensor whole =
+          Tensor::zeros(Shape{model.full_layout().units()[static_cast<size_t>(u)].numel});
       fill(u, whole);
-      const nn::UnitInfo& local_info = mine.units()[static_cast<size_t>(u)];
-      for (size_t k = 0; k < local_info.params.size(); ++k) {
-        const nn::ParamInfo& p = mine.params()[static_cast<size_t>(local_info.params[k])];
-        const nn::ParamInfo& f = full.params()[static_cast<size_t>(info.params[k])];
+      for_each_param(model, u, [&](const nn::ParamInfo& p, const nn::ParamInfo& f) {
         const Tensor src = whole.flat_range(f.unit_offset, f.numel).view(f.param->shape);
         Tensor dst = unit_params.flat_range(p.unit_offset, p.numel).view(p.param->shape);
         nn::take_slice(src, dst, p.param->tp);
-      }
+      });
     };
   }
   inner_->materialize(model, local);
 }
 
 void TensorParallelStrategy::zero_grad() {
-  step_tp_ = tp_->stats();
-  tp_->reset_stats();
+  tp_->reset_stats();  // the tp traffic counts from the step's first forward
   inner_->zero_grad();
 }
 
 StrategyStats TensorParallelStrategy::last_step_stats() const {
   StrategyStats s = inner_->last_step_stats();
-  s.exposed_comm_ms += step_tp_.wait_ms;
+  s.exposed_comm_ms += tp_->stats().wait_ms;
   return s;
 }
 
 void TensorParallelStrategy::for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) {
   BRAID_CHECK(model_ != nullptr, "TensorParallelStrategy: not materialised");
-  const nn::ParamLayout& full = model_->full_layout();
-  const nn::ParamLayout& mine = model_->layout();
   comm::ProcessGroup& g = tp_->group();
   const int tp = g.size();
   inner_->for_each_full_unit([&](int u, const Tensor& local) {
-    const nn::UnitInfo& info = full.units()[static_cast<size_t>(u)];
-    const nn::UnitInfo& local_info = mine.units()[static_cast<size_t>(u)];
-    const int64_t n = local_info.numel;
+    const int64_t n = model_->layout().units()[static_cast<size_t>(u)].numel;
     Tensor all = Tensor::empty(Shape{tp * n}, DType::f32, MemCategory::communication);
     g.all_gather(all, local.flat_range(0, n).to(DType::f32))->wait();
-    Tensor whole = Tensor::zeros(Shape{info.numel});
-    for (size_t k = 0; k < local_info.params.size(); ++k) {
-      const nn::ParamInfo& p = mine.params()[static_cast<size_t>(local_info.params[k])];
-      const nn::ParamInfo& f = full.params()[static_cast<size_t>(info.params[k])];
+    Tensor whole =
+        Tensor::zeros(Shape{model_->full_layout().units()[static_cast<size_t>(u)].numel});
+    for_each_param(*model_, u, [&](const nn::ParamInfo& p, const nn::ParamInfo& f) {
       Tensor dst = whole.flat_range(f.unit_offset, f.numel).view(f.param->shape);
       const nn::TpSlice& s = p.param->tp;
       const int replicas = tp / s.parts;
@@ -81,7 +84,7 @@ void TensorParallelStrategy::for_each_full_unit(const std::function<void(int, co
         const Tensor src = all.flat_range(r * n + p.unit_offset, p.numel).view(p.param->shape);
         nn::place_slice(src, dst, theirs);
       }
-    }
+    });
     fn(u, whole);
   });
 }

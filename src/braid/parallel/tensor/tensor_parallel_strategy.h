@@ -47,7 +47,7 @@ class TensorParallelStrategy : public Strategy {
   void after_optimizer_step() override { inner_->after_optimizer_step(); }
   void synchronize() override { inner_->synchronize(); }
   void for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) override;
-  // exposed_comm_ms adds the time the model waited for tp collectives.
+  // exposed_comm_ms adds the time the model waited for tp collectives since zero_grad().
   StrategyStats last_step_stats() const override;
   std::string memory_note() const override { return inner_->memory_note(); }
 
@@ -59,7 +59,6 @@ class TensorParallelStrategy : public Strategy {
   std::unique_ptr<Strategy> inner_;
   std::unique_ptr<TpGroup> tp_;
   nn::Transformer* model_ = nullptr;
-  TpCommStats step_tp_;  // the last step's tp communication
 };
 
 }  // namespace braid::parallel

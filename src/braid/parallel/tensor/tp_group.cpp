@@ -61,18 +61,6 @@ class TpNode : public Node {
   TpGroup* tp_;
 };
 
-// f: identity forward, all-reduce backward.
-class CopyToNode : public TpNode {
- public:
-  using TpNode::TpNode;
-  const char* name() const override { return "tp_enter"; }
-  void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
-    Tensor g = copy_of(dout, MemCategory::communication);
-    tp_->run(tp_->group().all_reduce(g), 2 * ring(g.nbytes(), tp_->size()));
-    if (dinputs[0]) kernels::axpy(*dinputs[0], g, 1.0f);
-  }
-};
-
 // g: all-reduce forward, identity backward.
 class ReduceFromNode : public TpNode {
  public:
@@ -109,18 +97,13 @@ class ReduceScatterRowsNode : public TpNode {
   }
 };
 
-// scatter_rows: this rank's rows forward, all-gather backward (as ReduceScatterRowsNode's).
-class ScatterRowsNode : public ReduceScatterRowsNode {
- public:
-  using ReduceScatterRowsNode::ReduceScatterRowsNode;
-  const char* name() const override { return "tp_scatter_rows"; }
-};
-
-// Identity forward; the gradient is summed over a group of ranks sharing the parameter.
+// Identity forward; the gradient is all-reduced over `group`: f (enter without sequence
+// parallelism) over the tp group, sum_grad over the ranks sharing a parameter.
 class SumGradNode : public TpNode {
  public:
-  SumGradNode(TpGroup* tp, comm::ProcessGroup* group) : TpNode(tp), group_(group) {}
-  const char* name() const override { return "tp_sum_grad"; }
+  SumGradNode(TpGroup* tp, comm::ProcessGroup* group, const char* name)
+      : TpNode(tp), group_(group), name_(name) {}
+  const char* name() const override { return name_; }
   void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
     Tensor g = copy_of(dout, MemCategory::communication);
     tp_->run(group_->all_reduce(g), 2 * ring(g.nbytes(), group_->size()));
@@ -129,6 +112,7 @@ class SumGradNode : public TpNode {
 
  private:
   comm::ProcessGroup* group_;
+  const char* name_;
 };
 
 class VocabParallelCeNode : public TpNode {
@@ -211,7 +195,8 @@ comm::ProcessGroup& TpGroup::replica_group(int replicas) {
 }
 
 Variable TpGroup::enter(const Variable& x) {
-  if (!sequence_parallel_) return record(x.value(), x, std::make_shared<CopyToNode>(this));
+  if (!sequence_parallel_)
+    return record(x.value(), x, std::make_shared<SumGradNode>(this, group_.get(), "tp_enter"));
   Tensor all = like(rows_times(x.shape(), size(), 1), x.value().dtype());
   run(group_->all_gather(all, x.value().flatten()), ring(all.nbytes(), size()));
   return record(all, x, std::make_shared<GatherRowsNode>(this));
@@ -232,15 +217,7 @@ Variable TpGroup::exit(const Variable& x) {
 
 Variable TpGroup::sum_grad(const Variable& w, int replicas) {
   comm::ProcessGroup* g = &replica_group(replicas);
-  return record(w.value(), w, std::make_shared<SumGradNode>(this, g));
-}
-
-Variable TpGroup::scatter_rows(const Variable& x) {
-  if (!sequence_parallel_) return x;
-  const Shape r = rows(x.shape());
-  const int64_t n = r[0] / size();
-  Tensor mine = copy_of(x.value().view(r).narrow(n * rank(), n), MemCategory::activations);
-  return record(mine, x, std::make_shared<ScatterRowsNode>(this));
+  return record(w.value(), w, std::make_shared<SumGradNode>(this, g, "tp_sum_grad"));
 }
 
 Variable TpGroup::vocab_parallel_cross_entropy(const Variable& x, const Variable& w,

@@ -37,7 +37,6 @@ class TpGroup : public nn::TensorParallel {
   nn::Variable enter(const nn::Variable& x) override;
   nn::Variable exit(const nn::Variable& x) override;
   nn::Variable sum_grad(const nn::Variable& w, int replicas = 0) override;
-  nn::Variable scatter_rows(const nn::Variable& x) override;
   nn::Variable vocab_parallel_cross_entropy(const nn::Variable& x, const nn::Variable& w,
                                             const Tensor& targets, double denominator,
                                             int32_t ignore_index, int64_t v0,
