@@ -13,7 +13,8 @@ int64_t round_up(int64_t n, int64_t m) {
 }
 }  // namespace
 
-ParamLayout::ParamLayout(Module& root, const std::vector<UnitDecl>& decls, int64_t pad_multiple)
+ParamLayout::ParamLayout(Module& root, const std::vector<UnitDecl>& decls, int64_t pad_multiple,
+                         bool subset)
     : pad_multiple_(pad_multiple) {
   BRAID_CHECK(pad_multiple > 0 && pad_multiple % kAlign == 0, "ParamLayout: pad_multiple ",
               pad_multiple, " must be a positive multiple of ", kAlign);
@@ -38,8 +39,11 @@ ParamLayout::ParamLayout(Module& root, const std::vector<UnitDecl>& decls, int64
     for (Module* b : decls[u].borrowers) units_[u].users.push_back(b);
   }
   int current = 0;
+  int index = 0;  // position in root's declaration order
   for (auto& [name, p] : root.named_parameter_slots()) {
     auto it = owner.find(p);
+    ++index;
+    if (it == owner.end() && subset) continue;
     BRAID_CHECK(it != owner.end(), "ParamLayout: parameter '", name, "' belongs to no unit");
     const int u = it->second;
     BRAID_CHECK(u >= current, "ParamLayout: parameter '", name, "' of unit '", units_[u].name,
@@ -48,7 +52,7 @@ ParamLayout::ParamLayout(Module& root, const std::vector<UnitDecl>& decls, int64
     current = u;
     UnitInfo& unit = units_[static_cast<size_t>(u)];
     const int64_t n = p->shape.numel();
-    params_.push_back({name, p, static_cast<int>(params_.size()), u, unit.numel, n});
+    params_.push_back({name, p, index - 1, u, unit.numel, n});
     unit.params.push_back(static_cast<int>(params_.size()) - 1);
     unit.numel += n;
   }

@@ -68,7 +68,11 @@ class ParamLayout {
   ParamLayout() = default;
   // Every parameter of `root` must belong to exactly one unit, and the units' parameters must
   // follow each other in declaration order. pad_multiple must be a positive multiple of kAlign.
-  ParamLayout(Module& root, const std::vector<UnitDecl>& units, int64_t pad_multiple = kAlign);
+  // With `subset`, parameters of root that belong to no unit are left out (a pipeline stage holds
+  // some units of a model declared whole); ParamInfo::index still counts them, so it is the
+  // parameter's position in the whole model.
+  ParamLayout(Module& root, const std::vector<UnitDecl>& units, int64_t pad_multiple = kAlign,
+              bool subset = false);
 
   const std::vector<ParamInfo>& params() const { return params_; }
   const std::vector<UnitInfo>& units() const { return units_; }

@@ -41,6 +41,8 @@ Transformer::Transformer(const ModelConfig& cfg, const TransformerOptions& opts)
     // Replicated parameters count once in the global norm (Note [Model-parallel norm]).
     for (auto& [name, p] : named_parameter_slots())
       if (!p->tp.is_split()) p->tp.counts_in_norm = tp_->rank() == 0;
+  }
+  if (tp_ || opts.pipeline) {
     TransformerOptions whole;
     whole.materialize = false;
     full_ = std::make_unique<Transformer>(cfg, whole);
@@ -54,11 +56,50 @@ Transformer::Transformer(const ModelConfig& cfg, const TransformerOptions& opts)
   for (size_t i = 0; i < blocks_->size(); ++i)
     units.push_back({"block." + std::to_string(i), {&(*blocks_)[i]}});
   units.push_back({"head", {final_norm_, lm_head_}});
-  layout_ = ParamLayout(*this, units);
+  if (opts.pipeline) {
+    declare_stage(*opts.pipeline, units);
+  } else {
+    layout_ = ParamLayout(*this, units);
+  }
 
   if (opts.materialize) {
     materialize(opts.allocate_grads);
     if (opts.init_weights) flat_.init(opts.seed);
+  }
+}
+
+void Transformer::declare_stage(const PipelineStage& stage, const std::vector<UnitDecl>& units) {
+  stage_ = stage;
+  BRAID_CHECK(!stage.chunks.empty(), "Transformer: a pipeline stage needs at least one chunk");
+  std::vector<UnitDecl> mine;
+  // Note [Pipeline stage]: with tied embeddings the last stage keeps a replica for its head.
+  const bool replica = stage.last && !stage.first && lm_head_->is_tied();
+  if (stage.first || replica) {
+    mine.push_back(units.front());
+    global_units_.push_back(0);
+  }
+  int64_t next = 0;
+  for (const auto& [begin, end] : stage.chunks) {
+    BRAID_CHECK(begin >= next && begin < end && end <= cfg_.n_layer, "Transformer: pipeline chunk [",
+                begin, ", ", end, ") is empty, out of order or beyond n_layer ", cfg_.n_layer);
+    for (int64_t i = begin; i < end; ++i) {
+      mine.push_back(units[static_cast<size_t>(1 + i)]);
+      global_units_.push_back(static_cast<int>(1 + i));
+    }
+    next = end;
+  }
+  if (stage.last) {
+    mine.push_back(units.back());
+    global_units_.push_back(static_cast<int>(units.size()) - 1);
+  }
+  layout_ = ParamLayout(*this, mine, ParamLayout::kAlign, /*subset=*/true);
+  if (!replica) return;
+  for (auto& [name, p] : wte_->named_parameter_slots()) p->tp.counts_in_norm = false;
+  if (wpe_) {
+    for (auto& [name, p] : wpe_->named_parameter_slots()) {
+      p->tp.counts_in_norm = false;
+      p->requires_grad = false;
+    }
   }
 }
 
@@ -93,14 +134,12 @@ void Transformer::set_activation_checkpointing(const CheckpointPolicy& policy) {
   cfg_.activation_checkpointing = policy;
 }
 
-// Note [Checkpoint policies]: block i with policy.applies_to(i) keeps less for backward.
-// full: the block is one autograd::checkpoint (Note [Checkpoint rerun]), so only its input
-// stays alive and backward reruns the whole block, hooks included. selective: the block keeps
-// its residual stream and MLP activations and backward reruns its attention sublayer (Note
-// [Selective recompute], block.cpp).
-// Either way each parameter sits in exactly one checkpointed function and gradients are
-// bit-identical to keeping everything. Without recording (eval, logits) nothing is kept anyway.
 Variable Transformer::hidden(const Tensor& ids) {
+  begin_forward(ids);
+  return (*final_norm_)(run_blocks(embed(ids), 0, cfg_.n_layer));
+}
+
+void Transformer::begin_forward(const Tensor& ids) {
   check_ids(ids, "ids");
   if (tp_) {
     BRAID_CHECK(!tp_->sequence_parallel() || ids.numel() % tp_->size() == 0,
@@ -109,12 +148,25 @@ Variable Transformer::hidden(const Tensor& ids) {
                 ": the micro-batch's token count must divide by it");
     tp_->set_seq_len(ids.size(1));
   }
+}
+
+Variable Transformer::embed(const Tensor& ids) {
+  return (*wte_)(ids, wpe_);  // [B, T, C]
+}
+
+// Note [Checkpoint policies]: block i with policy.applies_to(i) keeps less for backward.
+// full: the block is one autograd::checkpoint (Note [Checkpoint rerun]), so only its input
+// stays alive and backward reruns the whole block, hooks included. selective: the block keeps
+// its residual stream and MLP activations and backward reruns its attention sublayer (Note
+// [Selective recompute], block.cpp).
+// Either way each parameter sits in exactly one checkpointed function and gradients are
+// bit-identical to keeping everything. Without recording (eval, logits) nothing is kept anyway.
+Variable Transformer::run_blocks(Variable x, int64_t begin, int64_t end) {
   const CheckpointPolicy& ac = cfg_.activation_checkpointing;
   const bool recording = autograd::grad_enabled();
-  Variable x = (*wte_)(ids, wpe_);  // [B, T, C]
-  for (size_t i = 0; i < blocks_->size(); ++i) {
-    Block* b = &(*blocks_)[i];
-    if (!recording || !ac.applies_to(static_cast<int64_t>(i))) {
+  for (int64_t i = begin; i < end; ++i) {
+    Block* b = &(*blocks_)[static_cast<size_t>(i)];
+    if (!recording || !ac.applies_to(i)) {
       x = (*b)(x);
     } else if (ac.kind == CheckpointPolicy::Kind::full) {
       x = autograd::checkpoint([b](const Variable& v) { return (*b)(v); }, x);
@@ -122,7 +174,21 @@ Variable Transformer::hidden(const Tensor& ids) {
       x = b->call_selective(x);
     }
   }
-  return (*final_norm_)(x);
+  return x;
+}
+
+Variable Transformer::head_loss(const Variable& x, const Tensor& targets, double denominator,
+                                int32_t ignore_index) {
+  Variable h = (*final_norm_)(x);
+  Variable rows = autograd::reshape(h, Shape{h.shape().numel() / cfg_.d_model, cfg_.d_model});
+  return lm_head_->loss(rows, targets.view(Shape{targets.numel()}), denominator, ignore_index);
+}
+
+Tensor Transformer::head_logits(const Variable& x) {
+  autograd::NoGradGuard no_grad;
+  Variable h = (*final_norm_)(x);
+  return lm_head_->logits(
+      autograd::reshape(h, Shape{h.shape().numel() / cfg_.d_model, cfg_.d_model}));
 }
 
 Variable Transformer::loss(const Tensor& ids, const Tensor& targets, double denominator,
@@ -130,18 +196,32 @@ Variable Transformer::loss(const Tensor& ids, const Tensor& targets, double deno
   check_ids(targets, "targets");
   BRAID_CHECK(targets.shape() == ids.shape(), "Transformer::loss: targets ", targets.shape().str(),
               " do not match ids ", ids.shape().str());
-  const int64_t N = ids.numel();
-  Variable h = hidden(ids);  // [B, T, C], or this rank's rows under sequence parallelism
-  Variable x = autograd::reshape(h, Shape{h.shape().numel() / cfg_.d_model, cfg_.d_model});
-  return lm_head_->loss(x, targets.view(Shape{N}), denominator, ignore_index);
+  begin_forward(ids);
+  // [B, T, C], or this rank's rows under sequence parallelism
+  Variable x = run_blocks(embed(ids), 0, cfg_.n_layer);
+  return head_loss(x, targets, denominator, ignore_index);
 }
 
 Tensor Transformer::logits(const Tensor& ids) {
   autograd::NoGradGuard no_grad;
   const int64_t B = ids.size(0), T = ids.size(1);
-  Variable h = hidden(ids);
-  Variable x = autograd::reshape(h, Shape{h.shape().numel() / cfg_.d_model, cfg_.d_model});
-  return lm_head_->logits(x).view(Shape{B, T, cfg_.vocab_size});
+  begin_forward(ids);
+  return head_logits(run_blocks(embed(ids), 0, cfg_.n_layer)).view(Shape{B, T, cfg_.vocab_size});
+}
+
+Tensor Transformer::last_logits(const Tensor& ids) {
+  autograd::NoGradGuard no_grad;
+  begin_forward(ids);
+  return head_last_logits(run_blocks(embed(ids), 0, cfg_.n_layer));
+}
+
+Tensor Transformer::head_last_logits(const Variable& x) {
+  autograd::NoGradGuard no_grad;
+  // Only the last position is needed; tensor parallelism computes every row's logits (its rows
+  // may be spread over the tp ranks).
+  const int64_t C = cfg_.d_model, rows = x.shape().numel() / C;
+  Tensor all = head_logits(tp_ ? x : Variable(x.value().view(Shape{rows, C}).narrow(rows - 1, 1)));
+  return all.narrow(all.size(0) - 1, 1);
 }
 
 }  // namespace braid::nn

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,19 @@
 
 namespace braid::nn {
 
+// Note [Pipeline stage]: a pipeline stage declares the whole model (names and global indices
+// stay those of one process) but its layout() holds only its units: the blocks of its chunks,
+// the embeddings on the first stage, the final norm and LM head on the last. With tied
+// embeddings the last stage also holds a replica of the "embeddings" unit for its LM head (as
+// Megatron's embedding group does): the pipeline strategy sums the token table's gradient over
+// the first and last stage, so both copies take the same steps; the replica counts nowhere in
+// the global norm, and its position table (GPT-2), which the head does not read, is frozen.
+struct PipelineStage {
+  std::vector<std::pair<int64_t, int64_t>> chunks;  // block ranges [begin, end), increasing
+  bool first = false;  // holds the embeddings (the first virtual stage is here)
+  bool last = false;   // holds the final norm and the LM head (the last virtual stage)
+};
+
 struct TransformerOptions {
   uint64_t seed = 0;
   bool init_weights = true;    // false: parameters stay zero (an import fills them)
@@ -39,6 +53,8 @@ struct TransformerOptions {
   // Tensor parallelism (Note [Tensor-parallel layout]): declare this rank's slices. The object
   // must outlive the model.
   TensorParallel* tensor_parallel = nullptr;
+  // Pipeline parallelism: the part of the model this rank holds (Note [Pipeline stage]).
+  std::optional<PipelineStage> pipeline = std::nullopt;
 };
 
 class Transformer : public Module {
@@ -49,9 +65,15 @@ class Transformer : public Module {
   // Where every parameter lives, units padded to ParamLayout::kAlign: what this rank holds.
   const ParamLayout& layout() const { return layout_; }
   // The same units and parameters with their full shapes (one process's layout, what export,
-  // HF import and initialisation see); layout() itself without tensor parallelism.
+  // HF import and initialisation see); layout() itself without tensor or pipeline parallelism.
   const ParamLayout& full_layout() const { return full_ ? full_->layout() : layout_; }
   TensorParallel* tensor_parallel() const { return tp_; }
+  const std::optional<PipelineStage>& pipeline_stage() const { return stage_; }
+  // The index in full_layout() of this rank's unit u (layout().units()[u]); u without a pipeline.
+  int global_unit(int u) const { return global_units_.empty() ? u : global_units_.at(u); }
+  // Whether this rank holds the (real) token embeddings / the final norm and LM head.
+  bool holds_embeddings() const { return !stage_ || stage_->first; }
+  bool holds_head() const { return !stage_ || stage_->last; }
   // Materialises the whole model in one FlatBuffer whose units are padded to pad_multiple, with
   // parameters in `compute` (Note [Compute copy], flat_buffer.h; masters: keep f32 masters).
   void materialize(bool allocate_grads, int64_t pad_multiple = ParamLayout::kAlign,
@@ -68,12 +90,28 @@ class Transformer : public Module {
 
   // ids[B,T] i32 -> the final norm's output [B,T,C].
   Variable hidden(const Tensor& ids);
+  // The pieces of a forward, for a pipeline stage. begin_forward checks ids and tells tensor
+  // parallelism the micro-batch's sequence length: every stage calls it once per micro-batch
+  // before its other pieces. embed: ids -> the residual stream [B, T, C] (or this rank's rows
+  // under sequence parallelism); run_blocks: blocks [begin, end) with their checkpoint policy;
+  // head_loss: the final norm, LM head and loss (as loss()); head_logits: the logits of x's rows
+  // [N, V] f32 without recording.
+  void begin_forward(const Tensor& ids);
+  Variable embed(const Tensor& ids);
+  Variable run_blocks(Variable x, int64_t begin, int64_t end);
+  Variable head_loss(const Variable& x, const Tensor& targets, double denominator = 0.0,
+                     int32_t ignore_index = -100);
+  Tensor head_logits(const Variable& x);
   // Summed next-token cross-entropy over targets[B,T] (i32; ignore_index rows skipped)
   // divided by `denominator` (0: the number of counted targets, i.e. the mean). A scalar [1].
   Variable loss(const Tensor& ids, const Tensor& targets, double denominator = 0.0,
                 int32_t ignore_index = -100);
   // logits[B,T,V] f32, computed without recording (generation, evaluation).
   Tensor logits(const Tensor& ids);
+  // The logits [1, V] f32 of the last position of ids [1, T], without recording (generation);
+  // head_last_logits: the same from the last block's output for them.
+  Tensor last_logits(const Tensor& ids);
+  Tensor head_last_logits(const Variable& x);
 
   void init_weights(uint64_t seed) { flat().init(seed); }
   void zero_grad() { flat().zero_grad(); }
@@ -84,6 +122,7 @@ class Transformer : public Module {
 
  private:
   void check_ids(const Tensor& ids, const char* what) const;
+  void declare_stage(const PipelineStage& stage, const std::vector<UnitDecl>& units);
 
   ModelConfig cfg_;
   Embedding* wte_ = nullptr;
@@ -94,7 +133,9 @@ class Transformer : public Module {
   ParamLayout layout_;
   FlatBuffer flat_;
   TensorParallel* tp_ = nullptr;
-  std::unique_ptr<Transformer> full_;  // with tp: the model declared whole (no memory)
+  std::unique_ptr<Transformer> full_;  // with tp or pp: the model declared whole (no memory)
+  std::optional<PipelineStage> stage_;
+  std::vector<int> global_units_;  // with pp: layout() unit -> full_layout() unit
 };
 
 }  // namespace braid::nn

@@ -36,12 +36,12 @@ DeviceMesh::DeviceMesh(std::shared_ptr<comm::ProcessGroup> world, Dims dims)
 
 DeviceMesh DeviceMesh::strategy(std::shared_ptr<comm::ProcessGroup> world, int dp, int tp, int pp,
                                 int dp_shard) {
-  if (dp_shard <= 0) return DeviceMesh(std::move(world), {{"pp", pp}, {"dp", dp}, {"tp", tp}});
+  if (dp_shard <= 0) return DeviceMesh(std::move(world), {{"dp", dp}, {"pp", pp}, {"tp", tp}});
   BRAID_CHECK(dp % dp_shard == 0, "DeviceMesh: dp ", dp, " is not a multiple of dp_shard ",
               dp_shard);
   return DeviceMesh(
       std::move(world),
-      {{"pp", pp}, {"dp_replicate", dp / dp_shard}, {"dp_shard", dp_shard}, {"tp", tp}});
+      {{"dp_replicate", dp / dp_shard}, {"dp_shard", dp_shard}, {"pp", pp}, {"tp", tp}});
 }
 
 std::shared_ptr<comm::ProcessGroup> DeviceMesh::make_group(const std::vector<int>& along,
@@ -57,6 +57,13 @@ std::shared_ptr<comm::ProcessGroup> DeviceMesh::make_group(const std::vector<int
       color = color * dims_[i].second + coords_[i];
   }
   return world_->split(color, key, world_->name() + "/" + name);
+}
+
+std::shared_ptr<comm::ProcessGroup> DeviceMesh::group_along(const std::vector<std::string>& dims,
+                                                            const std::string& name) {
+  std::vector<int> along;
+  for (const std::string& d : dims) along.push_back(index(d));
+  return make_group(along, name);
 }
 
 bool DeviceMesh::has(const std::string& dim) const {

@@ -1,6 +1,7 @@
 // DeviceMesh: the world's ranks as an n-dimensional grid with named dimensions, and the process
 // group along each dimension. Ranks are laid out row-major, the last dimension fastest, so with
-// {"pp", "dp", "tp"} tensor-parallel peers are adjacent ranks (same node first), as Megatron does.
+// {"dp", "pp", "tp"} tensor-parallel peers are adjacent ranks (same node first), then the stages
+// of one pipeline, then the data-parallel replicas: the busiest traffic on the closest links.
 //
 //   DeviceMesh mesh(world, {{"pp", 2}, {"dp", 2}, {"tp", 2}});
 //   mesh.group("dp")   // my data-parallel peers: same pp and tp coordinates
@@ -32,7 +33,7 @@ class DeviceMesh {
   // The product of the sizes must equal world->size().
   DeviceMesh(std::shared_ptr<comm::ProcessGroup> world, Dims dims);
 
-  // pp x dp x tp, with dp split into replicate x shard when dp_shard > 0 (HYBRID_SHARD).
+  // dp x pp x tp, with dp split into replicate x shard when dp_shard > 0 (HYBRID_SHARD).
   static DeviceMesh strategy(std::shared_ptr<comm::ProcessGroup> world, int dp, int tp = 1,
                              int pp = 1, int dp_shard = 0);
 
@@ -45,6 +46,11 @@ class DeviceMesh {
   comm::ProcessGroup& group(const std::string& dim) const;
   std::shared_ptr<comm::ProcessGroup> group_ptr(const std::string& dim) const;
   comm::ProcessGroup& world() const { return *world_; }
+
+  // Collective over the world: the group of ranks that differ from this one only along `dims`
+  // (e.g. {"pp", "tp"}: the model-parallel ranks of one data-parallel replica), ranked row-major.
+  std::shared_ptr<comm::ProcessGroup> group_along(const std::vector<std::string>& dims,
+                                                 const std::string& name);
 
   // World rank of the given coordinates (one per dimension, in order).
   int rank_of(const std::vector<int>& coords) const;

@@ -21,17 +21,20 @@ TEST(DeviceMesh, PipelineDataTensorGroups) {
             [](comm::ProcessGroup& world) {
               DeviceMesh mesh = DeviceMesh::strategy(world.split(0, world.rank(), "w"), 2, 2, 2);
               const int r = world.rank();
-              EXPECT_EQ(mesh.coord("pp"), r / 4);
-              EXPECT_EQ(mesh.coord("dp"), (r / 2) % 2);
+              EXPECT_EQ(mesh.coord("dp"), r / 4);
+              EXPECT_EQ(mesh.coord("pp"), (r / 2) % 2);
               EXPECT_EQ(mesh.coord("tp"), r % 2);
               EXPECT_EQ(mesh.group("tp").size(), 2);
               EXPECT_EQ(mesh.group("tp").rank(), r % 2);
-              // tp peers are adjacent ranks; dp peers are 2 apart; pp peers 4 apart.
+              // tp peers are adjacent ranks; pp peers are 2 apart; dp peers 4 apart.
               EXPECT_EQ(sum_of_ranks(mesh.group("tp"), r), (r - r % 2) * 2 + 1);
-              int dp_base = r - ((r / 2) % 2) * 2;
-              EXPECT_EQ(sum_of_ranks(mesh.group("dp"), r), dp_base * 2 + 2);
-              EXPECT_EQ(sum_of_ranks(mesh.group("pp"), r), (r % 4) * 2 + 4);
-              EXPECT_EQ(mesh.rank_of({mesh.coord("pp"), mesh.coord("dp"), mesh.coord("tp")}), r);
+              int pp_base = r - ((r / 2) % 2) * 2;
+              EXPECT_EQ(sum_of_ranks(mesh.group("pp"), r), pp_base * 2 + 2);
+              EXPECT_EQ(sum_of_ranks(mesh.group("dp"), r), (r % 4) * 2 + 4);
+              EXPECT_EQ(mesh.rank_of({mesh.coord("dp"), mesh.coord("pp"), mesh.coord("tp")}), r);
+              auto mp = mesh.group_along({"pp", "tp"}, "mp");  // the 4 ranks of one replica
+              EXPECT_EQ(mp->size(), 4);
+              EXPECT_EQ(mp->rank(), r % 4);
               EXPECT_THROW(mesh.group("ep"), Error);
             },
             {.group = braid::testing::RunRanksOptions::default_group(),

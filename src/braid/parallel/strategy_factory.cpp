@@ -5,6 +5,8 @@
 #include "braid/comm/local/local_group.h"
 #include "braid/core/error.h"
 #include "braid/parallel/ddp/ddp_strategy.h"
+#include "braid/parallel/pipeline/pipeline_strategy.h"
+#include "braid/parallel/pipeline/stage_balance.h"
 #include "braid/parallel/tensor/tensor_parallel_strategy.h"
 #include "braid/parallel/zero/zero_strategy.h"
 
@@ -34,28 +36,77 @@ std::vector<std::string> fsdp_sharding_strategy_names() {
   return {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"};
 }
 
+namespace {
+
+// tp and/or pp > 1: the data-parallel strategy over the mesh's dp group, wrapped in tensor and
+// then pipeline parallelism.
+std::unique_ptr<Strategy> model_parallel(const StrategySpec& spec,
+                                         std::shared_ptr<comm::ProcessGroup> world, int tp, int pp,
+                                         int launched) {
+  const std::string layout =
+      pp == 1 ? "parallel.tensor_parallel_size " + std::to_string(tp)
+      : tp == 1
+          ? "parallel.pipeline_parallel_size " + std::to_string(pp)
+          : "parallel.pipeline_parallel_size " + std::to_string(pp) +
+                " x parallel.tensor_parallel_size " + std::to_string(tp) + " = " +
+                std::to_string(pp * tp);
+  BRAID_CHECK(tp * pp <= launched && launched % (tp * pp) == 0, layout,
+              tp * pp > launched ? " is larger than the " : " does not divide the ", launched,
+              " launched rank(s)");
+  BRAID_CHECK(spec.offload_optimizer == "none" && spec.offload_params == "none", "offload ",
+              "(parallel.offload_optimizer / offload_params) with ",
+              pp > 1 ? "parallel.pipeline_parallel_size" : "parallel.tensor_parallel_size",
+              " > 1 is not supported yet");
+  StrategySpec dp = spec;
+  dp.tensor_parallel_size = 1;
+  dp.pipeline_parallel_size = 1;
+  dp.sequence_parallel = false;
+  if (pp > 1) {
+    const bool sharded_params =
+        spec.name == "zero3" || (spec.name == "fsdp" && spec.sharding_strategy != "NO_SHARD");
+    BRAID_CHECK(!sharded_params, "parallel.strategy ", spec.name,
+                spec.name == "fsdp" ? " " + spec.sharding_strategy : std::string(),
+                " with parallel.pipeline_parallel_size > 1 is not supported: parameters sharded "
+                "per unit do not pipeline (as in DeepSpeed); use zero1, zero2 or ddp over dp");
+    BRAID_CHECK(spec.sync_each_batch != "true",
+                "parallel.sync_each_batch: true with parallel.pipeline_parallel_size > 1: a "
+                "pipeline reduces each gradient once, after the schedule's last backward");
+    dp.sync_each_batch = "false";
+    check_one_of("parallel.pipeline_balance", spec.pipeline_balance,
+                 pipeline::balance_names());
+    BRAID_CHECK(spec.pipeline_virtual_stages >= 1,
+                "parallel.pipeline_virtual_stages must be >= 1, got ",
+                spec.pipeline_virtual_stages);
+  }
+  auto mesh =
+      std::make_shared<DeviceMesh>(DeviceMesh::strategy(world, launched / (tp * pp), tp, pp));
+  std::unique_ptr<Strategy> inner = make_strategy(dp, mesh->group_ptr("dp"));
+  Strategy& data_parallel = *inner;
+  if (tp > 1)
+    inner = std::make_unique<TensorParallelStrategy>(mesh, std::move(inner), spec.sequence_parallel);
+  if (pp == 1) return inner;
+  PipelineOptions o;
+  o.schedule = pipeline::schedule_from_name(spec.pipeline_schedule);
+  o.chunks = spec.pipeline_virtual_stages;
+  o.balance = spec.pipeline_balance;
+  o.micro_batch = spec.micro_batch_size;
+  o.seq_len = spec.seq_len;
+  o.trace = spec.pipeline_trace;
+  return std::make_unique<PipelineStrategy>(mesh, std::move(inner), data_parallel, o);
+}
+
+}  // namespace
+
 std::unique_ptr<Strategy> make_strategy(const StrategySpec& spec,
                                         std::shared_ptr<comm::ProcessGroup> world) {
-  const int tp = spec.tensor_parallel_size;
+  const int tp = spec.tensor_parallel_size, pp = spec.pipeline_parallel_size;
   const int launched = world ? world->size() : 1;
   BRAID_CHECK(tp >= 1, "parallel.tensor_parallel_size must be >= 1, got ", tp);
+  BRAID_CHECK(pp >= 1, "parallel.pipeline_parallel_size must be >= 1, got ", pp);
   BRAID_CHECK(!spec.sequence_parallel || tp > 1, "parallel.sequence_parallel is true but ",
               "parallel.tensor_parallel_size is 1 (sequence parallelism splits what tensor "
               "parallelism replicates)");
-  if (tp > 1) {
-    BRAID_CHECK(tp <= launched && launched % tp == 0, "parallel.tensor_parallel_size ", tp,
-                tp > launched ? " is larger than the " : " does not divide the ", launched,
-                " launched rank(s)");
-    BRAID_CHECK(spec.offload_optimizer == "none" && spec.offload_params == "none",
-                "offload (parallel.offload_optimizer / offload_params) with "
-                "parallel.tensor_parallel_size > 1 is not supported yet");
-    auto mesh = std::make_shared<DeviceMesh>(DeviceMesh::strategy(world, launched / tp, tp));
-    StrategySpec dp = spec;
-    dp.tensor_parallel_size = 1;
-    dp.sequence_parallel = false;
-    auto inner = make_strategy(dp, mesh->group_ptr("dp"));
-    return std::make_unique<TensorParallelStrategy>(mesh, std::move(inner), spec.sequence_parallel);
-  }
+  if (tp > 1 || pp > 1) return model_parallel(spec, std::move(world), tp, pp, launched);
   check_one_of("parallel.strategy", spec.name, strategy_names());
   check_one_of("parallel.sharding_strategy", spec.sharding_strategy,
                fsdp_sharding_strategy_names());

@@ -10,7 +10,8 @@
 //          NO_SHARD                DDP
 //          HYBRID_SHARD            FULL_SHARD inside groups of sharding_factor ranks
 //          HYBRID_SHARD_ZERO2      SHARD_GRAD_OP inside groups of sharding_factor ranks
-// tensor_parallel_size > 1 wraps any of them in a TensorParallelStrategy on a dp x tp mesh.
+// tensor_parallel_size > 1 wraps any of them in a TensorParallelStrategy, and
+// pipeline_parallel_size > 1 that in a PipelineStrategy, on one dp x pp x tp mesh.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,15 @@ struct StrategySpec {
   // Tensor parallelism (TensorParallelStrategy): the strategy above runs over dp = world / tp.
   int tensor_parallel_size = 1;
   bool sequence_parallel = false;
+  // Pipeline parallelism (PipelineStrategy): the strategy above runs over dp = world / (pp x tp),
+  // which must be none, ddp or zero1/2 (as DeepSpeed, stage 3 does not pipeline).
+  int pipeline_parallel_size = 1;
+  std::string pipeline_schedule = "1f1b";  // gpipe | 1f1b | interleaved_1f1b
+  int pipeline_virtual_stages = 1;
+  std::string pipeline_balance = "uniform";  // uniform | parameters | time
+  std::string pipeline_trace;
+  int64_t micro_batch_size = 1;  // what pipeline_balance "time" measures with
+  int64_t seq_len = 64;
 };
 
 std::vector<std::string> strategy_names();                // none, ddp, zero1, ...

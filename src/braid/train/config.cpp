@@ -70,6 +70,11 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("parallel.sharding_factor", &c.parallel.sharding_factor);
   f("parallel.tensor_parallel_size", &c.parallel.tensor_parallel_size);
   f("parallel.sequence_parallel", &c.parallel.sequence_parallel);
+  f("parallel.pipeline_parallel_size", &c.parallel.pipeline_parallel_size);
+  f("parallel.pipeline_schedule", &c.parallel.pipeline_schedule);
+  f("parallel.pipeline_virtual_stages", &c.parallel.pipeline_virtual_stages);
+  f("parallel.pipeline_balance", &c.parallel.pipeline_balance);
+  f("parallel.pipeline_trace", &c.parallel.pipeline_trace);
   f("parallel.sync_each_batch", &c.parallel.sync_each_batch);
   f("parallel.forward_prefetch", &c.parallel.forward_prefetch);
   f("parallel.backward_prefetch", &c.parallel.backward_prefetch);
@@ -322,6 +327,16 @@ void validate(const TrainConfig& c) {
               "checkpoint.interval ", c.checkpoint.interval,
               " with parallel.tensor_parallel_size > 1: training checkpoints of tensor-parallel "
               "runs are not supported yet (the model export, output.export_model, is)");
+  BRAID_CHECK(c.parallel.pipeline_parallel_size >= 1,
+              "parallel.pipeline_parallel_size must be >= 1, got ",
+              c.parallel.pipeline_parallel_size);
+  BRAID_CHECK(c.parallel.pipeline_virtual_stages >= 1,
+              "parallel.pipeline_virtual_stages must be >= 1, got ",
+              c.parallel.pipeline_virtual_stages);
+  BRAID_CHECK(c.parallel.pipeline_parallel_size == 1 || c.checkpoint.interval == 0,
+              "checkpoint.interval ", c.checkpoint.interval,
+              " with parallel.pipeline_parallel_size > 1: training checkpoints of pipeline-"
+              "parallel runs are not supported yet (the model export, output.export_model, is)");
   BRAID_CHECK(c.parallel.sharding_factor >= 0, "parallel.sharding_factor must be >= 0, got ",
               c.parallel.sharding_factor);
   BRAID_CHECK(c.parallel.limit_all_gathers >= 1, "parallel.limit_all_gathers must be >= 1, got ",

@@ -94,6 +94,15 @@ struct ParallelSection {
   // sequence parallelism inside it.
   int64_t tensor_parallel_size = 1;
   bool sequence_parallel = false;
+  // Pipeline parallelism (parallel/pipeline/): stages per pipeline (the data-parallel strategy
+  // runs over world / (pp x tp)), the schedule (gpipe | 1f1b | interleaved_1f1b), model chunks
+  // per rank (interleaved_1f1b), how the blocks are split (uniform | parameters | time, Note
+  // [Stage balance]) and a Chrome trace of the steps' timelines ("": none).
+  int64_t pipeline_parallel_size = 1;
+  std::string pipeline_schedule = "1f1b";
+  int64_t pipeline_virtual_stages = 1;
+  std::string pipeline_balance = "uniform";
+  std::string pipeline_trace;
   // Reduce gradients every micro-step (true) or accumulate locally and reduce once (false);
   // auto: false for ddp / zero1, true for zero2 / zero3 / fsdp.
   std::string sync_each_batch = "auto";

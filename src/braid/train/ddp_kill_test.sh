@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # A rank that dies mid-step (SIGKILL) during DDP training: the job must end non-zero within the
 # collective timeout + 5 s, and the launcher's one-line cause must name the dead rank.
-#   ddp_kill_test.sh BRAID CONFIG [REPEATS=1]
+#   ddp_kill_test.sh BRAID CONFIG [REPEATS=1] [--set key=value ...]
+# (the extra settings choose another layout, e.g. a pipeline whose stage dies)
 set -uo pipefail
 BRAID=$1
 CONFIG=$2
 REPEATS=${3:-1}
+shift $(( $# < 3 ? $# : 3 ))
 TIMEOUT_S=4
 log=$(mktemp)
 # Every process of this test carries this output dir on its command line, so pgrep/pkill find
@@ -16,7 +18,7 @@ trap 'rm -rf "$log" "$marker"' EXIT
 for rep in $(seq "$REPEATS"); do
   "$BRAID" launch -n 2 -- "$BRAID" train "$CONFIG" --set model.preset=gpt2-tiny \
     --set data.seq_len=64 --set training.max_steps=1000000 --set training.log_interval=1 \
-    --set parallel.comm_timeout_s=$TIMEOUT_S --set output.dir="$marker" \
+    --set parallel.comm_timeout_s=$TIMEOUT_S --set output.dir="$marker" "$@" \
     > "$log" 2>&1 &
   launcher=$!
   # Wait for training to be under way (a few logged steps), then kill rank 1.

@@ -52,10 +52,8 @@ inline TrainerOptions quiet() {
 // rtol / preset: looser for runs whose reductions split differently (tensor parallelism), and
 // the model the weights are of.
 inline ::testing::AssertionResult weights_match(const Tensor& actual, const Tensor& expected,
-                                                double rtol = 1e-5,
-                                                const std::string& preset = "gpt2-tiny") {
+                                                double rtol, const nn::ModelConfig& mc) {
   const double kAtol = rtol * 0.02;
-  nn::ModelConfig mc = nn::ModelConfig::preset(preset);
   nn::TransformerOptions o;
   o.init_weights = false;
   o.allocate_grads = false;
@@ -77,6 +75,12 @@ inline ::testing::AssertionResult weights_match(const Tensor& actual, const Tens
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+inline ::testing::AssertionResult weights_match(const Tensor& actual, const Tensor& expected,
+                                                double rtol = 1e-5,
+                                                const std::string& preset = "gpt2-tiny") {
+  return weights_match(actual, expected, rtol, nn::ModelConfig::preset(preset));
 }
 
 inline Tensor train_one(const TrainConfig& cfg) {

@@ -4,15 +4,20 @@
 #include <cmath>
 
 #include "braid/autograd/variable.h"
-#include "braid/kernels/ops.h"
+#include "braid/core/error.h"
 
 namespace braid::train {
 
-std::vector<int32_t> sample(nn::Transformer& model, std::vector<int32_t> tokens,
-                            const SampleOptions& opt, Rng& rng) {
+std::vector<int32_t> sample(nn::Transformer& model, std::vector<int32_t> prompt,
+                            const SampleOptions& options, Rng& rng) {
+  auto logits = [&model](const Tensor& ids) { return model.last_logits(ids); };
+  return sample(logits, model.config().max_seq_len, model.config().vocab_size, std::move(prompt),
+                options, rng);
+}
+
+std::vector<int32_t> sample(const LastLogits& last_logits, int64_t window, int64_t V,
+                            std::vector<int32_t> tokens, const SampleOptions& opt, Rng& rng) {
   autograd::NoGradGuard no_grad;
-  const int64_t window = model.config().max_seq_len;
-  const int64_t V = model.config().vocab_size;
   if (tokens.empty()) tokens.push_back(0);
   std::vector<float> probs(static_cast<size_t>(V));
   std::vector<int32_t> order(static_cast<size_t>(V));
@@ -20,11 +25,9 @@ std::vector<int32_t> sample(nn::Transformer& model, std::vector<int32_t> tokens,
     int64_t start = std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - window);
     int64_t T = static_cast<int64_t>(tokens.size()) - start;
     std::vector<int32_t> ctx(tokens.begin() + start, tokens.end());
-    Tensor ids = Tensor::from_vector(ctx, Shape{1, T});
-    autograd::Variable h = model.hidden(ids);  // [1,T,C]
-    Tensor last = h.value().view(Shape{T, h.value().size(-1)}).narrow(T - 1, 1);
-    Tensor logits = Tensor::empty(Shape{1, V}, DType::f32, MemCategory::activations);
-    kernels::lm_head_logits(logits, last, model.head_weight().value());
+    const Tensor logits = last_logits(Tensor::from_vector(ctx, Shape{1, T}));
+    BRAID_CHECK(logits.numel() == V, "sample: the model gave ", logits.numel(), " logits, expected ",
+                V);
     const float* l = logits.data<float>();
     int32_t next = 0;
     if (opt.temperature <= 0) {

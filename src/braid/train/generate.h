@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "braid/core/rng.h"
@@ -18,6 +19,13 @@ struct SampleOptions {
   int32_t stop_token = -1;   // stop after emitting it (e.g. <|endoftext|>)
 };
 
+// The logits [1, V] f32 of the last position of ids [1, T].
+using LastLogits = std::function<Tensor(const Tensor& ids)>;
+
+// window: the longest context the model takes (max_seq_len); vocab: V.
+std::vector<int32_t> sample(const LastLogits& logits, int64_t window, int64_t vocab,
+                            std::vector<int32_t> prompt, const SampleOptions& options, Rng& rng);
+// A model held whole by this process.
 std::vector<int32_t> sample(nn::Transformer& model, std::vector<int32_t> prompt,
                             const SampleOptions& options, Rng& rng);
 

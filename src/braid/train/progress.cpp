@@ -57,7 +57,9 @@ void Progress::step(const StepStats& s, bool force_line) {
                     static_cast<long long>(s.step), static_cast<long long>(s.max_steps), s.loss,
                     s.lr, "", s.tokens_per_s, 100.0 * s.mfu, s.step_ms, format_eta(eta).c_str());
   if (s.grad_norm >= 0 && n > 0 && n < static_cast<int>(sizeof buf))
-    std::snprintf(buf + n, sizeof buf - n, " | gnorm %.3f", s.grad_norm);
+    n += std::snprintf(buf + n, sizeof buf - n, " | gnorm %.3f", s.grad_norm);
+  if (s.bubble >= 0 && n > 0 && n < static_cast<int>(sizeof buf))
+    std::snprintf(buf + n, sizeof buf - n, " | bubble %.1f%%", 100.0 * s.bubble);
   if (tty_ && !force_line) {
     std::fprintf(out_, "\r\033[K%s", buf);
     line_open_ = true;

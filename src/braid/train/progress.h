@@ -27,6 +27,7 @@ struct StepStats {
   double tokens_per_s = 0;
   double mfu = 0;  // fraction of peak
   double step_ms = 0;
+  double bubble = -1;  // pipeline: mean idle fraction of the ranks (< 0: none)
 };
 
 class Progress {

@@ -1,5 +1,7 @@
 #include "braid/train/strategy_config.h"
 
+#include <algorithm>
+
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
 #include "braid/core/tensor.h"
@@ -15,6 +17,13 @@ parallel::StrategySpec strategy_spec_from(const TrainConfig& cfg) {
   s.sharding_factor = static_cast<int>(p.sharding_factor);
   s.tensor_parallel_size = static_cast<int>(p.tensor_parallel_size);
   s.sequence_parallel = p.sequence_parallel;
+  s.pipeline_parallel_size = static_cast<int>(p.pipeline_parallel_size);
+  s.pipeline_schedule = p.pipeline_schedule;
+  s.pipeline_virtual_stages = static_cast<int>(p.pipeline_virtual_stages);
+  s.pipeline_balance = p.pipeline_balance;
+  s.pipeline_trace = p.pipeline_trace;
+  s.micro_batch_size = std::max<int64_t>(1, cfg.training.micro_batch_size);
+  s.seq_len = cfg.data.seq_len;
   s.bucket_mb = p.bucket_mb;
   s.find_unused_parameters = p.find_unused_parameters;
   s.reduce_dtype = cfg.reduce_dtype();

@@ -123,6 +123,7 @@ void Trainer::build_model() {
   nn::TransformerOptions to;
   to.materialize = false;  // declared only: the strategy decides what this rank holds
   to.tensor_parallel = strategy_->tensor_parallel();
+  to.pipeline = strategy_->pipeline_stage(mc);
   model_ = std::make_unique<nn::Transformer>(mc, to);
   freeze_parameters();
   parallel::MaterializeOptions mo;
@@ -131,7 +132,7 @@ void Trainer::build_model() {
     const checkpoint::CheckpointReader* reader = resume_.get();
     const nn::Transformer* model = model_.get();
     mo.fill = [reader, model](int u, Tensor& unit) {
-      reader->read_unit(model->full_layout(), u, unit);
+      reader->read_unit(model->full_layout(), model->global_unit(u), unit);
     };
   } else {
     mo.fill = initial_weights(cfg_, *model_);
@@ -238,7 +239,7 @@ double Trainer::evaluate() {
   double sum = 0, count = 0;
   for (int64_t i = 0; i < cfg_.training.eval_batches; ++i) {
     data::Batch b = val_data_->next();
-    sum += model_->loss(b.inputs, b.targets, 1.0).value().item();
+    sum += strategy_->eval_loss(*model_, b.inputs, b.targets);
     count += static_cast<double>(b.targets.numel());
     ++val_batches_;
   }
@@ -285,32 +286,36 @@ TrainResult Trainer::run() {
     progress.message("step 0 | val loss " + format_loss(result.first_val_loss));
   }
 
-  std::vector<double> step_times, exposed_ms;
+  std::vector<double> step_times, exposed_ms, bubbles;
   parallel::Strategy& strategy = *strategy_;
   const int64_t interval = cfg_.checkpoint.interval;
   for (int64_t step = start_step_; step < t.max_steps; ++step) {
     auto t0 = Clock::now();
     strategy.zero_grad();
-    double local_loss = 0;
-    bool local_loss_finite = true;
     const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
     if (anomaly_) anomaly_->begin_step();
-    for (int64_t m = 0; m < accum; ++m) {
+    parallel::MicroBatches batches;
+    batches.count = accum;
+    batches.next = [this](int64_t) {
       data::Batch b = train_data_->next();
-      strategy.begin_micro_step(m, accum);
+      return std::pair{b.inputs, b.targets};
+    };
+    batches.denominator = tokens_per_step;
+    batches.loss_scale = static_cast<float>(loss_scale);
+    batches.at = [&](int64_t m, const char* point) {
+      const bool forward = point[0] == 'f';
       if (anomaly_) anomaly_->set_micro_step(m);
-      if (m == 0) fault(step + 1, "forward");
-      if (m == 0 && nan_injector_ && options_.inject_nan(step + 1)) nan_injector_->arm();
-      autograd::Variable loss = model_->loss(b.inputs, b.targets, tokens_per_step);
-      const double l = loss.value().item();
-      local_loss += l;
-      local_loss_finite = local_loss_finite && std::isfinite(l);
-      if (m == 0) fault(step + 1, "backward");
-      loss.backward(static_cast<float>(loss_scale));  // fp16: the scaled loss
-      strategy.end_micro_step();
-    }
+      if (m != 0) return;
+      fault(step + 1, point);
+      if (forward && nan_injector_ && options_.inject_nan(step + 1)) nan_injector_->arm();
+    };
+    const parallel::StepLoss step_loss = strategy.forward_backward(*model_, batches);
+    const double local_loss = step_loss.sum;
+    const bool local_loss_finite = step_loss.finite;
     double gnorm = -1;
-    exposed_ms.push_back(strategy.last_step_stats().exposed_comm_ms);
+    const parallel::StrategyStats stats = strategy.last_step_stats();
+    exposed_ms.push_back(stats.exposed_comm_ms);
+    if (stats.bubble >= 0) bubbles.push_back(stats.bubble);
     double lr = sched.lr_at(step);
     if (check_step(step + 1, loss_scale, local_loss_finite, &gnorm, result)) {
       fault(step + 1, "optimizer");
@@ -336,6 +341,7 @@ TrainResult Trainer::run() {
       s.step_ms = dt * 1e3;
       s.tokens_per_s = tokens_per_step / dt;
       s.mfu = result.peak_gflops > 0 ? s.tokens_per_s * flops_tok / (result.peak_gflops * 1e9) : 0;
+      if (stats.bubble >= 0) s.bubble = all_reduce_sum(stats.bubble) / world_size();
       progress.step(s, last || (t.log_interval > 0 && (step + 1) % (t.log_interval * 10) == 0));
     }
     bool eval = val_data_ && ((t.eval_interval > 0 && (step + 1) % t.eval_interval == 0) || last);
@@ -361,6 +367,7 @@ TrainResult Trainer::run() {
   result.mfu =
       result.peak_gflops > 0 ? result.tokens_per_s * flops_tok / (result.peak_gflops * 1e9) : 0;
   result.exposed_comm_ms = world_size() > 1 && !exposed_ms.empty() ? steady_median(exposed_ms) : 0;
+  if (!bubbles.empty()) result.bubble = all_reduce_sum(steady_median(bubbles)) / world_size();
   result.peak_tracked_bytes = tracker_->total_peak();
   finish(result);
   return result;
@@ -447,6 +454,7 @@ void Trainer::finish(TrainResult& r) {
     if (std::string note = strategy_->memory_note(); !note.empty())
       std::printf("%s\n", note.c_str());
   }
+  if (std::string wrote = strategy_->finish_training(); !wrote.empty()) say(wrote);
   // Every rank takes part: the export gathers units and generation may gather parameters.
   write_outputs(cfg_, *model_, *strategy_, rank() == 0, options_.quiet);
   std::fflush(stdout);

@@ -39,6 +39,7 @@ struct TrainResult {
   double peak_gflops = 0;          // measured GEMM peak, summed over ranks (Note [Peak twice])
   int64_t peak_tracked_bytes = 0;  // this rank's MemoryTracker peak
   double exposed_comm_ms = 0;      // median per-step wait for communication
+  double bubble = -1;              // pipeline: median idle fraction of a step, mean over ranks
   int64_t resumed_from = -1;       // the step of the checkpoint this run resumed from, or -1
   int64_t checkpoints_saved = 0;
   int64_t skipped_steps = 0;  // steps skipped for inf/nan (fp16 overflows, on_nonfinite: skip)

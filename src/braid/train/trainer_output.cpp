@@ -46,15 +46,18 @@ std::string format_loss(double loss) {
 }
 
 std::string format_summary(const TrainResult& r, double rss_mib, int world) {
-  char buf[512];
+  char buf[640];
+  char b[32] = "";
+  if (r.bubble >= 0) std::snprintf(b, sizeof b, " bubble=%.4f", r.bubble);
+  const std::string bubble = b;
   std::snprintf(buf, sizeof buf,
                 "summary: steps=%lld world=%d tokens_per_s=%.1f step_ms=%.1f mfu=%.4f "
                 "first_loss=%.4f last_loss=%.4f first_val_loss=%.4f val_loss=%.4f "
-                "peak_tracked_mib=%.1f peak_rss_mib=%.1f exposed_comm_ms=%.2f skipped_steps=%lld",
+                "peak_tracked_mib=%.1f peak_rss_mib=%.1f exposed_comm_ms=%.2f skipped_steps=%lld%s",
                 static_cast<long long>(r.steps), world, r.tokens_per_s, r.step_ms, r.mfu,
                 r.first_loss, r.last_loss, r.first_val_loss, r.last_val_loss,
                 static_cast<double>(r.peak_tracked_bytes) / 1048576.0, rss_mib, r.exposed_comm_ms,
-                static_cast<long long>(r.skipped_steps));
+                static_cast<long long>(r.skipped_steps), bubble.c_str());
   return buf;
 }
 
@@ -62,10 +65,12 @@ std::function<void(int, Tensor&)> initial_weights(const TrainConfig& cfg,
                                                   const nn::Transformer& model) {
   if (cfg.model.init_from.empty()) {
     const uint64_t seed = cfg.training.seed;
-    return [&model, seed](int u, Tensor& unit) { model.full_layout().init_unit(u, unit, seed); };
+    return [&model, seed](int u, Tensor& unit) {
+      model.full_layout().init_unit(model.global_unit(u), unit, seed);
+    };
   }
   auto reader = std::make_shared<checkpoint::HfWeightReader>(model, cfg.model.init_from);
-  return [reader](int u, Tensor& unit) { reader->read_unit(u, unit); };
+  return [reader, &model](int u, Tensor& unit) { reader->read_unit(model.global_unit(u), unit); };
 }
 
 void write_outputs(const TrainConfig& cfg, nn::Transformer& model, parallel::Strategy& strategy,
@@ -91,7 +96,9 @@ void write_outputs(const TrainConfig& cfg, nn::Transformer& model, parallel::Str
   so.stop_token = tok.eot_id();
   std::vector<int32_t> prompt = tok.encode(out.sample_prompt);
   for (int64_t i = 0; i < out.samples; ++i) {
-    std::vector<int32_t> ids = sample(model, prompt, so, rng);
+    auto logits = [&](const Tensor& ids) { return strategy.last_logits(model, ids); };
+    std::vector<int32_t> ids = sample(logits, model.config().max_seq_len,
+                                      model.config().vocab_size, prompt, so, rng);
     if (!is_rank0) continue;
     std::printf("--- sample %lld ---\n%s\n", static_cast<long long>(i + 1),
                 tok.decode(ids).c_str());

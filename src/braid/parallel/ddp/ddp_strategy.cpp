@@ -103,6 +103,15 @@ void DdpStrategy::end_micro_step() {
   if (micro_step_ + 1 == accumulation_steps_) grads.copy_(reduced_sum_);
 }
 
+void DdpStrategy::reduce_accumulated() {
+  BRAID_CHECK(!options_.sync_each_batch, "DdpStrategy: reduce_accumulated() needs micro-steps "
+              "that only accumulate (sync_each_batch off)");
+  if (!ddp_) return;
+  ddp_->reduce_accumulated();
+  stats_.exposed_comm_ms += ddp_->last_step_stats().exposed_wait_ms;
+  stats_.bytes_reduced += ddp_->last_step_stats().bytes;
+}
+
 double DdpStrategy::clip_grad_norm(double max_norm, double loss_scale) {
   // After the all-reduce every rank holds the same whole gradient: the local norm is global,
   // unless ranks hold different slices of the model (Note [Model-parallel norm]).
@@ -120,11 +129,15 @@ double DdpStrategy::clip_grad_norm(double max_norm, double loss_scale) {
                                norm_reduction(mp, &stats_.exposed_comm_ms), loss_scale);
 }
 
-void DdpStrategy::for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) {
+void DdpStrategy::for_each_full_unit(const UnitVisitor& fn) {
+  for_each_held_unit(fn, all_units(model().layout()));
+}
+
+void DdpStrategy::for_each_held_unit(const UnitVisitor& fn, const std::vector<int>& units) {
   nn::FlatBuffer& flat = model().flat();
-  for (size_t u = 0; u < flat.layout().units().size(); ++u) {
-    const nn::FlatRange r = flat.unit_range(static_cast<int>(u));
-    fn(static_cast<int>(u), flat.params().flat_range(r.offset, r.size));
+  for (int u : units) {
+    const nn::FlatRange r = flat.unit_range(u);
+    fn(model().global_unit(u), flat.params().flat_range(r.offset, r.size));
   }
 }
 

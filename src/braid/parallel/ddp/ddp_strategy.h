@@ -40,9 +40,11 @@ class DdpStrategy : public Strategy {
   void zero_grad() override;
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps) override;
   void end_micro_step() override;
+  void reduce_accumulated() override;
   double clip_grad_norm(double max_norm, double loss_scale) override;
   void after_optimizer_step() override;
-  void for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) override;
+  void for_each_full_unit(const UnitVisitor& fn) override;
+  void for_each_held_unit(const UnitVisitor& fn, const std::vector<int>& units) override;
   StrategyStats last_step_stats() const override { return stats_; }
 
   DistributedDataParallel* ddp() { return ddp_.get(); }

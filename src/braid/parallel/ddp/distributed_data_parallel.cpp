@@ -64,6 +64,13 @@ struct DistributedDataParallel::State {
     in_backward = false;
   }
 
+  // Waits for every launched bucket, casts reduce-dtype sums back and resets for the next
+  // backward (the end of finish_backward and reduce_accumulated).
+  void wait_all();
+  // Marks the trainable parameters whose gradient has not arrived in this backward as ready
+  // and returns their names.
+  std::vector<std::string> mark_rest_ready();
+
   void launch_ready(bool during_backward) {
     while (next_launch < static_cast<int>(buckets.size()) && pending[next_launch] == 0) {
       const DdpBucket& b = buckets[next_launch];
@@ -179,14 +186,7 @@ void DistributedDataParallel::finish_backward() {
   State& s = *state_;
   if (!s.sync) return;
   if (!s.in_backward) s.stats = {};
-  // Parameters that received no gradient in this backward.
-  std::vector<std::string> unused;
-  for (size_t i = 0; i < s.params.size(); ++i) {
-    if (s.bucket_of[i] < 0 || s.param_ready[i]) continue;
-    unused.push_back(s.params[i].param.name());
-    s.param_ready[i] = true;
-    --s.pending[s.bucket_of[i]];
-  }
+  const std::vector<std::string> unused = s.mark_rest_ready();
   if (!unused.empty() && !s.options.find_unused_parameters) {
     std::string names;
     for (size_t k = 0; k < unused.size() && k < 5; ++k)
@@ -204,6 +204,31 @@ void DistributedDataParallel::finish_backward() {
                 "parallel.find_unused_parameters: true");
   }
   s.launch_ready(false);
+  s.wait_all();
+}
+
+void DistributedDataParallel::reduce_accumulated() {
+  State& s = *state_;
+  s.sync = true;
+  s.stats = {};
+  s.mark_rest_ready();
+  s.launch_ready(false);
+  s.wait_all();
+}
+
+std::vector<std::string> DistributedDataParallel::State::mark_rest_ready() {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (bucket_of[i] < 0 || param_ready[i]) continue;
+    names.push_back(params[i].param.name());
+    param_ready[i] = true;
+    --pending[bucket_of[i]];
+  }
+  return names;
+}
+
+void DistributedDataParallel::State::wait_all() {
+  State& s = *this;
   s.stats.buckets = static_cast<int64_t>(s.buckets.size());
   auto t0 = std::chrono::steady_clock::now();
   for (auto& w : s.works) w->wait();

@@ -78,6 +78,9 @@ class DistributedDataParallel {
   // After each backward with sync on: launches the buckets not launched yet (checking for
   // parameters that received no gradient) and waits for all of them.
   void finish_backward();
+  // Pipeline schedules: the backwards so far ran with sync off; reduces everything they
+  // accumulated now (every parameter counts as used) and waits, as finish_backward().
+  void reduce_accumulated();
 
   const std::vector<DdpBucket>& buckets() const;
   const DdpStepStats& last_step_stats() const;

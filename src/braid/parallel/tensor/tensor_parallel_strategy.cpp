@@ -10,7 +10,7 @@ template <typename Fn>
 void for_each_param(const nn::Transformer& model, int u, Fn fn) {
   const nn::ParamLayout& full = model.full_layout();
   const nn::ParamLayout& mine = model.layout();
-  const auto& full_params = full.units()[static_cast<size_t>(u)].params;
+  const auto& full_params = full.units()[static_cast<size_t>(model.global_unit(u))].params;
   const auto& mine_params = mine.units()[static_cast<size_t>(u)].params;
   for (size_t k = 0; k < mine_params.size(); ++k)
     fn(mine.params()[static_cast<size_t>(mine_params[k])],
@@ -40,8 +40,8 @@ void TensorParallelStrategy::materialize(nn::Transformer& model,
   if (options.fill) {
     // Each unit is filled whole, as one process would, and this rank keeps its slices.
     local.fill = [&model, fill = options.fill](int u, Tensor& unit_params) {
-      Tensor whole =
-          Tensor::zeros(Shape{model.full_layout().units()[static_cast<size_t>(u)].numel});
+      Tensor whole = Tensor::zeros(
+          Shape{model.full_layout().units()[static_cast<size_t>(model.global_unit(u))].numel});
       fill(u, whole);
       for_each_param(model, u, [&](const nn::ParamInfo& p, const nn::ParamInfo& f) {
         const Tensor src = whole.flat_range(f.unit_offset, f.numel).view(f.param->shape);
@@ -64,16 +64,25 @@ StrategyStats TensorParallelStrategy::last_step_stats() const {
   return s;
 }
 
-void TensorParallelStrategy::for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) {
+void TensorParallelStrategy::for_each_full_unit(const UnitVisitor& fn) {
+  BRAID_CHECK(model_ != nullptr, "TensorParallelStrategy: not materialised");
+  for_each_held_unit(fn, all_units(model_->layout()));
+}
+
+void TensorParallelStrategy::for_each_held_unit(const UnitVisitor& fn,
+                                                const std::vector<int>& units) {
   BRAID_CHECK(model_ != nullptr, "TensorParallelStrategy: not materialised");
   comm::ProcessGroup& g = tp_->group();
   const int tp = g.size();
-  inner_->for_each_full_unit([&](int u, const Tensor& local) {
+  // The inner strategy names units by their global index; pair them with this rank's again.
+  size_t next = 0;
+  inner_->for_each_held_unit([&](int, const Tensor& local) {
+    const int u = units.at(next++);
     const int64_t n = model_->layout().units()[static_cast<size_t>(u)].numel;
     Tensor all = Tensor::empty(Shape{tp * n}, DType::f32, MemCategory::communication);
     g.all_gather(all, local.flat_range(0, n).to(DType::f32))->wait();
-    Tensor whole =
-        Tensor::zeros(Shape{model_->full_layout().units()[static_cast<size_t>(u)].numel});
+    const int g = model_->global_unit(u);
+    Tensor whole = Tensor::zeros(Shape{model_->full_layout().units()[static_cast<size_t>(g)].numel});
     for_each_param(*model_, u, [&](const nn::ParamInfo& p, const nn::ParamInfo& f) {
       Tensor dst = whole.flat_range(f.unit_offset, f.numel).view(f.param->shape);
       const nn::TpSlice& s = p.param->tp;
@@ -85,8 +94,8 @@ void TensorParallelStrategy::for_each_full_unit(const std::function<void(int, co
         nn::place_slice(src, dst, theirs);
       }
     });
-    fn(u, whole);
-  });
+    fn(g, whole);
+  }, units);
 }
 
 }  // namespace braid::parallel

@@ -41,12 +41,14 @@ class TensorParallelStrategy : public Strategy {
     inner_->begin_micro_step(micro_step, accumulation_steps);
   }
   void end_micro_step() override { inner_->end_micro_step(); }
+  void reduce_accumulated() override { inner_->reduce_accumulated(); }
   double clip_grad_norm(double max_norm, double loss_scale) override {
     return inner_->clip_grad_norm(max_norm, loss_scale);
   }
   void after_optimizer_step() override { inner_->after_optimizer_step(); }
   void synchronize() override { inner_->synchronize(); }
-  void for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) override;
+  void for_each_full_unit(const UnitVisitor& fn) override;
+  void for_each_held_unit(const UnitVisitor& fn, const std::vector<int>& units) override;
   // exposed_comm_ms adds the time the model waited for tp collectives since zero_grad().
   StrategyStats last_step_stats() const override;
   std::string memory_note() const override { return inner_->memory_note(); }

@@ -74,6 +74,7 @@ class ZeroRuntime {
   const ZeroGroups& groups() const { return groups_; }
   std::vector<ZeroUnit>& units() { return units_; }
   const nn::ParamLayout& layout() const { return layout_; }
+  const nn::Transformer& model() const { return *model_; }
   StrategyStats& stats() { return stats_; }
 
   // Called by ZeroStrategy::materialize once the units hold their storage.
@@ -89,6 +90,9 @@ class ZeroRuntime {
 
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps);
   void end_micro_step();
+  // ZeroStrategy::reduce_accumulated: a last micro-step without a backward in which every unit
+  // counts as ready (stages 1 and 2 without sync_each_batch).
+  void reduce_accumulated();
   // Note [Update overlap] (unit_ordered_store.h): the optimizer reports each unit whose
   // updates are done (unit_updated); exchanges of updated pieces are issued in unit order as
   // soon as every earlier unit is done too, so all ranks issue them in the same order.

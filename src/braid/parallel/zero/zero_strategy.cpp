@@ -263,6 +263,10 @@ void ZeroStrategy::end_micro_step() {
   rt_->end_micro_step();
 }
 
+void ZeroStrategy::reduce_accumulated() {
+  rt_->reduce_accumulated();
+}
+
 double ZeroStrategy::clip_grad_norm(double max_norm, double loss_scale) {
   ZeroRuntime& rt = *rt_;
   std::vector<Tensor> pieces, counted;
@@ -332,12 +336,17 @@ void ZeroStrategy::synchronize() {
   rt_->wait_all_updates();
 }
 
-void ZeroStrategy::for_each_full_unit(const std::function<void(int, const Tensor&)>& fn) {
+void ZeroStrategy::for_each_full_unit(const UnitVisitor& fn) {
+  for_each_held_unit(fn, all_units(rt_->layout()));
+}
+
+void ZeroStrategy::for_each_held_unit(const UnitVisitor& fn, const std::vector<int>& units) {
   ZeroRuntime& rt = *rt_;
   rt.wait_all_updates();
-  for (ZeroUnit& u : rt.units()) {
+  for (int i : units) {
+    ZeroUnit& u = rt.units().at(static_cast<size_t>(i));
     const Tensor full = rt.gather_for_read(u);
-    fn(u.index, full);
+    fn(rt.model().global_unit(u.index), full);
     rt.reshard(u);
   }
 }

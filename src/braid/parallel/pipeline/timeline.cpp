@@ -1,0 +1,128 @@
+#include "braid/parallel/pipeline/timeline.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "braid/core/error.h"
+
+namespace braid::parallel::pipeline {
+
+namespace {
+
+const char* kind_name(TimelineEvent::Kind k) {
+  switch (k) {
+    case TimelineEvent::Kind::forward:
+      return "forward";
+    case TimelineEvent::Kind::backward:
+      return "backward";
+    case TimelineEvent::Kind::send:
+      return "send";
+    case TimelineEvent::Kind::recv:
+      return "recv";
+    case TimelineEvent::Kind::idle:
+      return "idle";
+    case TimelineEvent::Kind::optimizer:
+      return "optimizer";
+  }
+  return "?";
+}
+
+bool is_compute(TimelineEvent::Kind k) {
+  return k == TimelineEvent::Kind::forward || k == TimelineEvent::Kind::backward;
+}
+
+}  // namespace
+
+Timeline::Timeline(int rank, size_t max_steps)
+    : rank_(rank), max_steps_(max_steps), origin_(std::chrono::steady_clock::now()) {}
+
+double Timeline::now_us() const {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin_)
+      .count();
+}
+
+void Timeline::begin_step(int64_t step) {
+  steps_.push_back({step, now_us(), -1, {}});
+  while (steps_.size() > max_steps_) steps_.pop_front();
+}
+
+void Timeline::add(TimelineEvent::Kind kind, int micro, int chunk, double start_us,
+                   double end_us) {
+  BRAID_CHECK(!steps_.empty(), "Timeline: add() before begin_step()");
+  steps_.back().events.push_back({kind, micro, chunk, start_us, end_us - start_us});
+}
+
+void Timeline::end_step() {
+  BRAID_CHECK(!steps_.empty(), "Timeline: end_step() before begin_step()");
+  steps_.back().end_us = now_us();
+}
+
+double Timeline::last_step_ms() const {
+  for (auto it = steps_.rbegin(); it != steps_.rend(); ++it)
+    if (it->end_us >= 0) return (it->end_us - it->start_us) / 1e3;
+  return 0;
+}
+
+double Timeline::last_compute_ms() const {
+  for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
+    if (it->end_us < 0) continue;
+    double us = 0;
+    for (const TimelineEvent& e : it->events)
+      if (is_compute(e.kind)) us += e.dur_us;
+    return us / 1e3;
+  }
+  return 0;
+}
+
+double Timeline::last_bubble() const {
+  const double wall = last_step_ms();
+  return wall > 0 ? 1.0 - last_compute_ms() / wall : 0;
+}
+
+std::string Timeline::chrome_events_json() const {
+  std::string out;
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                "\"args\":{\"name\":\"rank %d\"}}",
+                rank_, rank_);
+  out += buf;
+  for (const Step& s : steps_) {
+    for (const TimelineEvent& e : s.events) {
+      std::string name = kind_name(e.kind);
+      if (is_compute(e.kind)) {
+        name = (e.kind == TimelineEvent::Kind::forward ? "F m" : "B m") + std::to_string(e.micro) +
+               " c" + std::to_string(e.chunk);
+      } else if (e.kind == TimelineEvent::Kind::idle) {
+        name = "recv wait";
+      }
+      std::snprintf(buf, sizeof buf,
+                    ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
+                    "\"pid\":%d,\"tid\":%d,\"args\":{\"step\":%lld,\"micro\":%d,\"chunk\":%d}}",
+                    name.c_str(), kind_name(e.kind), e.start_us, e.dur_us, rank_,
+                    is_compute(e.kind) ? 0 : 1, static_cast<long long>(s.step), e.micro, e.chunk);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+void write_chrome_trace(const std::filesystem::path& path,
+                        const std::vector<std::string>& rank_events) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    BRAID_CHECK(f.good(), "pipeline trace: cannot write ", tmp.string());
+    f << "{\"traceEvents\":[\n";
+    for (size_t r = 0; r < rank_events.size(); ++r) f << (r ? ",\n" : "") << rank_events[r];
+    f << "\n],\"displayTimeUnit\":\"ms\"}\n";
+    f.flush();
+    BRAID_CHECK(f.good(), "pipeline trace: writing ", tmp.string(), " failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  BRAID_CHECK(!ec, "pipeline trace: renaming ", tmp.string(), " to ", path.string(), ": ",
+              ec.message());
+}
+
+}  // namespace braid::parallel::pipeline

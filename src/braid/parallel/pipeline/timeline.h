@@ -1,0 +1,61 @@
+// Timeline: what one rank did during each pipeline step (forward and backward per micro-batch
+// and chunk, sends, waits for receives), the step's bubble (the fraction of it spent on anything
+// but forward and backward), and the events as a Chrome trace (JSON that Perfetto and
+// chrome://tracing open: one process per rank, compute on thread 0 and communication on 1).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace braid::parallel::pipeline {
+
+struct TimelineEvent {
+  enum class Kind : uint8_t { forward, backward, send, recv, idle, optimizer };
+  Kind kind = Kind::forward;
+  int micro = -1;
+  int chunk = -1;
+  double start_us = 0;  // since the timeline's origin
+  double dur_us = 0;
+};
+
+class Timeline {
+ public:
+  // max_steps: the steps kept for the trace (older ones are dropped).
+  explicit Timeline(int rank, size_t max_steps = 64);
+
+  double now_us() const;  // since construction
+  void begin_step(int64_t step);
+  void add(TimelineEvent::Kind kind, int micro, int chunk, double start_us, double end_us);
+  void end_step();
+
+  // The last completed step: wall time, forward + backward time, bubble = 1 - compute / wall.
+  double last_step_ms() const;
+  double last_compute_ms() const;
+  double last_bubble() const;
+
+  // The kept steps' events as comma-separated Chrome trace objects (no brackets), with a
+  // process_name metadata event "rank N".
+  std::string chrome_events_json() const;
+
+ private:
+  struct Step {
+    int64_t step = 0;
+    double start_us = 0, end_us = -1;
+    std::vector<TimelineEvent> events;
+  };
+  int rank_;
+  size_t max_steps_;
+  std::chrono::steady_clock::time_point origin_;
+  std::deque<Step> steps_;
+};
+
+// One Chrome trace file ({"traceEvents": [...], "displayTimeUnit": "ms"}) from every rank's
+// chrome_events_json(), written to a temporary file and renamed; throws naming the path.
+void write_chrome_trace(const std::filesystem::path& path,
+                        const std::vector<std::string>& rank_events);
+
+}  // namespace braid::parallel::pipeline
