@@ -80,8 +80,9 @@ void Transformer::declare_stage(const PipelineStage& stage, const std::vector<Un
   }
   int64_t next = 0;
   for (const auto& [begin, end] : stage.chunks) {
-    BRAID_CHECK(begin >= next && begin < end && end <= cfg_.n_layer, "Transformer: pipeline chunk [",
-                begin, ", ", end, ") is empty, out of order or beyond n_layer ", cfg_.n_layer);
+    BRAID_CHECK(begin >= next && begin < end && end <= cfg_.n_layer,
+                "Transformer: pipeline chunk [", begin, ", ", end,
+                ") is empty, out of order or beyond n_layer ", cfg_.n_layer);
     for (int64_t i = begin; i < end; ++i) {
       mine.push_back(units[static_cast<size_t>(1 + i)]);
       global_units_.push_back(static_cast<int>(1 + i));

@@ -50,7 +50,7 @@ class DeviceMesh {
   // Collective over the world: the group of ranks that differ from this one only along `dims`
   // (e.g. {"pp", "tp"}: the model-parallel ranks of one data-parallel replica), ranked row-major.
   std::shared_ptr<comm::ProcessGroup> group_along(const std::vector<std::string>& dims,
-                                                 const std::string& name);
+                                                  const std::string& name);
 
   // World rank of the given coordinates (one per dimension, in order).
   int rank_of(const std::vector<int>& coords) const;

@@ -57,7 +57,7 @@ struct MicroBatches {
   int64_t count = 1;
   // Micro-batch m's ids and targets ([B, T] i32); called once per m, in increasing m.
   std::function<std::pair<Tensor, Tensor>(int64_t m)> next;
-  double denominator = 0;   // each micro-batch's summed loss is divided by it (Note [DDP averaging])
+  double denominator = 0;  // each micro-batch's summed loss is divided by it (Note [DDP averaging])
   float loss_scale = 1.0f;  // backward starts from the loss times this (fp16 loss scaling)
   // Called on this rank before micro-batch m's forward (point "forward") and its backward
   // ("backward"): fault injection and anomaly detection in tests and the Trainer.

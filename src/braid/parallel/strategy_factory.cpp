@@ -43,13 +43,11 @@ namespace {
 std::unique_ptr<Strategy> model_parallel(const StrategySpec& spec,
                                          std::shared_ptr<comm::ProcessGroup> world, int tp, int pp,
                                          int launched) {
-  const std::string layout =
-      pp == 1 ? "parallel.tensor_parallel_size " + std::to_string(tp)
-      : tp == 1
-          ? "parallel.pipeline_parallel_size " + std::to_string(pp)
-          : "parallel.pipeline_parallel_size " + std::to_string(pp) +
-                " x parallel.tensor_parallel_size " + std::to_string(tp) + " = " +
-                std::to_string(pp * tp);
+  const std::string layout = pp == 1   ? "parallel.tensor_parallel_size " + std::to_string(tp)
+                             : tp == 1 ? "parallel.pipeline_parallel_size " + std::to_string(pp)
+                                       : "parallel.pipeline_parallel_size " + std::to_string(pp) +
+                                             " x parallel.tensor_parallel_size " +
+                                             std::to_string(tp) + " = " + std::to_string(pp * tp);
   BRAID_CHECK(tp * pp <= launched && launched % (tp * pp) == 0, layout,
               tp * pp > launched ? " is larger than the " : " does not divide the ", launched,
               " launched rank(s)");
@@ -72,8 +70,7 @@ std::unique_ptr<Strategy> model_parallel(const StrategySpec& spec,
                 "parallel.sync_each_batch: true with parallel.pipeline_parallel_size > 1: a "
                 "pipeline reduces each gradient once, after the schedule's last backward");
     dp.sync_each_batch = "false";
-    check_one_of("parallel.pipeline_balance", spec.pipeline_balance,
-                 pipeline::balance_names());
+    check_one_of("parallel.pipeline_balance", spec.pipeline_balance, pipeline::balance_names());
     BRAID_CHECK(spec.pipeline_virtual_stages >= 1,
                 "parallel.pipeline_virtual_stages must be >= 1, got ",
                 spec.pipeline_virtual_stages);
@@ -83,7 +80,8 @@ std::unique_ptr<Strategy> model_parallel(const StrategySpec& spec,
   std::unique_ptr<Strategy> inner = make_strategy(dp, mesh->group_ptr("dp"));
   Strategy& data_parallel = *inner;
   if (tp > 1)
-    inner = std::make_unique<TensorParallelStrategy>(mesh, std::move(inner), spec.sequence_parallel);
+    inner =
+        std::make_unique<TensorParallelStrategy>(mesh, std::move(inner), spec.sequence_parallel);
   if (pp == 1) return inner;
   PipelineOptions o;
   o.schedule = pipeline::schedule_from_name(spec.pipeline_schedule);

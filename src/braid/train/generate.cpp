@@ -26,8 +26,8 @@ std::vector<int32_t> sample(const LastLogits& last_logits, int64_t window, int64
     int64_t T = static_cast<int64_t>(tokens.size()) - start;
     std::vector<int32_t> ctx(tokens.begin() + start, tokens.end());
     const Tensor logits = last_logits(Tensor::from_vector(ctx, Shape{1, T}));
-    BRAID_CHECK(logits.numel() == V, "sample: the model gave ", logits.numel(), " logits, expected ",
-                V);
+    BRAID_CHECK(logits.numel() == V, "sample: the model gave ", logits.numel(),
+                " logits, expected ", V);
     const float* l = logits.data<float>();
     int32_t next = 0;
     if (opt.temperature <= 0) {

@@ -40,8 +40,8 @@ TEST(PipelineParallelMpi, WeightsMatchOneProcess) {
     const std::string what = l.strategy + " pp=" + std::to_string(l.pp) + " " + l.schedule +
                              " tp=" + std::to_string(l.tp) + " rank " +
                              std::to_string(mpi_test_world()->rank());
-    EXPECT_TRUE(weights_match(w, train_one(pp_reference_config(l.preset, dp)), 1e-4,
-                              deep_tiny(l.preset)))
+    EXPECT_TRUE(
+        weights_match(w, train_one(pp_reference_config(l.preset, dp)), 1e-4, deep_tiny(l.preset)))
         << what;
     EXPECT_TRUE(same_on_every_rank(w)) << what;
   }

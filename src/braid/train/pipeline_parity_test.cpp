@@ -66,20 +66,89 @@ PipelineLayout mixed(int pp, int tp, bool sp, const std::string& strategy) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, PipelineParity,
-    ::testing::Values(PpCase{"gpt2_pp2_gpipe", 2, layout("gpt2-tiny", 2, "gpipe")},
-                      PpCase{"gpt2_pp2_1f1b", 2, layout("gpt2-tiny", 2, "1f1b")},
-                      PpCase{"gpt2_pp2_interleaved", 2,
-                             layout("gpt2-tiny", 2, "interleaved_1f1b", 2)},
-                      PpCase{"gpt2_pp4_gpipe", 4, layout("gpt2-tiny", 4, "gpipe")},
-                      PpCase{"gpt2_pp4_1f1b", 4, layout("gpt2-tiny", 4, "1f1b")},
-                      PpCase{"gpt2_pp4_interleaved", 4,
-                             layout("gpt2-tiny", 4, "interleaved_1f1b", 2)},
-                      PpCase{"llama_pp2_interleaved", 2,
-                             layout("llama-tiny", 2, "interleaved_1f1b", 2)},
-                      PpCase{"dp2_pp2_zero1", 4, mixed(2, 1, false, "zero1")},
-                      PpCase{"tp2_pp2_sp", 4, mixed(2, 2, true, "none")},
-                      PpCase{"dp2_pp2_tp2_zero2", 8, mixed(2, 2, false, "zero2")}),
+    ::testing::Values(
+        PpCase{"gpt2_pp2_gpipe", 2, layout("gpt2-tiny", 2, "gpipe")},
+        PpCase{"gpt2_pp2_1f1b", 2, layout("gpt2-tiny", 2, "1f1b")},
+        PpCase{"gpt2_pp2_interleaved", 2, layout("gpt2-tiny", 2, "interleaved_1f1b", 2)},
+        PpCase{"gpt2_pp4_gpipe", 4, layout("gpt2-tiny", 4, "gpipe")},
+        PpCase{"gpt2_pp4_1f1b", 4, layout("gpt2-tiny", 4, "1f1b")},
+        PpCase{"gpt2_pp4_interleaved", 4, layout("gpt2-tiny", 4, "interleaved_1f1b", 2)},
+        PpCase{"llama_pp2_interleaved", 2, layout("llama-tiny", 2, "interleaved_1f1b", 2)},
+        PpCase{"dp2_pp2_zero1", 4, mixed(2, 1, false, "zero1")},
+        PpCase{"tp2_pp2_sp", 4, mixed(2, 2, true, "none")},
+        PpCase{"dp2_pp2_tp2_zero2", 8, mixed(2, 2, false, "zero2")}),
     [](const ::testing::TestParamInfo<PpCase>& i) { return i.param.name; });
+
+// Every rank of a bad layout fails with one line naming the key, at construction or (for a
+// schedule the micro-batches do not fit) at the first step, before any message is sent.
+TEST(PipelineErrors, BadLayoutsNameTheKey) {
+  auto expect_all = [](const std::vector<std::string>& errors, const std::string& want) {
+    for (const std::string& e : errors) EXPECT_NE(e.find(want), std::string::npos) << e;
+  };
+  PipelineLayout l = layout("gpt2-tiny", 3, "1f1b");
+  expect_all(construction_errors(3, pp_parity_config(l)),
+             "n_layer 8 is not divisible by 3 pipeline stages (parallel.pipeline_parallel_size 3 "
+             "x parallel.pipeline_virtual_stages 1); set parallel.pipeline_balance: parameters "
+             "or time");
+  l = layout("gpt2-tiny", 4, "interleaved_1f1b", 4);
+  expect_all(construction_errors(4, pp_parity_config(l)),
+             "= 16 pipeline stages but the model has 8 layers (n_layer): every stage needs a "
+             "block");
+  l = layout("gpt2-tiny", 4, "1f1b");
+  expect_all(construction_errors(2, pp_parity_config(l)),
+             "parallel.pipeline_parallel_size 4 is larger than the 2 launched rank(s)");
+  l = mixed(2, 2, false, "none");
+  expect_all(construction_errors(6, pp_parity_config(l)),
+             "parallel.pipeline_parallel_size 2 x parallel.tensor_parallel_size 2 = 4 does not "
+             "divide the 6 launched rank(s)");
+  l = mixed(2, 1, false, "zero3");
+  expect_all(construction_errors(4, pp_parity_config(l)),
+             "parallel.strategy zero3 with parallel.pipeline_parallel_size > 1 is not supported");
+  l = layout("gpt2-tiny", 2, "1f1b", 2);
+  expect_all(construction_errors(2, pp_parity_config(l)),
+             "parallel.pipeline_virtual_stages 2 needs parallel.pipeline_schedule: "
+             "interleaved_1f1b");
+  TrainConfig c = pp_parity_config(layout("gpt2-tiny", 2, "1f1b"));
+  c.parallel.pipeline_balance = "flops";
+  expect_all(construction_errors(2, c),
+             "config key 'parallel.pipeline_balance' is 'flops', expected one of: uniform, "
+             "parameters, time");
+  c = pp_parity_config(layout("gpt2-tiny", 2, "1f1b"));
+  c.checkpoint.interval = 2;
+  expect_all(construction_errors(2, c),
+             "training checkpoints of pipeline-parallel runs are not "
+             "supported yet");
+  // Interleaving needs the micro-batches in groups of pp: 3 do not split over 2 stages.
+  c = pp_parity_config(layout("gpt2-tiny", 2, "interleaved_1f1b", 2));
+  c.training.gradient_accumulation_steps = 3;
+  auto errors = testing::run_ranks_collect(2, [&](comm::ProcessGroup& pg) {
+    Trainer t(c, borrow(pg), quiet());
+    t.run();
+  });
+  for (auto& e : errors)
+    EXPECT_NE(testing::what(e).find("needs training.gradient_accumulation_steps (3) to be a "
+                                    "multiple of parallel.pipeline_parallel_size (2)"),
+              std::string::npos)
+        << testing::what(e);
+}
+
+// Fewer micro-batches than stages is fine for 1f1b (a shorter warm-up) and gpipe.
+TEST(PipelineErrors, FewerMicroBatchesThanStagesStillMatchOneProcess) {
+  for (const std::string schedule : {"1f1b", "gpipe"}) {
+    TrainConfig c = pp_parity_config(layout("gpt2-tiny", 4, schedule));
+    c.training.gradient_accumulation_steps = 2;
+    TrainConfig one = pp_reference_config("gpt2-tiny", 1);
+    one.training.gradient_accumulation_steps = 2;
+    const Tensor single = train_one(one);
+    std::vector<Tensor> out(4);
+    testing::run_ranks(4, [&](comm::ProcessGroup& pg) {
+      Trainer t(c, borrow(pg), quiet());
+      t.run();
+      out[static_cast<size_t>(pg.rank())] = t.gather_parameters();
+    });
+    EXPECT_TRUE(weights_match(out[0], single, 1e-4, deep_tiny("gpt2-tiny"))) << schedule;
+  }
+}
 
 }  // namespace
 }  // namespace braid::train

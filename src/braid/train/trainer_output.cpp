@@ -97,8 +97,8 @@ void write_outputs(const TrainConfig& cfg, nn::Transformer& model, parallel::Str
   std::vector<int32_t> prompt = tok.encode(out.sample_prompt);
   for (int64_t i = 0; i < out.samples; ++i) {
     auto logits = [&](const Tensor& ids) { return strategy.last_logits(model, ids); };
-    std::vector<int32_t> ids = sample(logits, model.config().max_seq_len,
-                                      model.config().vocab_size, prompt, so, rng);
+    std::vector<int32_t> ids =
+        sample(logits, model.config().max_seq_len, model.config().vocab_size, prompt, so, rng);
     if (!is_rank0) continue;
     std::printf("--- sample %lld ---\n%s\n", static_cast<long long>(i + 1),
                 tok.decode(ids).c_str());

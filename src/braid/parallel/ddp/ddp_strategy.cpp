@@ -104,7 +104,8 @@ void DdpStrategy::end_micro_step() {
 }
 
 void DdpStrategy::reduce_accumulated() {
-  BRAID_CHECK(!options_.sync_each_batch, "DdpStrategy: reduce_accumulated() needs micro-steps "
+  BRAID_CHECK(!options_.sync_each_batch,
+              "DdpStrategy: reduce_accumulated() needs micro-steps "
               "that only accumulate (sync_each_batch off)");
   if (!ddp_) return;
   ddp_->reduce_accumulated();

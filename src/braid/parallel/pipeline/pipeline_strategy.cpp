@@ -118,11 +118,10 @@ double PipelineStrategy::eval_loss(nn::Transformer& model, const Tensor& ids,
 }
 
 Tensor PipelineStrategy::last_logits(nn::Transformer& model, const Tensor& ids) {
-  Tensor logits = Tensor::empty(Shape{1, model.config().vocab_size}, DType::f32,
-                                MemCategory::activations);
-  runner_->forward_only(model, ids, [&](const autograd::Variable& h) {
-    logits.copy_(model.head_last_logits(h));
-  });
+  Tensor logits =
+      Tensor::empty(Shape{1, model.config().vocab_size}, DType::f32, MemCategory::activations);
+  runner_->forward_only(
+      model, ids, [&](const autograd::Variable& h) { logits.copy_(model.head_last_logits(h)); });
   mesh_->group("pp").broadcast(logits, stages() - 1)->wait();
   return logits;
 }

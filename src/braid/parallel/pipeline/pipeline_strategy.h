@@ -39,11 +39,11 @@ class StageRunner;
 
 struct PipelineOptions {
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::one_f_one_b;
-  int chunks = 1;                    // v: virtual stages per rank (interleaved_1f1b)
-  std::string balance = "uniform";   // uniform | parameters | time (Note [Stage balance])
-  int64_t micro_batch = 1;           // the micro-batch "time" balance measures with
+  int chunks = 1;                   // v: virtual stages per rank (interleaved_1f1b)
+  std::string balance = "uniform";  // uniform | parameters | time (Note [Stage balance])
+  int64_t micro_batch = 1;          // the micro-batch "time" balance measures with
   int64_t seq_len = 64;
-  std::string trace;                 // Chrome trace of every step's timeline ("": none)
+  std::string trace;  // Chrome trace of every step's timeline ("": none)
 };
 
 class PipelineStrategy : public Strategy {
@@ -51,8 +51,8 @@ class PipelineStrategy : public Strategy {
   // inner: this stage's strategy over mesh.group("dp") (and tp); dp: the innermost
   // data-parallel strategy (inner itself, or what a tensor-parallel strategy wraps), whose norm
   // is reduced over the model-parallel group. Collective over the mesh's world.
-  PipelineStrategy(std::shared_ptr<DeviceMesh> mesh, std::unique_ptr<Strategy> inner,
-                   Strategy& dp, PipelineOptions options);
+  PipelineStrategy(std::shared_ptr<DeviceMesh> mesh, std::unique_ptr<Strategy> inner, Strategy& dp,
+                   PipelineOptions options);
   ~PipelineStrategy() override;
 
   std::string describe() const override;

@@ -5,11 +5,13 @@
 // order, so in practice bit for bit); and tensor parallelism inside the stages (tp2 x pp2).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 #include <ostream>
 #include <string>
 
 #include "braid/autograd/variable.h"
+#include "braid/core/memory_tracker.h"
 #include "braid/nn/transformer.h"
 #include "braid/parallel/pipeline/pipeline_strategy.h"
 #include "braid/parallel/strategy_factory.h"
@@ -81,39 +83,57 @@ Reference reference(const nn::ModelConfig& cfg, const std::vector<std::pair<Tens
   return r;
 }
 
+// A pipeline over pg with this rank's stage of cfg materialised from kSeed.
+struct Stage {
+  std::unique_ptr<Strategy> strategy;
+  std::unique_ptr<nn::Transformer> model;
+};
+
+Stage build(const Case& c, const nn::ModelConfig& cfg, comm::ProcessGroup& pg) {
+  StrategySpec spec;
+  spec.name = "none";
+  spec.pipeline_parallel_size = c.pp;
+  spec.pipeline_schedule = c.schedule;
+  spec.pipeline_virtual_stages = c.chunks;
+  spec.tensor_parallel_size = c.tp;
+  spec.sequence_parallel = c.sp;
+  Stage s;
+  s.strategy = make_strategy(spec, std::shared_ptr<comm::ProcessGroup>(&pg, [](auto*) {}));
+  nn::TransformerOptions to;
+  to.materialize = false;
+  to.tensor_parallel = s.strategy->tensor_parallel();
+  to.pipeline = s.strategy->pipeline_stage(cfg);
+  s.model = std::make_unique<nn::Transformer>(cfg, to);
+  MaterializeOptions mo;
+  nn::Transformer* model = s.model.get();
+  mo.fill = [model](int u, Tensor& t) {
+    model->full_layout().init_unit(model->global_unit(u), t, kSeed);
+  };
+  s.strategy->materialize(*model, mo);
+  return s;
+}
+
+MicroBatches micro_batches(const std::vector<std::pair<Tensor, Tensor>>& data) {
+  MicroBatches mb;
+  mb.count = static_cast<int64_t>(data.size());
+  mb.next = [&data](int64_t m) { return data[static_cast<size_t>(m)]; };
+  mb.denominator = static_cast<double>(mb.count * data[0].first.numel());
+  return mb;
+}
+
 class PipelineModel : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PipelineModel, LossAndEveryGradientMatchOneProcess) {
   const Case c = GetParam();
   const nn::ModelConfig cfg = config(c);
   const auto data = batches(cfg, c.micro);
-  const double denominator = static_cast<double>(c.micro * data[0].first.numel());
-  const Reference ref = reference(cfg, data, denominator);
+  const Reference ref = reference(cfg, data, static_cast<double>(c.micro * data[0].first.numel()));
   testing::run_ranks(c.pp * c.tp, [&](comm::ProcessGroup& pg) {
-    StrategySpec spec;
-    spec.name = "none";
-    spec.pipeline_parallel_size = c.pp;
-    spec.pipeline_schedule = c.schedule;
-    spec.pipeline_virtual_stages = c.chunks;
-    spec.tensor_parallel_size = c.tp;
-    spec.sequence_parallel = c.sp;
-    auto strategy = make_strategy(spec, std::shared_ptr<comm::ProcessGroup>(&pg, [](auto*) {}));
-    nn::TransformerOptions to;
-    to.materialize = false;
-    to.tensor_parallel = strategy->tensor_parallel();
-    to.pipeline = strategy->pipeline_stage(cfg);
-    nn::Transformer model(cfg, to);
-    MaterializeOptions mo;
-    mo.fill = [&](int u, Tensor& t) {
-      model.full_layout().init_unit(model.global_unit(u), t, kSeed);
-    };
-    strategy->materialize(model, mo);
+    Stage stage = build(c, cfg, pg);
+    Strategy* strategy = stage.strategy.get();
+    nn::Transformer& model = *stage.model;
     strategy->zero_grad();
-    MicroBatches mb;
-    mb.count = c.micro;
-    mb.next = [&](int64_t m) { return data[static_cast<size_t>(m)]; };
-    mb.denominator = denominator;
-    const StepLoss loss = strategy->forward_backward(model, mb);
+    const StepLoss loss = strategy->forward_backward(model, micro_batches(data));
     EXPECT_TRUE(loss.finite);
     EXPECT_NEAR(loss.sum, ref.loss, 1e-5 * std::abs(ref.loss)) << "rank " << pg.rank();
     int compared = 0;
@@ -142,6 +162,37 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama_pp4_interleaved", "llama-tiny", 8, 4, "interleaved_1f1b", 2, 4},
                       Case{"gpt2_tp2_pp2_sp", "gpt2-tiny", 4, 2, "1f1b", 1, 4, 2, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// Note [Pipeline memory]: what a forward keeps lives until its backward, so the first stage's
+// peak activation memory grows with the micro-batches under gpipe and stays at p in flight
+// under 1f1b (tracker numbers).
+TEST(PipelineMemory, GpipeGrowsWithMicroBatchesOneFOneBIsBoundedByStages) {
+  auto peak = [](const std::string& schedule, int micro) {
+    const Case c{"memory", "gpt2-tiny", 4, 2, schedule, 1, micro};
+    const nn::ModelConfig cfg = config(c);
+    const auto data = batches(cfg, micro);
+    std::vector<int64_t> out(2);
+    testing::run_ranks(2, [&](comm::ProcessGroup& pg) {
+      Stage stage = build(c, cfg, pg);
+      auto tracker = std::make_shared<MemoryTracker>("stage");
+      MemoryScope scope(tracker);
+      stage.strategy->zero_grad();
+      stage.strategy->forward_backward(*stage.model, micro_batches(data));
+      out[static_cast<size_t>(pg.rank())] = tracker->peak(MemCategory::activations);
+    });
+    return out[0];  // the first stage: p = 2 micro-batches in flight under 1f1b
+  };
+  const int64_t g2 = peak("gpipe", 2), g8 = peak("gpipe", 8);
+  const int64_t f2 = peak("1f1b", 2), f8 = peak("1f1b", 8);
+  EXPECT_GT(static_cast<double>(g8), 3.0 * static_cast<double>(g2)) << g2 << " -> " << g8;
+  EXPECT_LE(static_cast<double>(f8), 1.1 * static_cast<double>(f2)) << f2 << " -> " << f8;
+  EXPECT_LT(static_cast<double>(f8), 0.5 * static_cast<double>(g8)) << f8 << " vs " << g8;
+  std::printf(
+      "stage 0 peak activations (bytes): gpipe m=2 %lld, m=8 %lld; 1f1b m=2 %lld, m=8 "
+      "%lld\n",
+      static_cast<long long>(g2), static_cast<long long>(g8), static_cast<long long>(f2),
+      static_cast<long long>(f8));
+}
 
 }  // namespace
 }  // namespace braid::parallel

@@ -29,19 +29,28 @@ const char* schedule_name(ScheduleKind kind) {
 
 void check_schedule(const ScheduleShape& s) {
   BRAID_CHECK(s.stages >= 1, "parallel.pipeline_parallel_size must be >= 1, got ", s.stages);
-  BRAID_CHECK(s.micro_batches >= 1, "training.gradient_accumulation_steps (the pipeline's "
-              "micro-batches) must be >= 1, got ", s.micro_batches);
+  BRAID_CHECK(s.micro_batches >= 1,
+              "training.gradient_accumulation_steps (the pipeline's "
+              "micro-batches) must be >= 1, got ",
+              s.micro_batches);
   if (s.kind != ScheduleKind::interleaved_1f1b) {
-    BRAID_CHECK(s.chunks == 1, "parallel.pipeline_virtual_stages ", s.chunks, " needs "
-                "parallel.pipeline_schedule: interleaved_1f1b (", schedule_name(s.kind),
-                " runs one chunk per rank)");
+    BRAID_CHECK(s.chunks == 1, "parallel.pipeline_virtual_stages ", s.chunks,
+                " needs "
+                "parallel.pipeline_schedule: interleaved_1f1b (",
+                schedule_name(s.kind), " runs one chunk per rank)");
     return;
   }
-  BRAID_CHECK(s.chunks >= 2, "parallel.pipeline_schedule: interleaved_1f1b needs "
-              "parallel.pipeline_virtual_stages >= 2, got ", s.chunks);
-  BRAID_CHECK(s.micro_batches % s.stages == 0, "parallel.pipeline_schedule: interleaved_1f1b "
-              "needs training.gradient_accumulation_steps (", s.micro_batches, ") to be a multiple "
-              "of parallel.pipeline_parallel_size (", s.stages, ")");
+  BRAID_CHECK(s.chunks >= 2,
+              "parallel.pipeline_schedule: interleaved_1f1b needs "
+              "parallel.pipeline_virtual_stages >= 2, got ",
+              s.chunks);
+  BRAID_CHECK(s.micro_batches % s.stages == 0,
+              "parallel.pipeline_schedule: interleaved_1f1b "
+              "needs training.gradient_accumulation_steps (",
+              s.micro_batches,
+              ") to be a multiple "
+              "of parallel.pipeline_parallel_size (",
+              s.stages, ")");
 }
 
 namespace {

@@ -52,7 +52,8 @@ Costs measured_costs(nn::ModelConfig config, int64_t batch, int64_t seq_len) {
   nn::Transformer model(config, o);
   Rng rng(7);
   std::vector<int32_t> tokens(static_cast<size_t>(batch * seq_len));
-  for (auto& t : tokens) t = static_cast<int32_t>(rng.uniform() * static_cast<double>(config.vocab_size - 1));
+  for (auto& t : tokens)
+    t = static_cast<int32_t>(rng.uniform() * static_cast<double>(config.vocab_size - 1));
   const Tensor ids = Tensor::from_vector(tokens, Shape{batch, seq_len});
   auto leaf = [&] {
     autograd::NoGradGuard no_grad;

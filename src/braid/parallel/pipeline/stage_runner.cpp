@@ -141,8 +141,8 @@ struct StageRunner::State {
     const double t0 = timeline ? timeline->now_us() : 0;
     const auto c0 = std::chrono::steady_clock::now();
     work->wait();
-    wait_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0)
-                   .count();
+    wait_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
     if (timeline) timeline->add(TimelineEvent::Kind::idle, -1, -1, t0, timeline->now_us());
   }
 

@@ -46,8 +46,7 @@ void Timeline::begin_step(int64_t step) {
   while (steps_.size() > max_steps_) steps_.pop_front();
 }
 
-void Timeline::add(TimelineEvent::Kind kind, int micro, int chunk, double start_us,
-                   double end_us) {
+void Timeline::add(TimelineEvent::Kind kind, int micro, int chunk, double start_us, double end_us) {
   BRAID_CHECK(!steps_.empty(), "Timeline: add() before begin_step()");
   steps_.back().events.push_back({kind, micro, chunk, start_us, end_us - start_us});
 }

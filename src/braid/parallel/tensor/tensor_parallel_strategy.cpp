@@ -76,26 +76,29 @@ void TensorParallelStrategy::for_each_held_unit(const UnitVisitor& fn,
   const int tp = g.size();
   // The inner strategy names units by their global index; pair them with this rank's again.
   size_t next = 0;
-  inner_->for_each_held_unit([&](int, const Tensor& local) {
-    const int u = units.at(next++);
-    const int64_t n = model_->layout().units()[static_cast<size_t>(u)].numel;
-    Tensor all = Tensor::empty(Shape{tp * n}, DType::f32, MemCategory::communication);
-    g.all_gather(all, local.flat_range(0, n).to(DType::f32))->wait();
-    const int g = model_->global_unit(u);
-    Tensor whole = Tensor::zeros(Shape{model_->full_layout().units()[static_cast<size_t>(g)].numel});
-    for_each_param(*model_, u, [&](const nn::ParamInfo& p, const nn::ParamInfo& f) {
-      Tensor dst = whole.flat_range(f.unit_offset, f.numel).view(f.param->shape);
-      const nn::TpSlice& s = p.param->tp;
-      const int replicas = tp / s.parts;
-      for (int r = 0; r < tp; r += replicas) {  // one rank of each part
-        nn::TpSlice theirs = s;
-        theirs.part = r / replicas;
-        const Tensor src = all.flat_range(r * n + p.unit_offset, p.numel).view(p.param->shape);
-        nn::place_slice(src, dst, theirs);
-      }
-    });
-    fn(g, whole);
-  }, units);
+  inner_->for_each_held_unit(
+      [&](int, const Tensor& local) {
+        const int u = units.at(next++);
+        const int64_t n = model_->layout().units()[static_cast<size_t>(u)].numel;
+        Tensor all = Tensor::empty(Shape{tp * n}, DType::f32, MemCategory::communication);
+        g.all_gather(all, local.flat_range(0, n).to(DType::f32))->wait();
+        const int g = model_->global_unit(u);
+        Tensor whole =
+            Tensor::zeros(Shape{model_->full_layout().units()[static_cast<size_t>(g)].numel});
+        for_each_param(*model_, u, [&](const nn::ParamInfo& p, const nn::ParamInfo& f) {
+          Tensor dst = whole.flat_range(f.unit_offset, f.numel).view(f.param->shape);
+          const nn::TpSlice& s = p.param->tp;
+          const int replicas = tp / s.parts;
+          for (int r = 0; r < tp; r += replicas) {  // one rank of each part
+            nn::TpSlice theirs = s;
+            theirs.part = r / replicas;
+            const Tensor src = all.flat_range(r * n + p.unit_offset, p.numel).view(p.param->shape);
+            nn::place_slice(src, dst, theirs);
+          }
+        });
+        fn(g, whole);
+      },
+      units);
 }
 
 }  // namespace braid::parallel
