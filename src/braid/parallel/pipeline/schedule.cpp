@@ -1,7 +1,7 @@
 #include "braid/parallel/pipeline/schedule.h"
 
 #include <algorithm>
-#include <map>
+#include <cstddef>
 
 #include "braid/core/error.h"
 
@@ -30,14 +30,13 @@ const char* schedule_name(ScheduleKind kind) {
 void check_schedule(const ScheduleShape& s) {
   BRAID_CHECK(s.stages >= 1, "parallel.pipeline_parallel_size must be >= 1, got ", s.stages);
   BRAID_CHECK(s.micro_batches >= 1,
-              "training.gradient_accumulation_steps (the pipeline's "
-              "micro-batches) must be >= 1, got ",
+              "training.gradient_accumulation_steps (the pipeline's micro-batches) must be >= 1, "
+              "got ",
               s.micro_batches);
   if (s.kind != ScheduleKind::interleaved_1f1b) {
     BRAID_CHECK(s.chunks == 1, "parallel.pipeline_virtual_stages ", s.chunks,
-                " needs "
-                "parallel.pipeline_schedule: interleaved_1f1b (",
-                schedule_name(s.kind), " runs one chunk per rank)");
+                " needs parallel.pipeline_schedule: interleaved_1f1b (", schedule_name(s.kind),
+                " runs one chunk per rank)");
     return;
   }
   BRAID_CHECK(s.chunks >= 2,
@@ -45,136 +44,145 @@ void check_schedule(const ScheduleShape& s) {
               "parallel.pipeline_virtual_stages >= 2, got ",
               s.chunks);
   BRAID_CHECK(s.micro_batches % s.stages == 0,
-              "parallel.pipeline_schedule: interleaved_1f1b "
-              "needs training.gradient_accumulation_steps (",
-              s.micro_batches,
-              ") to be a multiple "
-              "of parallel.pipeline_parallel_size (",
-              s.stages, ")");
+              "parallel.pipeline_schedule: interleaved_1f1b needs "
+              "training.gradient_accumulation_steps (",
+              s.micro_batches, ") to be a multiple of parallel.pipeline_parallel_size (", s.stages,
+              ")");
 }
 
 namespace {
 
-std::vector<Action> one_f_one_b(int p, int m, int stage) {
-  const int warmup = std::min(p - stage - 1, m);
+// The order in which a rank runs its forwards (kind forward) or its backwards (kind backward).
+// Interleaved, as Megatron's get_model_chunk_id: the k-th is micro-batch (k / (p v)) p + k % p
+// of chunk (k % (p v)) / p, the chunks reversed for backwards.
+std::vector<Action> in_order(const ScheduleShape& s, Action::Kind kind) {
+  const int p = s.stages, v = s.chunks;
   std::vector<Action> out;
-  for (int i = 0; i < warmup; ++i) out.push_back({Action::Kind::forward, i, 0});
-  for (int i = 0; i < m - warmup; ++i) {
-    out.push_back({Action::Kind::forward, warmup + i, 0});
-    out.push_back({Action::Kind::backward, i, 0});
+  for (int k = 0; k < s.micro_batches * v; ++k) {
+    const int chunk = k % (p * v) / p;
+    out.push_back(
+        {kind, k / (p * v) * p + k % p, kind == Action::Kind::forward ? chunk : v - 1 - chunk});
   }
-  for (int i = m - warmup; i < m; ++i) out.push_back({Action::Kind::backward, i, 0});
   return out;
 }
 
-// Megatron's forward_backward_pipelining_with_interleaving: the k-th forward (or backward) of a
-// rank is micro-batch group * p + k % p of chunk (k % (p v)) / p (reversed for backwards).
-std::vector<Action> interleaved(int p, int m, int v, int stage) {
-  const int total = m * v;
-  auto action = [&](int k, bool forward) {
-    const int in_group = k % (p * v);
-    int chunk = in_group / p;
-    if (!forward) chunk = v - 1 - chunk;
-    const int micro = k / (p * v) * p + k % p;
-    return Action{forward ? Action::Kind::forward : Action::Kind::backward, micro, chunk};
-  };
-  const int warmup = m == p ? total : std::min((p - stage - 1) * 2 + (v - 1) * p, total);
-  std::vector<Action> out;
-  for (int k = 0; k < warmup; ++k) out.push_back(action(k, true));
-  for (int i = 0; i < total - warmup; ++i) {
-    out.push_back(action(warmup + i, true));
-    out.push_back(action(i, false));
+// Forwards before the first backward.
+int warmup(const ScheduleShape& s, int stage) {
+  const int p = s.stages, m = s.micro_batches, v = s.chunks;
+  switch (s.kind) {
+    case ScheduleKind::gpipe:
+      return m;
+    case ScheduleKind::one_f_one_b:
+      return std::min(p - stage - 1, m);
+    case ScheduleKind::interleaved_1f1b:
+      return std::min(2 * (p - stage - 1) + (v - 1) * p, m * v);
   }
-  for (int k = total - warmup; k < total; ++k) out.push_back(action(k, false));
-  return out;
+  return m * v;
 }
 
 }  // namespace
 
 std::vector<Action> stage_actions(const ScheduleShape& s, int stage) {
   check_schedule(s);
-  BRAID_CHECK(stage >= 0 && stage < s.stages, "stage_actions: stage ", stage, " outside [0, ",
-              s.stages, ")");
-  const int p = s.stages, m = s.micro_batches;
-  switch (s.kind) {
-    case ScheduleKind::gpipe: {
-      std::vector<Action> out;
-      for (int i = 0; i < m; ++i) out.push_back({Action::Kind::forward, i, 0});
-      for (int i = 0; i < m; ++i) out.push_back({Action::Kind::backward, i, 0});
-      return out;
-    }
-    case ScheduleKind::one_f_one_b:
-      return one_f_one_b(p, m, stage);
-    case ScheduleKind::interleaved_1f1b:
-      return interleaved(p, m, s.chunks, stage);
+  BRAID_CHECK(stage >= 0 && stage < s.stages, "pipeline: stage ", stage, " outside [0, ", s.stages,
+              ") (parallel.pipeline_parallel_size ", s.stages, ")");
+  // Warm-up forwards, then one forward and one backward in turn, then the remaining backwards.
+  const std::vector<Action> forwards = in_order(s, Action::Kind::forward);
+  const std::vector<Action> backwards = in_order(s, Action::Kind::backward);
+  const size_t n = forwards.size(), w = static_cast<size_t>(warmup(s, stage));
+  std::vector<Action> out(forwards.begin(), forwards.begin() + static_cast<std::ptrdiff_t>(w));
+  for (size_t k = w; k < n; ++k) {
+    out.push_back(forwards[k]);
+    out.push_back(backwards[k - w]);
   }
-  return {};
+  out.insert(out.end(), backwards.begin() + static_cast<std::ptrdiff_t>(n - w), backwards.end());
+  return out;
+}
+
+std::string action_name(const Action& a) {
+  return std::string(a.kind == Action::Kind::forward ? "F m" : "B m") + std::to_string(a.micro) +
+         " c" + std::to_string(a.chunk);
 }
 
 SimResult simulate(const ScheduleShape& s, double forward_cost, double backward_cost) {
-  const int p = s.stages, V = s.virtual_stages();
   std::vector<std::vector<Action>> actions;
-  for (int r = 0; r < p; ++r) actions.push_back(stage_actions(s, r));
-  // End times of finished actions, by (kind, micro, virtual stage).
-  std::map<std::tuple<int, int, int>, double> done;
-  auto end_of = [&](Action::Kind k, int m, int vs) -> const double* {
-    auto it = done.find({static_cast<int>(k), m, vs});
-    return it == done.end() ? nullptr : &it->second;
+  for (int r = 0; r < s.stages; ++r) actions.push_back(stage_actions(s, r));
+  return simulate(s, actions, forward_cost, backward_cost);
+}
+
+SimResult simulate(const ScheduleShape& s, const std::vector<std::vector<Action>>& actions,
+                   double forward_cost, double backward_cost) {
+  check_schedule(s);
+  BRAID_CHECK(static_cast<int>(actions.size()) == s.stages, "pipeline simulate: ", actions.size(),
+              " action lists for ", s.stages, " stages");
+  BRAID_CHECK(forward_cost >= 0 && backward_cost >= 0, "pipeline simulate: costs ", forward_cost,
+              " and ", backward_cost, " must be >= 0");
+  const int p = s.stages, m = s.micro_batches, V = s.virtual_stages();
+  // When forward / backward (micro, vs) ended, at [vs * m + micro]; negative until it has run.
+  std::vector<double> forward_end(static_cast<size_t>(V * m), -1);
+  std::vector<double> backward_end(static_cast<size_t>(V * m), -1);
+  auto at = [&](int micro, int vs) { return static_cast<size_t>(vs * m + micro); };
+  struct Rank {
+    const std::vector<Action>* actions = nullptr;
+    size_t next = 0;
+    double free_at = 0, busy = 0;
+    int in_flight = 0, max_in_flight = 0;
   };
-  std::vector<size_t> next(static_cast<size_t>(p), 0);
-  std::vector<double> free_at(static_cast<size_t>(p), 0), busy(static_cast<size_t>(p), 0);
-  std::vector<int> in_flight(static_cast<size_t>(p), 0);
-  SimResult out;
-  out.max_in_flight.assign(static_cast<size_t>(p), 0);
-  size_t remaining = 0;
-  for (const auto& a : actions) remaining += a.size();
-  while (remaining > 0) {
-    bool progressed = false;
-    for (int r = 0; r < p; ++r) {
-      auto& i = next[static_cast<size_t>(r)];
-      while (i < actions[static_cast<size_t>(r)].size()) {
-        const Action& a = actions[static_cast<size_t>(r)][i];
-        const int vs = a.chunk * p + r;
-        double ready = free_at[static_cast<size_t>(r)];
-        std::vector<const double*> deps;
-        if (a.kind == Action::Kind::forward) {
-          if (vs > 0) deps.push_back(end_of(Action::Kind::forward, a.micro, vs - 1));
-        } else {
-          deps.push_back(end_of(Action::Kind::forward, a.micro, vs));
-          if (vs < V - 1) deps.push_back(end_of(Action::Kind::backward, a.micro, vs + 1));
-        }
-        if (std::find(deps.begin(), deps.end(), nullptr) != deps.end()) break;
-        for (const double* d : deps) ready = std::max(ready, *d);
-        const bool fwd = a.kind == Action::Kind::forward;
-        const double cost = fwd ? forward_cost : backward_cost;
-        done[{static_cast<int>(a.kind), a.micro, vs}] = ready + cost;
-        free_at[static_cast<size_t>(r)] = ready + cost;
-        busy[static_cast<size_t>(r)] += cost;
-        int& f = in_flight[static_cast<size_t>(r)];
-        f += fwd ? 1 : -1;
-        out.max_in_flight[static_cast<size_t>(r)] =
-            std::max(out.max_in_flight[static_cast<size_t>(r)], f);
-        ++i;
-        --remaining;
-        progressed = true;
-      }
-    }
-    if (!progressed) {
-      std::string stuck;
-      for (int r = 0; r < p; ++r) {
-        const auto i = next[static_cast<size_t>(r)];
-        if (i >= actions[static_cast<size_t>(r)].size()) continue;
-        const Action& a = actions[static_cast<size_t>(r)][i];
-        stuck += " rank " + std::to_string(r) + ": " +
-                 (a.kind == Action::Kind::forward ? "F" : "B") + std::to_string(a.micro) + "c" +
-                 std::to_string(a.chunk);
-      }
-      BRAID_THROW("pipeline schedule ", schedule_name(s.kind), " deadlocks:", stuck);
-    }
-  }
-  for (double t : free_at) out.makespan = std::max(out.makespan, t);
+  std::vector<Rank> ranks(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r)
-    out.idle_fraction.push_back(1.0 - busy[static_cast<size_t>(r)] / out.makespan);
+    ranks[static_cast<size_t>(r)].actions = &actions[static_cast<size_t>(r)];
+
+  // Runs rank r's next action if there is one and its inputs are there.
+  auto step = [&](int r) {
+    Rank& rank = ranks[static_cast<size_t>(r)];
+    if (rank.next == rank.actions->size()) return false;
+    const Action& a = (*rank.actions)[rank.next];
+    BRAID_CHECK(a.micro >= 0 && a.micro < m && a.chunk >= 0 && a.chunk < s.chunks,
+                "pipeline simulate: rank ", r, " has action ", action_name(a), " outside m ", m,
+                ", v ", s.chunks);
+    const int vs = a.chunk * p + r;
+    const bool forward = a.kind == Action::Kind::forward;
+    // When what `a` waits for ended (0: nothing to wait for); negative if it has not run yet.
+    double inputs[2] = {0, 0};
+    if (forward) {
+      if (vs > 0) inputs[0] = forward_end[at(a.micro, vs - 1)];
+    } else {
+      inputs[0] = forward_end[at(a.micro, vs)];
+      if (vs < V - 1) inputs[1] = backward_end[at(a.micro, vs + 1)];
+    }
+    if (inputs[0] < 0 || inputs[1] < 0) return false;
+    const double ready = std::max({rank.free_at, inputs[0], inputs[1]});
+    const double cost = forward ? forward_cost : backward_cost;
+    (forward ? forward_end : backward_end)[at(a.micro, vs)] = ready + cost;
+    rank.free_at = ready + cost;
+    rank.busy += cost;
+    rank.in_flight += forward ? 1 : -1;
+    rank.max_in_flight = std::max(rank.max_in_flight, rank.in_flight);
+    ++rank.next;
+    return true;
+  };
+
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (int r = 0; r < p; ++r)
+      while (step(r)) progressed = true;
+  }
+  std::string stuck;
+  for (int r = 0; r < p; ++r) {
+    const Rank& rank = ranks[static_cast<size_t>(r)];
+    if (rank.next < rank.actions->size())
+      stuck += (stuck.empty() ? " rank " : ", rank ") + std::to_string(r) + " waits at " +
+               action_name((*rank.actions)[rank.next]);
+  }
+  BRAID_CHECK(stuck.empty(), "pipeline schedule ", schedule_name(s.kind), " (p ", p, ", m ", m,
+              ", v ", s.chunks, ") deadlocks:", stuck);
+
+  SimResult out;
+  for (const Rank& rank : ranks) out.makespan = std::max(out.makespan, rank.free_at);
+  for (const Rank& rank : ranks) {
+    out.idle_fraction.push_back(out.makespan > 0 ? 1.0 - rank.busy / out.makespan : 0);
+    out.max_in_flight.push_back(rank.max_in_flight);
+  }
   return out;
 }
 

@@ -1,16 +1,20 @@
 // Pipeline schedules as per-stage action lists (pure functions), and a simulator that checks
-// them and gives their textbook bubble.
+// them and measures their bubble.
 //
-// Virtual stage vs = chunk * p + stage: rank `stage` of p holds chunks 0..v-1, i.e. virtual
-// stages stage, stage + p, ... (Megatron's interleaving). Forward (m, vs) needs forward
-// (m, vs - 1); backward (m, vs) needs forward (m, vs) and backward (m, vs + 1).
-//   gpipe             all forwards, then all backwards (both in micro order)
-//   1f1b              PipeDream-flush: min(p - stage - 1, m) warm-up forwards, then one forward
-//                     and one backward in turn, then the remaining backwards
-//   interleaved_1f1b  Megatron's schedule with v chunks per rank: micro-batches in groups of p go
-//                     through chunk 0, then chunk 1, ...; backwards take the chunks in reverse
-// In every schedule a rank runs each chunk's forwards in micro order, and its backwards too
-// (Note [Pipeline messages] relies on it).
+// p stages (ranks), m micro-batches, v chunks per rank. Virtual stage vs = chunk * p + stage:
+// rank `stage` holds virtual stages stage, stage + p, stage + 2p, ... (Megatron's interleaving).
+// Forward (i, vs) of micro-batch i needs forward (i, vs - 1); backward (i, vs) needs forward
+// (i, vs) and backward (i, vs + 1); the last virtual stage's backward follows its own forward.
+//   gpipe             all forwards, then all backwards, both in micro order (torch's ScheduleGPipe)
+//   1f1b              PipeDream-flush (Megatron's pipelining without interleaving):
+//                     min(p - stage - 1, m) warm-up forwards, then one forward and one backward
+//                     in turn, then the remaining backwards
+//   interleaved_1f1b  Megatron's pipelining with interleaving: micro-batches in groups of p go
+//                     through chunk 0, then chunk 1, ...; backwards take the chunks in reverse;
+//                     min(2 (p - stage - 1) + (v - 1) p, m v) warm-up forwards, then 1F1B
+// In every schedule a rank runs each chunk's forwards in micro order, and its backwards too:
+// the messages between two ranks for one (kind, virtual stage) go in micro order (Note
+// [Pipeline messages], stage_runner.cpp, relies on it).
 #pragma once
 
 #include <cstdint>
@@ -27,9 +31,9 @@ const char* schedule_name(ScheduleKind kind);
 
 struct ScheduleShape {
   ScheduleKind kind = ScheduleKind::one_f_one_b;
-  int stages = 1;         // p: pipeline_parallel_size
-  int micro_batches = 1;  // m: gradient accumulation steps
-  int chunks = 1;         // v: model chunks per rank (interleaved_1f1b)
+  int stages = 1;         // p: parallel.pipeline_parallel_size
+  int micro_batches = 1;  // m: training.gradient_accumulation_steps
+  int chunks = 1;         // v: parallel.pipeline_virtual_stages (> 1 only interleaved)
   int virtual_stages() const { return stages * chunks; }
 };
 
@@ -41,12 +45,16 @@ void check_schedule(const ScheduleShape& shape);
 struct Action {
   enum class Kind : uint8_t { forward, backward };
   Kind kind = Kind::forward;
-  int micro = 0;
-  int chunk = 0;
+  int micro = 0;  // micro-batch
+  int chunk = 0;  // this rank's chunk: virtual stage chunk * p + stage
   bool operator==(const Action&) const = default;
 };
 
+// What rank `stage` runs, in order: every (micro, chunk) once forward and once backward.
 std::vector<Action> stage_actions(const ScheduleShape& shape, int stage);
+
+// "F m3 c0" / "B m3 c1", as errors and the timeline name actions.
+std::string action_name(const Action& action);
 
 struct SimResult {
   double makespan = 0;                // end of the last action anywhere
@@ -55,9 +63,14 @@ struct SimResult {
 };
 
 // Every rank runs its actions in order; an action starts once its dependencies are done and
-// its rank is free; forwards take forward_cost, backwards backward_cost, messages nothing.
-// Throws naming each rank's stuck action if the schedule deadlocks.
+// its rank is free; forwards take forward_cost, backwards backward_cost (per chunk), messages
+// nothing. Throws naming each rank's stuck action if the schedule deadlocks.
+// With equal stages every rank's idle fraction is exactly ideal_bubble(), for every schedule
+// and any costs (schedule_test checks it).
 SimResult simulate(const ScheduleShape& shape, double forward_cost, double backward_cost);
+// The same for given action lists, one per stage (a schedule under test).
+SimResult simulate(const ScheduleShape& shape, const std::vector<std::vector<Action>>& actions,
+                   double forward_cost, double backward_cost);
 
 // (p - 1) / (m + p - 1) for gpipe and 1f1b; (p - 1) / (v m + p - 1) interleaved.
 double ideal_bubble(const ScheduleShape& shape);

@@ -1,17 +1,22 @@
-// The pipeline schedules as action lists: complete, deadlock free, each chunk's micro-batches in
-// order (Note [Pipeline messages]), 1f1b's in-flight bound, and the simulated bubble against the
-// textbook formula.
+// The pipeline schedules as action lists: complete, each chunk's micro-batches in order (Note
+// [Pipeline messages]), deadlock free, the in-flight bound of each, and a simulated bubble that
+// is exactly the textbook formula.
 #include "braid/parallel/pipeline/schedule.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "braid/core/error.h"
 
 namespace braid::parallel::pipeline {
 namespace {
 
+// Every valid shape with p in {1, 2, 3, 4, 8}, m in 1..17 and v in {2, 3}.
 std::vector<ScheduleShape> shapes() {
   std::vector<ScheduleShape> out;
   for (int p : {1, 2, 3, 4, 8})
@@ -29,75 +34,133 @@ std::string str(const ScheduleShape& s) {
          " m=" + std::to_string(s.micro_batches) + " v=" + std::to_string(s.chunks);
 }
 
+std::string names(const std::vector<Action>& actions) {
+  std::string out;
+  for (const Action& a : actions) out += (out.empty() ? "" : ", ") + action_name(a);
+  return out;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 TEST(PipelineSchedule, EveryActionOnceAndEachChunkInMicroOrder) {
   for (const ScheduleShape& s : shapes()) {
     for (int r = 0; r < s.stages; ++r) {
-      const auto actions = stage_actions(s, r);
+      const std::vector<Action> actions = stage_actions(s, r);
       ASSERT_EQ(actions.size(), static_cast<size_t>(2 * s.micro_batches * s.chunks)) << str(s);
-      std::set<std::tuple<int, int, int>> seen;
-      std::vector<int> last_f(static_cast<size_t>(s.chunks), -1);
-      std::vector<int> last_b(static_cast<size_t>(s.chunks), -1);
+      std::set<std::tuple<bool, int, int>> seen;
+      std::vector<int> last_forward(static_cast<size_t>(s.chunks), -1);
+      std::vector<int> last_backward(static_cast<size_t>(s.chunks), -1);
       for (const Action& a : actions) {
-        const bool fwd = a.kind == Action::Kind::forward;
-        EXPECT_TRUE(seen.insert({fwd, a.micro, a.chunk}).second) << str(s);
-        int& last =
-            fwd ? last_f[static_cast<size_t>(a.chunk)] : last_b[static_cast<size_t>(a.chunk)];
-        EXPECT_EQ(a.micro, last + 1) << str(s) << " rank " << r;
+        const bool forward = a.kind == Action::Kind::forward;
+        ASSERT_TRUE(a.chunk >= 0 && a.chunk < s.chunks) << str(s);
+        EXPECT_TRUE(seen.insert({forward, a.micro, a.chunk}).second)
+            << str(s) << " rank " << r << ": " << action_name(a) << " twice";
+        int& last = (forward ? last_forward : last_backward)[static_cast<size_t>(a.chunk)];
+        EXPECT_EQ(a.micro, last + 1) << str(s) << " rank " << r << ": " << action_name(a);
         last = a.micro;
       }
+      // Each (micro, chunk) forward and backward once, all in range: the set is full.
+      EXPECT_EQ(seen.size(), actions.size()) << str(s);
     }
   }
 }
 
+TEST(PipelineSchedule, KnownOrders) {
+  EXPECT_EQ(names(stage_actions({ScheduleKind::gpipe, 2, 3, 1}, 1)),
+            "F m0 c0, F m1 c0, F m2 c0, B m0 c0, B m1 c0, B m2 c0");
+  EXPECT_EQ(names(stage_actions({ScheduleKind::one_f_one_b, 4, 6, 1}, 1)),
+            "F m0 c0, F m1 c0, F m2 c0, B m0 c0, F m3 c0, B m1 c0, F m4 c0, B m2 c0, F m5 c0, "
+            "B m3 c0, B m4 c0, B m5 c0");
+  // Fewer micro-batches than stages: the warm-up is all of them.
+  EXPECT_EQ(names(stage_actions({ScheduleKind::one_f_one_b, 4, 2, 1}, 0)),
+            "F m0 c0, F m1 c0, B m0 c0, B m1 c0");
+  // Megatron's order for p 2, v 2, m 4 on rank 0: warm-up 2 (p - 1) + (v - 1) p = 4.
+  EXPECT_EQ(names(stage_actions({ScheduleKind::interleaved_1f1b, 2, 4, 2}, 0)),
+            "F m0 c0, F m1 c0, F m0 c1, F m1 c1, F m2 c0, B m0 c1, F m3 c0, B m1 c1, F m2 c1, "
+            "B m0 c0, F m3 c1, B m1 c0, B m2 c1, B m3 c1, B m2 c0, B m3 c0");
+}
+
+// With equal stages the simulated idle time of every rank is the textbook bubble, exactly (up to
+// rounding), for all three schedules and whatever the forward and backward costs.
 TEST(PipelineSchedule, NoDeadlockAndTheBubbleOfTheFormula) {
-  for (const ScheduleShape& s : shapes()) {
-    const SimResult sim = simulate(s, 1.0, 2.0);
-    // Rank 0 starts first and ends last: its idle time is the pipeline's bubble.
-    const double tol = s.kind == ScheduleKind::interleaved_1f1b ? 0.02 : 1e-9;
-    EXPECT_NEAR(sim.idle_fraction[0], ideal_bubble(s), tol) << str(s);
-  }
+  for (const ScheduleShape& s : shapes())
+    for (auto [forward, backward] : {std::pair{1.0, 2.0}, {1.0, 1.0}, {1.3, 2.9}, {2.0, 0.5}}) {
+      const SimResult sim = simulate(s, forward, backward);
+      const double busy = (forward + backward) * s.micro_batches * s.chunks;
+      ASSERT_EQ(sim.idle_fraction.size(), static_cast<size_t>(s.stages));
+      EXPECT_NEAR(sim.makespan, busy / (1 - ideal_bubble(s)), 1e-9 * sim.makespan) << str(s);
+      for (int r = 0; r < s.stages; ++r)
+        EXPECT_NEAR(sim.idle_fraction[static_cast<size_t>(r)], ideal_bubble(s), 1e-9)
+            << str(s) << " rank " << r << " f=" << forward << " b=" << backward;
+    }
 }
 
 TEST(PipelineSchedule, InFlightMicroBatches) {
-  for (int p : {2, 4})
-    for (int m : {1, 3, 8}) {
-      const SimResult g = simulate({ScheduleKind::gpipe, p, m, 1}, 1, 2);
-      const SimResult f = simulate({ScheduleKind::one_f_one_b, p, m, 1}, 1, 2);
-      for (int r = 0; r < p; ++r) {
-        EXPECT_EQ(g.max_in_flight[static_cast<size_t>(r)], m);
-        EXPECT_EQ(f.max_in_flight[static_cast<size_t>(r)], std::min(p - r, m)) << p << " " << m;
-      }
+  for (const ScheduleShape& s : shapes()) {
+    const SimResult sim = simulate(s, 1, 2);
+    const int p = s.stages, m = s.micro_batches, v = s.chunks;
+    for (int r = 0; r < p; ++r) {
+      int expected = m;  // gpipe
+      if (s.kind == ScheduleKind::one_f_one_b) expected = std::min(p - r, m);
+      if (s.kind == ScheduleKind::interleaved_1f1b)
+        expected = std::min(2 * (p - r - 1) + (v - 1) * p + 1, m * v);
+      EXPECT_EQ(sim.max_in_flight[static_cast<size_t>(r)], expected) << str(s) << " rank " << r;
     }
+  }
+}
+
+TEST(PipelineSchedule, SimulatorNamesTheStuckActions) {
+  const ScheduleShape s{ScheduleKind::one_f_one_b, 2, 1, 1};
+  const std::vector<std::vector<Action>> backward_first = {
+      {{Action::Kind::backward, 0, 0}, {Action::Kind::forward, 0, 0}},
+      {{Action::Kind::forward, 0, 0}, {Action::Kind::backward, 0, 0}}};
+  EXPECT_EQ(error_of([&] { simulate(s, backward_first, 1, 2); }),
+            "pipeline schedule 1f1b (p 2, m 1, v 1) deadlocks: rank 0 waits at B m0 c0, rank 1 "
+            "waits at F m0 c0");
 }
 
 TEST(PipelineSchedule, ErrorsNameTheKey) {
-  auto message = [](const ScheduleShape& s) {
-    try {
-      check_schedule(s);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
-  EXPECT_NE(message({ScheduleKind::interleaved_1f1b, 4, 6, 2})
-                .find("training.gradient_accumulation_steps (6) to be a multiple of "
-                      "parallel.pipeline_parallel_size (4)"),
+  EXPECT_EQ(error_of([] {
+              check_schedule({ScheduleKind::interleaved_1f1b, 4, 6, 2});
+            }),
+            "parallel.pipeline_schedule: interleaved_1f1b needs "
+            "training.gradient_accumulation_steps (6) to be a multiple of "
+            "parallel.pipeline_parallel_size (4)");
+  EXPECT_EQ(error_of([] {
+              check_schedule({ScheduleKind::one_f_one_b, 2, 4, 2});
+            }),
+            "parallel.pipeline_virtual_stages 2 needs parallel.pipeline_schedule: "
+            "interleaved_1f1b (1f1b runs one chunk per rank)");
+  EXPECT_EQ(error_of([] {
+              check_schedule({ScheduleKind::interleaved_1f1b, 2, 4, 1});
+            }),
+            "parallel.pipeline_schedule: interleaved_1f1b needs parallel.pipeline_virtual_stages "
+            ">= 2, got 1");
+  EXPECT_EQ(error_of([] {
+              check_schedule({ScheduleKind::gpipe, 2, 0, 1});
+            }),
+            "training.gradient_accumulation_steps (the pipeline's micro-batches) must be >= 1, "
+            "got 0");
+  EXPECT_EQ(error_of([] {
+              check_schedule({ScheduleKind::gpipe, 0, 1, 1});
+            }),
+            "parallel.pipeline_parallel_size must be >= 1, got 0");
+  EXPECT_NE(error_of([] {
+              stage_actions({ScheduleKind::gpipe, 2, 1, 1}, 2);
+            }).find("parallel.pipeline_parallel_size 2"),
             std::string::npos);
-  EXPECT_NE(message({ScheduleKind::one_f_one_b, 2, 4, 2}).find("parallel.pipeline_virtual_stages"),
-            std::string::npos);
-  EXPECT_NE(message({ScheduleKind::interleaved_1f1b, 2, 4, 1})
-                .find("parallel.pipeline_virtual_stages >= 2"),
-            std::string::npos);
-  EXPECT_NE(message({ScheduleKind::gpipe, 2, 0, 1}).find("training.gradient_accumulation_steps"),
-            std::string::npos);
-  try {
-    schedule_from_name("zb");
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'parallel.pipeline_schedule' is 'zb', expected one of: "
-                                         "gpipe, 1f1b, interleaved_1f1b"),
-              std::string::npos);
-  }
+  EXPECT_EQ(error_of([] { schedule_from_name("zb"); }),
+            "config key 'parallel.pipeline_schedule' is 'zb', expected one of: gpipe, 1f1b, "
+            "interleaved_1f1b");
+  for (auto kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved_1f1b})
+    EXPECT_EQ(schedule_from_name(schedule_name(kind)), kind);
 }
 
 }  // namespace

@@ -31,10 +31,24 @@ bool is_compute(TimelineEvent::Kind k) {
   return k == TimelineEvent::Kind::forward || k == TimelineEvent::Kind::backward;
 }
 
+bool is_communication(TimelineEvent::Kind k) {
+  return k == TimelineEvent::Kind::send || k == TimelineEvent::Kind::recv ||
+         k == TimelineEvent::Kind::idle;
+}
+
+std::string trace_name(const TimelineEvent& e) {
+  if (is_compute(e.kind))
+    return (e.kind == TimelineEvent::Kind::forward ? "F m" : "B m") + std::to_string(e.micro) +
+           " c" + std::to_string(e.chunk);
+  return e.kind == TimelineEvent::Kind::idle ? "recv wait" : kind_name(e.kind);
+}
+
 }  // namespace
 
 Timeline::Timeline(int rank, size_t max_steps)
-    : rank_(rank), max_steps_(max_steps), origin_(std::chrono::steady_clock::now()) {}
+    : rank_(rank), max_steps_(max_steps), origin_(std::chrono::steady_clock::now()) {
+  BRAID_CHECK(max_steps >= 1, "Timeline: max_steps must be >= 1, got ", max_steps);
+}
 
 double Timeline::now_us() const {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin_)
@@ -56,21 +70,24 @@ void Timeline::end_step() {
   steps_.back().end_us = now_us();
 }
 
-double Timeline::last_step_ms() const {
+const Timeline::Step* Timeline::last_ended() const {
   for (auto it = steps_.rbegin(); it != steps_.rend(); ++it)
-    if (it->end_us >= 0) return (it->end_us - it->start_us) / 1e3;
-  return 0;
+    if (it->end_us >= 0) return &*it;
+  return nullptr;
+}
+
+double Timeline::last_step_ms() const {
+  const Step* s = last_ended();
+  return s ? (s->end_us - s->start_us) / 1e3 : 0;
 }
 
 double Timeline::last_compute_ms() const {
-  for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
-    if (it->end_us < 0) continue;
-    double us = 0;
-    for (const TimelineEvent& e : it->events)
+  const Step* s = last_ended();
+  double us = 0;
+  if (s)
+    for (const TimelineEvent& e : s->events)
       if (is_compute(e.kind)) us += e.dur_us;
-    return us / 1e3;
-  }
-  return 0;
+  return us / 1e3;
 }
 
 double Timeline::last_bubble() const {
@@ -88,18 +105,12 @@ std::string Timeline::chrome_events_json() const {
   out += buf;
   for (const Step& s : steps_) {
     for (const TimelineEvent& e : s.events) {
-      std::string name = kind_name(e.kind);
-      if (is_compute(e.kind)) {
-        name = (e.kind == TimelineEvent::Kind::forward ? "F m" : "B m") + std::to_string(e.micro) +
-               " c" + std::to_string(e.chunk);
-      } else if (e.kind == TimelineEvent::Kind::idle) {
-        name = "recv wait";
-      }
       std::snprintf(buf, sizeof buf,
                     ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
                     "\"pid\":%d,\"tid\":%d,\"args\":{\"step\":%lld,\"micro\":%d,\"chunk\":%d}}",
-                    name.c_str(), kind_name(e.kind), e.start_us, e.dur_us, rank_,
-                    is_compute(e.kind) ? 0 : 1, static_cast<long long>(s.step), e.micro, e.chunk);
+                    trace_name(e).c_str(), kind_name(e.kind), e.start_us, e.dur_us, rank_,
+                    is_communication(e.kind) ? 1 : 0, static_cast<long long>(s.step), e.micro,
+                    e.chunk);
       out += buf;
     }
   }
@@ -109,19 +120,30 @@ std::string Timeline::chrome_events_json() const {
 void write_chrome_trace(const std::filesystem::path& path,
                         const std::vector<std::string>& rank_events) {
   const std::filesystem::path tmp = path.string() + ".tmp";
+  bool written = false;
   {
     std::ofstream f(tmp, std::ios::trunc);
-    BRAID_CHECK(f.good(), "pipeline trace: cannot write ", tmp.string());
-    f << "{\"traceEvents\":[\n";
-    for (size_t r = 0; r < rank_events.size(); ++r) f << (r ? ",\n" : "") << rank_events[r];
-    f << "\n],\"displayTimeUnit\":\"ms\"}\n";
-    f.flush();
-    BRAID_CHECK(f.good(), "pipeline trace: writing ", tmp.string(), " failed");
+    if (f) {
+      f << "{\"traceEvents\":[\n";
+      bool first = true;
+      for (const std::string& events : rank_events) {
+        if (events.empty()) continue;
+        f << (first ? "" : ",\n") << events;
+        first = false;
+      }
+      f << "\n],\"displayTimeUnit\":\"ms\"}\n";
+      f.flush();
+      written = f.good();
+    }
   }
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  BRAID_CHECK(!ec, "pipeline trace: renaming ", tmp.string(), " to ", path.string(), ": ",
-              ec.message());
+  if (written) std::filesystem::rename(tmp, path, ec);
+  if (!written || ec) {
+    const std::string why = written ? ec.message() : "cannot create or write " + tmp.string();
+    std::filesystem::remove(tmp, ec);  // best effort: the error below is the one that matters
+    BRAID_THROW("pipeline trace (parallel.pipeline_trace): cannot write ", path.string(), ": ",
+                why);
+  }
 }
 
 }  // namespace braid::parallel::pipeline

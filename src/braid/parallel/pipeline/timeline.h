@@ -1,7 +1,9 @@
 // Timeline: what one rank did during each pipeline step (forward and backward per micro-batch
-// and chunk, sends, waits for receives), the step's bubble (the fraction of it spent on anything
-// but forward and backward), and the events as a Chrome trace (JSON that Perfetto and
-// chrome://tracing open: one process per rank, compute on thread 0 and communication on 1).
+// and chunk, sends, waits for receives, the optimizer), the step's bubble (the fraction of it
+// spent on anything but forward and backward), and the events as a Chrome trace (JSON that
+// Perfetto and chrome://tracing open: one process per rank, compute on thread 0 and
+// communication on thread 1). Times are microseconds since the timeline was built; each rank
+// builds its own, so ranks line up as well as their constructions did.
 #pragma once
 
 #include <chrono>
@@ -14,10 +16,11 @@
 namespace braid::parallel::pipeline {
 
 struct TimelineEvent {
+  // idle: waiting for a receive (traced as "recv wait").
   enum class Kind : uint8_t { forward, backward, send, recv, idle, optimizer };
   Kind kind = Kind::forward;
-  int micro = -1;
-  int chunk = -1;
+  int micro = -1;       // -1: none
+  int chunk = -1;       // -1: none
   double start_us = 0;  // since the timeline's origin
   double dur_us = 0;
 };
@@ -28,6 +31,8 @@ class Timeline {
   explicit Timeline(int rank, size_t max_steps = 64);
 
   double now_us() const;  // since construction
+  // A step is its begin_step() and end_step() and the events added between; only ended steps
+  // count as the last step.
   void begin_step(int64_t step);
   void add(TimelineEvent::Kind kind, int micro, int chunk, double start_us, double end_us);
   void end_step();
@@ -37,8 +42,10 @@ class Timeline {
   double last_compute_ms() const;
   double last_bubble() const;
 
-  // The kept steps' events as comma-separated Chrome trace objects (no brackets), with a
-  // process_name metadata event "rank N".
+  // The kept steps' events as comma-separated Chrome trace objects (no brackets): a
+  // process_name metadata event "rank N", then one complete ("X") event per TimelineEvent named
+  // "F m3 c0", "B m3 c1", "send", "recv", "recv wait" or "optimizer", with the step, micro-batch
+  // and chunk in its args.
   std::string chrome_events_json() const;
 
  private:
@@ -47,6 +54,8 @@ class Timeline {
     double start_us = 0, end_us = -1;
     std::vector<TimelineEvent> events;
   };
+  const Step* last_ended() const;  // null before the first end_step()
+
   int rank_;
   size_t max_steps_;
   std::chrono::steady_clock::time_point origin_;
