@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "braid/core/error.h"
+#include "braid/parallel/pipeline/schedule.h"
 
 namespace braid::parallel::pipeline {
 
@@ -38,8 +39,9 @@ bool is_communication(TimelineEvent::Kind k) {
 
 std::string trace_name(const TimelineEvent& e) {
   if (is_compute(e.kind))
-    return (e.kind == TimelineEvent::Kind::forward ? "F m" : "B m") + std::to_string(e.micro) +
-           " c" + std::to_string(e.chunk);
+    return action_name(
+        {e.kind == TimelineEvent::Kind::forward ? Action::Kind::forward : Action::Kind::backward,
+         e.micro, e.chunk});
   return e.kind == TimelineEvent::Kind::idle ? "recv wait" : kind_name(e.kind);
 }
 
