@@ -2,8 +2,10 @@
 
 #include <bit>
 #include <cmath>
+#include <filesystem>
 
 #include "braid/core/error.h"
+#include "braid/parallel/collective_guard.h"
 #include "braid/parallel/gather_strings.h"
 #include "braid/parallel/pipeline/stage_balance.h"
 #include "braid/parallel/pipeline/stage_runner.h"
@@ -190,7 +192,14 @@ std::string PipelineStrategy::finish_training() {
 void PipelineStrategy::write_trace(const std::string& path) {
   const std::vector<std::string> all =
       all_gather_strings(&mesh_->world(), timeline_->chrome_events_json());
-  if (mesh_->world().rank() == 0) pipeline::write_chrome_trace(path, all);
+  // Only rank 0 writes, but a failure (no such directory, a full disk) stops every rank.
+  all_ranks_or_throw(&mesh_->world(), [&] {
+    if (mesh_->world().rank() != 0) return;
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    pipeline::write_chrome_trace(path, all);
+  });
 }
 
 }  // namespace braid::parallel

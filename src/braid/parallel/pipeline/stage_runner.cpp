@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <utility>
 
 #include "braid/autograd/variable.h"
 #include "braid/core/error.h"
@@ -269,6 +270,8 @@ void StageRunner::forward_only(nn::Transformer& model, const Tensor& ids,
                                const std::function<void(const Variable&)>& head) {
   State& s = *s_;
   autograd::NoGradGuard no_grad;
+  // Evaluation and generation are not steps: nothing goes on the timeline.
+  Timeline* const timeline = std::exchange(s.timeline, nullptr);
   s.model = &model;
   s.act_shape.reset();
   s.posted.reset();
@@ -286,6 +289,7 @@ void StageRunner::forward_only(nn::Transformer& model, const Tensor& ids,
     }
   }
   s.model = nullptr;
+  s.timeline = timeline;
 }
 
 }  // namespace braid::parallel::pipeline
