@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "braid/comm/local/local_group.h"
+#include "braid/core/error.h"
 
 namespace braid::testing {
 
@@ -72,6 +73,15 @@ void run_ranks(int n, const RankFn& fn, const RunRanksOptions& options) {
   auto errors = run_ranks_collect(n, fn, options);
   for (int r = 0; r < n; ++r)
     if (errors[r]) ADD_FAILURE() << "rank " << r << " of " << n << ": " << what(errors[r]);
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 }  // namespace braid::testing

@@ -36,5 +36,7 @@ std::vector<std::exception_ptr> run_ranks_collect(int n, const RankFn& fn,
                                                   const RunRanksOptions& options = {});
 
 std::string what(const std::exception_ptr& e);  // the message of an exception_ptr ("" if null)
+// The message of the braid::Error fn throws, or "(no error)".
+std::string error_of(const std::function<void()>& fn);
 
 }  // namespace braid::testing

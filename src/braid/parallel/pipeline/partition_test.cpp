@@ -10,6 +10,7 @@
 
 #include "braid/core/error.h"
 #include "braid/core/rng.h"
+#include "testing/run_ranks.h"
 
 namespace braid::parallel::pipeline {
 namespace {
@@ -71,14 +72,7 @@ Parts brute_force(const std::vector<double>& costs, double first, double last, i
   return candidates.at(0);
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using braid::testing::error_of;
 
 TEST(PipelinePartition, Uniform) {
   EXPECT_EQ(uniform_partition(8, 2, 2), (Parts{{0, 2}, {2, 4}, {4, 6}, {6, 8}}));

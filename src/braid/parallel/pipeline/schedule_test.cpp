@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "braid/core/error.h"
+#include "testing/run_ranks.h"
 
 namespace braid::parallel::pipeline {
 namespace {
@@ -40,14 +41,7 @@ std::string names(const std::vector<Action>& actions) {
   return out;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using braid::testing::error_of;
 
 TEST(PipelineSchedule, EveryActionOnceAndEachChunkInMicroOrder) {
   for (const ScheduleShape& s : shapes()) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "braid/core/error.h"
+#include "testing/run_ranks.h"
 
 namespace braid::parallel::pipeline {
 namespace {
@@ -41,14 +42,7 @@ bool balanced(const std::string& json) {
   return open.empty() && !in_string;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using braid::testing::error_of;
 
 TEST(PipelineTimeline, BubbleIsTheShareOfTheStepNotComputing) {
   Timeline t(0);
