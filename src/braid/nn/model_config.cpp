@@ -62,14 +62,24 @@ class FieldReader {
     BRAID_CHECK(j_.at(k) == want, source_, ": field '", k, "' = ", j_.at(k).dump(),
                 " is not supported (braid implements ", want.dump(), ")");
   }
+  // An object-valued field (null when absent).
+  const json* object(const std::string& k) {
+    used_.insert(k);
+    if (!has(k)) return nullptr;
+    BRAID_CHECK(j_.at(k).is_object(), source_, ": field '", k, "' must be an object, got ",
+                j_.at(k).dump());
+    return &j_.at(k);
+  }
   void ignore(std::initializer_list<const char*> keys) {
     for (const char* k : keys) used_.insert(k);
   }
   void reject_unknown() const {
     for (const auto& [k, v] : j_.items()) {
       (void)v;
-      BRAID_CHECK(used_.count(k) > 0, source_, ": unknown field '", k, "' for model_type '",
-                  j_.value("model_type", std::string("?")), "'");
+      BRAID_CHECK(used_.count(k) > 0, source_, ": unknown field '", k, "'",
+                  j_.contains("model_type")
+                      ? " for model_type '" + j_.value("model_type", std::string("?")) + "'"
+                      : std::string());
     }
   }
 
@@ -81,9 +91,10 @@ class FieldReader {
 
 // HF fields that carry no meaning for the forward/backward math.
 void ignore_common(FieldReader& r) {
-  r.ignore({"model_type", "architectures", "torch_dtype", "transformers_version", "use_cache",
-            "pad_token_id", "_name_or_path", "initializer_range", "id2label", "label2id",
-            "tokenizer_class", "prefix", "task_specific_params", "output_attentions",
+  // "dtype" is what transformers 4.56+ writes for "torch_dtype".
+  r.ignore({"model_type", "architectures", "torch_dtype", "dtype", "transformers_version",
+            "use_cache", "pad_token_id", "_name_or_path", "initializer_range", "id2label",
+            "label2id", "tokenizer_class", "prefix", "task_specific_params", "output_attentions",
             "output_hidden_states", "return_dict", "problem_type", "gradient_checkpointing"});
 }
 
@@ -127,6 +138,17 @@ ModelConfig parse_llama(FieldReader& r) {
   c.n_kv_head = r.integer("num_key_value_heads", c.n_head);
   c.norm_eps = r.number("rms_norm_eps", 1e-6);
   c.rope_theta = r.number("rope_theta", 10000.0);
+  // transformers v5 writes rope_theta (and any scaling) inside "rope_parameters".
+  if (const json* rope = r.object("rope_parameters")) {
+    FieldReader p(*rope, r.source() + ": rope_parameters");
+    p.require_value("rope_type", "default");
+    const double theta = p.number("rope_theta", c.rope_theta);
+    BRAID_CHECK(!r.has("rope_theta") || theta == c.rope_theta, r.source(),
+                ": 'rope_theta' = ", c.rope_theta, " and 'rope_parameters.rope_theta' = ", theta,
+                " disagree");
+    c.rope_theta = theta;
+    p.reject_unknown();
+  }
   c.max_seq_len = r.integer("max_position_embeddings", 2048);
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
   c.bos_token_id = r.integer("bos_token_id", -1);

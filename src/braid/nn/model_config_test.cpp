@@ -107,6 +107,21 @@ TEST(ModelConfig, ErrorsNameTheField) {
             std::string::npos);
   EXPECT_NE(error_of(R"({"vocab_size":3})").find("model_type"), std::string::npos);
   EXPECT_NE(error_of("{nope").find("cfg.json: not valid JSON"), std::string::npos);
+  // transformers v5's rope block: the default RoPE is read, scaling is refused.
+  EXPECT_EQ(ModelConfig::from_hf_json(R"({"model_type":"llama","dtype":"bfloat16",)"
+                                      R"("rope_parameters":{"rope_type":"default",)"
+                                      R"("rope_theta":500000.0}})",
+                                      "cfg.json")
+                .rope_theta,
+            500000.0);
+  EXPECT_NE(error_of(R"({"model_type":"llama","rope_parameters":{"rope_type":"yarn",)"
+                     R"("factor":4.0}})")
+                .find("cfg.json: rope_parameters: field 'rope_type' = \"yarn\" is not supported"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model_type":"llama","rope_theta":10000.0,)"
+                     R"("rope_parameters":{"rope_type":"default","rope_theta":500000.0}})")
+                .find("disagree"),
+            std::string::npos);
   // Known HF fields that do not change the math are accepted.
   EXPECT_EQ(error_of(R"({"model_type":"gpt2","attn_pdrop":0.1,"architectures":["x"],)"
                      R"("torch_dtype":"float32","n_inner":null})"),
