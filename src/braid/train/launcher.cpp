@@ -325,6 +325,16 @@ int launch(const LaunchOptions& o) {
   BRAID_CHECK(o.nprocs >= 1, "launch: -n ", o.nprocs, " must be at least 1");
   BRAID_CHECK(!o.command.empty(), "launch: no program given (braid launch -n N -- PROGRAM ...)");
   BRAID_CHECK(o.max_restarts >= 0, "launch: --max-restarts ", o.max_restarts, " is negative");
+  // A program that cannot be started is named here, not left to mpirun's exit 132. (With a
+  // hostfile the program may exist only on the other hosts.)
+  if (o.hostfile.empty()) {
+    const std::string& program = o.command.front();
+    const bool path = program.find('/') != std::string::npos;
+    BRAID_CHECK(!find_on_path(program).empty(), "launch: cannot start '", program, "': ",
+                !path                                ? "not found on PATH"
+                : access(program.c_str(), F_OK) != 0 ? "no such file"
+                                                     : "not executable");
+  }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const std::string mpirun = find_on_path("mpirun");
   if (mpirun.empty())

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include "braid/core/error.h"
 
@@ -80,6 +82,28 @@ TEST(Launcher, RejectsBadOptions) {
   o.command = {"true"};
   o.nprocs = 0;
   EXPECT_THROW(launch(o), Error);
+  // A program that cannot be started: one line saying why, before mpirun runs.
+  o.nprocs = 2;
+  auto error_of = [&o](std::vector<std::string> command) {
+    o.command = std::move(command);
+    try {
+      launch(o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(error_of({"/no/such/program"}).find("cannot start '/no/such/program': no such file"),
+            std::string::npos);
+  EXPECT_NE(error_of({"no-such-program-braid", "x"})
+                .find("cannot start 'no-such-program-braid': not found on PATH"),
+            std::string::npos);
+  const std::string text = ::testing::TempDir() + "braid_launch_not_executable.txt";
+  std::ofstream(text) << "not a program\n";
+  std::filesystem::permissions(
+      text, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_NE(error_of({text}).find("cannot start '" + text + "': not executable"),
+            std::string::npos);
 }
 
 TEST(Launcher, FindsProgramsOnPath) {
