@@ -65,7 +65,7 @@ int run_generate(const std::vector<std::string>& args) {
   std::vector<int32_t> ids = tok.encode(prompt);
   for (int64_t s = 0; s < samples; ++s) {
     if (samples > 1) std::printf("--- sample %lld ---\n", static_cast<long long>(s + 1));
-    std::printf("%s\n", tok.decode(braid::train::sample(*model, ids, so, rng)).c_str());
+    std::printf("%s\n", tok.decode_text(braid::train::sample(*model, ids, so, rng)).c_str());
   }
   return 0;
 }

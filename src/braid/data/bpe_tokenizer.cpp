@@ -135,6 +135,59 @@ BpeTokenizer BpeTokenizer::from_dir(const std::string& dir) {
 int32_t BpeTokenizer::vocab_size() const {
   return static_cast<int32_t>(model_->id_bytes.size());
 }
+namespace {
+
+// The length of the well-formed UTF-8 sequence at s[i], or 0 (Unicode Table 3-7); *consumed:
+// the bytes of the maximal subpart to replace when it is ill-formed.
+size_t utf8_sequence(std::string_view s, size_t i, size_t* consumed) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+  if (c < 0x80) {
+    *consumed = 1;
+    return 1;
+  } else if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    *consumed = 1;
+    return 0;
+  }
+  size_t k = 1;
+  for (; k < n && i + k < s.size(); ++k) {
+    const unsigned char lower = k == 1 ? lo : 0x80, upper = k == 1 ? hi : 0xBF;
+    if (b(i + k) < lower || b(i + k) > upper) break;
+  }
+  *consumed = k;
+  return k == n ? n : 0;
+}
+
+}  // namespace
+
+std::string BpeTokenizer::decode_text(const std::vector<int32_t>& ids) const {
+  const std::string bytes = decode(ids);
+  std::string out;
+  out.reserve(bytes.size());
+  for (size_t i = 0; i < bytes.size();) {
+    size_t consumed = 0;
+    if (const size_t n = utf8_sequence(bytes, i, &consumed); n > 0) {
+      out.append(bytes, i, n);
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+    }
+    i += consumed;
+  }
+  return out;
+}
+
 int32_t BpeTokenizer::eot_id() const {
   return model_->eot;
 }
@@ -158,6 +211,27 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text) {
 }
 
 void BpeTokenizer::encode(std::string_view text, std::vector<int32_t>& out) {
+  const int32_t eot = eot_id();
+  const std::string_view special = kEndOfText;
+  size_t at = 0;
+  while (eot >= 0) {
+    const size_t hit = text.find(special, at);
+    if (hit == std::string_view::npos) break;
+    encode_ordinary(text.substr(at, hit - at), out);
+    out.push_back(eot);
+    at = hit + special.size();
+  }
+  encode_ordinary(text.substr(at), out);
+}
+
+std::vector<int32_t> BpeTokenizer::encode_ordinary(std::string_view text) {
+  std::vector<int32_t> out;
+  encode_ordinary(text, out);
+  return out;
+}
+
+void BpeTokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) {
+  if (text.empty()) return;
   pretokenizer_.split(text, [&](std::string_view piece) { encode_piece(piece, out); });
 }
 

@@ -31,12 +31,19 @@ class BpeTokenizer {
   static BpeTokenizer from_vocab(const std::unordered_map<std::string, int32_t>& vocab,
                                  const std::vector<std::pair<std::string, std::string>>& merges);
 
-  // Ordinary text: "<|endoftext|>" inside text is encoded as the plain characters it is made of
-  // (as gpt-3-encoder and tiktoken's encode_ordinary do); append eot_id() to separate documents.
+  // As HF's GPT2Tokenizer: a literal "<|endoftext|>" in the text is the end-of-text token
+  // (eot_id(), when the vocabulary has it) and the text between is ordinary text.
   std::vector<int32_t> encode(std::string_view text);
   void encode(std::string_view text, std::vector<int32_t>& out);  // appends to out
+  // Ordinary text only: "<|endoftext|>" is encoded as the plain characters it is made of (as
+  // gpt-3-encoder and tiktoken's encode_ordinary do).
+  std::vector<int32_t> encode_ordinary(std::string_view text);
+  void encode_ordinary(std::string_view text, std::vector<int32_t>& out);
   // The bytes of the tokens concatenated (may end inside a UTF-8 character).
   std::string decode(const std::vector<int32_t>& ids) const;
+  // Text to print, as HF's decode: the bytes with every ill-formed UTF-8 sequence (a maximal
+  // subpart, as Python's errors="replace") replaced by U+FFFD.
+  std::string decode_text(const std::vector<int32_t>& ids) const;
   std::string_view token_bytes(int32_t id) const;
 
   int32_t vocab_size() const;

@@ -87,6 +87,24 @@ TEST(BpeTokenizerMini, InvalidUtf8NamesTheOffset) {
   }
 }
 
+// As Python's bytes.decode("utf-8", errors="replace"), which HF's decode uses: one U+FFFD per
+// maximal ill-formed subpart.
+TEST(BpeTokenizerMini, DecodeTextReplacesIllFormedUtf8) {
+  BpeTokenizer tok = mini_tokenizer({});
+  auto ids = [](const std::string& bytes) {
+    std::vector<int32_t> v;
+    for (unsigned char c : bytes) v.push_back(c);
+    return v;
+  };
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(tok.decode_text(ids("caf\xC3\xA9")), "caf\xC3\xA9");        // well formed
+  EXPECT_EQ(tok.decode_text(ids("ab\xE2\x82")), "ab" + fffd);           // a cut-off tail
+  EXPECT_EQ(tok.decode_text(ids("\xF0\x9F\x98")), fffd);                // one per subpart
+  EXPECT_EQ(tok.decode_text(ids("\xFF\xC3(")), fffd + fffd + "(");      // b'\xff\xc3('
+  EXPECT_EQ(tok.decode_text(ids("\xED\xA0\x80")), fffd + fffd + fffd);  // a surrogate
+  EXPECT_EQ(tok.decode_text(ids("\xE0\x80x")), fffd + fffd + "x");      // overlong
+}
+
 TEST(BpeTokenizerMini, RejectsIncompleteVocabularies) {
   std::unordered_map<std::string, int32_t> vocab{{"a", 0}};
   EXPECT_THROW(BpeTokenizer::from_vocab(vocab, {}), Error);  // bytes missing
@@ -128,9 +146,20 @@ TEST_F(Gpt2Tokenizer, MatchesReferenceEncoder) {
   for (const auto& c : golden) {
     const std::string text = c["text"];
     const auto want = c["ids"].get<std::vector<int32_t>>();
-    EXPECT_EQ(tok.encode(text), want) << "text: " << text;
+    EXPECT_EQ(tok.encode_ordinary(text), want) << "text: " << text;
     EXPECT_EQ(tok.decode(want), text);
   }
+}
+
+// As HF's GPT2Tokenizer: the literal end-of-text marker is token 50256, and the text around it
+// is encoded as ordinary text (HF splits the text on its added tokens first).
+TEST_F(Gpt2Tokenizer, EndOfTextIsTheSpecialToken) {
+  auto tok = BpeTokenizer::from_dir(dir_);
+  EXPECT_EQ(tok.encode("<|endoftext|>"), (std::vector<int32_t>{50256}));
+  EXPECT_EQ(tok.encode("Hi<|endoftext|> there"), (std::vector<int32_t>{17250, 50256, 612}));
+  EXPECT_EQ(tok.encode("<|endoftext|><|endoftext|>"), (std::vector<int32_t>{50256, 50256}));
+  EXPECT_EQ(tok.encode_ordinary("<|endoftext|>").size(), 7u);  // plain characters
+  EXPECT_EQ(tok.decode(tok.encode("Hi<|endoftext|> there")), "Hi<|endoftext|> there");
 }
 
 TEST_F(Gpt2Tokenizer, CopiesEncodeOnTwoThreads) {

@@ -101,7 +101,7 @@ void write_outputs(const TrainConfig& cfg, nn::Transformer& model, parallel::Str
         sample(logits, model.config().max_seq_len, model.config().vocab_size, prompt, so, rng);
     if (!is_rank0) continue;
     std::printf("--- sample %lld ---\n%s\n", static_cast<long long>(i + 1),
-                tok.decode(ids).c_str());
+                tok.decode_text(ids).c_str());
   }
 }
 
