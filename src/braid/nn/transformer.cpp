@@ -136,8 +136,12 @@ void Transformer::set_activation_checkpointing(const CheckpointPolicy& policy) {
 }
 
 Variable Transformer::hidden(const Tensor& ids) {
+  return (*final_norm_)(trunk(ids));
+}
+
+Variable Transformer::trunk(const Tensor& ids) {
   begin_forward(ids);
-  return (*final_norm_)(run_blocks(embed(ids), 0, cfg_.n_layer));
+  return run_blocks(embed(ids), 0, cfg_.n_layer);
 }
 
 void Transformer::begin_forward(const Tensor& ids) {
@@ -197,23 +201,19 @@ Variable Transformer::loss(const Tensor& ids, const Tensor& targets, double deno
   check_ids(targets, "targets");
   BRAID_CHECK(targets.shape() == ids.shape(), "Transformer::loss: targets ", targets.shape().str(),
               " do not match ids ", ids.shape().str());
-  begin_forward(ids);
   // [B, T, C], or this rank's rows under sequence parallelism
-  Variable x = run_blocks(embed(ids), 0, cfg_.n_layer);
-  return head_loss(x, targets, denominator, ignore_index);
+  return head_loss(trunk(ids), targets, denominator, ignore_index);
 }
 
 Tensor Transformer::logits(const Tensor& ids) {
   autograd::NoGradGuard no_grad;
   const int64_t B = ids.size(0), T = ids.size(1);
-  begin_forward(ids);
-  return head_logits(run_blocks(embed(ids), 0, cfg_.n_layer)).view(Shape{B, T, cfg_.vocab_size});
+  return head_logits(trunk(ids)).view(Shape{B, T, cfg_.vocab_size});
 }
 
 Tensor Transformer::last_logits(const Tensor& ids) {
   autograd::NoGradGuard no_grad;
-  begin_forward(ids);
-  return head_last_logits(run_blocks(embed(ids), 0, cfg_.n_layer));
+  return head_last_logits(trunk(ids));
 }
 
 Tensor Transformer::head_last_logits(const Variable& x) {

@@ -123,6 +123,8 @@ class Transformer : public Module {
  private:
   void check_ids(const Tensor& ids, const char* what) const;
   void declare_stage(const PipelineStage& stage, const std::vector<UnitDecl>& units);
+  // The whole model's forward up to the final norm: begin_forward, embed, every block.
+  Variable trunk(const Tensor& ids);
 
   ModelConfig cfg_;
   Embedding* wte_ = nullptr;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
+#include <string_view>
 
 #include "braid/autograd/variable.h"
 #include "braid/comm/world.h"
@@ -303,7 +304,7 @@ TrainResult Trainer::run() {
     batches.denominator = tokens_per_step;
     batches.loss_scale = static_cast<float>(loss_scale);
     batches.at = [&](int64_t m, const char* point) {
-      const bool forward = point[0] == 'f';
+      const bool forward = std::string_view(point) == "forward";
       if (anomaly_) anomaly_->set_micro_step(m);
       if (m != 0) return;
       fault(step + 1, point);

@@ -126,8 +126,7 @@ void ZeroRuntime::end_micro_step() {
 void ZeroRuntime::reduce_accumulated() {
   BRAID_CHECK(opt_.stage <= 2 && !opt_.sync_each_batch, opt_.label,
               ": reduce_accumulated() needs stage 1 or 2 with micro-steps that only accumulate");
-  begin_micro_step(accumulation_steps_ - 1, accumulation_steps_);
-  reducing_ = true;
+  begin_micro_step(accumulation_steps_ - 1, accumulation_steps_);  // the last: reducing
   for (ZeroUnit& u : units_) {
     if (u.trainable == 0) continue;
     ensure_grads(u);
