@@ -1,4 +1,5 @@
-// braid launch -n N [--hostfile F] [--max-restarts K] [--timeout S] [--job-timeout S]
+// braid launch -n N [--hostfile F] [--launch-agent A] [--network NET] [--max-restarts K] [--timeout
+// S] [--job-timeout S]
 //              [--threads T] [--no-tag] [--mpirun-arg ARG]... -- PROGRAM ARGS...
 #include <unistd.h>
 
@@ -18,8 +19,11 @@ const char* kUsage =
     "usage: braid launch -n N [options] -- PROGRAM [ARGS...]\n"
     "Starts N ranks of PROGRAM through mpirun (here, across a hostfile's hosts, or inside a\n"
     "Slurm allocation, whose hosts mpirun takes itself). PROGRAM 'braid' means this braid.\n"
-    "  -n N               ranks (default 1)\n"
+    "  -n N               ranks (default: SLURM_NTASKS inside a Slurm allocation, else 1)\n"
     "  --hostfile F       hosts and slots, as mpirun reads them\n"
+    "  --launch-agent A   starts ranks on the other hosts in ssh's place (A HOST COMMAND)\n"
+    "  --network NET      the job's network, CIDRs or interfaces (default: the local networks\n"
+    "                     that reach the hostfile's hosts; MPI's traffic uses only these)\n"
     "  --max-restarts K   restart the whole job up to K times after a failure (default 0)\n"
     "  --timeout S        collective timeout of every rank in seconds (BRAID_COMM_TIMEOUT)\n"
     "  --job-timeout S    end the job after S seconds\n"
@@ -38,6 +42,7 @@ std::string self_path() {
 
 int run_launch(const std::vector<std::string>& args) {
   braid::train::LaunchOptions o;
+  bool nprocs_given = false;
   size_t i = 0;
   auto value = [&]() -> const std::string& {
     BRAID_CHECK(i + 1 < args.size(), args[i], " needs a value (see braid launch --help)");
@@ -53,8 +58,13 @@ int run_launch(const std::vector<std::string>& args) {
       return 0;
     } else if (a == "-n" || a == "-np" || a == "--nprocs") {
       o.nprocs = braid::cli::parse_int32(a, value());
+      nprocs_given = true;
     } else if (a == "--hostfile") {
       o.hostfile = value();
+    } else if (a == "--launch-agent") {
+      o.launch_agent = value();
+    } else if (a == "--network") {
+      o.network = value();
     } else if (a == "--max-restarts") {
       o.max_restarts = braid::cli::parse_int32(a, value());
     } else if (a == "--timeout") {
@@ -72,6 +82,7 @@ int run_launch(const std::vector<std::string>& args) {
     }
   }
   BRAID_CHECK(!o.command.empty(), "no program given: braid launch -n N -- PROGRAM [ARGS...]");
+  if (!nprocs_given) o.nprocs = braid::train::default_nprocs();
   if (o.command[0] == "braid") o.command[0] = self_path();
   return braid::train::launch(o);
 }

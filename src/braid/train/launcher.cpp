@@ -1,12 +1,17 @@
 #include "braid/train/launcher.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +30,10 @@ namespace braid::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// How long mpirun may take to end the job after a rank aborted it or a host was lost, before the
+// launcher kills mpirun and everything it started (its remote-host agents included).
+constexpr auto kFailureGrace = std::chrono::seconds(3);
 
 std::string format_seconds(double s) {
   char buf[32];
@@ -192,6 +201,10 @@ PumpResult pump(Child& c, const LaunchOptions& o, FailureCause& cause,
         if (o.tag_output) line = retag_line(line);
         cause.observe(line);
         std::fprintf(sinks[i], "%s\n", line.c_str());
+        if (cause.job_failing() && kill_at == Clock::time_point::max()) {
+          // mpirun is ending the job; a host it cannot reach must not keep it (and us) waiting.
+          kill_at = Clock::now() + kFailureGrace;
+        }
       }
       std::fflush(sinks[i]);
     }
@@ -273,6 +286,14 @@ std::vector<std::string> mpirun_command(const LaunchOptions& o, const std::strin
                                   "--mca", "btl_vader_single_copy_mechanism", "none"};
   if (o.tag_output) cmd.push_back("--tag-output");
   if (!o.hostfile.empty()) cmd.insert(cmd.end(), {"--hostfile", o.hostfile});
+  if (!o.launch_agent.empty())
+    cmd.insert(cmd.end(),
+               {"--mca", "plm_rsh_agent", o.launch_agent, "--mca", "plm_rsh_no_tree_spawn", "1"});
+  if (!o.network.empty()) {
+    // Note [Job network]: bootstrap (oob) and data (btl) over the job's network only, IPv4 only.
+    cmd.insert(cmd.end(), {"--mca", "oob_tcp_if_include", o.network, "--mca", "btl_tcp_if_include",
+                           o.network, "--mca", "btl_tcp_disable_family", "6"});
+  }
   // Local ranks inherit the environment; remote ones get what -x names.
   for (const auto& [k, v] : env)
     if (k.rfind("OMPI_", 0) != 0) cmd.insert(cmd.end(), {"-x", k});
@@ -300,6 +321,23 @@ std::string retag_line(const std::string& line) {
 }
 
 void FailureCause::observe(const std::string& line) {
+  // ORTE, when a host's daemon dies or its link goes down:
+  //   ORTE has lost communication with a remote daemon.
+  //     HNP daemon   : [[1234,0],0] on node vm
+  //     Remote daemon: [[1234,0],2] on node h2
+  static const std::regex remote_daemon("Remote daemon: *\\S+ on node (\\S+)");
+  if (line.find("lost communication with a remote daemon") != std::string::npos) {
+    lost_host_pending_ = true;
+    return;
+  }
+  if (lost_host_pending_ && host_line_.empty()) {
+    std::smatch m;
+    if (std::regex_search(line, m, remote_daemon)) {
+      host_line_ = "lost host " + m[1].str() +
+                   ": its daemon died or its network link went down (mpirun lost contact)";
+      return;
+    }
+  }
   static const std::regex noticed(
       "process rank [0-9]+ with PID [0-9]+ on node \\S+ exited on "
       "signal [0-9]+[^.]*|process rank [0-9]+ .*exited.*");
@@ -316,12 +354,86 @@ void FailureCause::observe(const std::string& line) {
 
 std::string FailureCause::cause(int exit_status) const {
   if (!abort_line_.empty()) return abort_line_;
+  if (!host_line_.empty()) return host_line_;
   if (!rank_error_.empty()) return rank_error_;
   if (!mpirun_line_.empty()) return mpirun_line_;
   return "exit status " + std::to_string(exit_status) + " (no rank printed an error)";
 }
 
-int launch(const LaunchOptions& o) {
+int default_nprocs() {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const char* tasks = std::getenv("SLURM_NTASKS");
+  if (!job || !tasks) return 1;
+  char* end = nullptr;
+  long n = std::strtol(tasks, &end, 10);
+  BRAID_CHECK(end != tasks && *end == '\0' && n >= 1 && n <= INT_MAX, "launch: SLURM_NTASKS='",
+              tasks, "' is not a task count (give -n N)");
+  return static_cast<int>(n);
+}
+
+namespace {
+
+struct Ipv4Net {
+  uint32_t addr = 0, mask = 0;  // host byte order
+};
+
+std::vector<Ipv4Net> local_networks() {
+  std::vector<Ipv4Net> nets;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return nets;
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != AF_INET) continue;
+    nets.push_back({ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr),
+                    ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr)});
+  }
+  freeifaddrs(list);
+  return nets;
+}
+
+std::string cidr(const Ipv4Net& n) {
+  in_addr a{htonl(n.addr & n.mask)};
+  char text[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &a, text, sizeof text);
+  return std::string(text) + "/" + std::to_string(__builtin_popcount(n.mask));
+}
+
+}  // namespace
+
+// Note [Job network]: OpenMPI's daemons and ranks listen on every address of their host (its
+// TCP components bind INADDR_ANY; if_include chooses only what they announce and connect to),
+// so braid confines what it can: all traffic rides the networks that join the job's hosts, IPv6
+// listeners are off, and braid itself opens no port. Restricting who may connect to those
+// ports is a firewall's job (the ports can be pinned: --mpirun-arg --mca btl_tcp_port_min_v4 ...).
+std::string hostfile_networks(const std::string& hostfile) {
+  std::ifstream in(hostfile);
+  if (!in) return "";
+  const auto nets = local_networks();
+  std::vector<std::string> chosen;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line.substr(0, line.find('#')));
+    std::string host;
+    if (!(words >> host)) continue;
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return "";
+    const uint32_t ip = ntohl(reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr);
+    freeaddrinfo(res);
+    std::string found;
+    for (const auto& n : nets)
+      if (n.mask != 0 && (ip & n.mask) == (n.addr & n.mask) && (ip >> 24) != 127) found = cidr(n);
+    if ((ip >> 24) == 127) continue;  // this machine: any of its networks will do
+    if (found.empty()) return "";
+    if (std::find(chosen.begin(), chosen.end(), found) == chosen.end()) chosen.push_back(found);
+  }
+  std::string out;
+  for (const auto& c : chosen) out += (out.empty() ? "" : ",") + c;
+  return out;
+}
+
+int launch(const LaunchOptions& options) {
+  LaunchOptions o = options;
+  if (o.network.empty() && !o.hostfile.empty()) o.network = hostfile_networks(o.hostfile);
   BRAID_CHECK(o.nprocs >= 1, "launch: -n ", o.nprocs, " must be at least 1");
   BRAID_CHECK(!o.command.empty(), "launch: no program given (braid launch -n N -- PROGRAM ...)");
   BRAID_CHECK(o.max_restarts >= 0, "launch: --max-restarts ", o.max_restarts, " is negative");

@@ -15,7 +15,12 @@ namespace braid::train {
 
 struct LaunchOptions {
   int nprocs = 1;
-  std::string hostfile;       // mpirun --hostfile
+  std::string hostfile;      // mpirun --hostfile
+  std::string launch_agent;  // starts a program on another host, in ssh's place (plm_rsh_agent)
+  // The job's network (CIDRs or interfaces, comma-separated): MPI's bootstrap and data traffic
+  // use only it (Note [Job network]). Empty: with a hostfile, the local networks that reach its
+  // hosts; otherwise unrestricted (one machine opens no TCP port).
+  std::string network;
   int max_restarts = 0;       // whole-job restarts after a failure
   double comm_timeout_s = 0;  // collective timeout for the ranks (BRAID_COMM_TIMEOUT); 0: keep
   double job_timeout_s = 0;   // end the job after this long; 0: never
@@ -28,7 +33,7 @@ struct LaunchOptions {
 // The environment the ranks get (added to the launcher's own).
 std::map<std::string, std::string> launch_environment(const LaunchOptions& o, int cores,
                                                       int attempt);
-// The full mpirun command line for o.
+// The full mpirun command line for o (o.network already resolved).
 std::vector<std::string> mpirun_command(const LaunchOptions& o, const std::string& mpirun,
                                         const std::map<std::string, std::string>& env);
 
@@ -40,12 +45,23 @@ class FailureCause {
  public:
   void observe(const std::string& line);  // a (retagged) output line
   std::string cause(int exit_status) const;
+  // A rank aborted the job or a host was lost: mpirun should end the job now.
+  bool job_failing() const { return !abort_line_.empty() || !host_line_.empty(); }
 
  private:
-  std::string rank_error_;   // first "[rank R] ... error ..." line
-  std::string abort_line_;   // "braid: rank R: aborting the job ..."
-  std::string mpirun_line_;  // "mpirun noticed that process rank R ... exited on signal 9"
+  std::string rank_error_;          // first "[rank R] ... error ..." line
+  std::string abort_line_;          // "braid: rank R: aborting the job ..."
+  std::string mpirun_line_;         // "mpirun noticed that process rank R ... exited on signal 9"
+  std::string host_line_;           // a lost host: "lost the daemon of host h2 ..."
+  bool lost_host_pending_ = false;  // ORTE's "lost communication" seen, its "Remote daemon" next
 };
+
+// The ranks of a job given no -n: SLURM_NTASKS inside a Slurm allocation, else 1.
+int default_nprocs();
+
+// The local IPv4 networks ("10.0.0.0/24,...") through which this machine reaches every host of
+// a hostfile, or "" when some host does not resolve or no local interface's network holds it.
+std::string hostfile_networks(const std::string& hostfile);
 
 // Runs the job (with restarts); returns the exit status to exit with.
 int launch(const LaunchOptions& o);

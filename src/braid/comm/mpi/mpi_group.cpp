@@ -31,6 +31,14 @@ std::string transport_choice() {
   return s;
 }
 
+// BRAID_COMM_HIERARCHY=0 keeps a group that spans hosts on the flat algorithms.
+bool hierarchy_enabled() {
+  const char* h = std::getenv("BRAID_COMM_HIERARCHY");
+  std::string s = h ? h : "1";
+  if (s != "0" && s != "1") throw CommError("BRAID_COMM_HIERARCHY='" + s + "': expected 0 or 1");
+  return s == "1";
+}
+
 constexpr int64_t kMaxMessage = int64_t{1} << 30;
 constexpr uintptr_t kAlign = 4096;
 
@@ -83,12 +91,53 @@ MpiGroup::MpiGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm comm, ProcessGr
     const auto window = static_cast<int64_t>(ShmEngine::arena_bytes(size(), slot) + kAlign);
     charge_memory(window / size() + (rank() < window % size() ? 1 : 0));
   } else {
+    if (!all_on_node) layout_ = host_layout(node);
     p2p_ = std::make_unique<P2pEngine>(
         comm_, rank(), size(), this->options().debug, [this] { poll_p2p(); },
-        [this](int64_t bytes) { charge_memory(bytes); });  // released by ~ProcessGroup
+        [this](int64_t bytes) { charge_memory(bytes); },  // released by ~ProcessGroup
+        layout_);
+    if (layout_.hierarchical() && hierarchy_enabled()) {
+      MPI_Comm host_comm = MPI_COMM_NULL, leader_comm = MPI_COMM_NULL;
+      mpi_check(MPI_Comm_dup(node, &host_comm), "MPI_Comm_dup");
+      mpi_check(MPI_Comm_dup(comm_, &leader_comm), "MPI_Comm_dup");
+      MPI_Comm_set_errhandler(leader_comm, MPI_ERRORS_RETURN);
+      runtime_->defer_free([c = leader_comm]() mutable { MPI_Comm_free(&c); });
+      ProcessGroupOptions host_options = this->options();
+      host_options.name += "/host";
+      auto host_group = std::make_shared<MpiGroup>(runtime_, host_comm, std::move(host_options));
+      hier_ = std::make_unique<HierEngine>(leader_comm, rank(), layout_, std::move(host_group),
+                                           [this] { poll_p2p(); });
+    }
   }
   runtime_->defer_free([node]() mutable { MPI_Comm_free(&node); });
   start();
+}
+
+HostLayout MpiGroup::host_layout(MPI_Comm node) const {
+  // A host is a shared-memory node; its key is the group rank of the node's first member.
+  int first = rank();
+  mpi_check(MPI_Bcast(&first, 1, MPI_INT, 0, node), "MPI_Bcast");
+  std::vector<int> firsts(static_cast<size_t>(size()));
+  mpi_check(MPI_Allgather(&first, 1, MPI_INT, firsts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  std::vector<char> names(static_cast<size_t>(size()) * MPI_MAX_PROCESSOR_NAME);
+  mpi_check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(),
+                          MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm_),
+            "MPI_Allgather");
+  HostLayout layout;
+  std::vector<int> index_of_first(static_cast<size_t>(size()), -1);
+  for (size_t r = 0; r < firsts.size(); ++r) {
+    int& index = index_of_first[static_cast<size_t>(firsts[r])];
+    if (index < 0) {
+      index = layout.hosts();
+      const char* n = names.data() + static_cast<size_t>(firsts[r]) * MPI_MAX_PROCESSOR_NAME;
+      layout.names.emplace_back(n, strnlen(n, MPI_MAX_PROCESSOR_NAME));
+    }
+    layout.host_of.push_back(index);
+  }
+  return layout;
 }
 
 size_t MpiGroup::options_slot_bytes() const {
@@ -107,6 +156,7 @@ MpiGroup::~MpiGroup() {
 
 void MpiGroup::run_collective(const CollectiveOp& op, Clock::time_point deadline) {
   if (shm_) return shm_->run(op, deadline);
+  if (hier_ && HierEngine::handles(op)) return hier_->run(op, deadline);
   p2p_->run(op, deadline);
 }
 
@@ -164,7 +214,7 @@ bool MpiGroup::poll_p2p() {
       continue;
     } else if (now > it->deadline) {
       error = detail::concat(it->op.describe(), " timed out after ", timeout().count(),
-                             " ms: rank ", it->op.root,
+                             " ms: ", layout_.rank_name(it->op.root),
                              it->op.type == OpType::send ? " never received" : " never sent");
     } else {
       ++it;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "braid/comm/mpi/hier_engine.h"
 #include "braid/comm/mpi/mpi_runtime.h"
 #include "braid/comm/mpi/p2p_engine.h"
 #include "braid/comm/process_group.h"
@@ -26,7 +27,9 @@ class MpiGroup : public ProcessGroup {
   MpiGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm comm, ProcessGroupOptions options);
   ~MpiGroup() override;
 
-  std::string backend() const override { return shm_ ? "mpi/shm" : "mpi/p2p"; }
+  std::string backend() const override {
+    return shm_ ? "mpi/shm" : hier_ ? "mpi/p2p+hier" : "mpi/p2p";
+  }
   MPI_Comm comm() const { return comm_; }
 
  protected:
@@ -43,7 +46,10 @@ class MpiGroup : public ProcessGroup {
   void on_fatal(const std::string& message) override;
 
  private:
-  size_t options_slot_bytes() const;  // options, else BRAID_COMM_SHM_SLOT_BYTES, else default
+  size_t options_slot_bytes() const;
+  // Where the ranks live (collective over comm_); node: this rank's shared-memory communicator.
+  HostLayout host_layout(
+      MPI_Comm node) const;  // options, else BRAID_COMM_SHM_SLOT_BYTES, else default
 
   struct PendingP2p {
     CollectiveOp op;
@@ -58,6 +64,8 @@ class MpiGroup : public ProcessGroup {
   MPI_Win win_ = MPI_WIN_NULL;
   std::unique_ptr<ShmEngine> shm_;
   std::unique_ptr<P2pEngine> p2p_;
+  std::unique_ptr<HierEngine> hier_;     // all_reduce across hosts (Note [Hierarchical all_reduce])
+  HostLayout layout_;                    // filled when the group spans hosts
   std::deque<PendingP2p> pending_;       // comm thread (Note [Inline collectives])
   std::vector<CollectiveOp> abandoned_;  // failed p2p whose requests MPI may still own
 };

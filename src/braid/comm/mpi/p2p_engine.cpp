@@ -22,13 +22,14 @@ enum Phase { kFingerprint = 0, kData = 1, kData2 = 2 };
 }  // namespace
 
 P2pEngine::P2pEngine(MPI_Comm comm, int rank, int size, bool debug, std::function<void()> progress,
-                     std::function<void(int64_t)> charge)
+                     std::function<void(int64_t)> charge, HostLayout layout)
     : comm_(comm),
       rank_(rank),
       size_(size),
       debug_(debug),
       progress_(std::move(progress)),
-      charge_(std::move(charge)) {}
+      charge_(std::move(charge)),
+      layout_(std::move(layout)) {}
 
 int P2pEngine::tag(const CollectiveOp& op, int phase) const {
   return static_cast<int>(op.seq % 8000) * 4 + phase;  // < 32767, the smallest MPI_TAG_UB
@@ -56,6 +57,11 @@ void P2pEngine::post_recv(void* data, int64_t bytes, int peer, int tag) {
     p += piece;
     bytes -= piece;
   } while (bytes > 0);
+}
+
+std::string P2pEngine::host_suffix(int r) const {
+  if (layout_.host_of.empty()) return "";
+  return " on host " + layout_.names[static_cast<size_t>(layout_.host_of[static_cast<size_t>(r)])];
 }
 
 void P2pEngine::wait_all(const CollectiveOp& op) {
@@ -95,12 +101,14 @@ void P2pEngine::wait_all(const CollectiveOp& op) {
       os.precision(3);
       os << " timed out after " << std::chrono::duration<double>(now - started_).count()
          << " s: ranks [";
-      for (size_t i = 0; i < absent.size(); ++i) os << (i ? ", " : "") << absent[i];
+      for (size_t i = 0; i < absent.size(); ++i)
+        os << (i ? ", " : "") << absent[i] << host_suffix(absent[i]);
       os << "] never arrived";
       if (absent.empty()) {
         os.str("");
         os << " timed out: ranks [";
-        for (size_t i = 0; i < unreceived.size(); ++i) os << (i ? ", " : "") << unreceived[i];
+        for (size_t i = 0; i < unreceived.size(); ++i)
+          os << (i ? ", " : "") << unreceived[i] << host_suffix(unreceived[i]);
         os << "] never took their data";
       }
       fail(os.str());

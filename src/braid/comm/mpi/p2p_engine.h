@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/comm/mpi/hier_engine.h"
 #include "braid/comm/op.h"
 
 namespace braid::comm {
@@ -27,8 +28,9 @@ class P2pEngine {
   // comm is private to this engine. debug: exchange fingerprints before every collective.
   // charge(bytes) is told of every growth of the memory kept between collectives before it
   // happens (Note [Group memory], process_group.h); it may throw OutOfMemory.
+  // layout names the ranks' hosts in errors.
   P2pEngine(MPI_Comm comm, int rank, int size, bool debug, std::function<void()> progress,
-            std::function<void(int64_t)> charge);
+            std::function<void(int64_t)> charge, HostLayout layout);
 
   void run(const CollectiveOp& op, Clock::time_point deadline);
 
@@ -37,6 +39,7 @@ class P2pEngine {
   void post_recv(void* data, int64_t bytes, int peer, int tag);
   void wait_all(const CollectiveOp& op);  // throws CommError on timeout or MPI error
   void check_fingerprints(const CollectiveOp& op);
+  std::string host_suffix(int r) const;  // " on host h2", or "" when hosts are unknown
   void reduce_scatter_into(const CollectiveOp& op, const char* in, char* out, int64_t n);
   void all_gather_into(const CollectiveOp& op, const char* in, char* out, int64_t n, int tag);
   int tag(const CollectiveOp& op, int phase) const;
@@ -47,6 +50,7 @@ class P2pEngine {
   bool debug_;
   std::function<void()> progress_;
   std::function<void(int64_t)> charge_;
+  HostLayout layout_;
   std::vector<MPI_Request> reqs_;
   std::vector<int> req_peer_;            // peer of each request; negative for sends (-1 - peer)
   std::vector<char> scratch_;            // reduce_scatter contributions, kept between calls
