@@ -33,6 +33,10 @@ check() {
 }
 
 down() {
+  # The veths first: a namespace that a dying process still holds would keep its pair alive.
+  for v in $(ip -o link show | awk -F': ' '$2 ~ /^braid-v[0-9]+@/ {sub(/@.*/, "", $2); print $2}'); do
+    ip link del "$v" 2>/dev/null || true
+  done
   for ns in $(ip netns list | awk '/^braid-h[0-9]+/ {print $1}'); do ip netns del "$ns"; done
   ip link del "$BRIDGE" 2>/dev/null || true
   rm -rf "$DIR"

@@ -76,6 +76,55 @@ TEST(Launcher, CausePrefersTheRanksOwnError) {
   EXPECT_EQ(FailureCause().cause(3), "exit status 3 (no rank printed an error)");
 }
 
+TEST(Launcher, CauseNamesALostHost) {
+  FailureCause c;
+  c.observe("[rank 0] step 3 loss 2.5");
+  EXPECT_FALSE(c.job_failing());
+  c.observe("ORTE has lost communication with a remote daemon.");
+  c.observe("");
+  c.observe("  HNP daemon   : [[7583,0],0] on node vm");
+  c.observe("  Remote daemon: [[7583,0],2] on node h2");
+  EXPECT_TRUE(c.job_failing());
+  EXPECT_EQ(c.cause(205),
+            "lost host h2: its daemon died or its network link went down (mpirun lost contact)");
+  // A rank's own abort line says more and wins.
+  c.observe("[rank 0] braid: rank 0: aborting the job after a communication failure: x");
+  EXPECT_NE(c.cause(1).find("aborting the job"), std::string::npos);
+}
+
+TEST(Launcher, HostsAgentAndNetwork) {
+  LaunchOptions o;
+  o.nprocs = 4;
+  o.command = {"prog"};
+  o.hostfile = "hosts";
+  o.launch_agent = "/x/rsh";
+  o.network = "10.77.0.0/24";
+  auto cmd = mpirun_command(o, "mpirun", {});
+  EXPECT_TRUE(contains(cmd, {"--mca", "plm_rsh_agent", "/x/rsh"}));
+  EXPECT_TRUE(contains(cmd, {"--mca", "oob_tcp_if_include", "10.77.0.0/24"}));
+  EXPECT_TRUE(contains(cmd, {"--mca", "btl_tcp_if_include", "10.77.0.0/24"}));
+  EXPECT_TRUE(contains(cmd, {"--mca", "btl_tcp_disable_family", "6"}));
+  // A hostfile of this machine only: no network to confine to; an unknown host: none either.
+  const std::string local = ::testing::TempDir() + "braid_hosts_local";
+  std::ofstream(local) << "# comment\nlocalhost slots=2\n127.0.0.1 slots=2\n";
+  EXPECT_EQ(hostfile_networks(local), "");
+  const std::string unknown = ::testing::TempDir() + "braid_hosts_unknown";
+  std::ofstream(unknown) << "no-such-host.invalid slots=2\n";
+  EXPECT_EQ(hostfile_networks(unknown), "");
+}
+
+TEST(Launcher, RanksFromSlurm) {
+  ::unsetenv("SLURM_JOB_ID");
+  ::setenv("SLURM_NTASKS", "6", 1);
+  EXPECT_EQ(default_nprocs(), 1);  // not inside an allocation
+  ::setenv("SLURM_JOB_ID", "42", 1);
+  EXPECT_EQ(default_nprocs(), 6);
+  ::setenv("SLURM_NTASKS", "six", 1);
+  EXPECT_THROW(default_nprocs(), Error);
+  ::unsetenv("SLURM_JOB_ID");
+  ::unsetenv("SLURM_NTASKS");
+}
+
 TEST(Launcher, RejectsBadOptions) {
   LaunchOptions o;
   EXPECT_THROW(launch(o), Error);  // no program

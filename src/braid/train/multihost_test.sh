@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Multi-host runs on this machine (label multihost): two test hosts in network namespaces
+# (scripts/netns/hosts.sh), 2 ranks each, MPI over TCP between them and shared memory inside.
+#   multihost_test.sh BRAID MODE
+# MODE:
+#   collectives  the comm checks across hosts (hierarchical all_reduce included), bit-exact
+#   parity       DDP and ZeRO-3 on 2 hosts x 2 ranks end with weights bit-identical to 4 ranks on
+#                one host
+#   link-down    host h2's link goes down mid-training: the job ends within timeout + 5 s, the
+#                cause names h2, no process is left
+#   kill-host    every process of host h2 is killed mid-training: the same; then again under
+#                --max-restarts 1 with checkpoints, and the restarted job ends bit-identical to an
+#                uninterrupted one
+# Exits 77 (skipped, with the reason) where namespaces cannot be made (not root, no iproute2).
+set -uo pipefail
+BRAID=$(realpath "$1")
+MODE=$2
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+HOSTS="$ROOT/scripts/netns/hosts.sh"
+TIMEOUT_S=4
+fail() { echo "FAIL: $*"; exit 1; }
+
+if ! why=$("$HOSTS" check 2>&1); then
+  echo "SKIP: network namespaces cannot be made here: $why"
+  exit 77
+fi
+work=$(mktemp -d /tmp/braid_multihost.XXXXXX)
+cleanup() {
+  for ns in braid-h1 braid-h2; do ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
+  pkill -9 -f "$work" 2>/dev/null
+  "$HOSTS" down
+  [ -n "${KEEP:-}" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+HOSTFILE=$("$HOSTS" up 2 2) || fail "could not create the test hosts"
+
+# launch_hosts ARGS...: braid launch across the two hosts (4 ranks unless ARGS say otherwise).
+launch_hosts() {
+  "$BRAID" launch -n 4 --hostfile "$HOSTFILE" --launch-agent "$ROOT/scripts/netns/rsh" \
+    --network 10.77.0.0/24 "$@"
+}
+
+cat > "$work/model.json" <<'JSON'
+{"model_type": "gpt2", "vocab_size": 512, "n_positions": 64, "n_embd": 64, "n_layer": 2,
+ "n_head": 2, "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new",
+ "tie_word_embeddings": true}
+JSON
+cat > "$work/train.yaml" <<YAML
+model:
+  config: $work/model.json
+data:
+  random_tokens: true
+  seq_len: 32
+training:
+  micro_batch_size: 2
+  gradient_accumulation_steps: 2
+  max_steps: 8
+  log_interval: 1
+  eval_interval: 0
+  eval_batches: 0
+optimizer:
+  type: adamw
+  lr: 1.0e-3
+  grad_clip: 1.0
+schedule:
+  type: cosine
+  warmup_steps: 2
+parallel:
+  strategy: ddp
+output:
+  export_model: true
+  samples: 0
+YAML
+
+# wait_for_steps LOG PID N: until N step lines are logged (fails if the job ends first).
+wait_for_steps() {
+  for _ in $(seq 1200); do
+    [ "$(grep -c 'step ' "$1")" -ge "$3" ] && return 0
+    kill -0 "$2" 2>/dev/null || { cat "$1"; fail "the job ended before the fault"; }
+    sleep 0.05
+  done
+  cat "$1"; fail "no training progress within 60 s"
+}
+
+# expect_end_naming_h2 PID LOG START: the job ends non-zero within timeout + 5 s of START, its
+# cause names host h2, and no process of it is left.
+expect_end_naming_h2() {
+  local pid=$1 log=$2 start=$3 deadline
+  deadline=$(awk "BEGIN{print $TIMEOUT_S + 5}")
+  while kill -0 "$pid" 2>/dev/null; do
+    if awk "BEGIN{exit !($(date +%s.%N) - $start > $deadline + 5)}"; then
+      cat "$log"; fail "the job still runs $deadline s after the fault (hang)"
+    fi
+    sleep 0.05
+  done
+  wait "$pid"
+  local status=$? elapsed cause
+  elapsed=$(awk "BEGIN{printf \"%.2f\", $(date +%s.%N) - $start}")
+  cause=$(grep 'braid launch: job failed' "$log" | tail -1)
+  echo "  exit $status after ${elapsed}s: $cause"
+  [ "$status" -ne 0 ] || { cat "$log"; fail "exit status 0"; }
+  awk "BEGIN{exit !($elapsed <= $deadline)}" || { cat "$log"; fail "took ${elapsed}s > ${deadline}s"; }
+  echo "$cause" | grep -q 'h2' || { cat "$log"; fail "the cause does not name host h2"; }
+  sleep 0.5
+  if pgrep -f "braid train .*$work" > /dev/null; then
+    pgrep -af "braid train .*$work"; fail "processes left running"
+  fi
+}
+
+case $MODE in
+  collectives)
+    test_bin="$(dirname "$BRAID")/../comm/comm_collectives_mpi_test"
+    BRAID_TEST_EXPECT_BACKEND=mpi/p2p+hier launch_hosts -- "$(realpath "$test_bin")" \
+      > "$work/log" 2>&1 || { cat "$work/log"; fail "collectives across hosts"; }
+    grep -q "PASSED" "$work/log" || { cat "$work/log"; fail "no test passed"; }
+    grep "rank 0.*PASSED" "$work/log"
+    ;;
+  parity)
+    for strategy in ddp zero3; do
+      "$BRAID" launch -n 4 -- "$BRAID" train "$work/train.yaml" --set parallel.strategy=$strategy \
+        --set output.dir="$work/one-$strategy" > "$work/one-$strategy.log" 2>&1 ||
+        { cat "$work/one-$strategy.log"; fail "$strategy on one host"; }
+      launch_hosts -- "$BRAID" train "$work/train.yaml" --set parallel.strategy=$strategy \
+        --set output.dir="$work/two-$strategy" > "$work/two-$strategy.log" 2>&1 ||
+        { cat "$work/two-$strategy.log"; fail "$strategy on two hosts"; }
+      cmp "$work/one-$strategy/model/model.safetensors" "$work/two-$strategy/model/model.safetensors" ||
+        fail "$strategy: weights differ between 4 ranks on one host and 2 hosts x 2 ranks"
+      echo "  $strategy: 2 hosts x 2 ranks = 4 ranks on one host, bit for bit ($(grep -o 'step *8/8 | loss [0-9.]*' "$work/two-$strategy.log" | head -1))"
+    done
+    ;;
+  link-down)
+    launch_hosts --timeout $TIMEOUT_S -- "$BRAID" train "$work/train.yaml" \
+      --set training.max_steps=1000000 --set output.export_model=false \
+      --set output.dir="$work/run" > "$work/log" 2>&1 &
+    pid=$!
+    wait_for_steps "$work/log" $pid 3
+    start=$(date +%s.%N)
+    "$HOSTS" link h2 down
+    expect_end_naming_h2 $pid "$work/log" "$start"
+    "$HOSTS" link h2 up
+    ;;
+  kill-host)
+    launch_hosts --timeout $TIMEOUT_S -- "$BRAID" train "$work/train.yaml" \
+      --set training.max_steps=1000000 --set output.export_model=false \
+      --set output.dir="$work/run" > "$work/log" 2>&1 &
+    pid=$!
+    wait_for_steps "$work/log" $pid 3
+    start=$(date +%s.%N)
+    ip netns pids braid-h2 | xargs -r kill -9
+    expect_end_naming_h2 $pid "$work/log" "$start"
+    # Under --max-restarts, with checkpoints: the job restarts on both hosts, resumes and ends
+    # with the weights of a run that was never killed.
+    ckpt=(--set checkpoint.interval=2 --set training.max_steps=12)
+    launch_hosts -- "$BRAID" train "$work/train.yaml" "${ckpt[@]}" --set output.dir="$work/clean" \
+      > "$work/clean.log" 2>&1 || { cat "$work/clean.log"; fail "uninterrupted run"; }
+    launch_hosts --max-restarts 1 --timeout $TIMEOUT_S -- "$BRAID" train "$work/train.yaml" \
+      "${ckpt[@]}" --set output.dir="$work/restarted" > "$work/restarted.log" 2>&1 &
+    pid=$!
+    wait_for_steps "$work/restarted.log" $pid 5
+    ip netns pids braid-h2 | xargs -r kill -9
+    wait $pid || { cat "$work/restarted.log"; fail "the restarted job failed"; }
+    grep -q "restarting" "$work/restarted.log" || { cat "$work/restarted.log"; fail "no restart"; }
+    grep "attempt 1 of 2 failed" "$work/restarted.log"
+    cmp "$work/clean/model/model.safetensors" "$work/restarted/model/model.safetensors" ||
+      fail "the restarted job's weights differ from the uninterrupted run's"
+    echo "  restarted after losing h2, resumed, weights bit-identical to the uninterrupted run"
+    ;;
+  *) fail "unknown mode '$MODE' (collectives, parity, link-down, kill-host)" ;;
+esac
+echo "multihost_test $MODE: passed"
