@@ -104,7 +104,10 @@ class ProcessGroup {
   int size() const { return size_; }
   const std::string& name() const { return options_.name; }
   const ProcessGroupOptions& options() const { return options_; }
-  virtual std::string backend() const = 0;  // "local", "mpi/shm", "mpi/p2p"
+  virtual std::string backend() const = 0;  // "local", "mpi/shm", "mpi/p2p", "mpi/p2p+hier"
+  // Where the ranks live when the group spans hosts ("2 hosts: h1 ranks 0-1, h2 ranks 2-3"),
+  // else "".
+  virtual std::string placement() const { return ""; }
 
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_); }
   void set_timeout(std::chrono::milliseconds t) { timeout_ms_ = t.count(); }

@@ -116,17 +116,29 @@ case $MODE in
     grep "rank 0.*PASSED" "$work/log"
     ;;
   parity)
-    for strategy in ddp zero3; do
-      "$BRAID" launch -n 4 -- "$BRAID" train "$work/train.yaml" --set parallel.strategy=$strategy \
-        --set output.dir="$work/one-$strategy" > "$work/one-$strategy.log" 2>&1 ||
-        { cat "$work/one-$strategy.log"; fail "$strategy on one host"; }
-      launch_hosts -- "$BRAID" train "$work/train.yaml" --set parallel.strategy=$strategy \
-        --set output.dir="$work/two-$strategy" > "$work/two-$strategy.log" 2>&1 ||
-        { cat "$work/two-$strategy.log"; fail "$strategy on two hosts"; }
-      cmp "$work/one-$strategy/model/model.safetensors" "$work/two-$strategy/model/model.safetensors" ||
-        fail "$strategy: weights differ between 4 ranks on one host and 2 hosts x 2 ranks"
-      echo "  $strategy: 2 hosts x 2 ranks = 4 ranks on one host, bit for bit ($(grep -o 'step *8/8 | loss [0-9.]*' "$work/two-$strategy.log" | head -1))"
+    # name | settings on both | extra settings for 4 ranks on one host
+    cases=("ddp|--set parallel.strategy=ddp|"
+           "zero3|--set parallel.strategy=zero3|"
+           "hybrid|--set parallel.strategy=fsdp --set parallel.sharding_strategy=HYBRID_SHARD|--set parallel.sharding_factor=2")
+    for c in "${cases[@]}"; do
+      IFS='|' read -r name common one_extra <<< "$c"
+      # shellcheck disable=SC2086
+      "$BRAID" launch -n 4 -- "$BRAID" train "$work/train.yaml" $common $one_extra \
+        --set output.dir="$work/one-$name" > "$work/one-$name.log" 2>&1 ||
+        { cat "$work/one-$name.log"; fail "$name on one host"; }
+      # shellcheck disable=SC2086
+      launch_hosts -- "$BRAID" train "$work/train.yaml" $common \
+        --set output.dir="$work/two-$name" > "$work/two-$name.log" 2>&1 ||
+        { cat "$work/two-$name.log"; fail "$name on two hosts"; }
+      grep -q "hosts: 2 hosts: h1 ranks 0-1, h2 ranks 2-3" "$work/two-$name.log" ||
+        { cat "$work/two-$name.log"; fail "$name: the run does not show its two hosts"; }
+      cmp "$work/one-$name/model/model.safetensors" "$work/two-$name/model/model.safetensors" ||
+        fail "$name: weights differ between 4 ranks on one host and 2 hosts x 2 ranks"
+      echo "  $name: 2 hosts x 2 ranks = 4 ranks on one host, bit for bit ($(grep -o 'step *8/8 | loss [0-9.]*' "$work/two-$name.log" | head -1))"
     done
+    # HYBRID_SHARD's shard groups default to a host's ranks: their traffic stays in shared memory.
+    grep -q "shard groups of 2, each on one host" "$work/two-hybrid.log" ||
+      { grep strategy "$work/two-hybrid.log"; fail "hybrid: shard groups not placed inside a host"; }
     ;;
   link-down)
     launch_hosts --timeout $TIMEOUT_S -- "$BRAID" train "$work/train.yaml" \

@@ -279,8 +279,8 @@ TrainResult Trainer::run() {
     result.peak_gflops =
         all_reduce_sum(kernels::measure_gemm_peak_gflops(2048, cfg_.compute_dtype()));
 
-  progress.header(
-      describe_run(cfg_, *model_, *strategy_, world_size(), result.peak_gflops, flops_tok));
+  progress.header(describe_run(cfg_, *model_, *strategy_, world_size(),
+                               world_ ? world_->placement() : "", result.peak_gflops, flops_tok));
   result.resumed_from = start_step_ > 0 ? start_step_ : -1;
   if (val_data_ && t.eval_interval > 0 && start_step_ == 0) {
     result.first_val_loss = evaluate();

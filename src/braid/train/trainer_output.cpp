@@ -16,8 +16,8 @@
 namespace braid::train {
 
 std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
-                         const parallel::Strategy& strategy, int world, double peak_gflops,
-                         double flops_tok) {
+                         const parallel::Strategy& strategy, int world,
+                         const std::string& placement, double peak_gflops, double flops_tok) {
   const auto& t = cfg.training;
   std::ostringstream os;
   os << "model: " << model.config().summary() << "\n"
@@ -26,8 +26,9 @@ std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
      << "strategy: " << strategy.describe() << "; " << world << " rank(s) x " << threads_per_rank()
      << " thread(s); batch: global " << t.global_batch_size << " = micro " << t.micro_batch_size
      << " x accumulation " << t.gradient_accumulation_steps << " x dp " << strategy.dp_size()
-     << ", seq " << cfg.data.seq_len << "\n"
-     << "precision: " << cfg.training.precision;
+     << ", seq " << cfg.data.seq_len << "\n";
+  if (!placement.empty()) os << "hosts: " << placement << "\n";
+  os << "precision: " << cfg.training.precision;
   if (cfg.compute_dtype() != DType::f32)
     os << " (forward and backward in " << dtype_name(cfg.compute_dtype())
        << "; f32 master weights, gradients and optimizer state)";

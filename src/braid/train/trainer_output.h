@@ -14,9 +14,10 @@ namespace braid::train {
 
 struct TrainResult;
 
+// placement: the world's hosts (ProcessGroup::placement), "" on one host.
 std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
-                         const parallel::Strategy& strategy, int world_size, double peak_gflops,
-                         double flops_per_token);
+                         const parallel::Strategy& strategy, int world_size,
+                         const std::string& placement, double peak_gflops, double flops_per_token);
 std::string format_loss(double loss);
 // "summary: steps=... tokens_per_s=... mfu=... step_ms=... peak_rss_mib=... ..."
 std::string format_summary(const TrainResult& r, double peak_rss_mib, int world_size);

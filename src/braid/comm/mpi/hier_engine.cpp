@@ -57,6 +57,20 @@ std::string HostLayout::rank_name(int r) const {
   return "rank " + std::to_string(r) + " (host " + names[static_cast<size_t>(host_of[r])] + ")";
 }
 
+std::string HostLayout::describe() const {
+  if (names.empty()) return "";
+  std::string s = std::to_string(hosts()) + " hosts:";
+  for (size_t r = 0; r < host_of.size();) {
+    size_t e = r;
+    while (e + 1 < host_of.size() && host_of[e + 1] == host_of[r]) ++e;
+    s += (r ? ", " : " ") + names[static_cast<size_t>(host_of[r])] +
+         (e > r ? " ranks " + std::to_string(r) + "-" + std::to_string(e)
+                : " rank " + std::to_string(r));
+    r = e + 1;
+  }
+  return s;
+}
+
 HierEngine::HierEngine(MPI_Comm comm, int rank, HostLayout layout,
                        std::shared_ptr<ProcessGroup> host_group, std::function<void()> progress)
     : comm_(comm),

@@ -26,6 +26,7 @@ struct HostLayout {
   // Every host's ranks are consecutive and some host holds two or more of them.
   bool hierarchical() const;
   std::string rank_name(int r) const;  // "rank 2 (host h2)"
+  std::string describe() const;        // "2 hosts: h1 ranks 0-1, h2 ranks 2-3"; "" for none
 };
 
 class HierEngine {

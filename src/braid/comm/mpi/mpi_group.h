@@ -31,6 +31,7 @@ class MpiGroup : public ProcessGroup {
     return shm_ ? "mpi/shm" : hier_ ? "mpi/p2p+hier" : "mpi/p2p";
   }
   MPI_Comm comm() const { return comm_; }
+  std::string placement() const override { return layout_.describe(); }
 
  protected:
   void run_collective(const CollectiveOp& op, Clock::time_point deadline) override;

@@ -63,8 +63,12 @@ std::string ZeroStrategy::describe() const {
   const ZeroOptions& o = rt_->options();
   const ZeroGroups& g = rt_->groups();
   std::string s = o.label + " over dp=" + std::to_string(g.n);
-  if (g.r > 1)
-    s += " (" + std::to_string(g.r) + " replicas x shard groups of " + std::to_string(g.s) + ")";
+  if (g.r > 1) {
+    s += " (" + std::to_string(g.r) + " replicas x shard groups of " + std::to_string(g.s);
+    // HYBRID_SHARD means to keep the shard groups' traffic inside a host.
+    const std::string where = g.shard->placement();
+    s += where.empty() ? ", each on one host)" : ", a shard group spans " + where + ")";
+  }
   s += o.sync_each_batch ? ", gradients reduced every micro-step"
                          : ", gradients accumulated locally (no_sync)";
   return s;
