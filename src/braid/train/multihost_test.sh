@@ -107,6 +107,22 @@ expect_end_naming_h2() {
   fi
 }
 
+# kill_host hN: SIGKILL every process of host hN (its MPI daemon and its ranks).
+kill_host() { ip netns pids "braid-$1" | xargs -r kill -9; }
+
+# fault_mid_training COMMAND...: trains across the hosts until a few steps are logged, runs
+# COMMAND (the fault), and expects the job to end in time naming h2.
+fault_mid_training() {
+  launch_hosts --timeout $TIMEOUT_S -- "$BRAID" train "$work/train.yaml" \
+    --set training.max_steps=1000000 --set output.export_model=false \
+    --set output.dir="$work/run" > "$work/log" 2>&1 &
+  local pid=$! start
+  wait_for_steps "$work/log" $pid 3
+  start=$(date +%s.%N)
+  "$@"
+  expect_end_naming_h2 $pid "$work/log" "$start"
+}
+
 case $MODE in
   collectives)
     test_bin="$(dirname "$BRAID")/../comm/comm_collectives_mpi_test"
@@ -141,25 +157,11 @@ case $MODE in
       { grep strategy "$work/two-hybrid.log"; fail "hybrid: shard groups not placed inside a host"; }
     ;;
   link-down)
-    launch_hosts --timeout $TIMEOUT_S -- "$BRAID" train "$work/train.yaml" \
-      --set training.max_steps=1000000 --set output.export_model=false \
-      --set output.dir="$work/run" > "$work/log" 2>&1 &
-    pid=$!
-    wait_for_steps "$work/log" $pid 3
-    start=$(date +%s.%N)
-    "$HOSTS" link h2 down
-    expect_end_naming_h2 $pid "$work/log" "$start"
+    fault_mid_training "$HOSTS" link h2 down
     "$HOSTS" link h2 up
     ;;
   kill-host)
-    launch_hosts --timeout $TIMEOUT_S -- "$BRAID" train "$work/train.yaml" \
-      --set training.max_steps=1000000 --set output.export_model=false \
-      --set output.dir="$work/run" > "$work/log" 2>&1 &
-    pid=$!
-    wait_for_steps "$work/log" $pid 3
-    start=$(date +%s.%N)
-    ip netns pids braid-h2 | xargs -r kill -9
-    expect_end_naming_h2 $pid "$work/log" "$start"
+    fault_mid_training kill_host h2
     # Under --max-restarts, with checkpoints: the job restarts on both hosts, resumes and ends
     # with the weights of a run that was never killed.
     ckpt=(--set checkpoint.interval=2 --set training.max_steps=12)
@@ -169,7 +171,7 @@ case $MODE in
       "${ckpt[@]}" --set output.dir="$work/restarted" > "$work/restarted.log" 2>&1 &
     pid=$!
     wait_for_steps "$work/restarted.log" $pid 5
-    ip netns pids braid-h2 | xargs -r kill -9
+    kill_host h2
     wait $pid || { cat "$work/restarted.log"; fail "the restarted job failed"; }
     grep -q "restarting" "$work/restarted.log" || { cat "$work/restarted.log"; fail "no restart"; }
     grep "attempt 1 of 2 failed" "$work/restarted.log"
