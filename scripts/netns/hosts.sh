@@ -7,11 +7,14 @@
 #                                        print the hostfile's path
 #   scripts/netns/hosts.sh down           remove them
 #   scripts/netns/hosts.sh link h2 down|up  cut or restore one host's link
+#   scripts/netns/hosts.sh outside          give every host a second network (192.168.77.0/24,
+#                                        a veth pair inside it) that is not the job's
 #   scripts/netns/hosts.sh check          exit 0 when namespaces can be made here, else say why
 #
 # Layout (BRAID_NETNS_SUBNET, default 10.77.0): bridge braidbr0 in this namespace at .254, host
 # hI in namespace braid-hI at .I, reached through veth braid-vI (this side) / eth0 (its side).
-# The hostfile (BRAID_NETNS_DIR, default /run/braid-netns) names the hosts, and
+# The hostfile (BRAID_NETNS_DIR, default /run/braid-netns) names the hosts (hostfile-by-address
+# beside it gives their addresses, from which braid launch derives the job's network), and
 # scripts/netns/rsh is the launch agent that starts a program "on" one: inside its namespace,
 # with its own hostname (a UTS namespace), as ssh would on a real host.
 set -euo pipefail
@@ -53,6 +56,7 @@ up() {
   ip addr add "$SUBNET.254/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
   : > "$DIR/hostfile"
+  : > "$DIR/hostfile-by-address"
   for i in $(seq "$n"); do
     local ns=braid-h$i veth=braid-v$i
     ip netns add "$ns"
@@ -62,6 +66,7 @@ up() {
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
     echo "h$i slots=$slots" >> "$DIR/hostfile"
+    echo "$SUBNET.$i slots=$slots" >> "$DIR/hostfile-by-address"
   done
   echo "$DIR/hostfile"
 }
@@ -73,10 +78,21 @@ link() {
   ip link set "braid-v${BASH_REMATCH[1]}" "$state"
 }
 
+outside() {
+  for ns in $(ip netns list | awk '/^braid-h[0-9]+/ {print $1}'); do
+    local i=${ns#braid-h}
+    ip -n "$ns" link add out0 type veth peer name out1
+    ip -n "$ns" addr add "192.168.77.$i/24" dev out0
+    ip -n "$ns" link set out0 up
+    ip -n "$ns" link set out1 up
+  done
+}
+
 case ${1:-} in
+  outside) outside ;;
   up) shift; up "$@" ;;
   down) down ;;
   link) shift; [ $# -eq 2 ] || die "usage: hosts.sh link hN up|down"; link "$@" ;;
   check) check ;;
-  *) die "usage: hosts.sh up N [SLOTS] | down | link hN up|down | check" ;;
+  *) die "usage: hosts.sh up N [SLOTS] | down | link hN up|down | outside | check" ;;
 esac

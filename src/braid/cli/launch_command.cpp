@@ -84,6 +84,10 @@ int run_launch(const std::vector<std::string>& args) {
   BRAID_CHECK(!o.command.empty(), "no program given: braid launch -n N -- PROGRAM [ARGS...]");
   if (!nprocs_given) o.nprocs = braid::train::default_nprocs();
   if (o.command[0] == "braid") o.command[0] = self_path();
+  // Note [Job network listeners]: the guard is built beside this binary.
+  const std::string self = self_path();
+  const std::string guard = self.substr(0, self.rfind('/') + 1) + "libbraid_netguard.so";
+  if (access(guard.c_str(), R_OK) == 0) o.netguard = guard;
   return braid::train::launch(o);
 }
 

@@ -270,6 +270,11 @@ std::map<std::string, std::string> launch_environment(const LaunchOptions& o, in
     env["OMP_NUM_THREADS"] = std::to_string(threads);
   }
   if (o.comm_timeout_s > 0) env["BRAID_COMM_TIMEOUT"] = format_seconds(o.comm_timeout_s);
+  if (!o.network.empty() && !o.netguard.empty()) {
+    const char* preload = std::getenv("LD_PRELOAD");
+    env["LD_PRELOAD"] = o.netguard + (preload && *preload ? std::string(":") + preload : "");
+    env["BRAID_JOB_NETWORK"] = o.network;
+  }
   env["BRAID_RESTART_COUNT"] = std::to_string(attempt);
   if (geteuid() == 0) {
     env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
@@ -293,6 +298,11 @@ std::vector<std::string> mpirun_command(const LaunchOptions& o, const std::strin
     // Note [Job network]: bootstrap (oob) and data (btl) over the job's network only, IPv4 only.
     cmd.insert(cmd.end(), {"--mca", "oob_tcp_if_include", o.network, "--mca", "btl_tcp_if_include",
                            o.network, "--mca", "btl_tcp_disable_family", "6"});
+    // The daemons on the other hosts start with the guard too; the ranks inherit it.
+    if (!o.netguard.empty())
+      cmd.insert(cmd.end(),
+                 {"--mca", "orte_launch_agent",
+                  "env LD_PRELOAD=" + o.netguard + " BRAID_JOB_NETWORK=" + o.network + " orted"});
   }
   // Local ranks inherit the environment; remote ones get what -x names.
   for (const auto& [k, v] : env)
@@ -399,11 +409,13 @@ std::string cidr(const Ipv4Net& n) {
 
 }  // namespace
 
-// Note [Job network]: OpenMPI's daemons and ranks listen on every address of their host (its
-// TCP components bind INADDR_ANY; if_include chooses only what they announce and connect to),
-// so braid confines what it can: all traffic rides the networks that join the job's hosts, IPv6
-// listeners are off, and braid itself opens no port. Restricting who may connect to those
-// ports is a firewall's job (the ports can be pinned: --mpirun-arg --mca btl_tcp_port_min_v4 ...).
+// Note [Job network]: a multi-host job's traffic rides the networks that join its hosts: MPI's
+// bootstrap (oob) and data (btl) use only them (if_include), the TCP transport's IPv6 is off, and
+// its listening sockets bind there too. OpenMPI itself binds every listener to the wildcard
+// address whatever if_include says, so the launcher preloads libbraid_netguard.so into mpirun,
+// the daemons and the ranks (Note [Job network listeners], train/netguard/netguard.cpp). braid
+// opens no port of its own. Who may connect on the job's own network is a firewall's matter
+// (the ports can be pinned: --mpirun-arg --mca --mpirun-arg btl_tcp_port_min_v4 ...).
 std::string hostfile_networks(const std::string& hostfile) {
   std::ifstream in(hostfile);
   if (!in) return "";

@@ -21,6 +21,9 @@ struct LaunchOptions {
   // use only it (Note [Job network]). Empty: with a hostfile, the local networks that reach its
   // hosts; otherwise unrestricted (one machine opens no TCP port).
   std::string network;
+  // libbraid_netguard.so, preloaded into mpirun, the daemons and the ranks when network is set so
+  // their listeners bind only there (Note [Job network listeners]); empty: not preloaded.
+  std::string netguard;
   int max_restarts = 0;       // whole-job restarts after a failure
   double comm_timeout_s = 0;  // collective timeout for the ranks (BRAID_COMM_TIMEOUT); 0: keep
   double job_timeout_s = 0;   // end the job after this long; 0: never

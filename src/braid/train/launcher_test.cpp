@@ -104,6 +104,16 @@ TEST(Launcher, HostsAgentAndNetwork) {
   EXPECT_TRUE(contains(cmd, {"--mca", "oob_tcp_if_include", "10.77.0.0/24"}));
   EXPECT_TRUE(contains(cmd, {"--mca", "btl_tcp_if_include", "10.77.0.0/24"}));
   EXPECT_TRUE(contains(cmd, {"--mca", "btl_tcp_disable_family", "6"}));
+  // The listener guard: preloaded into mpirun and the ranks, and into the remote daemons.
+  EXPECT_EQ(launch_environment(o, 2, 0).count("LD_PRELOAD"), 0u);  // no guard given
+  o.netguard = "/x/libbraid_netguard.so";
+  auto env = launch_environment(o, 2, 0);
+  EXPECT_EQ(env.at("LD_PRELOAD").rfind("/x/libbraid_netguard.so", 0), 0u);
+  EXPECT_EQ(env.at("BRAID_JOB_NETWORK"), "10.77.0.0/24");
+  EXPECT_TRUE(contains(mpirun_command(o, "mpirun", env),
+                       {"--mca", "orte_launch_agent",
+                        "env LD_PRELOAD=/x/libbraid_netguard.so BRAID_JOB_NETWORK=10.77.0.0/24 "
+                        "orted"}));
   // A hostfile of this machine only: no network to confine to; an unknown host: none either.
   const std::string local = ::testing::TempDir() + "braid_hosts_local";
   std::ofstream(local) << "# comment\nlocalhost slots=2\n127.0.0.1 slots=2\n";

@@ -11,6 +11,9 @@
 #   kill-host    every process of host h2 is killed mid-training: the same; then again under
 #                --max-restarts 1 with checkpoints, and the restarted job ends bit-identical to an
 #                uninterrupted one
+#   listeners    with a second, outside network on each host and the hostfile by address (no
+#                --network: the launcher derives it), every listening socket of the job's
+#                processes is on the job's network or loopback, none on a wildcard or outside
 # Exits 77 (skipped, with the reason) where namespaces cannot be made (not root, no iproute2).
 set -uo pipefail
 BRAID=$(realpath "$1")
@@ -179,6 +182,26 @@ case $MODE in
       fail "the restarted job's weights differ from the uninterrupted run's"
     echo "  restarted after losing h2, resumed, weights bit-identical to the uninterrupted run"
     ;;
-  *) fail "unknown mode '$MODE' (collectives, parity, link-down, kill-host)" ;;
+  listeners)
+    "$HOSTS" outside
+    "$BRAID" launch -n 4 --hostfile "$(dirname "$HOSTFILE")/hostfile-by-address" \
+      --launch-agent "$ROOT/scripts/netns/rsh" -- "$BRAID" train "$work/train.yaml" \
+      --set training.max_steps=1000000 --set output.export_model=false \
+      --set output.dir="$work/run" > "$work/log" 2>&1 &
+    pid=$!
+    wait_for_steps "$work/log" $pid 3
+    {
+      echo "this machine:"; ss -ltnpH
+      for ns in braid-h1 braid-h2; do echo "$ns:"; ip netns exec $ns ss -ltnpH; done
+    } > "$work/listeners"
+    kill $pid; wait $pid 2>/dev/null
+    # The job's processes: mpirun, orted and braid.
+    job=$(grep -E '"(mpirun|orted|braid)"' "$work/listeners")
+    echo "$job" | awk '{print "  " $4 "  " $6}'
+    [ "$(echo "$job" | grep -c '"braid"')" -ge 4 ] || { cat "$work/listeners"; fail "ranks not listening"; }
+    bad=$(echo "$job" | awk '$4 !~ /^(10\.77\.0\.[0-9]+|127\.0\.0\.1|\[::1\]):[0-9]+$/')
+    [ -z "$bad" ] || { echo "$bad"; fail "listeners outside the job's network (10.77.0.0/24)"; }
+    ;;
+  *) fail "unknown mode '$MODE' (collectives, parity, link-down, kill-host, listeners)" ;;
 esac
 echo "multihost_test $MODE: passed"
