@@ -1,4 +1,5 @@
-// braid train CONFIG.yaml [--set key=value ...]
+// braid train CONFIG.yaml [--deepspeed ds.json] [--set key=value ...] [--print-config]
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "braid/comm/world.h"
 #include "braid/core/error.h"
 #include "braid/train/config.h"
+#include "braid/train/deepspeed_config.h"
 #include "braid/train/fault_plan.h"
 #include "braid/train/trainer.h"
 
@@ -15,19 +17,29 @@ namespace {
 int run_train(const std::vector<std::string>& args) {
   std::string path;
   std::vector<std::string> sets;
+  std::string deepspeed;
   bool dump = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
       std::printf(
-          "usage: braid train CONFIG.yaml [--set section.key=value ...] [--print-config]\n"
-          "Trains as the config says; under `braid launch -n N` every rank runs this.\n");
+          "usage: braid train CONFIG.yaml [--deepspeed DS.json] [--set section.key=value ...]\n"
+          "                   [--print-config]\n"
+          "Trains as the config says; under `braid launch -n N` every rank runs this.\n"
+          "  --deepspeed DS.json  a DeepSpeed config for the distribution (batch sizes, "
+          "precision,\n"
+          "                       ZeRO, optimizer, scheduler); its explicit values replace the\n"
+          "                       YAML's, \"auto\" keeps them; --set applies last\n"
+          "  --print-config       print every key, resolved (and what DS.json became), and exit\n");
       return 0;
     } else if (a == "--set") {
       BRAID_CHECK(i + 1 < args.size(), "--set needs key=value");
       sets.push_back(args[++i]);
     } else if (a.rfind("--set=", 0) == 0) {
       sets.push_back(a.substr(6));
+    } else if (a == "--deepspeed") {
+      BRAID_CHECK(i + 1 < args.size(), "--deepspeed needs a DeepSpeed JSON file");
+      deepspeed = args[++i];
     } else if (a == "--print-config") {
       dump = true;
     } else if (!a.empty() && a[0] == '-') {
@@ -39,9 +51,19 @@ int run_train(const std::vector<std::string>& args) {
   }
   BRAID_CHECK(!path.empty(), "missing CONFIG.yaml (usage: braid train CONFIG.yaml)");
   braid::train::TrainConfig cfg = braid::train::load_config(path);
+  std::string dialect;
+  if (!deepspeed.empty()) {
+    // DeepSpeed's batch arithmetic counts data-parallel ranks: the launched ones over tp x pp.
+    const int64_t model_parallel =
+        cfg.parallel.tensor_parallel_size * cfg.parallel.pipeline_parallel_size;
+    const int64_t dp = std::max<int64_t>(1, braid::comm::launched_world_size()) /
+                       std::max<int64_t>(1, model_parallel);
+    dialect = braid::train::describe_dialect(
+        deepspeed, braid::train::load_deepspeed_config(cfg, deepspeed, dp));
+  }
   for (const auto& s : sets) braid::train::apply_override(cfg, s);
   if (dump) {
-    std::printf("%s", braid::train::dump_config(cfg).c_str());
+    std::printf("%s%s", dialect.c_str(), braid::train::dump_config(cfg).c_str());
     return 0;
   }
   braid::comm::ProcessGroupOptions po;

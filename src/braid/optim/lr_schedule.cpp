@@ -39,6 +39,9 @@ void LrSchedule::validate() const {
 
 double LrSchedule::lr_at(int64_t step) const {
   BRAID_CHECK(step >= 0, "lr schedule: negative step ", step);
+  if (step < warmup_steps && log_warmup && warmup_steps > 1)
+    return lr * std::log(static_cast<double>(step + 1)) /
+           std::log(static_cast<double>(warmup_steps));
   if (step < warmup_steps)
     return lr * static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup_steps));
   if (decay == LrDecay::constant) return lr;

@@ -1,6 +1,7 @@
 // Learning-rate schedules as pure functions of the step (the number of optimizer steps taken
 // before this one, starting at 0), as HuggingFace's LambdaLR schedules:
 //   warmup:  lr * step / max(1, warmup_steps)                      for step < warmup_steps
+//            (log_warmup: lr * ln(step + 1) / ln(warmup_steps), DeepSpeed's WarmupLR default)
 //   then, with progress = (step - warmup) / max(1, total - warmup) clamped to [0, 1]:
 //   constant: lr
 //   linear:   lr * (r + (1 - r) * (1 - progress))
@@ -26,6 +27,8 @@ struct LrSchedule {
   int64_t warmup_steps = 0;
   int64_t total_steps = 0;  // needed by linear and cosine
   double min_lr = 0.0;
+  // Warmup lr x ln(step + 1) / ln(warmup_steps) instead of linear (DeepSpeed's warmup_type log).
+  bool log_warmup = false;
 
   void validate() const;  // throws naming the field and the numbers
   double lr_at(int64_t step) const;

@@ -59,5 +59,15 @@ TEST(LrSchedule, ValidationNamesTheField) {
   EXPECT_THROW(lr_decay_from_name("cosin"), Error);
 }
 
+TEST(LrSchedule, LogWarmupAsDeepSpeed) {
+  // DeepSpeed's WarmupLR, warmup_type log: lr x ln(step + 1) / ln(warmup_num_steps).
+  LrSchedule s{LrDecay::constant, 2.0, 10, 0, 0.0};
+  s.log_warmup = true;
+  EXPECT_DOUBLE_EQ(s.lr_at(0), 0.0);
+  EXPECT_DOUBLE_EQ(s.lr_at(4), 2.0 * std::log(5.0) / std::log(10.0));
+  EXPECT_DOUBLE_EQ(s.lr_at(9), 2.0);  // ln 10 / ln 10
+  EXPECT_DOUBLE_EQ(s.lr_at(10), 2.0);
+}
+
 }  // namespace
 }  // namespace braid::optim

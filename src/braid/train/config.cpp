@@ -17,6 +17,7 @@
 
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
+#include "braid/train/closest_key.h"
 
 namespace braid::train {
 
@@ -62,6 +63,7 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("optimizer.grad_clip", &c.optimizer.grad_clip);
   f("schedule.type", &c.schedule.type);
   f("schedule.warmup_steps", &c.schedule.warmup_steps);
+  f("schedule.warmup_type", &c.schedule.warmup_type);
   f("schedule.min_lr_ratio", &c.schedule.min_lr_ratio);
   f("schedule.scale_lr", &c.schedule.scale_lr);
   f("schedule.base_batch_size", &c.schedule.base_batch_size);
@@ -136,40 +138,11 @@ void set_scalar(const FieldPtr& p, const YAML::Node& n, const std::string& key,
   }
 }
 
-// Levenshtein distance between a and b (insert, delete, substitute, each cost 1).
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// " (did you mean 'training.max_steps'?)" for the known key closest to `key`: the fewest edits
-// of the last component, plus 2 when the key sits in another section (a key put in the wrong
-// section is still found, but a near miss inside the right section wins). Empty when no key is
-// within a third of the longer name's length.
+// " (did you mean 'training.max_steps'?)" (closest_key.h) among the config's keys.
 std::string did_you_mean(const std::string& key, const std::map<std::string, FieldPtr>& fields) {
-  const size_t dot = key.rfind('.');
-  const std::string leaf = key.substr(dot + 1);
-  const std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
-  std::string best;
-  size_t best_d = SIZE_MAX;
-  for (const auto& [k, _] : fields) {
-    const size_t k_dot = k.rfind('.');
-    const std::string k_leaf = k.substr(k_dot + 1);
-    size_t d = edit_distance(leaf, k_leaf) + (k.substr(0, k_dot) == section ? 0 : 2);
-    size_t limit = std::max<size_t>(1, std::max(leaf.size(), k_leaf.size()) / 3) + 2;
-    if (d <= limit && d < best_d) best_d = d, best = k;
-  }
-  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+  std::vector<std::string> known;
+  for (const auto& [k, _] : fields) known.push_back(k);
+  return train::did_you_mean(key, known);
 }
 
 void parse_node(const YAML::Node& node, const std::string& prefix,
@@ -288,6 +261,7 @@ void validate(const TrainConfig& c) {
   };
   one_of("optimizer.type", c.optimizer.type, {"adamw", "sgd"});
   one_of("schedule.type", c.schedule.type, {"constant", "linear", "cosine"});
+  one_of("schedule.warmup_type", c.schedule.warmup_type, {"linear", "log"});
   one_of("parallel.strategy", c.parallel.strategy,
          {"none", "ddp", "zero1", "zero2", "zero3", "fsdp"});
   one_of("parallel.sharding_strategy", c.parallel.sharding_strategy,

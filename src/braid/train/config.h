@@ -80,6 +80,9 @@ struct OptimizerSection {
 struct ScheduleSection {
   std::string type = "cosine";  // constant | linear | cosine
   int64_t warmup_steps = 0;
+  // linear: lr x step / warmup_steps; log: lr x ln(step + 1) / ln(warmup_steps) (DeepSpeed's
+  // WarmupLR default).
+  std::string warmup_type = "linear";
   double min_lr_ratio = 0.1;  // decay floor as a fraction of lr
   bool scale_lr = false;      // linear scaling rule: lr x global / base_batch_size
   int64_t base_batch_size = 0;

@@ -267,6 +267,7 @@ TrainResult Trainer::run() {
     sched.lr *= static_cast<double>(t.global_batch_size) /
                 static_cast<double>(cfg_.schedule.base_batch_size);
   sched.warmup_steps = cfg_.schedule.warmup_steps;
+  sched.log_warmup = cfg_.schedule.warmup_type == "log";
   sched.total_steps = t.max_steps;
   sched.min_lr = sched.lr * cfg_.schedule.min_lr_ratio;
   sched.validate();
