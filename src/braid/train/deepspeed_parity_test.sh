@@ -9,13 +9,8 @@ ROOT=$2
 work=$(mktemp -d /tmp/braid_ds_parity.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-cat > "$work/model.json" <<'JSON'
-{"model_type": "gpt2", "vocab_size": 512, "n_positions": 64, "n_embd": 64, "n_layer": 2,
- "n_head": 2, "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new",
- "tie_word_embeddings": true}
-JSON
 cat > "$work/train.yaml" <<YAML
-model: {config: $work/model.json}
+model: {config: $ROOT/testdata/models/gpt2-vocab512.json}
 data: {random_tokens: true, seq_len: 32}
 training: {micro_batch_size: 2, gradient_accumulation_steps: 2, max_steps: 6, log_interval: 1,
            eval_interval: 0, eval_batches: 0}

@@ -43,14 +43,9 @@ launch_hosts() {
     --network 10.77.0.0/24 "$@"
 }
 
-cat > "$work/model.json" <<'JSON'
-{"model_type": "gpt2", "vocab_size": 512, "n_positions": 64, "n_embd": 64, "n_layer": 2,
- "n_head": 2, "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new",
- "tie_word_embeddings": true}
-JSON
 cat > "$work/train.yaml" <<YAML
 model:
-  config: $work/model.json
+  config: $ROOT/testdata/models/gpt2-vocab512.json
 data:
   random_tokens: true
   seq_len: 32
