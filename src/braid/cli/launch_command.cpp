@@ -5,12 +5,14 @@
 
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "braid/cli/args.h"
 #include "braid/cli/command.h"
 #include "braid/core/error.h"
+#include "braid/train/accelerate_config.h"
 #include "braid/train/launcher.h"
 
 namespace {
@@ -19,7 +21,10 @@ const char* kUsage =
     "usage: braid launch -n N [options] -- PROGRAM [ARGS...]\n"
     "Starts N ranks of PROGRAM through mpirun (here, across a hostfile's hosts, or inside a\n"
     "Slurm allocation, whose hosts mpirun takes itself). PROGRAM 'braid' means this braid.\n"
-    "  -n N               ranks (default: SLURM_NTASKS inside a Slurm allocation, else 1)\n"
+    "  -n N               ranks (default: the config file's num_processes, SLURM_NTASKS inside\n"
+    "                     a Slurm allocation, else 1)\n"
+    "  --config_file F    HF Accelerate's config (accelerate config): num_processes from it,\n"
+    "                     and every rank's braid train reads it (as --accelerate-config F)\n"
     "  --hostfile F       hosts and slots, as mpirun reads them\n"
     "  --launch-agent A   starts ranks on the other hosts in ssh's place (A HOST COMMAND)\n"
     "  --network NET      the job's network, CIDRs or interfaces (default: the local networks\n"
@@ -43,6 +48,7 @@ std::string self_path() {
 int run_launch(const std::vector<std::string>& args) {
   braid::train::LaunchOptions o;
   bool nprocs_given = false;
+  std::string config_file;
   size_t i = 0;
   auto value = [&]() -> const std::string& {
     BRAID_CHECK(i + 1 < args.size(), args[i], " needs a value (see braid launch --help)");
@@ -61,6 +67,8 @@ int run_launch(const std::vector<std::string>& args) {
       nprocs_given = true;
     } else if (a == "--hostfile") {
       o.hostfile = value();
+    } else if (a == "--config_file" || a == "--config-file") {
+      config_file = value();
     } else if (a == "--launch-agent") {
       o.launch_agent = value();
     } else if (a == "--network") {
@@ -82,6 +90,23 @@ int run_launch(const std::vector<std::string>& args) {
     }
   }
   BRAID_CHECK(!o.command.empty(), "no program given: braid launch -n N -- PROGRAM [ARGS...]");
+  if (!config_file.empty()) {
+    const auto acc = braid::train::accelerate_launch_settings(config_file);
+    BRAID_CHECK(acc.num_machines == 1 || !o.hostfile.empty(), config_file, ": num_machines ",
+                acc.num_machines,
+                ": braid starts every machine's ranks from here through mpirun; give their hosts "
+                "with --hostfile");
+    if (!nprocs_given && acc.num_processes > 0) {
+      o.nprocs = acc.num_processes;
+      nprocs_given = true;
+    }
+    // Every rank reads the file (braid train --accelerate-config); the launcher forwards
+    // BRAID_* variables to the ranks.
+    char abs[PATH_MAX];
+    BRAID_CHECK(realpath(config_file.c_str(), abs), "--config_file: cannot read '", config_file,
+                "'");
+    setenv(braid::train::kAccelerateConfigEnv, abs, 1);
+  }
   if (!nprocs_given) o.nprocs = braid::train::default_nprocs();
   if (o.command[0] == "braid") o.command[0] = self_path();
   // Note [Job network listeners]: the guard is built beside this binary.

@@ -27,7 +27,8 @@ std::vector<DialectEntry> apply_deepspeed_config(TrainConfig& cfg, const std::st
                                                  const std::string& source, int64_t dp_size);
 std::vector<DialectEntry> load_deepspeed_config(TrainConfig& cfg, const std::string& path,
                                                 int64_t dp_size);
-// "# from ds.json (DeepSpeed)\n#   key: effect\n..." for --print-config.
+// "# from ds.json (DeepSpeed)\n#   key: effect\n..." for --print-config (source names the file
+// and its dialect).
 std::string describe_dialect(const std::string& source, const std::vector<DialectEntry>& entries);
 
 }  // namespace braid::train
