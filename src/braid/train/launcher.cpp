@@ -274,6 +274,11 @@ std::map<std::string, std::string> launch_environment(const LaunchOptions& o, in
     const char* preload = std::getenv("LD_PRELOAD");
     env["LD_PRELOAD"] = o.netguard + (preload && *preload ? std::string(":") + preload : "");
     env["BRAID_JOB_NETWORK"] = o.network;
+    // A sanitizer-built program refuses a library preloaded before its runtime; the guard only
+    // wraps bind(), so let it run.
+    const char* asan = std::getenv("ASAN_OPTIONS");
+    env["ASAN_OPTIONS"] =
+        std::string(asan && *asan ? std::string(asan) + ":" : "") + "verify_asan_link_order=0";
   }
   env["BRAID_RESTART_COUNT"] = std::to_string(attempt);
   if (geteuid() == 0) {
