@@ -1,0 +1,46 @@
+// braid config [--config_file PATH]: `accelerate config`'s questions at the prompt; writes
+// Accelerate's YAML (train/accelerate_questions.h).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "braid/cli/command.h"
+#include "braid/core/error.h"
+#include "braid/train/accelerate_questions.h"
+
+namespace {
+
+int run_config(const std::vector<std::string>& args) {
+  std::string path = braid::train::default_accelerate_config_path();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--help" || args[i] == "-h") {
+      std::printf(
+          "usage: braid config [--config_file PATH]\n"
+          "Asks what `accelerate config` asks (machine, processes, DeepSpeed or FSDP, precision)\n"
+          "and writes the answers as an Accelerate config (default %s) for\n"
+          "braid launch --config_file PATH -- braid train x.yaml.\n",
+          path.c_str());
+      return 0;
+    } else if (args[i] == "--config_file" || args[i] == "--config-file") {
+      BRAID_CHECK(i + 1 < args.size(), args[i], " needs a path");
+      path = args[++i];
+    } else {
+      BRAID_THROW("unknown option '", args[i], "' (see braid config --help)");
+    }
+  }
+  const std::string yaml = braid::train::ask_accelerate_config(std::cin, std::cout);
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::ofstream out(path);
+  BRAID_CHECK(out << yaml, "braid config: cannot write '", path, "'");
+  std::printf("braid config: wrote %s\n", path.c_str());
+  return 0;
+}
+
+}  // namespace
+
+BRAID_COMMAND("config", "write an Accelerate config by answering accelerate config's questions",
+              run_config);
