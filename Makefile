@@ -5,12 +5,16 @@ BUILD  := build/$(PRESET)
 BRAID  := $(BUILD)/src/braid/cli/braid
 JOBS   ?= $(shell nproc)
 
-.PHONY: all deps data build demo test test-long test-asan test-tsan bench format clean
+.PHONY: all deps test-deps data build demo test test-long test-asan test-tsan bench format clean
 
 all: build
 
+# The demo's packages; the tests add PyTorch (parity) and clang-format (lint).
 deps:
-	@scripts/setup-deps.sh
+	@scripts/setup-deps.sh demo
+
+test-deps:
+	@scripts/setup-deps.sh test
 
 data: deps
 	@scripts/fetch-data.sh data
@@ -29,20 +33,20 @@ demo: build data
 
 # Every test: unit tests (thread-backed ranks), real multi-process tests under mpirun, parity;
 # not the long fault loops (label long: make test-long).
-test: build data
+test: test-deps build data
 	cd $(BUILD) && BRAID_DATA_DIR=$(CURDIR)/data ctest --output-on-failure -j $(JOBS) --timeout 300 \
 	  -LE long
 
 # The long fault loops (label long): the restart kill loop, 20 SIGKILLs under
 # braid launch --max-restarts, about 2 minutes.
-test-long: build data
+test-long: test-deps build data
 	cd $(BUILD) && BRAID_DATA_DIR=$(CURDIR)/data ctest --output-on-failure -L long
 
-test-asan: deps data
+test-asan: test-deps data
 	$(MAKE) PRESET=asan-ubsan build
 	cd build/asan-ubsan && BRAID_DATA_DIR=$(CURDIR)/data ctest --output-on-failure -L unit -j $(JOBS)
 
-test-tsan: deps data
+test-tsan: test-deps data
 	$(MAKE) PRESET=tsan build
 	cd build/tsan && BRAID_DATA_DIR=$(CURDIR)/data OMP_NUM_THREADS=1 BRAID_NUM_THREADS=1 \
 	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/cmake/tsan-suppressions.txt" \

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs what braid needs from Debian's packages. Idempotent: a package already installed is
 # skipped, and apt is not touched at all when nothing is missing. Needs root or sudo.
+#   scripts/setup-deps.sh [demo|test]
+# demo (the default): building, running and the demo. test: also what only the tests use,
+# PyTorch and NumPy for the parity tests (a large dependency tree) and clang-format.
 set -euo pipefail
+MODE=${1:-demo}
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
@@ -9,9 +13,13 @@ PACKAGES=(
   libdnnl-dev ocl-icd-opencl-dev libopenblas-dev   # dnnl-config.cmake requires OpenCL
   libopenmpi-dev openmpi-bin
   libpcre2-dev nlohmann-json3-dev libyaml-cpp-dev
-  python3 python3-torch python3-numpy
-  clang-format
+  python3
 )
+case $MODE in
+  demo) ;;
+  test) PACKAGES+=(python3-torch python3-numpy clang-format) ;;
+  *) echo "setup-deps: unknown mode '$MODE' (demo or test)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
