@@ -1,24 +1,231 @@
 #include "braid/parallel/memory_estimate.h"
 
+#include <algorithm>
+
+#include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
+#include "braid/nn/param_layout.h"
+#include "braid/nn/transformer.h"
+#include "braid/parallel/activation_estimate.h"
 
 namespace braid::parallel {
 
-std::vector<StateEstimate> estimate_training_state(int64_t params, int64_t largest_unit,
-                                                   int ranks) {
-  const int64_t P = 4 * params, N = ranks > 0 ? ranks : 1, in_flight = 2 * 4 * largest_unit;
-  return {
-      {"ddp", P, P, 2 * P},
-      {"zero1", P, P, 2 * P / N},
-      {"zero2", P, P / N + in_flight, 2 * P / N},
-      {"zero3", P / N + in_flight, P / N + in_flight, 2 * P / N},
-  };
+namespace {
+
+// Elements of the layout a strategy materialises: P the whole padded buffer, E the embeddings
+// unit, H the head unit, B the largest block, n the real parameters; every unit's padded size in
+// order, and whether the LM head borrows the embedding.
+struct Units {
+  double P = 0, E = 0, H = 0, B = 0, n = 0;
+  std::vector<double> sizes;
+  bool tied = true;
+};
+
+Units units_of(const nn::ModelConfig& model, int64_t pad_multiple) {
+  nn::TransformerOptions declared;
+  declared.materialize = false;
+  const nn::Transformer m(model, declared);
+  const nn::ParamLayout l = m.layout().with_padding(pad_multiple);
+  const auto& u = l.units();
+  Units s{static_cast<double>(l.total()),
+          static_cast<double>(u.front().padded),
+          static_cast<double>(u.back().padded),
+          0,
+          static_cast<double>(m.layout().num_parameters()),
+          {},
+          model.tie_word_embeddings};
+  for (size_t i = 1; i + 1 < u.size(); ++i) s.B = std::max(s.B, static_cast<double>(u[i].padded));
+  for (const auto& unit : u) s.sizes.push_back(static_cast<double>(unit.padded));
+  return s;
 }
 
-std::string describe_estimates(const std::vector<StateEstimate>& estimates) {
+// What the formulas need to know of a strategy: its ZeRO stage (0 = replicated, DDP), whether
+// stage 3 keeps its gathered units from forward to backward (SHARD_GRAD_OP), the shard group
+// size S and the data-parallel size N.
+struct Sharding {
+  std::string label;
+  int stage = 0;
+  bool keeps_gathered = false;
+  int S = 1, N = 1;
+};
+
+Sharding shape_of(const StrategySpec& spec, int world) {
+  BRAID_CHECK(world >= 1, "estimate-memory: world size must be >= 1, got ", world);
+  BRAID_CHECK(spec.tensor_parallel_size <= 1 && spec.pipeline_parallel_size <= 1,
+              "estimate-memory: tensor_parallel_size ", spec.tensor_parallel_size,
+              " and pipeline_parallel_size ", spec.pipeline_parallel_size,
+              " are not modelled (both must be 1)");
+  Sharding s;
+  s.label = spec.name;
+  s.N = world;
+  s.S = world;
+  const std::string& how = spec.sharding_strategy;
+  if (spec.name == "none") {
+    BRAID_CHECK(world == 1, "estimate-memory: strategy none is one process, not ", world,
+                " ranks (pick ddp, zero1, zero2, zero3 or fsdp)");
+  } else if (spec.name == "zero1" || spec.name == "zero2" || spec.name == "zero3") {
+    s.stage = spec.name.back() - '0';
+  } else if (spec.name == "fsdp") {
+    s.label = "fsdp " + how;
+    if (how == "NO_SHARD") {
+      s.stage = 0;
+    } else if (how == "FULL_SHARD" || how == "SHARD_GRAD_OP" || how == "HYBRID_SHARD" ||
+               how == "HYBRID_SHARD_ZERO2") {
+      s.stage = 3;
+      s.keeps_gathered = how == "SHARD_GRAD_OP" || how == "HYBRID_SHARD_ZERO2";
+    } else {
+      BRAID_THROW("estimate-memory: unknown fsdp sharding strategy '", how,
+                  "' (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, HYBRID_SHARD_ZERO2)");
+    }
+  } else if (spec.name != "ddp") {
+    BRAID_THROW("estimate-memory: unknown strategy '", spec.name,
+                "' (none, ddp, zero1, zero2, zero3, fsdp)");
+  }
+  if (s.stage == 3 && spec.sharding_factor > 0) {
+    BRAID_CHECK(world % spec.sharding_factor == 0, "estimate-memory: sharding_factor ",
+                spec.sharding_factor, " does not divide the world size ", world);
+    s.S = spec.sharding_factor;
+  }
+  return s;
+}
+
+bool syncs_each_batch(const StrategySpec& spec, const Sharding& s) {
+  if (spec.sync_each_batch == "true") return true;
+  if (spec.sync_each_batch == "false") return false;
+  BRAID_CHECK(spec.sync_each_batch == "auto", "estimate-memory: sync_each_batch must be auto, ",
+              "true or false, got '", spec.sync_each_batch, "'");
+  return s.stage >= 2;
+}
+
+// Note [Units in flight]: the units a sharded strategy holds whole at its peak. Parameters
+// (stage 3): limit_all_gathers blocks gathered or being gathered, and with tied embeddings the
+// embedding (the LM head borrows it until its backward) and the head; untied, the embedding and
+// the head are each gathered beside one block at most. Gradients (stages 2 and 3, reducing each
+// micro-step): two blocks (the one in backward and the one being reduced), and with tied
+// embeddings the embedding's (it collects from the head's backward to the end). Offloaded (Note
+// [Offload pages]): one block gathered while the next one's f32 shard is read ahead instead, the
+// reduced piece being written, and three blocks' optimizer pages (being updated, read ahead,
+// written back).
+double gathered_params(const Units& u, double limit) {
+  if (u.tied) return u.E + u.H + limit * u.B;
+  return std::max({limit * u.B, u.E + u.B, u.H + u.B});
+}
+
+double grads_in_flight(const Units& u) {
+  return u.tied ? u.E + 2 * u.B : std::max({2 * u.B, u.E + u.B, u.H + u.B});
+}
+
+// Materialising a sharded strategy fills each unit's f32 values in full before keeping this
+// rank's piece (zero_strategy.cpp): after `before` bytes, the pieces kept so far (1/S of each
+// unit, f32) and the unit being filled.
+double fill_peak(const Units& u, double before, double S) {
+  double kept = 0, peak = 0;
+  for (double size : u.sizes) {
+    kept += 4 * size / S;
+    peak = std::max(peak, before + kept + 4 * size);
+  }
+  return peak;
+}
+
+MemoryEstimate state_of(const Sharding& s, const Units& u, const StrategySpec& spec, int64_t a,
+                        int64_t opt_bytes) {
+  const double N = s.N, S = s.S, r = static_cast<double>(dtype_size(spec.reduce_dtype));
+  const bool sync = syncs_each_batch(spec, s);
+  const bool offload_opt = spec.offload_optimizer != "none" && s.stage >= 1;
+  const bool offload_params = spec.offload_params != "none" && s.stage == 3;
+  double params = 0, grads = 0, optimizer = opt_bytes * u.n / N, comm = 0;
+  // Mixed precision: f32 masters (whole, or this rank's piece) plus the compute copy.
+  const double whole_params = a == 4 ? 4 * u.P : (s.stage == 0 ? 4 * u.P : 4 * u.P / N) + a * u.P;
+  const double in_flight_grads = 4 * grads_in_flight(u);
+  switch (s.stage) {
+    case 0:
+      params = whole_params;
+      grads = 4 * u.P;
+      optimizer = opt_bytes * u.n;
+      if (r != 4) comm = r * u.P;  // every bucket's staging in the reduce dtype
+      break;
+    case 1:
+      params = a == 4 ? whole_params : fill_peak(u, a * u.P, N);
+      grads = 4 * u.P + (sync ? 4 * u.P / N : 0);
+      break;
+    case 2:
+      params = a == 4 ? whole_params : fill_peak(u, a * u.P, N);
+      grads = 4 * u.P / N + (sync ? in_flight_grads : 4 * u.P);
+      break;
+    case 3: {
+      const double gathered =
+          s.keeps_gathered ? u.P : gathered_params(u, static_cast<double>(spec.limit_all_gathers));
+      params = std::max(4 * u.P / S + a * gathered, fill_peak(u, 0, S));
+      grads = 4 * u.P / N + (sync ? in_flight_grads : 4 * u.P);
+      if (a != 4) comm = a * u.B / S;  // the shard cast for its all-gather
+      break;
+    }
+  }
+  if (s.stage > 0 && r != 4) comm += 2 * r * u.B;  // units being reduce-scattered
+  if (offload_params) {
+    params = a * (u.E + u.H + u.B) + 4 * u.B / N;
+    grads = in_flight_grads + 4 * u.E / N;  // the reduced piece being written
+  }
+  if (offload_opt) optimizer = 3 * opt_bytes * u.B / N;
+  MemoryEstimate e;
+  e.strategy = s.label;
+  e.parameters = static_cast<int64_t>(params);
+  e.gradients = static_cast<int64_t>(grads);
+  e.optimizer_state = static_cast<int64_t>(optimizer);
+  e.buffers = static_cast<int64_t>(comm);
+  return e;
+}
+
+// Note [Buffer estimate]: kernel scratch is counted only for the LM head's cross-entropy, which
+// keeps the logits of up to 256 rows (f32); communication only for the strategy's own staging
+// (casts to the reduce dtype, the compute-dtype shard of an all-gather). GEMM packing, attention
+// tiles (per OpenMP thread) and the process group's own staging depend on the BLAS library, the
+// thread count and the backend, and are left out: the buffers column is a lower bound.
+int64_t head_scratch(const nn::ModelConfig& m, int64_t tokens) {
+  return 4 * std::min<int64_t>(256, tokens) * m.vocab_size;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
+  const Sharding s = shape_of(in.spec, in.world_size);
+  BRAID_CHECK(in.spec.micro_batch_size >= 1, "estimate-memory: micro-batch size must be >= 1, got ",
+              in.spec.micro_batch_size);
+  BRAID_CHECK(in.optimizer_bytes_per_param >= 0,
+              "estimate-memory: optimizer bytes per parameter must be >= 0");
+  in.model.validate();
+  // DDP pads the whole buffer to kAlign; ZeRO every unit to equal shards of the N ranks.
+  const int64_t pad = s.stage == 0 ? nn::ParamLayout::kAlign : s.N * nn::ParamLayout::kAlign;
+  const auto a = static_cast<int64_t>(dtype_size(in.compute));
+  MemoryEstimate e = state_of(s, units_of(in.model, pad), in.spec, a, in.optimizer_bytes_per_param);
+  e.activations =
+      estimate_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len, in.compute);
+  e.buffers += head_scratch(in.model, in.spec.micro_batch_size * in.spec.seq_len);
+  return e;
+}
+
+std::vector<std::string> estimated_strategy_names() {
+  return {"ddp", "zero1", "zero2", "zero3"};
+}
+
+std::vector<MemoryEstimate> estimate_training_state(int64_t params, int64_t largest_unit,
+                                                    int ranks) {
+  const Units u{static_cast<double>(params), 0,  0,   static_cast<double>(largest_unit),
+                static_cast<double>(params), {}, true};
+  std::vector<MemoryEstimate> out;
+  for (const std::string& name : estimated_strategy_names()) {
+    StrategySpec spec;
+    spec.name = name;
+    out.push_back(state_of(shape_of(spec, std::max(ranks, 1)), u, spec, 4, 8));
+    out.back().buffers = 0;
+  }
+  return out;
+}
+
+std::string describe_estimates(const std::vector<MemoryEstimate>& estimates) {
   std::string s;
-  for (const StateEstimate& e : estimates)
-    s += (s.empty() ? "" : ", ") + e.strategy + " " + format_bytes(e.total());
+  for (const MemoryEstimate& e : estimates)
+    s += (s.empty() ? "" : ", ") + e.strategy + " " + format_bytes(e.training_state());
   return s;
 }
 

@@ -1,0 +1,152 @@
+// braid estimate-memory: what each rank would keep, per category, for a model, strategy and
+// batch, without running anything (train/memory_estimate_table.h).
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "braid/cli/args.h"
+#include "braid/cli/command.h"
+#include "braid/core/error.h"
+#include "braid/nn/model_config.h"
+#include "braid/train/config.h"
+#include "braid/train/memory_estimate_table.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: braid estimate-memory --model PRESET|config.json [options]\n"
+    "       braid estimate-memory --config braid.yaml [options]\n"
+    "\n"
+    "Prints what each rank keeps at its peak, per category (parameters, gradients, optimizer\n"
+    "state, activations, buffers), one row per strategy. Options override the config's values.\n"
+    "  --model M                      a preset (gpt2-small, llama-7b, ...), an HF config.json or\n"
+    "                                 a directory holding one\n"
+    "  --config FILE                  take model, strategy, batch and precision from a braid "
+    "config\n"
+    "  --strategy S                   all (ddp, zero1, zero2, zero3; the default), none, ddp,\n"
+    "                                 zero1, zero2, zero3 or fsdp\n"
+    "  --sharding-strategy S          fsdp: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD,\n"
+    "                                 HYBRID_SHARD_ZERO2\n"
+    "  --world-size N                 data-parallel ranks (default 1)\n"
+    "  --precision P                  fp32, bf16 or fp16 (default fp32)\n"
+    "  --micro-batch-size B           sequences per rank per micro-step (default 1)\n"
+    "  --seq-len T                    tokens per sequence (default 1024, at most the model's)\n"
+    "  --activation-checkpointing K   none, full or selective (default none)\n"
+    "  --offload                      optimizer state (and for zero3/fsdp parameters) to files\n";
+
+bool is_one_of(const std::string& v, const std::vector<std::string>& choices) {
+  for (const auto& c : choices)
+    if (v == c) return true;
+  return false;
+}
+
+std::string choices(const std::vector<std::string>& cs) {
+  std::string s;
+  for (const auto& c : cs) s += (s.empty() ? "" : ", ") + c;
+  return s;
+}
+
+int run_estimate_memory(const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  using braid::cli::parse_int;
+  std::string model, config, strategy = "all", sharding, precision, checkpointing;
+  int64_t world = 1, micro = 0, seq_len = 0;
+  bool offload = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      BRAID_CHECK(i + 1 < args.size(), a, " needs a value (see braid estimate-memory --help)");
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--model") {
+      model = value();
+    } else if (a == "--config") {
+      config = value();
+    } else if (a == "--strategy") {
+      strategy = value();
+    } else if (a == "--sharding-strategy") {
+      sharding = value();
+    } else if (a == "--world-size") {
+      world = parse_int(a, value());
+    } else if (a == "--precision") {
+      precision = value();
+    } else if (a == "--micro-batch-size") {
+      micro = parse_int(a, value());
+    } else if (a == "--seq-len") {
+      seq_len = parse_int(a, value());
+    } else if (a == "--activation-checkpointing") {
+      checkpointing = value();
+    } else if (a == "--offload") {
+      offload = true;
+    } else {
+      BRAID_THROW("estimate-memory: unknown option '", a, "' (see braid estimate-memory --help)");
+    }
+  }
+  BRAID_CHECK(!model.empty() || !config.empty(),
+              "estimate-memory: --model PRESET|config.json or --config FILE is required");
+  BRAID_CHECK(world >= 1 && world <= 1 << 20, "--world-size must be in [1, 1048576], got ", world);
+  BRAID_CHECK(micro >= 0, "--micro-batch-size must be >= 1, got ", micro);
+  BRAID_CHECK(seq_len >= 0, "--seq-len must be >= 1, got ", seq_len);
+  const std::vector<std::string> strategies = {"all",   "none",  "ddp", "zero1",
+                                               "zero2", "zero3", "fsdp"};
+  BRAID_CHECK(is_one_of(strategy, strategies), "--strategy: unknown strategy '", strategy, "' (",
+              choices(strategies), ")");
+  const std::vector<std::string> precisions = {"fp32", "bf16", "fp16"};
+  BRAID_CHECK(precision.empty() || is_one_of(precision, precisions), "--precision: unknown '",
+              precision, "' (", choices(precisions), ")");
+  const std::vector<std::string> policies = {"none", "full", "selective"};
+  BRAID_CHECK(checkpointing.empty() || is_one_of(checkpointing, policies),
+              "--activation-checkpointing: unknown '", checkpointing, "' (", choices(policies),
+              ")");
+
+  braid::train::TrainConfig cfg;
+  if (!config.empty()) cfg = braid::train::load_config(config);
+  if (!model.empty()) {
+    cfg.model.preset.clear();
+    cfg.model.config.clear();
+    cfg.model.init_from.clear();
+    if (fs::is_directory(model)) {
+      cfg.model.config = (fs::path(model) / "config.json").string();
+    } else if (model.ends_with(".json") || fs::exists(model)) {
+      cfg.model.config = model;
+    } else {
+      // Throws naming the preset and the known ones.
+      try {
+        braid::nn::ModelConfig::preset(model);
+      } catch (const braid::Error& e) {
+        BRAID_THROW("--model: ", e.what());
+      }
+      cfg.model.preset = model;
+    }
+    if (seq_len == 0) {
+      const auto mc = cfg.model.preset.empty()
+                          ? braid::nn::ModelConfig::from_hf_file(cfg.model.config)
+                          : braid::nn::ModelConfig::preset(cfg.model.preset);
+      cfg.data.seq_len = std::min<int64_t>(1024, mc.max_seq_len);
+    }
+  }
+  if (micro > 0) cfg.training.micro_batch_size = micro;
+  if (seq_len > 0) cfg.data.seq_len = seq_len;
+  if (!precision.empty()) cfg.training.precision = precision;
+  if (!checkpointing.empty()) cfg.model.activation_checkpointing = checkpointing;
+  if (!sharding.empty()) cfg.parallel.sharding_strategy = sharding;
+  if (offload) {
+    cfg.parallel.offload_optimizer = "nvme";
+    cfg.parallel.offload_params = "nvme";
+  }
+  std::vector<std::string> names = {strategy};
+  if (strategy == "all") names = braid::parallel::estimated_strategy_names();
+  const int ranks = static_cast<int>(world);
+  const auto estimates = braid::train::estimate_strategies(cfg, ranks, names);
+  std::fputs(braid::train::memory_estimate_table(cfg, ranks, estimates).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+BRAID_COMMAND("estimate-memory", "estimate each rank's memory per category, per strategy",
+              run_estimate_memory);

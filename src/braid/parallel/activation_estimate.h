@@ -1,0 +1,38 @@
+// The peak of a rank's `activations` category over a training micro-step (forward, then
+// backward), in closed form from what the model's code keeps for backward: every op's output
+// stays alive while a recorded node holds it as an input (autograd/engine.cpp), plus the f32
+// statistics the norms and attention save, plus the gradient buffers of backward
+// (Note [Gradient buffers]). N = micro_batch x seq_len tokens, C = d_model, H = d_ff,
+// KV = n_kv_head x head_size, a = bytes of the compute dtype; per block, in elements of a:
+//   GPT-2  kept 13NC + 2NH (ln_1, c_attn, q/k/v copies, attention, c_proj, residual, ln_2,
+//          c_fc, gelu, c_proj, residual) + f32 4N + N x n_head (norm stats, attention lse)
+//   LLaMA  kept 9NC + 3N KV + 3NH (norm, q, rope q, k, rope k, v, attention, o_proj, residual,
+//          norm, gate, up, swiglu, down_proj, residual) + f32 2N + N x n_head
+// Note [Activation peak]: backward reaches its peak inside the first block it runs, when its
+// MLP is being differentiated: with everything the earlier blocks keep still alive, the block
+// holds its kept tensors plus NH - NC (GPT-2, the gelu's gradient while the MLP's output is
+// freed) or 2N(H - C) (LLaMA, the gradients of gate and up) more. A fully checkpointed block
+// keeps only its output and reruns its whole forward there (its kept tensors again, its output
+// and the incoming gradient: + 2NC); a selective one keeps its residual stream and MLP
+// (GPT-2 4NC + 2NH, LLaMA 4NC + 3NH) and reruns the attention sublayer after its MLP's backward
+// (Note [Selective recompute], nn/block.cpp). Outside the blocks: the embedding's and the final
+// norm's outputs and the batch's ids and targets (the final norm's and the loss's f32
+// statistics are freed by then). The estimate takes the largest of these moments over the
+// blocks, so "every k-th block" policies are covered too. memory_estimate_test holds it to the
+// tracker's peaks within 10% for GPT-2 and LLaMA shapes, micro-batches, sequence lengths,
+// precisions and policies.
+#pragma once
+
+#include <cstdint>
+
+#include "braid/core/dtype.h"
+#include "braid/nn/model_config.h"
+
+namespace braid::parallel {
+
+// Bytes; model.activation_checkpointing is the policy. Throws naming the value when
+// micro_batch_size or seq_len < 1 or seq_len > the model's max_seq_len.
+int64_t estimate_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
+                             int64_t seq_len, DType compute);
+
+}  // namespace braid::parallel

@@ -1,0 +1,81 @@
+#include "braid/train/memory_estimate_table.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "braid/core/error.h"
+#include "braid/core/memory_tracker.h"
+#include "braid/train/strategy_config.h"
+#include "braid/train/trainer.h"
+
+namespace braid::train {
+
+namespace {
+
+// Bytes of optimizer state per parameter: AdamW's two moments, SGD's momentum buffer.
+int64_t optimizer_bytes(const OptimizerSection& o) {
+  if (o.type == "adamw") return 8;
+  if (o.type == "sgd") return o.momentum != 0 ? 4 : 0;
+  BRAID_THROW("optimizer.type: unknown optimizer '", o.type, "' (adamw, sgd)");
+}
+
+std::string cell(int64_t bytes) {
+  return format_bytes(bytes);
+}
+
+}  // namespace
+
+parallel::MemoryEstimateInputs memory_estimate_inputs(const TrainConfig& cfg, int world_size) {
+  BRAID_CHECK(world_size >= 1, "world size must be >= 1, got ", world_size);
+  parallel::MemoryEstimateInputs in;
+  in.model = model_config_from(cfg);
+  in.spec = strategy_spec_from(cfg);
+  in.world_size = world_size;
+  in.compute = cfg.compute_dtype();
+  in.optimizer_bytes_per_param = optimizer_bytes(cfg.optimizer);
+  return in;
+}
+
+std::vector<parallel::MemoryEstimate> estimate_strategies(const TrainConfig& cfg, int world_size,
+                                                          const std::vector<std::string>& names) {
+  parallel::MemoryEstimateInputs in = memory_estimate_inputs(cfg, world_size);
+  std::vector<parallel::MemoryEstimate> out;
+  for (const std::string& name : names) {
+    in.spec.name = name;
+    out.push_back(parallel::estimate_memory(in));
+  }
+  return out;
+}
+
+std::string memory_estimate_table(const TrainConfig& cfg, int world_size,
+                                  const std::vector<parallel::MemoryEstimate>& estimates) {
+  const nn::ModelConfig m = model_config_from(cfg);
+  std::ostringstream os;
+  const std::string model = cfg.model.preset.empty() ? cfg.model.config : cfg.model.preset;
+  os << "Memory per rank for " << model << " (" << m.model_type() << ", "
+     << m.num_parameters() / 1e6 << "M parameters) on " << world_size << " rank(s), "
+     << cfg.training.precision << ", micro-batch "
+     << std::max<int64_t>(1, cfg.training.micro_batch_size) << " x " << cfg.data.seq_len
+     << " tokens, activation checkpointing " << m.activation_checkpointing.str() << ", "
+     << cfg.optimizer.type << "\n";
+  const char* header[] = {"strategy",    "parameters", "gradients", "optimizer",
+                          "activations", "buffers",    "total"};
+  char line[256];
+  std::snprintf(line, sizeof line, "%-24s %11s %11s %11s %11s %11s %11s\n", header[0], header[1],
+                header[2], header[3], header[4], header[5], header[6]);
+  os << line;
+  for (const auto& e : estimates) {
+    std::snprintf(line, sizeof line, "%-24s %11s %11s %11s %11s %11s %11s\n", e.strategy.c_str(),
+                  cell(e.parameters).c_str(), cell(e.gradients).c_str(),
+                  cell(e.optimizer_state).c_str(), cell(e.activations).c_str(),
+                  cell(e.buffers).c_str(), cell(e.total()).c_str());
+    os << line;
+  }
+  os << "Parameters: f32 masters (and the compute copy in bf16/fp16); gradients and optimizer "
+        "state f32; activations: the peak of one micro-step's forward and backward; buffers: "
+        "communication staging and the LM head's scratch only (GEMM and attention scratch and "
+        "the process group's staging depend on the BLAS library, threads and backend).\n";
+  return os.str();
+}
+
+}  // namespace braid::train

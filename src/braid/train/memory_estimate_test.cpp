@@ -1,0 +1,96 @@
+// `braid estimate-memory` held to reality: the estimator's activations (Note [Activation
+// peak], parallel/activation_estimate.h) and mixed-precision parameters against the tracker's
+// peaks, for GPT-2 and LLaMA shapes, micro-batches and sequence lengths, fp32 and bf16, and
+// every checkpointing policy, under ddp and zero3 on 2 thread ranks (strategy_memory_test covers
+// every strategy in fp32). Everything within 10%.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "braid/train/memory_estimate_table.h"
+#include "braid/train/memory_test_util.h"
+
+namespace braid::train {
+namespace {
+
+// A LLaMA beside six_block_model_config()'s GPT-2: the same width and depth, grouped-query
+// attention (2 kv heads of 4), SwiGLU d_ff 352.
+std::string six_block_llama_config() {
+  namespace fs = std::filesystem;
+  fs::path dir = private_temp_dir("braid_six_block_llama");
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json")
+      << R"({"model_type": "llama", "vocab_size": 1024, "max_position_embeddings": 64,
+             "hidden_size": 128, "intermediate_size": 352, "num_hidden_layers": 6,
+             "num_attention_heads": 4, "num_key_value_heads": 2})";
+  return (dir / "config.json").string();
+}
+
+struct Case {
+  std::string model, strategy, precision, checkpointing;
+  int64_t micro = 1, seq_len = 16, interval = 1;
+};
+
+TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheckpointing) {
+  const std::string gpt2 = six_block_model_config(), llama = six_block_llama_config();
+  std::vector<Case> cases;
+  for (const std::string& model : {gpt2, llama}) {
+    for (const char* ac : {"none", "full", "selective"}) {
+      cases.push_back({model, "ddp", "fp32", ac, 1, 16});
+      cases.push_back({model, "zero3", "bf16", ac, 4, 64});
+    }
+    cases.push_back({model, "ddp", "bf16", "none", 2, 32});
+    cases.push_back({model, "zero2", "bf16", "selective", 1, 64});
+    cases.push_back({model, "zero1", "fp32", "full", 3, 16, 2});
+  }
+  for (const Case& k : cases) {
+    TrainConfig c = tiny(k.micro, 2, k.strategy);
+    c.model.preset = "";
+    c.model.config = k.model;
+    c.data.seq_len = k.seq_len;
+    c.training.precision = k.precision;
+    c.model.activation_checkpointing = k.checkpointing;
+    c.model.activation_checkpointing_interval = k.interval;
+    c.training.max_steps = 2;
+    const Peaks p = measure_peaks(c, 2);
+    const parallel::MemoryEstimate e = parallel::estimate_memory(memory_estimate_inputs(c, 2));
+    const std::string name = std::string(k.model == gpt2 ? "gpt2 " : "llama ") + k.strategy + " " +
+                             k.precision + " " + k.checkpointing +
+                             (k.interval > 1 ? "/" + std::to_string(k.interval) : "") + " B" +
+                             std::to_string(k.micro) + " T" + std::to_string(k.seq_len);
+    print_comparison(name, p, e);
+    expect_within_10_percent(name, p, e);
+  }
+}
+
+TEST(MemoryEstimate, LlamaSevenBillionOnEightRanks) {
+  // Llama-2-7B's shape: every formula scales as the header says, and sharding divides.
+  TrainConfig c;
+  c.model.preset = "llama-7b";
+  c.data.seq_len = 4096;
+  c.training.micro_batch_size = 1;
+  c.training.precision = "bf16";
+  const auto e = estimate_strategies(c, 8, parallel::estimated_strategy_names());
+  ASSERT_EQ(e.size(), 4u);
+  const double n = static_cast<double>(nn::ModelConfig::preset("llama-7b").num_parameters());
+  EXPECT_NEAR(static_cast<double>(e[0].parameters), 6 * n, 0.01 * 6 * n);  // f32 + bf16 copy
+  EXPECT_NEAR(static_cast<double>(e[0].optimizer_state), 8 * n, 0.01 * 8 * n);
+  EXPECT_NEAR(static_cast<double>(e[1].optimizer_state), n, 0.01 * n);
+  EXPECT_LT(e[3].parameters, e[2].parameters / 3);
+  for (const auto& x : e) EXPECT_EQ(x.activations, e[0].activations) << x.strategy;
+}
+
+TEST(MemoryEstimate, BadInputNamesTheField) {
+  TrainConfig c;
+  c.model.preset = "gpt2-tiny";
+  c.data.seq_len = 16;
+  EXPECT_THROW(estimate_strategies(c, 0, {"ddp"}), Error);
+  EXPECT_THROW(estimate_strategies(c, 2, {"zero4"}), Error);
+  EXPECT_THROW(estimate_strategies(c, 2, {"none"}), Error);
+  c.data.seq_len = 4096;  // beyond gpt2-tiny's 128 positions
+  EXPECT_THROW(estimate_strategies(c, 2, {"ddp"}), Error);
+}
+
+}  // namespace
+}  // namespace braid::train
