@@ -34,5 +34,18 @@ expect "missing CONFIG.yaml" train
 expect "/nonexistent is not a directory" checkpoint verify /nonexistent
 expect "unknown checkpoint action 'check'" checkpoint check /tmp
 expect "checkpoint export needs --out OUT" checkpoint export /tmp
+expect "--model: unknown model preset 'llama-9b'" estimate-memory --model llama-9b
+expect "--world-size must be in [1, 1048576], got 0" estimate-memory --model gpt2-small \
+  --world-size 0
+expect "--strategy: unknown strategy 'zero4'" estimate-memory --model gpt2-small --strategy zero4
+expect "--precision: unknown 'fp8'" estimate-memory --model gpt2-small --precision fp8
+expect "--activation-checkpointing: unknown 'some'" estimate-memory --model gpt2-small \
+  --activation-checkpointing some
+expect "unknown option '--world_size'" estimate-memory --model gpt2-small --world_size 8
+expect "--seq-len expects an integer, got 'long'" estimate-memory --model gpt2-small --seq-len long
+expect "--seq-len 4096 exceeds the model's maximum sequence length 1024" estimate-memory --model gpt2-small --seq-len 4096
+expect "--model PRESET|config.json or --config FILE is required" estimate-memory
+expect "unknown fsdp sharding strategy 'HALF_SHARD'" estimate-memory --model gpt2-small \
+  --strategy fsdp --sharding-strategy HALF_SHARD
 [[ $failures == 0 ]] || { echo "cli_errors_test: $failures failed"; exit 1; }
 echo "cli_errors_test: all passed"

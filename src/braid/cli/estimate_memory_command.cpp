@@ -24,8 +24,8 @@ constexpr const char* kUsage =
     "                                 a directory holding one\n"
     "  --config FILE                  take model, strategy, batch and precision from a braid "
     "config\n"
-    "  --strategy S                   all (ddp, zero1, zero2, zero3; the default), none, ddp,\n"
-    "                                 zero1, zero2, zero3 or fsdp\n"
+    "  --strategy S                   all (ddp, zero1, zero2, zero3), none, ddp, zero1, zero2,\n"
+    "                                 zero3 or fsdp (default: the config's, else all)\n"
     "  --sharding-strategy S          fsdp: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD,\n"
     "                                 HYBRID_SHARD_ZERO2\n"
     "  --world-size N                 data-parallel ranks (default 1)\n"
@@ -50,7 +50,7 @@ std::string choices(const std::vector<std::string>& cs) {
 int run_estimate_memory(const std::vector<std::string>& args) {
   namespace fs = std::filesystem;
   using braid::cli::parse_int;
-  std::string model, config, strategy = "all", sharding, precision, checkpointing;
+  std::string model, config, strategy, sharding, precision, checkpointing;
   int64_t world = 1, micro = 0, seq_len = 0;
   bool offload = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -83,17 +83,17 @@ int run_estimate_memory(const std::vector<std::string>& args) {
     } else if (a == "--offload") {
       offload = true;
     } else {
-      BRAID_THROW("estimate-memory: unknown option '", a, "' (see braid estimate-memory --help)");
+      BRAID_THROW("unknown option '", a, "' (see braid estimate-memory --help)");
     }
   }
   BRAID_CHECK(!model.empty() || !config.empty(),
-              "estimate-memory: --model PRESET|config.json or --config FILE is required");
+              "--model PRESET|config.json or --config FILE is required");
   BRAID_CHECK(world >= 1 && world <= 1 << 20, "--world-size must be in [1, 1048576], got ", world);
   BRAID_CHECK(micro >= 0, "--micro-batch-size must be >= 1, got ", micro);
   BRAID_CHECK(seq_len >= 0, "--seq-len must be >= 1, got ", seq_len);
   const std::vector<std::string> strategies = {"all",   "none",  "ddp", "zero1",
                                                "zero2", "zero3", "fsdp"};
-  BRAID_CHECK(is_one_of(strategy, strategies), "--strategy: unknown strategy '", strategy, "' (",
+  BRAID_CHECK(strategy.empty() || is_one_of(strategy, strategies), "--strategy: unknown strategy '", strategy, "' (",
               choices(strategies), ")");
   const std::vector<std::string> precisions = {"fp32", "bf16", "fp16"};
   BRAID_CHECK(precision.empty() || is_one_of(precision, precisions), "--precision: unknown '",
@@ -122,15 +122,18 @@ int run_estimate_memory(const std::vector<std::string>& args) {
       }
       cfg.model.preset = model;
     }
-    if (seq_len == 0) {
-      const auto mc = cfg.model.preset.empty()
-                          ? braid::nn::ModelConfig::from_hf_file(cfg.model.config)
-                          : braid::nn::ModelConfig::preset(cfg.model.preset);
-      cfg.data.seq_len = std::min<int64_t>(1024, mc.max_seq_len);
-    }
   }
-  if (micro > 0) cfg.training.micro_batch_size = micro;
   if (seq_len > 0) cfg.data.seq_len = seq_len;
+  using braid::nn::ModelConfig;
+  const ModelConfig mc =
+      !cfg.model.init_from.empty()
+          ? ModelConfig::from_hf_file(fs::path(cfg.model.init_from) / "config.json")
+      : !cfg.model.config.empty() ? ModelConfig::from_hf_file(cfg.model.config)
+                                  : ModelConfig::preset(cfg.model.preset);
+  if (!model.empty() && seq_len == 0) cfg.data.seq_len = std::min<int64_t>(1024, mc.max_seq_len);
+  BRAID_CHECK(cfg.data.seq_len <= mc.max_seq_len, "--seq-len ", cfg.data.seq_len,
+              " exceeds the model's maximum sequence length ", mc.max_seq_len);
+  if (micro > 0) cfg.training.micro_batch_size = micro;
   if (!precision.empty()) cfg.training.precision = precision;
   if (!checkpointing.empty()) cfg.model.activation_checkpointing = checkpointing;
   if (!sharding.empty()) cfg.parallel.sharding_strategy = sharding;
@@ -138,6 +141,8 @@ int run_estimate_memory(const std::vector<std::string>& args) {
     cfg.parallel.offload_optimizer = "nvme";
     cfg.parallel.offload_params = "nvme";
   }
+  // Without --strategy: the config's strategy, or all of them.
+  if (strategy.empty()) strategy = config.empty() ? "all" : cfg.parallel.strategy;
   std::vector<std::string> names = {strategy};
   if (strategy == "all") names = braid::parallel::estimated_strategy_names();
   const int ranks = static_cast<int>(world);
