@@ -44,6 +44,7 @@ expect "--activation-checkpointing: unknown 'some'" estimate-memory --model gpt2
 expect "unknown option '--world_size'" estimate-memory --model gpt2-small --world_size 8
 expect "--seq-len expects an integer, got 'long'" estimate-memory --model gpt2-small --seq-len long
 expect "--seq-len 4096 exceeds the model's maximum sequence length 1024" estimate-memory --model gpt2-small --seq-len 4096
+expect "--tp 3 must divide --world-size 8" estimate-memory --model llama-7b --world-size 8 --tp 3
 expect "--model PRESET|config.json or --config FILE is required" estimate-memory
 expect "unknown fsdp sharding strategy 'HALF_SHARD'" estimate-memory --model gpt2-small \
   --strategy fsdp --sharding-strategy HALF_SHARD

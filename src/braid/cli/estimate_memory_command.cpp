@@ -28,7 +28,9 @@ constexpr const char* kUsage =
     "                                 zero3 or fsdp (default: the config's, else all)\n"
     "  --sharding-strategy S          fsdp: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD,\n"
     "                                 HYBRID_SHARD_ZERO2\n"
-    "  --world-size N                 data-parallel ranks (default 1)\n"
+    "  --world-size N                 ranks (default 1)\n"
+    "  --tp N                         tensor-parallel ranks per group (default 1; the strategy\n"
+    "                                 then runs over world-size / N ranks)\n"
     "  --precision P                  fp32, bf16 or fp16 (default fp32)\n"
     "  --micro-batch-size B           sequences per rank per micro-step (default 1)\n"
     "  --seq-len T                    tokens per sequence (default 1024, at most the model's)\n"
@@ -51,7 +53,7 @@ int run_estimate_memory(const std::vector<std::string>& args) {
   namespace fs = std::filesystem;
   using braid::cli::parse_int;
   std::string model, config, strategy, sharding, precision, checkpointing;
-  int64_t world = 1, micro = 0, seq_len = 0;
+  int64_t world = 1, micro = 0, seq_len = 0, tp = 0;
   bool offload = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -72,6 +74,8 @@ int run_estimate_memory(const std::vector<std::string>& args) {
       sharding = value();
     } else if (a == "--world-size") {
       world = parse_int(a, value());
+    } else if (a == "--tp") {
+      tp = parse_int(a, value());
     } else if (a == "--precision") {
       precision = value();
     } else if (a == "--micro-batch-size") {
@@ -89,12 +93,14 @@ int run_estimate_memory(const std::vector<std::string>& args) {
   BRAID_CHECK(!model.empty() || !config.empty(),
               "--model PRESET|config.json or --config FILE is required");
   BRAID_CHECK(world >= 1 && world <= 1 << 20, "--world-size must be in [1, 1048576], got ", world);
+  BRAID_CHECK(tp >= 0 && tp <= world && (tp == 0 || world % tp == 0), "--tp ", tp,
+              " must divide --world-size ", world);
   BRAID_CHECK(micro >= 0, "--micro-batch-size must be >= 1, got ", micro);
   BRAID_CHECK(seq_len >= 0, "--seq-len must be >= 1, got ", seq_len);
   const std::vector<std::string> strategies = {"all",   "none",  "ddp", "zero1",
                                                "zero2", "zero3", "fsdp"};
-  BRAID_CHECK(strategy.empty() || is_one_of(strategy, strategies), "--strategy: unknown strategy '", strategy, "' (",
-              choices(strategies), ")");
+  BRAID_CHECK(strategy.empty() || is_one_of(strategy, strategies), "--strategy: unknown strategy '",
+              strategy, "' (", choices(strategies), ")");
   const std::vector<std::string> precisions = {"fp32", "bf16", "fp16"};
   BRAID_CHECK(precision.empty() || is_one_of(precision, precisions), "--precision: unknown '",
               precision, "' (", choices(precisions), ")");
@@ -134,6 +140,7 @@ int run_estimate_memory(const std::vector<std::string>& args) {
   BRAID_CHECK(cfg.data.seq_len <= mc.max_seq_len, "--seq-len ", cfg.data.seq_len,
               " exceeds the model's maximum sequence length ", mc.max_seq_len);
   if (micro > 0) cfg.training.micro_batch_size = micro;
+  if (tp > 0) cfg.parallel.tensor_parallel_size = tp;
   if (!precision.empty()) cfg.training.precision = precision;
   if (!checkpointing.empty()) cfg.model.activation_checkpointing = checkpointing;
   if (!sharding.empty()) cfg.parallel.sharding_strategy = sharding;

@@ -15,69 +15,87 @@ struct BlockCost {
   int64_t backward_extra = 0;
 };
 
+// Sizes per token, in elements: C the residual stream, and what tp rank 0 holds of the
+// attention (Cl = its heads' width, KVl its kv heads', NHl its heads) and the MLP (Hl).
+// `row` is what a row-parallel projection leaves per token: its output, and under tensor
+// parallelism also the all-reduced copy (and GPT-2's bias added after it).
 class BlockModel {
  public:
-  BlockModel(const nn::ModelConfig& m, int64_t tokens, DType compute)
-      : m_(m), N_(tokens), a_(static_cast<int64_t>(dtype_size(compute))) {}
+  BlockModel(const nn::ModelConfig& m, int64_t tokens, DType compute, int tp)
+      : m_(m), N_(tokens), a_(static_cast<int64_t>(dtype_size(compute))) {
+    const int64_t kv_parts = std::min<int64_t>(m.n_kv_head, tp);
+    C_ = m.d_model;
+    Cl_ = m.n_head / tp * m.head_size();
+    KVl_ = m.n_kv_head / kv_parts * m.head_size();
+    Hl_ = m.d_ff / tp;
+    NHl_ = m.n_head / tp;
+    row_ = tp == 1 ? 1 : (m.is_gpt2() ? 3 : 2);
+  }
 
   BlockCost cost(nn::CheckpointPolicy::Kind kind) const {
     using Kind = nn::CheckpointPolicy::Kind;
-    const int64_t C = m_.d_model, H = m_.d_ff;
     switch (kind) {
       case Kind::none:
         return {kept_whole(), mlp_backward()};
       case Kind::full:
         // The rerun holds the block's tensors again, its output and the incoming gradient.
-        return {a_ * N_ * C, kept_whole() + mlp_backward() + a_ * N_ * 2 * C};
+        return {a_ * N_ * C_, kept_whole() + mlp_backward() + a_ * N_ * 2 * C_};
       case Kind::selective: {
-        const int64_t kept = m_.is_gpt2() ? a_ * N_ * (4 * C + 2 * H) + 4 * N_ * 2
-                                          : a_ * N_ * (4 * C + 3 * H) + 4 * N_;
+        // The residual stream (h, the MLP's output sum), norm2 and the MLP.
+        const int64_t kept = m_.is_gpt2() ? a_ * N_ * (3 * C_ + row_ * C_ + 2 * Hl_) + 4 * N_ * 2
+                                          : a_ * N_ * (3 * C_ + row_ * C_ + 3 * Hl_) + 4 * N_;
         return {kept, std::max(mlp_backward(), attention_rerun() - kept)};
       }
     }
     return {};
   }
 
+  // Outside the blocks: the embedding's output (under tensor parallelism also its all-reduced
+  // copy, and GPT-2's position rows, their sum and the positions) and the final norm's.
+  int64_t outside() const {
+    if (row_ == 1) return 2 * a_ * N_ * C_;
+    return m_.is_gpt2() ? 5 * a_ * N_ * C_ + 4 * N_ : 3 * a_ * N_ * C_;
+  }
+
  private:
-  // Everything a block without checkpointing keeps (the header's list).
+  // Everything a block without checkpointing keeps (the header's list): the two norms' outputs
+  // and the two residual sums, the projections' outputs, and their f32 statistics.
   int64_t kept_whole() const {
-    const int64_t C = m_.d_model, H = m_.d_ff, KV = m_.n_kv_head * m_.head_size();
-    const int64_t stats = 4 * N_ * m_.n_head;  // attention's lse [B, NH, T] f32
-    if (m_.is_gpt2()) return a_ * N_ * (13 * C + 2 * H) + 4 * N_ * 4 + stats;
-    return a_ * N_ * (9 * C + 3 * KV + 3 * H) + 4 * N_ * 2 + stats;
+    const int64_t stats = 4 * N_ * NHl_;  // attention's lse [B, NHl, T] f32
+    const int64_t common = 4 * C_ + 2 * row_ * C_;
+    if (m_.is_gpt2()) return a_ * N_ * (common + 7 * Cl_ + 2 * Hl_) + 4 * N_ * 4 + stats;
+    return a_ * N_ * (common + 3 * Cl_ + 3 * KVl_ + 3 * Hl_) + 4 * N_ * 2 + stats;
   }
   // What the MLP's backward adds over the block's kept tensors.
-  int64_t mlp_backward() const {
-    const int64_t C = m_.d_model, H = m_.d_ff;
-    return a_ * N_ * (m_.is_gpt2() ? H - C : 2 * (H - C));
-  }
+  int64_t mlp_backward() const { return a_ * N_ * (m_.is_gpt2() ? Hl_ - C_ : 2 * (Hl_ - C_)); }
   // A selective block's attention rerun at its attention's backward, over what the earlier
   // blocks keep: the sublayer's tensors but its output projection's, and the gradients of the
   // block's input and output, of the attention's output and of q, k and v.
   int64_t attention_rerun() const {
-    const int64_t C = m_.d_model, KV = m_.n_kv_head * m_.head_size();
-    const int64_t stats = 4 * N_ * m_.n_head;
-    if (m_.is_gpt2()) return a_ * N_ * (9 * C + 6 * C) + 4 * N_ * 2 + stats;
-    return a_ * N_ * ((5 * C + 3 * KV) + (4 * C + 2 * KV)) + 4 * N_ + stats;
+    const int64_t stats = 4 * N_ * NHl_;
+    const int64_t common = 4 * C_ + (row_ - 1) * C_;
+    if (m_.is_gpt2()) return a_ * N_ * (common + 11 * Cl_) + 4 * N_ * 2 + stats;
+    return a_ * N_ * (common + 5 * Cl_ + 5 * KVl_) + 4 * N_ + stats;
   }
 
   const nn::ModelConfig& m_;
   int64_t N_, a_;
+  int64_t C_ = 0, Cl_ = 0, KVl_ = 0, Hl_ = 0, NHl_ = 0, row_ = 1;
 };
 
 }  // namespace
 
 int64_t estimate_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
-                             int64_t seq_len, DType compute) {
+                             int64_t seq_len, DType compute, int tp) {
   BRAID_CHECK(micro_batch_size >= 1, "estimate_activations: micro_batch_size must be >= 1, got ",
               micro_batch_size);
   BRAID_CHECK(seq_len >= 1 && seq_len <= model.max_seq_len,
               "estimate_activations: seq_len must be in [1, ", model.max_seq_len,
               "] (the model's max_seq_len), got ", seq_len);
-  const int64_t N = micro_batch_size * seq_len, a = static_cast<int64_t>(dtype_size(compute));
-  // The embedding's and the final norm's outputs, the ids and targets (i32).
-  const int64_t outside = 2 * a * N * model.d_model + 2 * 4 * N;
-  const BlockModel blocks(model, N, compute);
+  BRAID_CHECK(tp >= 1, "estimate_activations: tensor_parallel_size must be >= 1, got ", tp);
+  const int64_t N = micro_batch_size * seq_len;
+  const BlockModel blocks(model, N, compute, tp);
+  const int64_t outside = blocks.outside() + 2 * 4 * N;  // and the ids and targets (i32)
   const nn::CheckpointPolicy& policy = model.activation_checkpointing;
   int64_t kept = 0, peak = 0;
   for (int64_t i = 0; i < model.n_layer; ++i) {

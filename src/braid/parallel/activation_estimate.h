@@ -30,9 +30,11 @@
 
 namespace braid::parallel {
 
-// Bytes; model.activation_checkpointing is the policy. Throws naming the value when
-// micro_batch_size or seq_len < 1 or seq_len > the model's max_seq_len.
+// Bytes on one rank; model.activation_checkpointing is the policy, tp the tensor-parallel size
+// (Note [Tensor-parallel layout]: the heads and the MLP's hidden units split, the residual
+// stream whole, each row-parallel output also kept as its all-reduced copy). Throws naming the
+// value when micro_batch_size or seq_len < 1 or seq_len > the model's max_seq_len.
 int64_t estimate_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
-                             int64_t seq_len, DType compute);
+                             int64_t seq_len, DType compute, int tp = 1);
 
 }  // namespace braid::parallel

@@ -5,6 +5,7 @@
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
 #include "braid/nn/param_layout.h"
+#include "braid/nn/tensor_parallel.h"
 #include "braid/nn/transformer.h"
 #include "braid/parallel/activation_estimate.h"
 
@@ -21,9 +22,38 @@ struct Units {
   bool tied = true;
 };
 
-Units units_of(const nn::ModelConfig& model, int64_t pad_multiple) {
+// Rank 0 of a tp group as the model's declaration sees it: which slices it holds. Nothing runs
+// through it.
+class DeclaredTensorParallel : public nn::TensorParallel {
+ public:
+  explicit DeclaredTensorParallel(int tp) : tp_(tp) {}
+  int rank() const override { return 0; }
+  int size() const override { return tp_; }
+  bool sequence_parallel() const override { return false; }
+  std::string describe() const override { return "tp=" + std::to_string(tp_) + " (declared)"; }
+  nn::Variable enter(const nn::Variable&) override { unused(); }
+  nn::Variable exit(const nn::Variable&) override { unused(); }
+  nn::Variable sum_grad(const nn::Variable&, int) override { unused(); }
+  nn::Variable vocab_parallel_cross_entropy(const nn::Variable&, const nn::Variable&, const Tensor&,
+                                            double, int32_t, int64_t, int64_t) override {
+    unused();
+  }
+  Tensor vocab_parallel_logits(const Tensor&, const Tensor&, int64_t) override { unused(); }
+
+ private:
+  [[noreturn]] static void unused() {
+    BRAID_THROW("estimate-memory: a declared tensor-parallel model does not run");
+  }
+  int tp_;
+};
+
+// The units of tp rank 0's slices of the model (all ranks' are the same size but for the
+// padded vocabulary's last rows).
+Units units_of(const nn::ModelConfig& model, int64_t pad_multiple, int tp) {
+  DeclaredTensorParallel declared_tp(tp);
   nn::TransformerOptions declared;
   declared.materialize = false;
+  if (tp > 1) declared.tensor_parallel = &declared_tp;
   const nn::Transformer m(model, declared);
   const nn::ParamLayout l = m.layout().with_padding(pad_multiple);
   const auto& u = l.units();
@@ -46,27 +76,30 @@ struct Sharding {
   std::string label;
   int stage = 0;
   bool keeps_gathered = false;
-  int S = 1, N = 1;
+  int S = 1, N = 1, tp = 1;
 };
 
 Sharding shape_of(const StrategySpec& spec, int world) {
   BRAID_CHECK(world >= 1, "estimate-memory: world size must be >= 1, got ", world);
-  BRAID_CHECK(spec.tensor_parallel_size <= 1 && spec.pipeline_parallel_size <= 1,
-              "estimate-memory: tensor_parallel_size ", spec.tensor_parallel_size,
-              " and pipeline_parallel_size ", spec.pipeline_parallel_size,
-              " are not modelled (both must be 1)");
+  BRAID_CHECK(spec.pipeline_parallel_size <= 1, "estimate-memory: pipeline_parallel_size ",
+              spec.pipeline_parallel_size, " is not modelled (it must be 1)");
+  BRAID_CHECK(!spec.sequence_parallel, "estimate-memory: sequence_parallel is not modelled");
+  const int tp = std::max(1, spec.tensor_parallel_size);
+  BRAID_CHECK(world % tp == 0, "estimate-memory: tensor_parallel_size ", tp,
+              " does not divide the world size ", world);
   Sharding s;
-  s.label = spec.name;
-  s.N = world;
-  s.S = world;
+  s.label = spec.name + (tp > 1 ? " tp" + std::to_string(tp) : "");
+  s.tp = tp;
+  s.N = world / tp;  // the data-parallel strategy runs over dp = world / tp
+  s.S = s.N;
   const std::string& how = spec.sharding_strategy;
   if (spec.name == "none") {
-    BRAID_CHECK(world == 1, "estimate-memory: strategy none is one process, not ", world,
-                " ranks (pick ddp, zero1, zero2, zero3 or fsdp)");
+    BRAID_CHECK(s.N == 1, "estimate-memory: strategy none is one data-parallel rank, not ", s.N,
+                " (pick ddp, zero1, zero2, zero3 or fsdp)");
   } else if (spec.name == "zero1" || spec.name == "zero2" || spec.name == "zero3") {
     s.stage = spec.name.back() - '0';
   } else if (spec.name == "fsdp") {
-    s.label = "fsdp " + how;
+    s.label = "fsdp " + how + (tp > 1 ? " tp" + std::to_string(tp) : "");
     if (how == "NO_SHARD") {
       s.stage = 0;
     } else if (how == "FULL_SHARD" || how == "SHARD_GRAD_OP" || how == "HYBRID_SHARD" ||
@@ -82,8 +115,8 @@ Sharding shape_of(const StrategySpec& spec, int world) {
                 "' (none, ddp, zero1, zero2, zero3, fsdp)");
   }
   if (s.stage == 3 && spec.sharding_factor > 0) {
-    BRAID_CHECK(world % spec.sharding_factor == 0, "estimate-memory: sharding_factor ",
-                spec.sharding_factor, " does not divide the world size ", world);
+    BRAID_CHECK(s.N % spec.sharding_factor == 0, "estimate-memory: sharding_factor ",
+                spec.sharding_factor, " does not divide the data-parallel size ", s.N);
     s.S = spec.sharding_factor;
   }
   return s;
@@ -197,9 +230,11 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   // DDP pads the whole buffer to kAlign; ZeRO every unit to equal shards of the N ranks.
   const int64_t pad = s.stage == 0 ? nn::ParamLayout::kAlign : s.N * nn::ParamLayout::kAlign;
   const auto a = static_cast<int64_t>(dtype_size(in.compute));
-  MemoryEstimate e = state_of(s, units_of(in.model, pad), in.spec, a, in.optimizer_bytes_per_param);
+  if (s.tp > 1) in.model.validate_tensor_parallel(s.tp);
+  MemoryEstimate e =
+      state_of(s, units_of(in.model, pad, s.tp), in.spec, a, in.optimizer_bytes_per_param);
   e.activations =
-      estimate_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len, in.compute);
+      estimate_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len, in.compute, s.tp);
   e.buffers += head_scratch(in.model, in.spec.micro_batch_size * in.spec.seq_len);
   return e;
 }

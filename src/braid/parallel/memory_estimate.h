@@ -3,9 +3,10 @@
 // would fit. strategy_memory_test and memory_estimate_test hold every number to the tracker's
 // measured peaks (within 10%).
 //
-// Per rank, AdamW (8 bytes of f32 state per parameter), P parameter elements of the layout
-// padded for the data-parallel ranks N, S ranks per shard group, a = bytes of the compute dtype
-// (4 for fp32, 2 for bf16/fp16; master weights, gradients and optimizer state stay f32):
+// Per rank, AdamW (8 bytes of f32 state per parameter), P parameter elements of the layout (of
+// this rank's tensor-parallel slices) padded for the data-parallel ranks N, S ranks per shard
+// group, a = bytes of the compute dtype (4 for fp32, 2 for bf16/fp16; master weights, gradients and
+// optimizer state stay f32):
 //   ddp    params 4P (+ aP compute copy)  grads 4P                  optimizer 8P
 //   zero1  params 4P, or aP + 4P/N        grads 4P (+ 4P/N with sync_each_batch)  8P/N
 //   zero2  as zero1                       grads 4P/N + in flight   optimizer 8P/N
@@ -34,10 +35,11 @@ struct MemoryEstimate {
 };
 
 // What to estimate: the model (its activation_checkpointing is the policy), the strategy as the
-// Trainer builds it (spec.micro_batch_size and spec.seq_len size the activations), the world
-// size, the compute dtype and the optimizer's bytes of state per parameter (AdamW 8, SGD with
-// momentum 4, without 0). Tensor and pipeline parallelism are not modelled: their sizes must
-// be 1 (throws naming them otherwise).
+// Trainer builds it (spec.micro_batch_size and spec.seq_len size the activations;
+// spec.tensor_parallel_size splits the model as Note [Tensor-parallel layout] says, the
+// data-parallel strategy then running over world / tp ranks), the world size, the compute dtype
+// and the optimizer's bytes of state per parameter (AdamW 8, SGD with momentum 4, without 0).
+// Pipeline and sequence parallelism are not modelled (throws naming them).
 struct MemoryEstimateInputs {
   nn::ModelConfig model;
   StrategySpec spec;

@@ -53,8 +53,12 @@ std::string memory_estimate_table(const TrainConfig& cfg, int world_size,
   std::ostringstream os;
   const std::string model = cfg.model.preset.empty() ? cfg.model.config : cfg.model.preset;
   os << "Memory per rank for " << model << " (" << m.model_type() << ", "
-     << m.num_parameters() / 1e6 << "M parameters) on " << world_size << " rank(s), "
-     << cfg.training.precision << ", micro-batch "
+     << m.num_parameters() / 1e6 << "M parameters) on " << world_size << " rank(s)"
+     << (cfg.parallel.tensor_parallel_size > 1
+             ? " as tp " + std::to_string(cfg.parallel.tensor_parallel_size) + " x dp " +
+                   std::to_string(world_size / cfg.parallel.tensor_parallel_size)
+             : std::string())
+     << ", " << cfg.training.precision << ", micro-batch "
      << std::max<int64_t>(1, cfg.training.micro_batch_size) << " x " << cfg.data.seq_len
      << " tokens, activation checkpointing " << m.activation_checkpointing.str() << ", "
      << cfg.optimizer.type << "\n";

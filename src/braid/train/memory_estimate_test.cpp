@@ -30,6 +30,7 @@ std::string six_block_llama_config() {
 struct Case {
   std::string model, strategy, precision, checkpointing;
   int64_t micro = 1, seq_len = 16, interval = 1;
+  int ranks = 2, tp = 1;
 };
 
 TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheckpointing) {
@@ -43,6 +44,11 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
     cases.push_back({model, "ddp", "bf16", "none", 2, 32});
     cases.push_back({model, "zero2", "bf16", "selective", 1, 64});
     cases.push_back({model, "zero1", "fp32", "full", 3, 16, 2});
+    // Tensor parallelism: tp 2 alone, and 2 x zero3 over 4 ranks.
+    for (const char* ac : {"none", "full", "selective"}) {
+      cases.push_back({model, "ddp", "fp32", ac, 2, 16, 1, 2, 2});
+      cases.push_back({model, "zero3", "bf16", ac, 2, 32, 1, 4, 2});
+    }
   }
   for (const Case& k : cases) {
     TrainConfig c = tiny(k.micro, 2, k.strategy);
@@ -52,13 +58,16 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
     c.training.precision = k.precision;
     c.model.activation_checkpointing = k.checkpointing;
     c.model.activation_checkpointing_interval = k.interval;
+    c.parallel.tensor_parallel_size = k.tp;
     c.training.max_steps = 2;
-    const Peaks p = measure_peaks(c, 2);
-    const parallel::MemoryEstimate e = parallel::estimate_memory(memory_estimate_inputs(c, 2));
-    const std::string name = std::string(k.model == gpt2 ? "gpt2 " : "llama ") + k.strategy + " " +
-                             k.precision + " " + k.checkpointing +
-                             (k.interval > 1 ? "/" + std::to_string(k.interval) : "") + " B" +
-                             std::to_string(k.micro) + " T" + std::to_string(k.seq_len);
+    const Peaks p = measure_peaks(c, k.ranks);
+    const parallel::MemoryEstimate e =
+        parallel::estimate_memory(memory_estimate_inputs(c, k.ranks));
+    const std::string name =
+        std::string(k.model == gpt2 ? "gpt2 " : "llama ") + k.strategy + " " + k.precision + " " +
+        k.checkpointing + (k.interval > 1 ? "/" + std::to_string(k.interval) : "") + " B" +
+        std::to_string(k.micro) + " T" + std::to_string(k.seq_len) +
+        (k.tp > 1 ? " tp" + std::to_string(k.tp) + " x" + std::to_string(k.ranks) : "");
     print_comparison(name, p, e);
     expect_within_10_percent(name, p, e);
   }
