@@ -104,6 +104,8 @@ int64_t estimate_activations(const nn::ModelConfig& model, int64_t micro_batch_s
     kept += c.kept;
     peak = std::max(peak, kept + c.backward_extra);
   }
+  // The final norm's backward, before any block's: the gradients of its input and output.
+  peak = std::max(peak, kept + 2 * static_cast<int64_t>(dtype_size(compute)) * N * model.d_model);
   return outside + peak;
 }
 

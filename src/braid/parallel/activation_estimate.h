@@ -15,7 +15,9 @@
 // keeps only its output and reruns its whole forward there (its kept tensors again, its output
 // and the incoming gradient: + 2NC); a selective one keeps its residual stream and MLP
 // (GPT-2 4NC + 2NH, LLaMA 4NC + 3NH) and reruns the attention sublayer after its MLP's backward
-// (Note [Selective recompute], nn/block.cpp). Outside the blocks: the embedding's and the final
+// (Note [Selective recompute], nn/block.cpp). Before the blocks, the final norm's backward holds
+// the gradients of its input and output (2NC): the peak when a block's own extra is smaller
+// (tensor parallelism splits the MLP). Outside the blocks: the embedding's and the final
 // norm's outputs and the batch's ids and targets (the final norm's and the loss's f32
 // statistics are freed by then). The estimate takes the largest of these moments over the
 // blocks, so "every k-th block" policies are covered too. memory_estimate_test holds it to the
