@@ -21,7 +21,9 @@ function(braid_include_root target scope link_path source_dir)
   if(NOT made EQUAL 0)
     message(FATAL_ERROR "cannot link ${root}/${link_path} -> ${source_dir}: ${made}")
   endif()
-  target_include_directories(${target} ${scope} ${root})
+  # Installed (cmake --install), every layer's headers sit under <prefix>/include/braid/.
+  target_include_directories(${target} ${scope} $<BUILD_INTERFACE:${root}>
+                             $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   set_property(GLOBAL APPEND PROPERTY BRAID_INCLUDE_ROOTS "${target}|${link_path}|${source_dir}")
 endfunction()
 
@@ -32,6 +34,7 @@ function(braid_layer name)
   add_library(braid_${name} STATIC ${L_SOURCES})
   braid_include_root(braid_${name} PUBLIC braid/${name} ${PROJECT_SOURCE_DIR}/src/braid/${name})
   target_link_libraries(braid_${name} PUBLIC ${L_DEPS})
+  set_property(GLOBAL APPEND PROPERTY BRAID_LAYERS braid_${name})
 endfunction()
 
 # braid_unit_tests(NAME SOURCES... LIBS...): one gtest binary per layer; every test gets a

@@ -104,4 +104,12 @@ void CheckpointReader::read_optimizer(optim::Optimizer& optimizer) const {
   optimizer.set_step_count(m_.counter("optimizer_steps"));
 }
 
+void CheckpointReader::read_parameters(optim::Optimizer& optimizer) const {
+  optimizer.visit_slices(
+      [&](const optim::ParamSlice& s, optim::SliceSlot& slot) {
+        read("param", s.name(), s.shard.global_shape, s.shard.offset, slot.param);
+      },
+      /*write=*/true);
+}
+
 }  // namespace braid::checkpoint

@@ -40,6 +40,9 @@ class CheckpointReader {
   void read_unit(const nn::ParamLayout& layout, int u, Tensor& unit) const;
   // The optimizer's state for its slices and its step count; its kind must match.
   void read_optimizer(optim::Optimizer& optimizer) const;
+  // The master parameters of the optimizer's slices (a prepared model loading a checkpoint:
+  // the strategy then republishes them, as after an update).
+  void read_parameters(optim::Optimizer& optimizer) const;
 
  private:
   std::filesystem::path dir_;

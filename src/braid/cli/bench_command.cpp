@@ -8,8 +8,8 @@
 
 #include "braid/cli/args.h"
 #include "braid/cli/command.h"
-#include "braid/comm/world.h"
 #include "braid/core/error.h"
+#include "braid/train/accelerator.h"
 #include "braid/train/comm_bench.h"
 #include "braid/train/tp_bench.h"
 
@@ -40,7 +40,7 @@ int run_tp(const std::vector<std::string>& args) {
   }
   BRAID_CHECK(o.batch >= 1 && o.seq_len >= 1 && o.steps >= 1,
               "--batch, --seq-len and --steps must be >= 1");
-  return braid::train::run_tp_bench(braid::comm::init_world(), o, stdout) ? 0 : 1;
+  return braid::train::run_tp_bench(braid::train::launched_world(), o, stdout) ? 0 : 1;
 }
 
 int run_bench(const std::vector<std::string>& args) {
@@ -95,7 +95,7 @@ int run_bench(const std::vector<std::string>& args) {
               "--iters and --rounds must be >= 1, --warmup >= 0");
   BRAID_CHECK(o.min_bytes <= o.max_bytes, "--min-bytes ", o.min_bytes, " > --max-bytes ",
               o.max_bytes);
-  auto world = braid::comm::init_world();
+  auto world = braid::train::launched_world();
   braid::train::run_comm_bench(*world, o, stdout);
   return 0;
 }

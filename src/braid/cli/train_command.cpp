@@ -1,18 +1,13 @@
 // braid train CONFIG.yaml [--deepspeed ds.json] [--set key=value ...] [--print-config]
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "braid/cli/command.h"
-#include "braid/comm/world.h"
 #include "braid/core/error.h"
 #include "braid/train/accelerate_config.h"
-#include "braid/train/config.h"
-#include "braid/train/deepspeed_config.h"
-#include "braid/train/fault_plan.h"
-#include "braid/train/trainer.h"
+#include "braid/train/train_run.h"
 
 namespace {
 
@@ -60,45 +55,7 @@ int run_train(const std::vector<std::string>& args) {
     }
   }
   BRAID_CHECK(!path.empty(), "missing CONFIG.yaml (usage: braid train CONFIG.yaml)");
-  braid::train::TrainConfig cfg = braid::train::load_config(path);
-  std::string dialect;
-  BRAID_CHECK(deepspeed.empty() || accelerate.empty(), "--deepspeed and an Accelerate config (",
-              accelerate,
-              ") both given; an Accelerate config names its DeepSpeed file itself "
-              "(deepspeed_config.deepspeed_config_file)");
-  if (!deepspeed.empty() || !accelerate.empty()) {
-    // DeepSpeed's batch arithmetic counts data-parallel ranks: the launched ones over tp x pp.
-    const int64_t model_parallel =
-        cfg.parallel.tensor_parallel_size * cfg.parallel.pipeline_parallel_size;
-    const int64_t dp = std::max<int64_t>(1, braid::comm::launched_world_size()) /
-                       std::max<int64_t>(1, model_parallel);
-    dialect = !deepspeed.empty() ? braid::train::describe_dialect(
-                                       deepspeed + " (DeepSpeed)",
-                                       braid::train::load_deepspeed_config(cfg, deepspeed, dp))
-                                 : braid::train::describe_dialect(
-                                       accelerate + " (Accelerate)",
-                                       braid::train::load_accelerate_config(cfg, accelerate, dp));
-  }
-  for (const auto& s : sets) braid::train::apply_override(cfg, s);
-  if (dump) {
-    std::printf("%s%s", dialect.c_str(), braid::train::dump_config(cfg).c_str());
-    return 0;
-  }
-  braid::comm::ProcessGroupOptions po;
-  po.timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.comm_timeout_s * 1000.0));
-  po.debug = cfg.parallel.comm_debug;
-  auto world = braid::comm::init_world(po);
-  braid::train::TrainerOptions options;
-  // Fault tests only (train/fault_plan.h): deaths at chosen points of chosen steps.
-  auto plan = braid::train::FaultPlan::from_environment(world ? world->rank() : 0,
-                                                        braid::train::launch_attempt());
-  if (!plan.empty()) {
-    options.fault = [plan](int64_t step, const std::string& point) { plan.at(step, point); };
-    options.inject_nan = [plan](int64_t step) { return plan.has(step, "nan"); };
-  }
-  braid::train::Trainer trainer(cfg, world, options);
-  trainer.run();
+  braid::train::run_training({path, deepspeed, accelerate, sets}, dump);
   return 0;
 }
 

@@ -59,12 +59,12 @@ Transformer::Transformer(const ModelConfig& cfg, const TransformerOptions& opts)
   if (opts.pipeline) {
     declare_stage(*opts.pipeline, units);
   } else {
-    layout_ = ParamLayout(*this, units);
+    declare_units(units);
   }
 
   if (opts.materialize) {
     materialize(opts.allocate_grads);
-    if (opts.init_weights) flat_.init(opts.seed);
+    if (opts.init_weights) init_weights(opts.seed);
   }
 }
 
@@ -93,7 +93,7 @@ void Transformer::declare_stage(const PipelineStage& stage, const std::vector<Un
     mine.push_back(units.back());
     global_units_.push_back(static_cast<int>(units.size()) - 1);
   }
-  layout_ = ParamLayout(*this, mine, ParamLayout::kAlign, /*subset=*/true);
+  set_layout(ParamLayout(*this, mine, ParamLayout::kAlign, /*subset=*/true));
   if (!replica) return;
   for (auto& [name, p] : wte_->named_parameter_slots()) p->tp.counts_in_norm = false;
   if (wpe_) {
@@ -102,23 +102,6 @@ void Transformer::declare_stage(const PipelineStage& stage, const std::vector<Un
       p->requires_grad = false;
     }
   }
-}
-
-void Transformer::materialize(bool allocate_grads, int64_t pad_multiple, DType compute,
-                              bool masters) {
-  BRAID_CHECK(!flat_.defined(), "Transformer: the model is already materialised");
-  flat_ = FlatBuffer(layout_.with_padding(pad_multiple), allocate_grads, compute, masters);
-}
-
-FlatBuffer& Transformer::flat() {
-  BRAID_CHECK(flat_.defined(),
-              "Transformer: the model is not materialised in one buffer (a "
-              "sharded strategy holds its parameters; gather them through the strategy)");
-  return flat_;
-}
-
-const FlatBuffer& Transformer::flat() const {
-  return const_cast<Transformer*>(this)->flat();
 }
 
 void Transformer::check_ids(const Tensor& ids, const char* what) const {

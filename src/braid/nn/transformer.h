@@ -27,6 +27,7 @@
 #include "braid/nn/embedding.h"
 #include "braid/nn/flat_buffer.h"
 #include "braid/nn/lm_head.h"
+#include "braid/nn/model.h"
 #include "braid/nn/model_config.h"
 #include "braid/nn/param_layout.h"
 
@@ -57,31 +58,20 @@ struct TransformerOptions {
   std::optional<PipelineStage> pipeline = std::nullopt;
 };
 
-class Transformer : public Module {
+class Transformer : public Model {
  public:
   explicit Transformer(const ModelConfig& cfg, const TransformerOptions& opts = {});
 
   const ModelConfig& config() const { return cfg_; }
-  // Where every parameter lives, units padded to ParamLayout::kAlign: what this rank holds.
-  const ParamLayout& layout() const { return layout_; }
-  // The same units and parameters with their full shapes (one process's layout, what export,
-  // HF import and initialisation see); layout() itself without tensor or pipeline parallelism.
-  const ParamLayout& full_layout() const { return full_ ? full_->layout() : layout_; }
+  // layout() (Model): what this rank holds. full_layout(): the model declared whole.
+  const ParamLayout& full_layout() const override { return full_ ? full_->layout() : layout(); }
   TensorParallel* tensor_parallel() const { return tp_; }
   const std::optional<PipelineStage>& pipeline_stage() const { return stage_; }
   // The index in full_layout() of this rank's unit u (layout().units()[u]); u without a pipeline.
-  int global_unit(int u) const { return global_units_.empty() ? u : global_units_.at(u); }
+  int global_unit(int u) const override { return global_units_.empty() ? u : global_units_.at(u); }
   // Whether this rank holds the (real) token embeddings / the final norm and LM head.
   bool holds_embeddings() const { return !stage_ || stage_->first; }
   bool holds_head() const { return !stage_ || stage_->last; }
-  // Materialises the whole model in one FlatBuffer whose units are padded to pad_multiple, with
-  // parameters in `compute` (Note [Compute copy], flat_buffer.h; masters: keep f32 masters).
-  void materialize(bool allocate_grads, int64_t pad_multiple = ParamLayout::kAlign,
-                   DType compute = DType::f32, bool masters = true);
-  bool is_materialized() const { return flat_.defined(); }
-  // The whole model's buffer; throws when the model is not materialised in one buffer.
-  FlatBuffer& flat();
-  const FlatBuffer& flat() const;
   size_t num_blocks() const { return blocks_->size(); }
   Block& block(size_t i) { return (*blocks_)[i]; }
   Variable& token_embedding() { return wte_->weight(); }
@@ -113,8 +103,6 @@ class Transformer : public Module {
   Tensor last_logits(const Tensor& ids);
   Tensor head_last_logits(const Variable& x);
 
-  void init_weights(uint64_t seed) { flat().init(seed); }
-  void zero_grad() { flat().zero_grad(); }
   // What backward recomputes (Note [Checkpoint policies], transformer.cpp); a bool sets the
   // old on/off switch (true = full, every block). Takes effect at the next forward.
   void set_activation_checkpointing(const CheckpointPolicy& policy);
@@ -132,8 +120,6 @@ class Transformer : public Module {
   ModuleList<Block>* blocks_ = nullptr;
   UnaryModule* final_norm_ = nullptr;
   LmHead* lm_head_ = nullptr;
-  ParamLayout layout_;
-  FlatBuffer flat_;
   TensorParallel* tp_ = nullptr;
   std::unique_ptr<Transformer> full_;  // with tp or pp: the model declared whole (no memory)
   std::optional<PipelineStage> stage_;

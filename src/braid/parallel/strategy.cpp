@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "braid/autograd/variable.h"
+#include "braid/core/error.h"
 
 namespace braid::parallel {
 
@@ -30,6 +31,14 @@ double Strategy::eval_loss(nn::Transformer& model, const Tensor& ids, const Tens
 
 Tensor Strategy::last_logits(nn::Transformer& model, const Tensor& ids) {
   return model.last_logits(ids);
+}
+
+nn::Transformer& transformer_for(nn::Model& model, const char* what) {
+  auto* t = dynamic_cast<nn::Transformer*>(&model);
+  BRAID_CHECK(t != nullptr, what,
+              " splits a Transformer's blocks and heads; this model is not one (use data "
+              "parallelism: ddp, zero1-3 or fsdp)");
+  return *t;
 }
 
 std::vector<int> all_units(const nn::ParamLayout& layout) {

@@ -94,7 +94,7 @@ class Strategy {
   // Allocates what this rank holds of `model` (declared, not materialised), fills it, and
   // hooks the model. Collective: if any rank fails (e.g. out of its memory budget) every rank
   // throws, the failing rank its own error and the others one naming it.
-  virtual void materialize(nn::Transformer& model, const MaterializeOptions& options) = 0;
+  virtual void materialize(nn::Model& model, const MaterializeOptions& options) = 0;
   // The slices this rank's optimizer steps (master parameters and their reduced gradients).
   virtual std::vector<optim::ParamSlice> optimizer_slices() = 0;
   // Where the optimizer keeps its state for those slices (null: in memory). Pass it to the
@@ -166,6 +166,10 @@ class Strategy {
  private:
   std::shared_ptr<comm::ProcessGroup> model_parallel_;
 };
+
+// The model as a Transformer, for what only a transformer can be split by (`what`: "tensor
+// parallelism", "pipeline parallelism"); throws naming it for any other model.
+nn::Transformer& transformer_for(nn::Model& model, const char* what);
 
 // 0, 1, ..., layout.units().size() - 1: every unit, for Strategy::for_each_held_unit.
 std::vector<int> all_units(const nn::ParamLayout& layout);

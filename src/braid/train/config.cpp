@@ -249,7 +249,7 @@ void resolve_batch(TrainConfig& cfg, int64_t dp) {
               t.gradient_accumulation_steps, " x data-parallel size ", dp, " = ", product);
 }
 
-void validate(const TrainConfig& c) {
+void validate_training(const TrainConfig& c) {
   auto one_of = [](const std::string& key, const std::string& v,
                    std::initializer_list<const char*> options) {
     std::string list;
@@ -272,11 +272,6 @@ void validate(const TrainConfig& c) {
   one_of("training.reduce_dtype", c.training.reduce_dtype, {"fp32", "bf16", "fp16"});
   one_of("training.on_nonfinite", c.training.on_nonfinite, {"stop", "skip", "off"});
   optim::LossScaler check_fp16(loss_scaler_config(c));  // throws naming the bad fp16 key
-  BRAID_CHECK(!c.model.preset.empty() || !c.model.config.empty() || !c.model.init_from.empty(),
-              "config: set one of model.preset, model.config or model.init_from");
-  BRAID_CHECK(c.data.random_tokens || !c.data.train.empty(),
-              "config: set data.train (a prepared token directory) or data.random_tokens");
-  BRAID_CHECK(c.data.seq_len > 0, "data.seq_len must be positive, got ", c.data.seq_len);
   BRAID_CHECK(c.training.max_steps > 0, "training.max_steps must be positive, got ",
               c.training.max_steps);
   BRAID_CHECK(c.optimizer.lr > 0, "optimizer.lr must be positive, got ", c.optimizer.lr);
@@ -331,6 +326,15 @@ void validate(const TrainConfig& c) {
       BRAID_THROW("config key 'memory.budget': ", e.what());
     }
   }
+}
+
+void validate(const TrainConfig& c) {
+  BRAID_CHECK(!c.model.preset.empty() || !c.model.config.empty() || !c.model.init_from.empty(),
+              "config: set one of model.preset, model.config or model.init_from");
+  BRAID_CHECK(c.data.random_tokens || !c.data.train.empty(),
+              "config: set data.train (a prepared token directory) or data.random_tokens");
+  BRAID_CHECK(c.data.seq_len > 0, "data.seq_len must be positive, got ", c.data.seq_len);
+  validate_training(c);
 }
 
 std::string TrainConfig::checkpoint_dir() const {

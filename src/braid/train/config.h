@@ -185,6 +185,9 @@ void apply_override(TrainConfig& cfg, const std::string& assignment);
 void resolve_batch(TrainConfig& cfg, int64_t dp_size);
 // Checks value ranges and choices (lr > 0, known strategy, ...). Errors name the key.
 void validate(const TrainConfig& cfg);
+// The same for every section but the model's source and the data (what the Accelerator reads:
+// a user's own model and data need neither).
+void validate_training(const TrainConfig& cfg);
 std::string dump_config(const TrainConfig& cfg);  // YAML, every field
 // model.activation_checkpointing and its interval as the model's policy (throws naming them).
 nn::CheckpointPolicy checkpoint_policy(const TrainConfig& cfg);

@@ -64,27 +64,23 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
       tracker_(std::make_shared<MemoryTracker>("cpu (rank " +
                                                std::to_string(world_ ? world_->rank() : 0) + ")")) {
   validate(cfg_);
-  if (world_) check_config_agrees(cfg_, *world_);
-  // Before the budget: its collectives are small, and one rank must not fail them alone.
-  open_resume();
-  if (world_) world_->set_memory_tracker(tracker_);
-  tracker_->set_budget(memory_budget_from(cfg_, world_.get()));
   MemoryScope scope(tracker_);
   try {
-    strategy_ = parallel::make_strategy(strategy_spec_from(cfg_), world_);
-    resolve_batch(cfg_, strategy_->dp_size());
+    // The config's agreement across ranks, the memory budget, the strategy and the resolved
+    // batch arithmetic.
+    acc_ = std::make_unique<Accelerator>(cfg_, world_, tracker_);
+    cfg_ = acc_->config();
+    open_resume();
     build_model();
     if (resume_) report_resume();  // after materialising: describe() names the buckets
-    // Every rank allocates its optimizer state; one past its budget stops them all.
-    parallel::all_ranks_or_throw(world_.get(), [&] { build_optimizer(); });
+    acc_->prepare_optimizer();
     if (resume_)
-      parallel::all_ranks_or_throw(world_.get(), [&] { resume_->read_optimizer(*optimizer_); });
+      parallel::all_ranks_or_throw(world_.get(),
+                                   [&] { resume_->read_optimizer(acc_->optimizer()); });
   } catch (const OutOfMemory& e) {
     throw OutOfMemory(std::string(e.what()) + " " + memory_advice());
   }
   build_data();
-  if (cfg_.compute_dtype() == DType::f16)
-    scaler_ = std::make_unique<optim::LossScaler>(loss_scaler_config(cfg_));
   // The injector's hook first, so the detector's sees what it injected.
   if (options_.inject_nan) nan_injector_ = std::make_unique<NanInjector>(*model_);
   if (cfg_.training.detect_anomaly) anomaly_ = std::make_unique<AnomalyDetector>(*model_);
@@ -105,7 +101,9 @@ std::string Trainer::memory_advice() const {
   const nn::ParamLayout& layout = model.layout();
   int64_t largest = 0;
   for (const auto& u : layout.units()) largest = std::max(largest, u.numel);
-  const int n = strategy_ ? strategy_->dp_size() : world_size();
+  const int64_t model_parallel =
+      cfg_.parallel.tensor_parallel_size * cfg_.parallel.pipeline_parallel_size;
+  const int n = acc_ ? acc_->dp_size() : static_cast<int>(world_size() / model_parallel);
   const auto estimates = parallel::estimate_training_state(layout.num_parameters(), largest, n);
   std::string s = "Training state per rank on " + std::to_string(n) +
                   " rank(s) (parameters, gradients, AdamW state; activations not included): " +
@@ -123,22 +121,21 @@ void Trainer::build_model() {
   nn::ModelConfig mc = model_config_from(cfg_);
   nn::TransformerOptions to;
   to.materialize = false;  // declared only: the strategy decides what this rank holds
-  to.tensor_parallel = strategy_->tensor_parallel();
-  to.pipeline = strategy_->pipeline_stage(mc);
+  to.tensor_parallel = acc_->strategy().tensor_parallel();
+  to.pipeline = acc_->strategy().pipeline_stage(mc);
   model_ = std::make_unique<nn::Transformer>(mc, to);
   freeze_parameters();
-  parallel::MaterializeOptions mo;
-  mo.param_dtype = cfg_.compute_dtype();
+  std::function<void(int, Tensor&)> fill;
   if (resume_) {
     const checkpoint::CheckpointReader* reader = resume_.get();
     const nn::Transformer* model = model_.get();
-    mo.fill = [reader, model](int u, Tensor& unit) {
+    fill = [reader, model](int u, Tensor& unit) {
       reader->read_unit(model->full_layout(), model->global_unit(u), unit);
     };
   } else {
-    mo.fill = initial_weights(cfg_, *model_);
+    fill = initial_weights(cfg_, *model_);
   }
-  strategy_->materialize(*model_, mo);
+  acc_->prepare(*model_, std::move(fill));
 }
 
 void Trainer::freeze_parameters() {
@@ -164,31 +161,7 @@ void Trainer::freeze_parameters() {
 }
 
 Tensor Trainer::gather_parameters() {
-  strategy_->synchronize();
-  const nn::ParamLayout& layout = model_->full_layout();
-  Tensor out = Tensor::zeros(Shape{layout.total()});
-  strategy_->for_each_full_unit([&](int u, const Tensor& unit) {
-    const nn::UnitInfo& info = layout.units()[static_cast<size_t>(u)];
-    out.flat_range(info.offset, info.numel).copy_(unit.flat_range(0, info.numel));
-  });
-  return out;
-}
-
-void Trainer::build_optimizer() {
-  std::vector<optim::ParamSlice> slices = strategy_->optimizer_slices();
-  optim::DecaySplitOptions split;
-  split.weight_decay = static_cast<float>(cfg_.optimizer.weight_decay);
-  auto groups = optim::split_decay_groups(slices, split);
-  const auto& o = cfg_.optimizer;
-  auto store = strategy_->optimizer_state_store();  // null: in memory
-  if (o.type == "adamw") {
-    optimizer_ = std::make_unique<optim::AdamW>(std::move(groups), static_cast<float>(o.beta1),
-                                                static_cast<float>(o.beta2),
-                                                static_cast<float>(o.eps), std::move(store));
-  } else {
-    optimizer_ = std::make_unique<optim::SGD>(std::move(groups), static_cast<float>(o.momentum),
-                                              o.nesterov, std::move(store));
-  }
+  return acc_->gather_parameters(*model_);
 }
 
 void Trainer::build_data() {
@@ -235,12 +208,12 @@ double Trainer::sum_over_replicas(double v) {
 
 double Trainer::evaluate() {
   if (!val_data_) return NAN;
-  MemoryScope scope(tracker_);
+  MemoryScope scope(acc_->memory());
   autograd::NoGradGuard no_grad;
   double sum = 0, count = 0;
   for (int64_t i = 0; i < cfg_.training.eval_batches; ++i) {
     data::Batch b = val_data_->next();
-    sum += strategy_->eval_loss(*model_, b.inputs, b.targets);
+    sum += acc_->strategy().eval_loss(*model_, b.inputs, b.targets);
     count += static_cast<double>(b.targets.numel());
     ++val_batches_;
   }
@@ -250,7 +223,7 @@ double Trainer::evaluate() {
 }
 
 TrainResult Trainer::run() {
-  MemoryScope scope(tracker_);
+  MemoryScope scope(acc_->memory());
   apply_threads_per_rank();
   const auto& t = cfg_.training;
   const int64_t T = cfg_.data.seq_len;
@@ -260,17 +233,7 @@ TrainResult Trainer::run() {
   Progress progress(printer, comm::launched_world_size() > 0);
   TrainResult result;
 
-  optim::LrSchedule sched;
-  sched.decay = optim::lr_decay_from_name(cfg_.schedule.type);
-  sched.lr = cfg_.optimizer.lr;
-  if (cfg_.schedule.scale_lr)
-    sched.lr *= static_cast<double>(t.global_batch_size) /
-                static_cast<double>(cfg_.schedule.base_batch_size);
-  sched.warmup_steps = cfg_.schedule.warmup_steps;
-  sched.log_warmup = cfg_.schedule.warmup_type == "log";
-  sched.total_steps = t.max_steps;
-  sched.min_lr = sched.lr * cfg_.schedule.min_lr_ratio;
-  sched.validate();
+  const optim::LrSchedule& sched = acc_->schedule();
 
   const auto& mc = model_->config();
   int64_t matmul_params = mc.num_parameters() - (mc.is_gpt2() ? mc.max_seq_len * mc.d_model : 0);
@@ -280,7 +243,7 @@ TrainResult Trainer::run() {
     result.peak_gflops =
         all_reduce_sum(kernels::measure_gemm_peak_gflops(2048, cfg_.compute_dtype()));
 
-  progress.header(describe_run(cfg_, *model_, *strategy_, world_size(),
+  progress.header(describe_run(cfg_, *model_, acc_->strategy(), world_size(),
                                world_ ? world_->placement() : "", result.peak_gflops, flops_tok));
   result.resumed_from = start_step_ > 0 ? start_step_ : -1;
   if (val_data_ && t.eval_interval > 0 && start_step_ == 0) {
@@ -289,12 +252,12 @@ TrainResult Trainer::run() {
   }
 
   std::vector<double> step_times, exposed_ms, bubbles;
-  parallel::Strategy& strategy = *strategy_;
+  parallel::Strategy& strategy = acc_->strategy();
   const int64_t interval = cfg_.checkpoint.interval;
   for (int64_t step = start_step_; step < t.max_steps; ++step) {
     auto t0 = Clock::now();
     strategy.zero_grad();
-    const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
+    const double loss_scale = acc_->loss_scaler() ? acc_->loss_scaler()->scale() : 1.0;
     if (anomaly_) anomaly_->begin_step();
     parallel::MicroBatches batches;
     batches.count = accum;
@@ -321,7 +284,7 @@ TrainResult Trainer::run() {
     double lr = sched.lr_at(step);
     if (check_step(step + 1, loss_scale, local_loss_finite, &gnorm, result)) {
       fault(step + 1, "optimizer");
-      optimizer_->step(static_cast<float>(lr));
+      acc_->optimizer().step(static_cast<float>(lr));
       strategy.after_optimizer_step();
     }
     double dt = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -370,7 +333,7 @@ TrainResult Trainer::run() {
       result.peak_gflops > 0 ? result.tokens_per_s * flops_tok / (result.peak_gflops * 1e9) : 0;
   result.exposed_comm_ms = world_size() > 1 && !exposed_ms.empty() ? steady_median(exposed_ms) : 0;
   if (!bubbles.empty()) result.bubble = all_reduce_sum(steady_median(bubbles)) / world_size();
-  result.peak_tracked_bytes = tracker_->total_peak();
+  result.peak_tracked_bytes = acc_->memory()->total_peak();
   finish(result);
   return result;
 }
@@ -390,15 +353,16 @@ TrainResult Trainer::run() {
 bool Trainer::check_step(int64_t step, double loss_scale, bool local_loss_finite, double* gnorm,
                          TrainResult& result) {
   const double clip = cfg_.optimizer.grad_clip;
-  const bool check = clip > 0 || scaler_ || cfg_.training.on_nonfinite != "off";
-  if (check) *gnorm = strategy_->clip_grad_norm(clip, loss_scale);
+  const bool check = clip > 0 || acc_->loss_scaler() || cfg_.training.on_nonfinite != "off";
+  if (check) *gnorm = acc_->strategy().clip_grad_norm(clip, loss_scale);
   const bool finite = !check || optim::is_finite_norm(*gnorm);
-  if (scaler_) {
-    if (finite) return scaler_->update(false);
+  if (acc_->loss_scaler()) {
+    if (finite) return acc_->loss_scaler()->update(false);
     const std::string where = locate_nonfinite(local_loss_finite, *gnorm);
-    scaler_->update(true);  // throws at min_loss_scale
+    acc_->loss_scaler()->update(true);  // throws at min_loss_scale
     ++result.skipped_steps;
-    say("step " + std::to_string(step) + ": " + scaler_->overflow_message() + " (" + where + ")");
+    say("step " + std::to_string(step) + ": " + acc_->loss_scaler()->overflow_message() + " (" +
+        where + ")");
     return false;
   }
   if (finite) return true;
@@ -420,7 +384,7 @@ std::string Trainer::locate_nonfinite(bool local_loss_finite, double gnorm) {
   if (!mine.empty()) {
     mine = "1" + mine;
   } else {
-    for (const optim::ParamSlice& s : strategy_->optimizer_slices()) {
+    for (const optim::ParamSlice& s : acc_->strategy().optimizer_slices()) {
       if (!s.grad.defined() || s.grad.numel() == 0) continue;
       if (!std::isfinite(kernels::max_abs(s.grad))) {
         mine = "2reduced gradient of '" + s.name() + "'";
@@ -452,13 +416,13 @@ void Trainer::finish(TrainResult& r) {
     std::printf(
         "%s\n",
         format_summary(r, static_cast<double>(ru.ru_maxrss) / 1024.0, world_size()).c_str());
-    std::printf("memory (rank 0):\n%s\n", tracker_->breakdown().c_str());
-    if (std::string note = strategy_->memory_note(); !note.empty())
+    std::printf("memory (rank 0):\n%s\n", acc_->memory()->breakdown().c_str());
+    if (std::string note = acc_->strategy().memory_note(); !note.empty())
       std::printf("%s\n", note.c_str());
   }
-  if (std::string wrote = strategy_->finish_training(); !wrote.empty()) say(wrote);
+  if (std::string wrote = acc_->strategy().finish_training(); !wrote.empty()) say(wrote);
   // Every rank takes part: the export gathers units and generation may gather parameters.
-  write_outputs(cfg_, *model_, *strategy_, rank() == 0, options_.quiet);
+  write_outputs(cfg_, *model_, acc_->strategy(), rank() == 0, options_.quiet);
   std::fflush(stdout);
 }
 

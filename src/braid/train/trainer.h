@@ -1,6 +1,6 @@
-// Trainer: one rank's training run, from a TrainConfig. Builds the strategy
-// (parallel::Strategy, from the config's parallel section), lets it materialise the declared
-// model, builds the optimizer over the strategy's slices and this rank's data share, then runs
+// Trainer: one rank's training run, from a TrainConfig; a user of the Accelerator
+// (accelerator.h), which makes the world, the memory budget and the strategy, materialises the
+// declared model and builds the optimizer. The Trainer reads this rank's data share, then runs
 // the step loop (Note [Strategy step], parallel/strategy.h) with gradient accumulation,
 // clipping, the LR schedule, periodic validation, progress reporting (rank 0), the final HF
 // export and samples.
@@ -21,6 +21,7 @@
 #include "braid/nn/transformer.h"
 #include "braid/optim/optimizer.h"
 #include "braid/parallel/strategy.h"
+#include "braid/train/accelerator.h"
 #include "braid/train/anomaly.h"
 #include "braid/train/batch_source.h"
 #include "braid/train/config.h"
@@ -73,7 +74,7 @@ class Trainer {
   double evaluate();
 
   nn::Transformer& model() { return *model_; }
-  parallel::Strategy& strategy() { return *strategy_; }
+  parallel::Strategy& strategy() { return acc_->strategy(); }
   // The whole model's parameters in one f32 tensor in the model's flat layout (padding to
   // ParamLayout::kAlign), gathered unit by unit from whatever this rank holds. Collective.
   Tensor gather_parameters();
@@ -81,8 +82,8 @@ class Trainer {
   const std::shared_ptr<MemoryTracker>& memory() const { return tracker_; }
   int rank() const { return world_ ? world_->rank() : 0; }
   int world_size() const { return world_ ? world_->size() : 1; }
-  int dp_rank() const { return strategy_->dp_rank(); }
-  int dp_size() const { return strategy_->dp_size(); }
+  int dp_rank() const { return acc_->dp_rank(); }
+  int dp_size() const { return acc_->dp_size(); }
   // The first step this run takes (the resumed checkpoint's step, else 0).
   int64_t start_step() const { return start_step_; }
   // Saves a training checkpoint of the state after `step` steps (with checkpoint.async, starts
@@ -93,7 +94,6 @@ class Trainer {
   void build_model();
   std::string memory_advice() const;
   void freeze_parameters();
-  void build_optimizer();
   void build_data();
   void open_resume();
   void report_resume() const;  // the line saying where the run resumes (rank 0)
@@ -121,15 +121,13 @@ class Trainer {
   TrainConfig cfg_;
   std::shared_ptr<comm::ProcessGroup> world_;
   TrainerOptions options_;
-  std::shared_ptr<MemoryTracker> tracker_;
+  std::shared_ptr<MemoryTracker> tracker_;  // the Accelerator's
+  std::unique_ptr<Accelerator> acc_;        // strategy, optimizer, fp16 loss scaler
   std::unique_ptr<nn::Transformer> model_;
-  std::unique_ptr<parallel::Strategy> strategy_;
-  std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<BatchSource> train_data_;
   std::unique_ptr<BatchSource> val_data_;
   std::unique_ptr<checkpoint::CheckpointReader> resume_;  // until the state is restored
   std::unique_ptr<checkpoint::AsyncSaver> async_save_;    // checkpoint.async
-  std::unique_ptr<optim::LossScaler> scaler_;             // fp16
   std::unique_ptr<AnomalyDetector> anomaly_;              // training.detect_anomaly
   std::unique_ptr<NanInjector> nan_injector_;             // options.inject_nan
   int64_t start_step_ = 0;

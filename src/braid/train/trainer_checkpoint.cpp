@@ -63,9 +63,9 @@ void Trainer::report_resume() const {
   const checkpoint::Manifest& m = resume_->manifest();
   std::string line = "resuming from " + resume_->dir().string() + " (step " +
                      std::to_string(m.step) + ", " + format_bytes(m.total_bytes()) + ")";
-  if (m.layout != strategy_->describe() || m.world_size != world_size())
+  if (m.layout != acc_->strategy().describe() || m.world_size != world_size())
     line += "; layout changed: saved by " + m.layout + " on " + std::to_string(m.world_size) +
-            " rank(s), now " + strategy_->describe() + " on " + std::to_string(world_size());
+            " rank(s), now " + acc_->strategy().describe() + " on " + std::to_string(world_size());
   say(line);
 }
 
@@ -82,33 +82,33 @@ void Trainer::restore_counters() {
   train_data_->seek(samples / per_batch);
   val_batches_ = m.counter("val_batches");
   if (val_data_) val_data_->seek(val_batches_);
-  if (scaler_) scaler_->set_state(scaler_state_from(m));
+  if (acc_->loss_scaler()) acc_->loss_scaler()->set_state(scaler_state_from(m));
 }
 
 void Trainer::save_checkpoint(int64_t step, TrainResult* result) {
-  MemoryScope scope(tracker_);
-  strategy_->synchronize();
+  MemoryScope scope(acc_->memory());
+  acc_->strategy().synchronize();
   checkpoint::SaveRequest req;
   req.root = cfg_.checkpoint_dir();
   req.step = step;
   req.keep_last = cfg_.checkpoint.keep_last;
-  req.layout = strategy_->describe();
+  req.layout = acc_->strategy().describe();
   req.dp_size = dp_size();
-  req.counters = {{"optimizer_steps", optimizer_->step_count()},
+  req.counters = {{"optimizer_steps", acc_->optimizer().step_count()},
                   {"samples", step * cfg_.training.global_batch_size},
                   {"val_batches", val_batches_},
                   {"global_batch_size", cfg_.training.global_batch_size}};
-  if (scaler_) add_scaler_counters(scaler_->state(), req.counters);
+  if (acc_->loss_scaler()) add_scaler_counters(acc_->loss_scaler()->state(), req.counters);
   req.config = dump_config(cfg_);
   if (options_.fault)
     req.fault = [f = options_.fault, step](const std::string& s) { f(step, "save:" + s); };
   if (!cfg_.checkpoint.async) {
-    report_saved(checkpoint::save_checkpoint(world_.get(), *optimizer_, req), result);
+    report_saved(checkpoint::save_checkpoint(world_.get(), acc_->optimizer(), req), result);
     return;
   }
   if (!async_save_) async_save_ = std::make_unique<checkpoint::AsyncSaver>();
   const auto t0 = Clock::now();
-  if (auto previous = async_save_->start(world_.get(), *optimizer_, req))
+  if (auto previous = async_save_->start(world_.get(), acc_->optimizer(), req))
     report_saved(*previous, result);
   if (result) result->checkpoint_s += std::chrono::duration<double>(Clock::now() - t0).count();
 }

@@ -8,7 +8,7 @@
 
 namespace braid::parallel {
 
-std::vector<optim::ParamSlice> whole_parameter_slices(nn::Transformer& model) {
+std::vector<optim::ParamSlice> whole_parameter_slices(nn::Model& model) {
   std::vector<optim::ParamSlice> slices;
   nn::FlatBuffer& flat = model.flat();
   for (const auto& e : flat.entries()) {
@@ -31,12 +31,12 @@ std::string DdpStrategy::describe() const {
          std::to_string(ddp_ ? ddp_->buckets().size() : 0) + " gradient buckets";
 }
 
-nn::Transformer& DdpStrategy::model() const {
+nn::Model& DdpStrategy::model() const {
   BRAID_CHECK(model_ != nullptr, "DdpStrategy: materialize() has not been called");
   return *model_;
 }
 
-void DdpStrategy::materialize(nn::Transformer& model, const MaterializeOptions& options) {
+void DdpStrategy::materialize(nn::Model& model, const MaterializeOptions& options) {
   BRAID_CHECK(model_ == nullptr, "DdpStrategy: materialize() called twice");
   all_ranks_or_throw(group_.get(), [&] {
     model.materialize(/*allocate_grads=*/true, nn::ParamLayout::kAlign, options.param_dtype);

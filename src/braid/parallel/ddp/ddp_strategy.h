@@ -35,7 +35,7 @@ class DdpStrategy : public Strategy {
   int dp_rank() const override { return group_ ? group_->rank() : 0; }
   int dp_size() const override { return group_ ? group_->size() : 1; }
 
-  void materialize(nn::Transformer& model, const MaterializeOptions& options) override;
+  void materialize(nn::Model& model, const MaterializeOptions& options) override;
   std::vector<optim::ParamSlice> optimizer_slices() override;
   void zero_grad() override;
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps) override;
@@ -50,11 +50,11 @@ class DdpStrategy : public Strategy {
   DistributedDataParallel* ddp() { return ddp_.get(); }
 
  private:
-  nn::Transformer& model() const;
+  nn::Model& model() const;
 
   std::shared_ptr<comm::ProcessGroup> group_;
   DdpStrategyOptions options_;
-  nn::Transformer* model_ = nullptr;
+  nn::Model* model_ = nullptr;
   std::unique_ptr<DistributedDataParallel> ddp_;
   int64_t micro_step_ = 0, accumulation_steps_ = 1;
   Tensor reduced_sum_;  // sync_each_batch: the reduced gradients of the micro-steps so far
@@ -62,6 +62,6 @@ class DdpStrategy : public Strategy {
 };
 
 // The whole-parameter slices of a model materialised in one FlatBuffer (frozen: no gradient).
-std::vector<optim::ParamSlice> whole_parameter_slices(nn::Transformer& model);
+std::vector<optim::ParamSlice> whole_parameter_slices(nn::Model& model);
 
 }  // namespace braid::parallel

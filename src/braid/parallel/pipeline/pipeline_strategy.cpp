@@ -54,7 +54,8 @@ std::optional<nn::PipelineStage> PipelineStrategy::pipeline_stage(const nn::Mode
   return mine;
 }
 
-void PipelineStrategy::materialize(nn::Transformer& model, const MaterializeOptions& options) {
+void PipelineStrategy::materialize(nn::Model& declared, const MaterializeOptions& options) {
+  nn::Transformer& model = transformer_for(declared, "pipeline parallelism");
   BRAID_CHECK(runner_ && model.pipeline_stage(),
               "PipelineStrategy: declare the model with the strategy's pipeline_stage() "
               "(TransformerOptions::pipeline)");

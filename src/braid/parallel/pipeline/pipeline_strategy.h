@@ -61,7 +61,7 @@ class PipelineStrategy : public Strategy {
   nn::TensorParallel* tensor_parallel() override { return inner_->tensor_parallel(); }
   std::optional<nn::PipelineStage> pipeline_stage(const nn::ModelConfig& config) override;
 
-  void materialize(nn::Transformer& model, const MaterializeOptions& options) override;
+  void materialize(nn::Model& model, const MaterializeOptions& options) override;
   std::vector<optim::ParamSlice> optimizer_slices() override { return inner_->optimizer_slices(); }
   std::unique_ptr<optim::StateStore> optimizer_state_store() override {
     return inner_->optimizer_state_store();

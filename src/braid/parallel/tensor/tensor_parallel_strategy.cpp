@@ -30,8 +30,8 @@ std::string TensorParallelStrategy::describe() const {
   return inner_->describe() + " x " + tp_->describe();
 }
 
-void TensorParallelStrategy::materialize(nn::Transformer& model,
-                                         const MaterializeOptions& options) {
+void TensorParallelStrategy::materialize(nn::Model& declared, const MaterializeOptions& options) {
+  nn::Transformer& model = transformer_for(declared, "tensor parallelism");
   BRAID_CHECK(model.tensor_parallel() == tp_.get(),
               "TensorParallelStrategy: the model must be declared with the strategy's "
               "tensor_parallel() (TransformerOptions::tensor_parallel)");

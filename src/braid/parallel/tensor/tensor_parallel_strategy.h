@@ -31,7 +31,7 @@ class TensorParallelStrategy : public Strategy {
   int dp_size() const override { return inner_->dp_size(); }
   nn::TensorParallel* tensor_parallel() override { return tp_.get(); }
 
-  void materialize(nn::Transformer& model, const MaterializeOptions& options) override;
+  void materialize(nn::Model& model, const MaterializeOptions& options) override;
   std::vector<optim::ParamSlice> optimizer_slices() override { return inner_->optimizer_slices(); }
   std::unique_ptr<optim::StateStore> optimizer_state_store() override {
     return inner_->optimizer_state_store();

@@ -26,7 +26,7 @@ ZeroRuntime::ZeroRuntime(ZeroOptions options, ZeroGroups groups)
 // piece of `full` and all-gather the compute dtype (half the bytes of f32); stage 3 keeps its
 // f32 shard and casts it into `gather_src` for each all-gather, so it gathers and holds half the
 // bytes too. Export gathers the f32 masters instead (gather_for_read). Gradients stay f32.
-void ZeroRuntime::attach(nn::Transformer& model, nn::ParamLayout layout, DType compute) {
+void ZeroRuntime::attach(nn::Model& model, nn::ParamLayout layout, DType compute) {
   model_ = &model;
   layout_ = std::move(layout);
   compute_ = compute;

@@ -74,11 +74,11 @@ class ZeroRuntime {
   const ZeroGroups& groups() const { return groups_; }
   std::vector<ZeroUnit>& units() { return units_; }
   const nn::ParamLayout& layout() const { return layout_; }
-  const nn::Transformer& model() const { return *model_; }
+  const nn::Model& model() const { return *model_; }
   StrategyStats& stats() { return stats_; }
 
   // Called by ZeroStrategy::materialize once the units hold their storage.
-  void attach(nn::Transformer& model, nn::ParamLayout layout, DType compute);
+  void attach(nn::Model& model, nn::ParamLayout layout, DType compute);
   DType compute_dtype() const { return compute_; }
   // The f32 master weights of this rank's piece of u (undefined when offloaded).
   Tensor master_piece(ZeroUnit& u) const;
@@ -137,7 +137,7 @@ class ZeroRuntime {
   ZeroOptions opt_;
   ZeroGroups groups_;
   std::shared_ptr<OffloadFile> offload_;
-  nn::Transformer* model_ = nullptr;
+  nn::Model* model_ = nullptr;
   nn::ParamLayout layout_;
   DType compute_ = DType::f32;
   std::vector<ZeroUnit> units_;

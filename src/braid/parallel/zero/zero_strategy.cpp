@@ -81,7 +81,7 @@ int ZeroStrategy::dp_size() const {
   return rt_->groups().n;
 }
 
-void ZeroStrategy::materialize(nn::Transformer& model, const MaterializeOptions& options) {
+void ZeroStrategy::materialize(nn::Model& model, const MaterializeOptions& options) {
   BRAID_CHECK(!materialized_, "ZeroStrategy: materialize() called twice");
   ZeroRuntime& rt = *rt_;
   const ZeroOptions& o = rt.options();

@@ -34,7 +34,7 @@ class ZeroStrategy : public Strategy {
   int dp_rank() const override;
   int dp_size() const override;
 
-  void materialize(nn::Transformer& model, const MaterializeOptions& options) override;
+  void materialize(nn::Model& model, const MaterializeOptions& options) override;
   std::vector<optim::ParamSlice> optimizer_slices() override;
   std::unique_ptr<optim::StateStore> optimizer_state_store() override;
   std::string memory_note() const override;

@@ -1,0 +1,290 @@
+#include "braid/train/accelerator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "braid/checkpoint/checkpoint_reader.h"
+#include "braid/checkpoint/resume.h"
+#include "braid/comm/world.h"
+#include "braid/core/error.h"
+#include "braid/optim/clip_grad.h"
+#include "braid/optim/param_groups.h"
+#include "braid/parallel/collective_guard.h"
+#include "braid/parallel/strategy_factory.h"
+#include "braid/train/accelerate_config.h"
+#include "braid/train/config_agreement.h"
+#include "braid/train/deepspeed_config.h"
+#include "braid/train/strategy_config.h"
+
+namespace braid::train {
+
+TrainConfig load_run_config(const RunConfigSources& s, std::string* mapping) {
+  TrainConfig cfg = load_config(s.yaml);
+  BRAID_CHECK(s.deepspeed.empty() || s.accelerate.empty(), "--deepspeed and an Accelerate config (",
+              s.accelerate,
+              ") both given; an Accelerate config names its DeepSpeed file itself "
+              "(deepspeed_config.deepspeed_config_file)");
+  std::string described;
+  if (!s.deepspeed.empty() || !s.accelerate.empty()) {
+    // DeepSpeed's batch arithmetic counts data-parallel ranks: the launched ones over tp x pp.
+    const int64_t model_parallel =
+        cfg.parallel.tensor_parallel_size * cfg.parallel.pipeline_parallel_size;
+    const int64_t launched = s.launched_ranks > 0 ? s.launched_ranks : comm::launched_world_size();
+    const int64_t dp = std::max<int64_t>(1, launched) / std::max<int64_t>(1, model_parallel);
+    described = !s.deepspeed.empty()
+                    ? describe_dialect(s.deepspeed + " (DeepSpeed)",
+                                       load_deepspeed_config(cfg, s.deepspeed, dp))
+                    : describe_dialect(s.accelerate + " (Accelerate)",
+                                       load_accelerate_config(cfg, s.accelerate, dp));
+  }
+  for (const auto& o : s.overrides) apply_override(cfg, o);
+  if (mapping) *mapping = described;
+  return cfg;
+}
+
+std::shared_ptr<comm::ProcessGroup> launched_world(const TrainConfig& cfg) {
+  comm::ProcessGroupOptions po;
+  po.timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.comm_timeout_s * 1000.0));
+  po.debug = cfg.parallel.comm_debug;
+  return comm::init_world(po);
+}
+
+namespace {
+
+optim::LrSchedule schedule_from(const TrainConfig& cfg) {
+  optim::LrSchedule s;
+  s.decay = optim::lr_decay_from_name(cfg.schedule.type);
+  s.lr = cfg.optimizer.lr;
+  if (cfg.schedule.scale_lr)
+    s.lr *= static_cast<double>(cfg.training.global_batch_size) /
+            static_cast<double>(cfg.schedule.base_batch_size);
+  s.warmup_steps = cfg.schedule.warmup_steps;
+  s.log_warmup = cfg.schedule.warmup_type == "log";
+  s.total_steps = cfg.training.max_steps;
+  s.min_lr = s.lr * cfg.schedule.min_lr_ratio;
+  s.validate();
+  return s;
+}
+
+}  // namespace
+
+Accelerator::Accelerator(TrainConfig config) : Accelerator(config, launched_world(config)) {}
+
+Accelerator::Accelerator(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
+                         std::shared_ptr<MemoryTracker> tracker)
+    : cfg_(std::move(config)),
+      world_(std::move(world)),
+      tracker_(tracker ? std::move(tracker)
+                       : std::make_shared<MemoryTracker>("cpu (rank " +
+                                                         std::to_string(process_index()) + ")")) {
+  validate_training(cfg_);
+  if (world_) check_config_agrees(cfg_, *world_);
+  if (world_) world_->set_memory_tracker(tracker_);
+  tracker_->set_budget(memory_budget_from(cfg_, world_.get()));
+  MemoryScope scope(tracker_);
+  strategy_ = parallel::make_strategy(strategy_spec_from(cfg_), world_);
+  resolve_batch(cfg_, strategy_->dp_size());
+  schedule_ = schedule_from(cfg_);
+  if (cfg_.compute_dtype() == DType::f16)
+    scaler_ = std::make_unique<optim::LossScaler>(loss_scaler_config(cfg_));
+}
+
+Accelerator::~Accelerator() = default;
+
+void Accelerator::prepare(nn::Model& model, std::function<void(int, Tensor&)> fill) {
+  BRAID_CHECK(model_ == nullptr, "Accelerator: prepare(model) called twice");
+  MemoryScope scope(tracker_);
+  parallel::MaterializeOptions mo;
+  mo.param_dtype = cfg_.compute_dtype();
+  if (fill) {
+    mo.fill = std::move(fill);
+  } else {
+    const uint64_t seed = cfg_.training.seed;
+    mo.fill = [&model, seed](int u, Tensor& unit) {
+      model.full_layout().init_unit(model.global_unit(u), unit, seed);
+    };
+  }
+  strategy_->materialize(model, mo);
+  model_ = &model;
+}
+
+optim::Optimizer& Accelerator::prepare_optimizer() {
+  BRAID_CHECK(model_ != nullptr, "Accelerator: prepare(model) before prepare_optimizer()");
+  BRAID_CHECK(!optimizer_, "Accelerator: prepare_optimizer() called twice");
+  MemoryScope scope(tracker_);
+  // Every rank allocates its optimizer state; one past its budget stops them all.
+  parallel::all_ranks_or_throw(world_.get(), [&] {
+    optim::DecaySplitOptions split;
+    split.weight_decay = static_cast<float>(cfg_.optimizer.weight_decay);
+    auto groups = optim::split_decay_groups(strategy_->optimizer_slices(), split);
+    const auto& o = cfg_.optimizer;
+    auto store = strategy_->optimizer_state_store();  // null: in memory
+    if (o.type == "adamw") {
+      optimizer_ = std::make_unique<optim::AdamW>(std::move(groups), static_cast<float>(o.beta1),
+                                                  static_cast<float>(o.beta2),
+                                                  static_cast<float>(o.eps), std::move(store));
+    } else {
+      optimizer_ = std::make_unique<optim::SGD>(std::move(groups), static_cast<float>(o.momentum),
+                                                o.nesterov, std::move(store));
+    }
+  });
+  return *optimizer_;
+}
+
+optim::Optimizer& Accelerator::optimizer() {
+  BRAID_CHECK(optimizer_ != nullptr, "Accelerator: prepare_optimizer() has not been called");
+  return *optimizer_;
+}
+
+data::DistributedSampler Accelerator::prepare_sampler(int64_t num_samples,
+                                                      data::SamplerOptions options) const {
+  return data::DistributedSampler(num_samples, strategy_->dp_size(), strategy_->dp_rank(), options);
+}
+
+Accelerator::MicroStep Accelerator::accumulate() {
+  BRAID_CHECK(model_ != nullptr, "Accelerator: prepare(model) before accumulate()");
+  BRAID_CHECK(!in_micro_step_,
+              "Accelerator: accumulate() called twice without a backward() between them");
+  const int64_t count = cfg_.training.gradient_accumulation_steps;
+  if (micro_ == 0) {
+    strategy_->zero_grad();
+    grad_norm_ = -1;
+  }
+  strategy_->begin_micro_step(micro_, count);
+  in_micro_step_ = true;
+  sync_gradients_ = false;
+  return {micro_, count};
+}
+
+void Accelerator::backward(const autograd::Variable& loss) {
+  MemoryScope scope(tracker_);
+  if (!in_micro_step_) {
+    // No accumulate() before the forward: a step of one micro-step.
+    BRAID_CHECK(micro_ == 0 && cfg_.training.gradient_accumulation_steps == 1,
+                "Accelerator: backward() without accumulate() before the forward, with "
+                "training.gradient_accumulation_steps ",
+                cfg_.training.gradient_accumulation_steps,
+                ": call accumulate() before each micro-batch's forward");
+    (void)accumulate();
+  }
+  BRAID_CHECK(loss.value().numel() == 1, "Accelerator: backward() needs a scalar loss, got ",
+              loss.value().shape().str());
+  // Note [DDP averaging]: the strategies sum gradients over data-parallel ranks.
+  const int64_t count = cfg_.training.gradient_accumulation_steps;
+  const double scale = loss_scale() / static_cast<double>(count * strategy_->dp_size());
+  loss.backward(static_cast<float>(scale));
+  strategy_->end_micro_step();
+  in_micro_step_ = false;
+  micro_ = (micro_ + 1) % count;
+  sync_gradients_ = micro_ == 0;
+}
+
+double Accelerator::clip_grad_norm(double max_norm) {
+  BRAID_CHECK(sync_gradients_,
+              "Accelerator: clip_grad_norm() before the last micro-step's backward (check "
+              "sync_gradients())");
+  MemoryScope scope(tracker_);
+  grad_norm_ = strategy_->clip_grad_norm(max_norm, loss_scale());
+  return grad_norm_;
+}
+
+bool Accelerator::step() {
+  if (!sync_gradients_) return false;
+  MemoryScope scope(tracker_);
+  optim::Optimizer& opt = optimizer();
+  if (scaler_) {
+    // The overflow verdict is the unscaled global norm (Note [Non-finite steps], trainer.cpp).
+    if (grad_norm_ < 0) grad_norm_ = strategy_->clip_grad_norm(0, loss_scale());
+    if (!scaler_->update(!optim::is_finite_norm(grad_norm_))) {
+      sync_gradients_ = false;
+      return false;
+    }
+  }
+  opt.step(static_cast<float>(learning_rate()));
+  strategy_->after_optimizer_step();
+  sync_gradients_ = false;
+  return true;
+}
+
+double Accelerator::learning_rate() const {
+  return schedule_.lr_at(completed_steps());
+}
+
+checkpoint::SaveResult Accelerator::save_state(const std::filesystem::path& root,
+                                               std::map<std::string, int64_t> counters) {
+  MemoryScope scope(tracker_);
+  strategy_->synchronize();
+  checkpoint::SaveRequest req;
+  req.root = root;
+  req.step = completed_steps();
+  req.keep_last = cfg_.checkpoint.keep_last;
+  req.layout = strategy_->describe();
+  req.dp_size = strategy_->dp_size();
+  req.counters = std::move(counters);
+  req.counters["optimizer_steps"] = completed_steps();
+  req.config = dump_config(cfg_);
+  return checkpoint::save_checkpoint(world_.get(), optimizer(), req);
+}
+
+std::map<std::string, int64_t> Accelerator::load_state(const std::filesystem::path& dir) {
+  MemoryScope scope(tracker_);
+  auto reader = checkpoint::open_resume_checkpoint(dir.string(), dir, world_.get(),
+                                                   [this](const std::string& s) { print(s); });
+  BRAID_CHECK(reader != nullptr, "Accelerator: no checkpoint in ", dir.string());
+  strategy_->synchronize();
+  optim::Optimizer& opt = optimizer();
+  parallel::all_ranks_or_throw(world_.get(), [&] {
+    reader->read_optimizer(opt);
+    reader->read_parameters(opt);
+  });
+  // The masters changed as after an update: the strategy republishes them.
+  strategy_->after_optimizer_step();
+  strategy_->synchronize();
+  micro_ = 0;
+  in_micro_step_ = sync_gradients_ = false;
+  return reader->manifest().counters;
+}
+
+void Accelerator::print(const std::string& line) const {
+  if (!is_main_process()) return;
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+std::vector<float> Accelerator::gather(const std::vector<float>& values) const {
+  if (!world_) return values;
+  const int64_t n = static_cast<int64_t>(values.size());
+  Tensor in = Tensor::empty(Shape{n}, DType::f32, MemCategory::communication);
+  std::copy(values.begin(), values.end(), in.data<float>());
+  Tensor out = Tensor::empty(Shape{n * world_->size()}, DType::f32, MemCategory::communication);
+  world_->all_gather(out, in)->wait();
+  return {out.data<float>(), out.data<float>() + out.numel()};
+}
+
+double Accelerator::reduce_mean(double v) const {
+  if (!world_) return v;
+  const std::vector<float> all = gather({static_cast<float>(v)});
+  double sum = 0;
+  for (float x : all) sum += x;
+  return sum / static_cast<double>(all.size());
+}
+
+void Accelerator::wait_for_everyone() const {
+  if (world_) world_->barrier()->wait();
+}
+
+Tensor Accelerator::gather_parameters(const nn::Model& model) {
+  MemoryScope scope(tracker_);
+  strategy_->synchronize();
+  const nn::ParamLayout& layout = model.full_layout();
+  Tensor out = Tensor::zeros(Shape{layout.total()});
+  strategy_->for_each_full_unit([&](int u, const Tensor& unit) {
+    const nn::UnitInfo& info = layout.units()[static_cast<size_t>(u)];
+    out.flat_range(info.offset, info.numel).copy_(unit.flat_range(0, info.numel));
+  });
+  return out;
+}
+
+}  // namespace braid::train

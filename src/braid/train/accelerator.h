@@ -1,0 +1,168 @@
+// Accelerator: braid as a library, in the spirit of HuggingFace Accelerate. Built from any of
+// the configs (braid YAML, DeepSpeed JSON, Accelerate YAML: load_run_config), it makes this
+// process's world (the ranks `braid launch`, mpirun or srun started, or one process), its
+// memory tracker and the strategy the config's parallel section names, and then prepares what
+// a user's own training loop uses:
+//
+//   braid::train::Accelerator acc(braid::train::load_run_config({.yaml = "run.yaml"}));
+//   MyModel model;                         // an nn::Model: modules, parameters, declare_units()
+//   acc.prepare(model);                    // materialised as the strategy says, initialised
+//   optim::Optimizer& opt = acc.prepare_optimizer();   // the config's optimizer and schedule
+//   data::DistributedSampler sampler = acc.prepare_sampler(num_samples);  // this rank's share
+//   for (...) {
+//     auto micro = acc.accumulate();       // before the forward: micro-step k of accumulation
+//     acc.backward(model.loss(x, y));      // the mean loss of this rank's micro-batch
+//     if (acc.sync_gradients()) { acc.clip_grad_norm(1.0); acc.step(); }
+//   }
+//   acc.save_state(dir);  acc.load_state(dir);
+//
+// Every call the strategy makes collective (prepare, backward at a reducing micro-step,
+// clip_grad_norm, step, save_state, load_state, gather) must be made by every rank in the same
+// order. The Trainer is a user of it (trainer.h).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/autograd/variable.h"
+#include "braid/checkpoint/checkpoint_writer.h"
+#include "braid/comm/process_group.h"
+#include "braid/core/memory_tracker.h"
+#include "braid/data/distributed_sampler.h"
+#include "braid/nn/model.h"
+#include "braid/optim/loss_scaler.h"
+#include "braid/optim/lr_schedule.h"
+#include "braid/optim/optimizer.h"
+#include "braid/parallel/strategy.h"
+#include "braid/train/config.h"
+
+namespace braid::train {
+
+// Where a run's config comes from: braid's YAML, then (at most one of) a DeepSpeed JSON or an
+// Accelerate YAML for the distribution, then `section.key=value` overrides. The dialects' batch
+// arithmetic counts `launched_ranks` (0: the ranks this job was launched with).
+struct RunConfigSources {
+  std::string yaml;
+  std::string deepspeed;
+  std::string accelerate;
+  std::vector<std::string> overrides;
+  int64_t launched_ranks = 0;
+};
+// The resolved config; `mapping` (may be null) gets what the dialect file became ("" without).
+TrainConfig load_run_config(const RunConfigSources& sources, std::string* mapping = nullptr);
+
+// The world this process was launched into: comm::init_world() with the config's
+// parallel.comm_timeout_s and comm_debug (the ranks of `braid launch`, mpirun or srun, else one
+// process).
+std::shared_ptr<comm::ProcessGroup> launched_world(const TrainConfig& config = {});
+
+class Accelerator {
+ public:
+  // The world this process was launched into (comm::init_world() with the config's timeout and
+  // debug settings: the ranks of `braid launch`, mpirun or srun, else one process). Validates
+  // the config, checks every rank has the same one, resolves its batch arithmetic against the
+  // strategy's data-parallel size and sets this rank's memory budget (memory.budget).
+  explicit Accelerator(TrainConfig config);
+  // The same over `world` (null: one process, no collectives), charging `tracker` (null: its
+  // own; a caller passes one to read it even when construction fails).
+  Accelerator(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
+              std::shared_ptr<MemoryTracker> tracker = nullptr);
+  ~Accelerator();
+  Accelerator(const Accelerator&) = delete;
+  Accelerator& operator=(const Accelerator&) = delete;
+
+  int process_index() const { return world_ ? world_->rank() : 0; }
+  int num_processes() const { return world_ ? world_->size() : 1; }
+  bool is_main_process() const { return process_index() == 0; }
+  // This rank's share of the data: share dp_rank() of dp_size().
+  int dp_rank() const { return strategy_->dp_rank(); }
+  int dp_size() const { return strategy_->dp_size(); }
+  const TrainConfig& config() const { return cfg_; }
+  const std::shared_ptr<comm::ProcessGroup>& world() const { return world_; }
+  parallel::Strategy& strategy() { return *strategy_; }
+  const std::shared_ptr<MemoryTracker>& memory() const { return tracker_; }
+  optim::LossScaler* loss_scaler() const { return scaler_.get(); }  // fp16 only
+
+  // Materialises the declared model as the strategy says, in training.precision, and hooks it.
+  // fill(u, unit) fills unit u of model.layout() (MaterializeOptions::fill); by default each
+  // unit is initialised from training.seed (ParamLayout::init_unit). Collective.
+  void prepare(nn::Model& model, std::function<void(int, Tensor&)> fill = {});
+  // The config's optimizer (AdamW or SGD, weight decay on matrices only) over the strategy's
+  // slices, and its LR schedule. After prepare(). Collective (every rank allocates its state).
+  optim::Optimizer& prepare_optimizer();
+  // Which samples this rank reads: a sampler over the data-parallel ranks (not the world: the
+  // ranks of a tensor- or pipeline-parallel group read the same data).
+  data::DistributedSampler prepare_sampler(int64_t num_samples,
+                                           data::SamplerOptions options = {}) const;
+
+  // Before a micro-batch's forward: starts micro-step k of training.gradient_accumulation_steps
+  // (the first one of an optimizer step zeroes the gradients). Reductions run only in the last
+  // one, unless the strategy reduces every micro-step (no_sync inside).
+  struct MicroStep {
+    int64_t index = 0;
+    int64_t count = 1;
+    bool last() const { return index + 1 == count; }
+  };
+  [[nodiscard]] MicroStep accumulate();
+  // Backward from `loss`, the mean loss of this rank's micro-batch: its gradient is scaled so
+  // that the reduced gradients are those of the mean over the global batch (every rank's
+  // micro-batches of the step), times the fp16 loss scale. Ends the micro-step (without an
+  // accumulate() before the forward, this backward is a whole step's only micro-step).
+  void backward(const autograd::Variable& loss);
+  // Whether the last backward completed an optimizer step's micro-steps.
+  bool sync_gradients() const { return sync_gradients_; }
+  // The exact global gradient norm (unscaled under fp16), clipping to max_norm when > 0.
+  // Collective; call once per optimizer step, after the last backward, before step().
+  double clip_grad_norm(double max_norm);
+  // The optimizer update with this step's learning rate, when sync_gradients(); then the
+  // strategy refreshes what it holds. Under fp16 an overflowing step is skipped and the scale
+  // backs off (returns false). Collective.
+  bool step();
+  int64_t completed_steps() const { return optimizer_ ? optimizer_->step_count() : 0; }
+  double learning_rate() const;  // for the next step()
+  optim::Optimizer& optimizer();
+  const optim::LrSchedule& schedule() const { return schedule_; }
+
+  // A training checkpoint of the model, the optimizer and `counters` after completed_steps()
+  // steps in root/step_<n> (checkpoint/checkpoint_writer.h): any layout loads it. Collective.
+  checkpoint::SaveResult save_state(const std::filesystem::path& root,
+                                    std::map<std::string, int64_t> counters = {});
+  // Reads a checkpoint directory (a step directory, or a root: its newest valid one) into the
+  // prepared model and optimizer, whatever layout saved it. Returns its counters. Collective.
+  std::map<std::string, int64_t> load_state(const std::filesystem::path& dir);
+
+  // Prints a line on the main process only.
+  void print(const std::string& line) const;
+  // Every rank's values, concatenated in rank order (metrics). Collective.
+  std::vector<float> gather(const std::vector<float>& values) const;
+  // The mean over ranks of v (a metric). Collective.
+  double reduce_mean(double v) const;
+  void wait_for_everyone() const;
+
+  // The whole model's parameters (f32, full_layout()'s flat order) gathered unit by unit from
+  // whatever this rank holds. Collective.
+  Tensor gather_parameters(const nn::Model& model);
+
+ private:
+  double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+
+  TrainConfig cfg_;
+  std::shared_ptr<comm::ProcessGroup> world_;
+  std::shared_ptr<MemoryTracker> tracker_;
+  std::unique_ptr<parallel::Strategy> strategy_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::LossScaler> scaler_;  // fp16
+  optim::LrSchedule schedule_;
+  nn::Model* model_ = nullptr;
+  int64_t micro_ = 0;  // the next micro-step of the current optimizer step
+  bool in_micro_step_ = false;
+  bool sync_gradients_ = false;
+  double grad_norm_ = -1;  // this step's, once clip_grad_norm ran
+};
+
+}  // namespace braid::train

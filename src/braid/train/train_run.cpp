@@ -1,0 +1,52 @@
+#include "braid/train/train_run.h"
+
+#include "braid/checkpoint/hf_model_io.h"
+#include "braid/core/error.h"
+#include "braid/data/bpe_tokenizer.h"
+#include "braid/train/fault_plan.h"
+#include "braid/train/threads.h"
+#include "braid/train/trainer.h"
+
+namespace braid::train {
+
+void run_training(const RunConfigSources& sources, bool print_config) {
+  std::string mapping;
+  TrainConfig cfg = load_run_config(sources, &mapping);
+  if (print_config) {
+    std::printf("%s%s", mapping.c_str(), dump_config(cfg).c_str());
+    return;
+  }
+  auto world = launched_world(cfg);
+  TrainerOptions options;
+  // Fault tests only (train/fault_plan.h): deaths at chosen points of chosen steps.
+  auto plan = FaultPlan::from_environment(world ? world->rank() : 0, launch_attempt());
+  if (!plan.empty()) {
+    options.fault = [plan](int64_t step, const std::string& point) { plan.at(step, point); };
+    options.inject_nan = [plan](int64_t step) { return plan.has(step, "nan"); };
+  }
+  Trainer trainer(cfg, world, options);
+  trainer.run();
+}
+
+void generate_samples(const GenerateRequest& r, FILE* out) {
+  BRAID_CHECK(!r.model_dir.empty(), "missing --model DIR (an exported model directory)");
+  BRAID_CHECK(r.sample.max_new_tokens > 0, "--tokens must be positive, got ",
+              r.sample.max_new_tokens);
+  BRAID_CHECK(r.sample.top_k >= 0, "--top-k must be >= 0, got ", r.sample.top_k);
+  apply_threads_per_rank();
+  auto model = checkpoint::import_hf(r.model_dir, /*allocate_grads=*/false);
+  auto tok = data::BpeTokenizer::from_dir(r.tokenizer);
+  BRAID_CHECK(tok.vocab_size() <= model->config().vocab_size, "tokenizer '", r.tokenizer, "' has ",
+              tok.vocab_size(), " tokens but the model's vocab_size is ",
+              model->config().vocab_size);
+  SampleOptions so = r.sample;
+  so.stop_token = tok.eot_id();
+  Rng rng(r.seed);
+  const std::vector<int32_t> ids = tok.encode(r.prompt);
+  for (int64_t s = 0; s < r.samples; ++s) {
+    if (r.samples > 1) std::fprintf(out, "--- sample %lld ---\n", static_cast<long long>(s + 1));
+    std::fprintf(out, "%s\n", tok.decode_text(sample(*model, ids, so, rng)).c_str());
+  }
+}
+
+}  // namespace braid::train
