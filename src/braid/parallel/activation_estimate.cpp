@@ -86,27 +86,46 @@ class BlockModel {
 }  // namespace
 
 int64_t estimate_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
-                             int64_t seq_len, DType compute, int tp) {
+                             int64_t seq_len, DType compute, int tp, const ActivationSpan& span) {
   BRAID_CHECK(micro_batch_size >= 1, "estimate_activations: micro_batch_size must be >= 1, got ",
               micro_batch_size);
   BRAID_CHECK(seq_len >= 1 && seq_len <= model.max_seq_len,
               "estimate_activations: seq_len must be in [1, ", model.max_seq_len,
               "] (the model's max_seq_len), got ", seq_len);
   BRAID_CHECK(tp >= 1, "estimate_activations: tensor_parallel_size must be >= 1, got ", tp);
+  const int64_t end = span.end < 0 ? model.n_layer : span.end;
+  BRAID_CHECK(span.begin >= 0 && span.begin < end && end <= model.n_layer && span.in_flight >= 1,
+              "estimate_activations: blocks [", span.begin, ", ", end, ") of ", model.n_layer,
+              " with ", span.in_flight, " micro-batches in flight");
   const int64_t N = micro_batch_size * seq_len;
+  const int64_t stream = static_cast<int64_t>(dtype_size(compute)) * N * model.d_model;  // aNC
   const BlockModel blocks(model, N, compute, tp);
-  const int64_t outside = blocks.outside() + 2 * 4 * N;  // and the ids and targets (i32)
+  // One micro-batch's tensors outside the blocks: the embedding's outputs on the first stage,
+  // else the activations received from the previous one; the final norm's output on the last.
+  int64_t ends = span.first ? blocks.outside() - stream : stream;
+  if (span.last) ends += stream;
+  // Its blocks' tensors, and the most its backward adds: inside a block (Note [Activation
+  // peak]), or the final norm's backward before any block's (the gradients of its input and
+  // output). The block moments are those of one whole model, measured with the final norm's
+  // output (counted in `ends`) alive. A stage before the last holds the residual stream three
+  // more times instead: its output (the root of its backward) and the gradient it received for
+  // it stay alive throughout, where one model frees both early in its last block's backward (a
+  // rerun block holds that gradient anyway: two), and no final norm's output. A receive posted
+  // while backward runs (the next gradient; the last stage of a 1f1b pipeline: the next
+  // micro-batch's activations) holds one more.
   const nn::CheckpointPolicy& policy = model.activation_checkpointing;
   int64_t kept = 0, peak = 0;
-  for (int64_t i = 0; i < model.n_layer; ++i) {
-    const BlockCost c =
-        blocks.cost(policy.applies_to(i) ? policy.kind : nn::CheckpointPolicy::Kind::none);
+  for (int64_t i = span.begin; i < end; ++i) {
+    const auto kind = policy.applies_to(i) ? policy.kind : nn::CheckpointPolicy::Kind::none;
+    const BlockCost c = blocks.cost(kind);
     kept += c.kept;
-    peak = std::max(peak, kept + c.backward_extra);
+    const int64_t held = span.last ? 0 : (kind == nn::CheckpointPolicy::Kind::full ? 2 : 3);
+    peak = std::max(peak, kept + c.backward_extra + held * stream);
   }
-  // The final norm's backward, before any block's: the gradients of its input and output.
-  peak = std::max(peak, kept + 2 * static_cast<int64_t>(dtype_size(compute)) * N * model.d_model);
-  return outside + peak;
+  if (span.last) peak = std::max(peak, kept + 2 * stream);
+  if (span.receives_during_backward) peak += stream;
+  // The batches' ids and targets (i32) stay for the whole step.
+  return 2 * 4 * N * span.batches_held + ends + (span.in_flight - 1) * (ends + kept) + peak;
 }
 
 }  // namespace braid::parallel

@@ -32,11 +32,27 @@
 
 namespace braid::parallel {
 
+// The part of the model a rank runs and how many micro-batches it holds at once: everything and
+// one without pipeline parallelism; a pipeline stage holds blocks [begin, end), the embeddings
+// if first, the final norm and LM head if last, and its schedule's micro-batches in flight
+// (gpipe: all of a step's; 1f1b: at most pp - stage), each kept from its forward to its
+// backward (Note [Pipeline memory], parallel/pipeline/stage_runner.h).
+struct ActivationSpan {
+  int64_t begin = 0, end = -1;  // end -1: the last block
+  bool first = true, last = true;
+  int64_t in_flight = 1;
+  int64_t batches_held = 1;  // micro-batches whose ids and targets the rank keeps (a step's)
+  // Whether a receive is posted while backward runs (a buffer of the residual stream): the next
+  // gradient before the last stage, the next micro-batch's activations on the last under 1f1b.
+  bool receives_during_backward = false;
+};
+
 // Bytes on one rank; model.activation_checkpointing is the policy, tp the tensor-parallel size
 // (Note [Tensor-parallel layout]: the heads and the MLP's hidden units split, the residual
 // stream whole, each row-parallel output also kept as its all-reduced copy). Throws naming the
 // value when micro_batch_size or seq_len < 1 or seq_len > the model's max_seq_len.
 int64_t estimate_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
-                             int64_t seq_len, DType compute, int tp = 1);
+                             int64_t seq_len, DType compute, int tp = 1,
+                             const ActivationSpan& span = {});
 
 }  // namespace braid::parallel

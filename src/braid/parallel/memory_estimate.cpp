@@ -1,6 +1,7 @@
 #include "braid/parallel/memory_estimate.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
@@ -8,6 +9,7 @@
 #include "braid/nn/tensor_parallel.h"
 #include "braid/nn/transformer.h"
 #include "braid/parallel/activation_estimate.h"
+#include "braid/parallel/pipeline/partition.h"
 
 namespace braid::parallel {
 
@@ -48,12 +50,14 @@ class DeclaredTensorParallel : public nn::TensorParallel {
 };
 
 // The units of tp rank 0's slices of the model (all ranks' are the same size but for the
-// padded vocabulary's last rows).
-Units units_of(const nn::ModelConfig& model, int64_t pad_multiple, int tp) {
+// padded vocabulary's last rows), or of a pipeline stage's part of them.
+Units units_of(const nn::ModelConfig& model, int64_t pad_multiple, int tp,
+               const std::optional<nn::PipelineStage>& stage) {
   DeclaredTensorParallel declared_tp(tp);
   nn::TransformerOptions declared;
   declared.materialize = false;
   if (tp > 1) declared.tensor_parallel = &declared_tp;
+  declared.pipeline = stage;
   const nn::Transformer m(model, declared);
   const nn::ParamLayout l = m.layout().with_padding(pad_multiple);
   const auto& u = l.units();
@@ -76,21 +80,29 @@ struct Sharding {
   std::string label;
   int stage = 0;
   bool keeps_gathered = false;
-  int S = 1, N = 1, tp = 1;
+  int S = 1, N = 1, tp = 1, pp = 1;
 };
 
 Sharding shape_of(const StrategySpec& spec, int world) {
   BRAID_CHECK(world >= 1, "estimate-memory: world size must be >= 1, got ", world);
-  BRAID_CHECK(spec.pipeline_parallel_size <= 1, "estimate-memory: pipeline_parallel_size ",
-              spec.pipeline_parallel_size, " is not modelled (it must be 1)");
   BRAID_CHECK(!spec.sequence_parallel, "estimate-memory: sequence_parallel is not modelled");
-  const int tp = std::max(1, spec.tensor_parallel_size);
-  BRAID_CHECK(world % tp == 0, "estimate-memory: tensor_parallel_size ", tp,
-              " does not divide the world size ", world);
+  const int tp = std::max(1, spec.tensor_parallel_size),
+            pp = std::max(1, spec.pipeline_parallel_size);
+  BRAID_CHECK(world % (tp * pp) == 0, "estimate-memory: tensor_parallel_size ", tp,
+              " x pipeline_parallel_size ", pp, " does not divide the world size ", world);
+  if (pp > 1) {
+    BRAID_CHECK(spec.pipeline_schedule == "1f1b" || spec.pipeline_schedule == "gpipe",
+                "estimate-memory: pipeline_schedule '", spec.pipeline_schedule,
+                "' is not modelled (1f1b, gpipe)");
+    BRAID_CHECK(spec.pipeline_balance == "uniform", "estimate-memory: pipeline_balance '",
+                spec.pipeline_balance, "' is not modelled (uniform)");
+  }
   Sharding s;
-  s.label = spec.name + (tp > 1 ? " tp" + std::to_string(tp) : "");
+  s.label = spec.name + (tp > 1 ? " tp" + std::to_string(tp) : "") +
+            (pp > 1 ? " pp" + std::to_string(pp) : "");
   s.tp = tp;
-  s.N = world / tp;  // the data-parallel strategy runs over dp = world / tp
+  s.pp = pp;
+  s.N = world / (tp * pp);  // the data-parallel strategy runs over dp = world / (tp x pp)
   s.S = s.N;
   const std::string& how = spec.sharding_strategy;
   if (spec.name == "none") {
@@ -99,7 +111,8 @@ Sharding shape_of(const StrategySpec& spec, int world) {
   } else if (spec.name == "zero1" || spec.name == "zero2" || spec.name == "zero3") {
     s.stage = spec.name.back() - '0';
   } else if (spec.name == "fsdp") {
-    s.label = "fsdp " + how + (tp > 1 ? " tp" + std::to_string(tp) : "");
+    s.label = "fsdp " + how + (tp > 1 ? " tp" + std::to_string(tp) : "") +
+              (pp > 1 ? " pp" + std::to_string(pp) : "");
     if (how == "NO_SHARD") {
       s.stage = 0;
     } else if (how == "FULL_SHARD" || how == "SHARD_GRAD_OP" || how == "HYBRID_SHARD" ||
@@ -123,6 +136,7 @@ Sharding shape_of(const StrategySpec& spec, int world) {
 }
 
 bool syncs_each_batch(const StrategySpec& spec, const Sharding& s) {
+  if (s.pp > 1) return false;  // Note [Pipeline reduction]: reduced once, after the schedule
   if (spec.sync_each_batch == "true") return true;
   if (spec.sync_each_batch == "false") return false;
   BRAID_CHECK(spec.sync_each_batch == "auto", "estimate-memory: sync_each_batch must be auto, ",
@@ -220,23 +234,66 @@ int64_t head_scratch(const nn::ModelConfig& m, int64_t tokens) {
 
 }  // namespace
 
+namespace {
+
+// Rank `stage` of the pipeline (0 without one): its units' training state, and the activations
+// of its micro-batches in flight.
+MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s, int stage) {
+  const int64_t micro = std::max<int64_t>(1, in.micro_batches);
+  std::optional<nn::PipelineStage> declared;
+  ActivationSpan span;
+  if (s.pp > 1) {
+    const auto parts = pipeline::uniform_partition(static_cast<int>(in.model.n_layer), s.pp, 1);
+    const pipeline::BlockRange r = parts[static_cast<size_t>(stage)];
+    declared = nn::PipelineStage{{{r.begin, r.end}}, stage == 0, stage == s.pp - 1};
+    const bool gpipe = in.spec.pipeline_schedule == "gpipe", last = stage == s.pp - 1;
+    span.begin = r.begin;
+    span.end = r.end;
+    span.first = stage == 0;
+    span.last = last;
+    span.in_flight = gpipe ? micro : std::min<int64_t>(s.pp - stage, micro);
+    span.batches_held = span.first || last ? micro : 0;
+    span.receives_during_backward = !last || !gpipe;
+  }
+  // DDP pads the whole buffer to kAlign; ZeRO every unit to equal shards of the N ranks.
+  const int64_t pad = s.stage == 0 ? nn::ParamLayout::kAlign : s.N * nn::ParamLayout::kAlign;
+  const auto a = static_cast<int64_t>(dtype_size(in.compute));
+  MemoryEstimate e = state_of(s, units_of(in.model, pad, s.tp, declared), in.spec, a,
+                              in.optimizer_bytes_per_param);
+  e.stage = stage;
+  if (!span.first) {
+    // The gradients of the received activations (leaves): one per micro-batch in flight, and
+    // the one still being sent back while the next is computed.
+    const int64_t tokens = in.spec.micro_batch_size * in.spec.seq_len;
+    e.gradients += a * tokens * in.model.d_model * std::min(span.in_flight + 1, micro);
+  }
+  e.activations = estimate_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len,
+                                       in.compute, s.tp, span);
+  if (span.last) e.buffers += head_scratch(in.model, in.spec.micro_batch_size * in.spec.seq_len);
+  return e;
+}
+
+}  // namespace
+
 MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   const Sharding s = shape_of(in.spec, in.world_size);
   BRAID_CHECK(in.spec.micro_batch_size >= 1, "estimate-memory: micro-batch size must be >= 1, got ",
               in.spec.micro_batch_size);
   BRAID_CHECK(in.optimizer_bytes_per_param >= 0,
               "estimate-memory: optimizer bytes per parameter must be >= 0");
+  BRAID_CHECK(s.pp == 1 || s.stage < 3, "estimate-memory: ", s.label,
+              " shards parameters, which does not pipeline (pick none, ddp, zero1 or zero2)");
   in.model.validate();
-  // DDP pads the whole buffer to kAlign; ZeRO every unit to equal shards of the N ranks.
-  const int64_t pad = s.stage == 0 ? nn::ParamLayout::kAlign : s.N * nn::ParamLayout::kAlign;
-  const auto a = static_cast<int64_t>(dtype_size(in.compute));
   if (s.tp > 1) in.model.validate_tensor_parallel(s.tp);
-  MemoryEstimate e =
-      state_of(s, units_of(in.model, pad, s.tp), in.spec, a, in.optimizer_bytes_per_param);
-  e.activations =
-      estimate_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len, in.compute, s.tp);
-  e.buffers += head_scratch(in.model, in.spec.micro_batch_size * in.spec.seq_len);
-  return e;
+  BRAID_CHECK(in.pipeline_stage < s.pp, "estimate-memory: pipeline stage ", in.pipeline_stage,
+              " of ", s.pp);
+  if (in.pipeline_stage >= 0) return estimate_stage(in, s, in.pipeline_stage);
+  MemoryEstimate most;
+  for (int stage = 0; stage < s.pp; ++stage) {
+    MemoryEstimate e = estimate_stage(in, s, stage);
+    if (stage == 0 || e.total() > most.total()) most = e;
+  }
+  return most;
 }
 
 std::vector<std::string> estimated_strategy_names() {

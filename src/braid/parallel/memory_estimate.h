@@ -28,7 +28,8 @@
 namespace braid::parallel {
 
 struct MemoryEstimate {
-  std::string strategy;  // "ddp", "zero3", "fsdp SHARD_GRAD_OP", ...
+  std::string strategy;  // "ddp", "zero3", "fsdp SHARD_GRAD_OP", "zero1 tp2 pp2", ...
+  int stage = 0;         // the pipeline stage whose rank this is (0 without a pipeline)
   int64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, buffers = 0;
   int64_t total() const { return parameters + gradients + optimizer_state + activations + buffers; }
   int64_t training_state() const { return parameters + gradients + optimizer_state; }
@@ -36,16 +37,20 @@ struct MemoryEstimate {
 
 // What to estimate: the model (its activation_checkpointing is the policy), the strategy as the
 // Trainer builds it (spec.micro_batch_size and spec.seq_len size the activations;
-// spec.tensor_parallel_size splits the model as Note [Tensor-parallel layout] says, the
-// data-parallel strategy then running over world / tp ranks), the world size, the compute dtype
-// and the optimizer's bytes of state per parameter (AdamW 8, SGD with momentum 4, without 0).
-// Pipeline and sequence parallelism are not modelled (throws naming them).
+// spec.tensor_parallel_size splits the model as Note [Tensor-parallel layout] says and
+// spec.pipeline_parallel_size into uniform stages of blocks, 1f1b or gpipe; the data-parallel
+// strategy then runs over world / (tp x pp) ranks), the world size, the compute dtype, the
+// optimizer's bytes of state per parameter (AdamW 8, SGD with momentum 4, without 0) and the
+// micro-batches of a step (gradient accumulation: what a pipeline keeps in flight). Sequence
+// parallelism, interleaved schedules and balanced stages are not modelled (throws naming them).
 struct MemoryEstimateInputs {
   nn::ModelConfig model;
   StrategySpec spec;
   int world_size = 1;
   DType compute = DType::f32;
   int64_t optimizer_bytes_per_param = 8;
+  int64_t micro_batches = 1;
+  int pipeline_stage = -1;  // the pipeline stage to estimate; -1: the one with the largest total
 };
 
 // Throws braid::Error naming the field for an unknown strategy, world size < 1, a shard group

@@ -33,6 +33,7 @@ parallel::MemoryEstimateInputs memory_estimate_inputs(const TrainConfig& cfg, in
   in.world_size = world_size;
   in.compute = cfg.compute_dtype();
   in.optimizer_bytes_per_param = optimizer_bytes(cfg.optimizer);
+  in.micro_batches = std::max<int64_t>(1, cfg.training.gradient_accumulation_steps);
   return in;
 }
 

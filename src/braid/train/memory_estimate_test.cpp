@@ -30,7 +30,8 @@ std::string six_block_llama_config() {
 struct Case {
   std::string model, strategy, precision, checkpointing;
   int64_t micro = 1, seq_len = 16, interval = 1;
-  int ranks = 2, tp = 1;
+  int ranks = 2, tp = 1, pp = 1;
+  std::string schedule = "1f1b";
 };
 
 TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheckpointing) {
@@ -49,9 +50,14 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
       cases.push_back({model, "ddp", "fp32", ac, 2, 16, 1, 2, 2});
       cases.push_back({model, "zero3", "bf16", ac, 2, 32, 1, 4, 2});
     }
+    // Pipeline parallelism over 4 micro-batches: 2 stages alone (1f1b: the first holds 2 in
+    // flight, the last 1), and 2 stages x zero1 over 4 ranks (gpipe: all 4 in flight).
+    cases.push_back({model, "ddp", "fp32", "none", 1, 16, 1, 2, 1, 2});
+    cases.push_back({model, "zero1", "bf16", "selective", 2, 32, 1, 4, 1, 2, "gpipe"});
+    cases.push_back({model, "ddp", "fp32", "full", 1, 16, 1, 2, 1, 2});
   }
   for (const Case& k : cases) {
-    TrainConfig c = tiny(k.micro, 2, k.strategy);
+    TrainConfig c = tiny(k.micro, k.pp > 1 ? 4 : 2, k.strategy);
     c.model.preset = "";
     c.model.config = k.model;
     c.data.seq_len = k.seq_len;
@@ -59,17 +65,26 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
     c.model.activation_checkpointing = k.checkpointing;
     c.model.activation_checkpointing_interval = k.interval;
     c.parallel.tensor_parallel_size = k.tp;
+    c.parallel.pipeline_parallel_size = k.pp;
+    c.parallel.pipeline_schedule = k.schedule;
     c.training.max_steps = 2;
-    const Peaks p = measure_peaks(c, k.ranks);
-    const parallel::MemoryEstimate e =
-        parallel::estimate_memory(memory_estimate_inputs(c, k.ranks));
-    const std::string name =
-        std::string(k.model == gpt2 ? "gpt2 " : "llama ") + k.strategy + " " + k.precision + " " +
-        k.checkpointing + (k.interval > 1 ? "/" + std::to_string(k.interval) : "") + " B" +
-        std::to_string(k.micro) + " T" + std::to_string(k.seq_len) +
-        (k.tp > 1 ? " tp" + std::to_string(k.tp) + " x" + std::to_string(k.ranks) : "");
-    print_comparison(name, p, e);
-    expect_within_10_percent(name, p, e);
+    // Rank s x tp is stage s (the mesh is dp x pp x tp).
+    for (int stage = 0; stage < k.pp; ++stage) {
+      const Peaks p = measure_peaks(c, k.ranks, stage * k.tp);
+      parallel::MemoryEstimateInputs in = memory_estimate_inputs(c, k.ranks);
+      in.pipeline_stage = k.pp > 1 ? stage : -1;
+      const parallel::MemoryEstimate e = parallel::estimate_memory(in);
+      std::string name = std::string(k.model == gpt2 ? "gpt2 " : "llama ") + k.strategy + " " +
+                         k.precision + " " + k.checkpointing +
+                         (k.interval > 1 ? "/" + std::to_string(k.interval) : "") + " B" +
+                         std::to_string(k.micro) + " T" + std::to_string(k.seq_len);
+      if (k.tp > 1) name += " tp" + std::to_string(k.tp);
+      if (k.pp > 1)
+        name += " pp" + std::to_string(k.pp) + " " + k.schedule + " stage " + std::to_string(stage);
+      if (k.tp > 1 || k.pp > 1) name += " x" + std::to_string(k.ranks);
+      print_comparison(name, p, e);
+      expect_within_10_percent(name, p, e);
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// Shared by the memory tests (strategy_memory_test, memory_estimate_test): rank 0's tracker
+// Shared by the memory tests (strategy_memory_test, memory_estimate_test): one rank's tracker
 // peaks per category after a short run on thread-backed ranks, and their comparison with the
 // estimator (parallel/memory_estimate.h).
 #pragma once
@@ -19,7 +19,7 @@ struct Peaks {
   int64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, buffers = 0;
 };
 
-inline Peaks measure_peaks(const TrainConfig& c, int ranks) {
+inline Peaks measure_peaks(const TrainConfig& c, int ranks, int rank = 0) {
   Peaks out;
   std::mutex mu;
   braid::testing::run_ranks(ranks, [&](comm::ProcessGroup& pg) {
@@ -27,7 +27,7 @@ inline Peaks measure_peaks(const TrainConfig& c, int ranks) {
     t.run();
     const MemoryTracker& m = *t.memory();
     std::lock_guard<std::mutex> lock(mu);
-    if (pg.rank() != 0) return;
+    if (pg.rank() != rank) return;
     out = {m.peak(MemCategory::parameters), m.peak(MemCategory::gradients),
            m.peak(MemCategory::optimizer_state), m.peak(MemCategory::activations),
            m.peak(MemCategory::communication) + m.peak(MemCategory::scratch)};
