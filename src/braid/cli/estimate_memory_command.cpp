@@ -29,8 +29,14 @@ constexpr const char* kUsage =
     "  --sharding-strategy S          fsdp: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD,\n"
     "                                 HYBRID_SHARD_ZERO2\n"
     "  --world-size N                 ranks (default 1)\n"
-    "  --tp N                         tensor-parallel ranks per group (default 1; the strategy\n"
-    "                                 then runs over world-size / N ranks)\n"
+    "  --tp N                         tensor-parallel ranks per group (default 1)\n"
+    "  --pp N                         pipeline stages (default 1; uniform stages of blocks; the\n"
+    "                                 strategy runs over world-size / (tp x pp) ranks, and the "
+    "row\n"
+    "                                 shown is the stage with the largest total)\n"
+    "  --pipeline-schedule S          1f1b (default) or gpipe\n"
+    "  --gradient-accumulation-steps M  micro-batches per step (default 1): what a pipeline\n"
+    "                                 keeps in flight\n"
     "  --precision P                  fp32, bf16 or fp16 (default fp32)\n"
     "  --micro-batch-size B           sequences per rank per micro-step (default 1)\n"
     "  --seq-len T                    tokens per sequence (default 1024, at most the model's)\n"
@@ -53,7 +59,8 @@ int run_estimate_memory(const std::vector<std::string>& args) {
   namespace fs = std::filesystem;
   using braid::cli::parse_int;
   std::string model, config, strategy, sharding, precision, checkpointing;
-  int64_t world = 1, micro = 0, seq_len = 0, tp = 0;
+  int64_t world = 1, micro = 0, seq_len = 0, tp = 0, pp = 0, accumulation = 0;
+  std::string schedule;
   bool offload = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -76,6 +83,12 @@ int run_estimate_memory(const std::vector<std::string>& args) {
       world = parse_int(a, value());
     } else if (a == "--tp") {
       tp = parse_int(a, value());
+    } else if (a == "--pp") {
+      pp = parse_int(a, value());
+    } else if (a == "--pipeline-schedule") {
+      schedule = value();
+    } else if (a == "--gradient-accumulation-steps") {
+      accumulation = parse_int(a, value());
     } else if (a == "--precision") {
       precision = value();
     } else if (a == "--micro-batch-size") {
@@ -95,6 +108,11 @@ int run_estimate_memory(const std::vector<std::string>& args) {
   BRAID_CHECK(world >= 1 && world <= 1 << 20, "--world-size must be in [1, 1048576], got ", world);
   BRAID_CHECK(tp >= 0 && tp <= world && (tp == 0 || world % tp == 0), "--tp ", tp,
               " must divide --world-size ", world);
+  BRAID_CHECK(pp >= 0 && (pp == 0 || world % (pp * std::max<int64_t>(tp, 1)) == 0), "--pp ", pp,
+              " x --tp ", std::max<int64_t>(tp, 1), " must divide --world-size ", world);
+  BRAID_CHECK(accumulation >= 0, "--gradient-accumulation-steps must be >= 1, got ", accumulation);
+  BRAID_CHECK(schedule.empty() || schedule == "1f1b" || schedule == "gpipe",
+              "--pipeline-schedule: unknown '", schedule, "' (1f1b, gpipe)");
   BRAID_CHECK(micro >= 0, "--micro-batch-size must be >= 1, got ", micro);
   BRAID_CHECK(seq_len >= 0, "--seq-len must be >= 1, got ", seq_len);
   const std::vector<std::string> strategies = {"all",   "none",  "ddp", "zero1",
@@ -141,6 +159,9 @@ int run_estimate_memory(const std::vector<std::string>& args) {
               " exceeds the model's maximum sequence length ", mc.max_seq_len);
   if (micro > 0) cfg.training.micro_batch_size = micro;
   if (tp > 0) cfg.parallel.tensor_parallel_size = tp;
+  if (pp > 0) cfg.parallel.pipeline_parallel_size = pp;
+  if (!schedule.empty()) cfg.parallel.pipeline_schedule = schedule;
+  if (accumulation > 0) cfg.training.gradient_accumulation_steps = accumulation;
   if (!precision.empty()) cfg.training.precision = precision;
   if (!checkpointing.empty()) cfg.model.activation_checkpointing = checkpointing;
   if (!sharding.empty()) cfg.parallel.sharding_strategy = sharding;
@@ -151,7 +172,9 @@ int run_estimate_memory(const std::vector<std::string>& args) {
   // Without --strategy: the config's strategy, or all of them.
   if (strategy.empty()) strategy = config.empty() ? "all" : cfg.parallel.strategy;
   std::vector<std::string> names = {strategy};
-  if (strategy == "all") names = braid::parallel::estimated_strategy_names();
+  if (strategy == "all")
+    names = braid::parallel::estimated_strategy_names(
+        static_cast<int>(cfg.parallel.pipeline_parallel_size));
   const int ranks = static_cast<int>(world);
   const auto estimates = braid::train::estimate_strategies(cfg, ranks, names);
   std::fputs(braid::train::memory_estimate_table(cfg, ranks, estimates).c_str(), stdout);

@@ -296,7 +296,8 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   return most;
 }
 
-std::vector<std::string> estimated_strategy_names() {
+std::vector<std::string> estimated_strategy_names(int pipeline_parallel_size) {
+  if (pipeline_parallel_size > 1) return {"ddp", "zero1", "zero2"};
   return {"ddp", "zero1", "zero2", "zero3"};
 }
 

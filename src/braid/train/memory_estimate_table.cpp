@@ -23,6 +23,20 @@ std::string cell(int64_t bytes) {
   return format_bytes(bytes);
 }
 
+// " as tp 2 x pp 2 x dp 2" (nothing without model parallelism)
+std::string layout(const TrainConfig& cfg, int world) {
+  const int64_t tp = std::max<int64_t>(1, cfg.parallel.tensor_parallel_size);
+  const int64_t pp = std::max<int64_t>(1, cfg.parallel.pipeline_parallel_size);
+  if (tp == 1 && pp == 1) return "";
+  std::string s = " as";
+  if (tp > 1) s += " tp " + std::to_string(tp) + " x";
+  if (pp > 1)
+    s += " pp " + std::to_string(pp) + " (" + cfg.parallel.pipeline_schedule + ", " +
+         std::to_string(std::max<int64_t>(1, cfg.training.gradient_accumulation_steps)) +
+         " micro-batches) x";
+  return s + " dp " + std::to_string(world / (tp * pp));
+}
+
 }  // namespace
 
 parallel::MemoryEstimateInputs memory_estimate_inputs(const TrainConfig& cfg, int world_size) {
@@ -55,11 +69,7 @@ std::string memory_estimate_table(const TrainConfig& cfg, int world_size,
   const std::string model = cfg.model.preset.empty() ? cfg.model.config : cfg.model.preset;
   os << "Memory per rank for " << model << " (" << m.model_type() << ", "
      << m.num_parameters() / 1e6 << "M parameters) on " << world_size << " rank(s)"
-     << (cfg.parallel.tensor_parallel_size > 1
-             ? " as tp " + std::to_string(cfg.parallel.tensor_parallel_size) + " x dp " +
-                   std::to_string(world_size / cfg.parallel.tensor_parallel_size)
-             : std::string())
-     << ", " << cfg.training.precision << ", micro-batch "
+     << layout(cfg, world_size) << ", " << cfg.training.precision << ", micro-batch "
      << std::max<int64_t>(1, cfg.training.micro_batch_size) << " x " << cfg.data.seq_len
      << " tokens, activation checkpointing " << m.activation_checkpointing.str() << ", "
      << cfg.optimizer.type << "\n";
@@ -70,14 +80,19 @@ std::string memory_estimate_table(const TrainConfig& cfg, int world_size,
                 header[2], header[3], header[4], header[5], header[6]);
   os << line;
   for (const auto& e : estimates) {
-    std::snprintf(line, sizeof line, "%-24s %11s %11s %11s %11s %11s %11s\n", e.strategy.c_str(),
+    const std::string name = e.strategy + (cfg.parallel.pipeline_parallel_size > 1
+                                               ? " (stage " + std::to_string(e.stage) + ")"
+                                               : std::string());
+    std::snprintf(line, sizeof line, "%-24s %11s %11s %11s %11s %11s %11s\n", name.c_str(),
                   cell(e.parameters).c_str(), cell(e.gradients).c_str(),
                   cell(e.optimizer_state).c_str(), cell(e.activations).c_str(),
                   cell(e.buffers).c_str(), cell(e.total()).c_str());
     os << line;
   }
   os << "Parameters: f32 masters (and the compute copy in bf16/fp16); gradients and optimizer "
-        "state f32; activations: the peak of one micro-step's forward and backward; buffers: "
+        "state f32; activations: the peak of one micro-step's forward and backward (of a pipeline "
+        "stage's "
+        "micro-batches in flight); buffers: "
         "communication staging and the LM head's scratch only (GEMM and attention scratch and "
         "the process group's staging depend on the BLAS library, threads and backend).\n";
   return os.str();

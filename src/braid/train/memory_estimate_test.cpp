@@ -56,6 +56,9 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
     cases.push_back({model, "zero1", "bf16", "selective", 2, 32, 1, 4, 1, 2, "gpipe"});
     cases.push_back({model, "ddp", "fp32", "full", 1, 16, 1, 2, 1, 2});
   }
+  // Stage 2 under a pipeline keeps whole gradients between micro-batches (Note [Pipeline
+  // reduction]) beside its shard.
+  cases.push_back({gpt2, "zero2", "fp32", "none", 1, 16, 1, 4, 1, 2});
   for (const Case& k : cases) {
     TrainConfig c = tiny(k.micro, k.pp > 1 ? 4 : 2, k.strategy);
     c.model.preset = "";
