@@ -32,6 +32,7 @@ struct Case {
   int64_t micro = 1, seq_len = 16, interval = 1;
   int ranks = 2, tp = 1, pp = 1;
   std::string schedule = "1f1b";
+  std::string reduce_dtype = "fp32";
 };
 
 TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheckpointing) {
@@ -59,6 +60,10 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
   // Stage 2 under a pipeline keeps whole gradients between micro-batches (Note [Pipeline
   // reduction]) beside its shard.
   cases.push_back({gpt2, "zero2", "fp32", "none", 1, 16, 1, 4, 1, 2});
+  // Gradients reduced in bf16: the strategies' staging buffers (communication).
+  cases.push_back({gpt2, "ddp", "bf16", "none", 1, 16, 1, 2, 1, 1, "1f1b", "bf16"});
+  cases.push_back({llama, "zero2", "bf16", "none", 1, 16, 1, 2, 1, 1, "1f1b", "bf16"});
+  cases.push_back({llama, "zero3", "bf16", "none", 1, 16, 1, 2, 1, 1, "1f1b", "bf16"});
   for (const Case& k : cases) {
     TrainConfig c = tiny(k.micro, k.pp > 1 ? 4 : 2, k.strategy);
     c.model.preset = "";
@@ -70,6 +75,7 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
     c.parallel.tensor_parallel_size = k.tp;
     c.parallel.pipeline_parallel_size = k.pp;
     c.parallel.pipeline_schedule = k.schedule;
+    c.training.reduce_dtype = k.reduce_dtype;
     c.training.max_steps = 2;
     // Rank s x tp is stage s (the mesh is dp x pp x tp).
     for (int stage = 0; stage < k.pp; ++stage) {
@@ -85,6 +91,7 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
       if (k.pp > 1)
         name += " pp" + std::to_string(k.pp) + " " + k.schedule + " stage " + std::to_string(stage);
       if (k.tp > 1 || k.pp > 1) name += " x" + std::to_string(k.ranks);
+      if (k.reduce_dtype != "fp32") name += " reduce " + k.reduce_dtype;
       print_comparison(name, p, e);
       expect_within_10_percent(name, p, e);
     }
