@@ -3,6 +3,7 @@
 # against it with find_package(braid), then trained by the installed `braid launch`:
 #   - one process, 2 ranks under DDP and 2 under ZeRO-3: the loss falls, held-out accuracy is
 #     high, and DDP and ZeRO-3 end with bit-identical weights;
+#   - Accelerate's fsdp.yaml and DeepSpeed's zero3.json as the config's distribution;
 #   - save_state after 20 of 40 steps under DDP, load_state under ZeRO-3 on 2 ranks and one
 #     process under DDP on 2: the same weights as the straight run.
 # usage: package_test.sh BUILD_DIR SOURCE_DIR
@@ -51,6 +52,23 @@ done
 grep -q 'zero3' "$work/zero3.log" || fail "the zero3 run did not run ZeRO-3"
 [[ "$(hash ddp)" =~ ^[0-9a-f]{16}$ ]] || fail "the DDP run printed no weights hash"
 [ "$(hash ddp)" = "$(hash zero3)" ] || fail "DDP and ZeRO-3 on 2 ranks differ"
+
+# The distribution from the other dialects: Accelerate's FSDP file (FULL_SHARD, no mixed
+# precision) is the ZeRO-3 run again; DeepSpeed's ZeRO-3 file (bf16, its own batch, AdamW and
+# WarmupDecayLR) has to learn too.
+run accelerate 2 "$cfg/ddp.yaml" --accelerate-config "$src/configs/accelerate/fsdp.yaml"
+grep -q 'FULL_SHARD' "$work/accelerate.log" || fail "the Accelerate FSDP config did not run FSDP"
+[ "$(hash accelerate)" = "$(hash zero3)" ] ||
+  fail "Accelerate's fsdp.yaml: $(hash accelerate), braid's zero3.yaml: $(hash zero3)"
+run deepspeed 2 "$cfg/ddp.yaml" --deepspeed "$src/configs/deepspeed/zero3.json"
+# (its lr is 1e-3, a tenth of the YAML's: 40 steps reach less, well above chance's 0.25)
+grep -q 'bf16' "$work/deepspeed.log" || fail "the DeepSpeed config did not train in bf16"
+first=$(grep -o 'step 1 | loss [0-9.]*' "$work/deepspeed.log" | awk '{print $NF}')
+last=$(grep -o 'step 40 | loss [0-9.]*' "$work/deepspeed.log" | awk '{print $NF}')
+acc=$(grep -o 'held-out accuracy [0-9.]*' "$work/deepspeed.log" | awk '{print $NF}')
+echo "deepspeed zero3.json (bf16): loss $first -> $last, held-out accuracy $acc"
+awk -v f="$first" -v l="$last" -v a="$acc" 'BEGIN { exit !(l < f * 0.8 && a > 0.6) }' ||
+  fail "the DeepSpeed config did not learn (loss $first -> $last, accuracy $acc)"
 
 run half 2 "$cfg/ddp.yaml" --steps 20 --save "$work/state"
 run resumed 2 "$cfg/zero3.yaml" --resume "$work/state"

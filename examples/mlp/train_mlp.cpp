@@ -36,7 +36,8 @@ constexpr int64_t kTrainSamples = 2048, kTestSamples = 512;
 // gather one layer at a time). No storage until the Accelerator prepares it.
 class Mlp : public braid::nn::Model {
  public:
-  Mlp() {
+  // compute: the dtype the prepared parameters are in (Accelerator::compute_dtype()).
+  explicit Mlp(braid::DType compute) : compute_(compute) {
     fc1_ = register_module("fc1",
                            std::make_unique<braid::nn::Linear>(kFeatures, kHidden, true, 0.25f));
     fc2_ =
@@ -47,7 +48,8 @@ class Mlp : public braid::nn::Model {
   }
 
   Variable hidden(const Tensor& x) {
-    Variable h = braid::autograd::gelu((*fc1_)(Variable(x)));
+    Variable in = braid::autograd::cast(Variable(x), compute_);  // bf16 / fp16 runs
+    Variable h = braid::autograd::gelu((*fc1_)(in));
     return braid::autograd::gelu((*fc2_)(h));
   }
   // Mean cross-entropy of x[B, kFeatures] against labels[B] (i32).
@@ -59,13 +61,14 @@ class Mlp : public braid::nn::Model {
   // Logits [B, kClasses], without recording.
   Tensor logits(const Tensor& x) {
     braid::autograd::NoGradGuard no_grad;
-    return (*out_)(hidden(x)).value();
+    return braid::autograd::cast((*out_)(hidden(x)), braid::DType::f32).value();
   }
 
  private:
   braid::nn::Linear* fc1_;
   braid::nn::Linear* fc2_;
   braid::nn::Linear* out_;
+  braid::DType compute_;
 };
 
 // Sample i: a class, and features around that class's centre (test samples follow the train
@@ -127,7 +130,7 @@ int run(int argc, char** argv) {
 
   braid::train::Accelerator acc(braid::train::load_run_config(sources));
   const braid::train::TrainConfig& cfg = acc.config();
-  Mlp model;
+  Mlp model(acc.compute_dtype());
   acc.prepare(model);
   acc.prepare_optimizer();
   int64_t first_step = 0;
@@ -136,7 +139,8 @@ int run(int argc, char** argv) {
     first_step = acc.completed_steps();
   }
   acc.print(acc.strategy().describe() + " on " + std::to_string(acc.num_processes()) +
-            " process(es); " + std::to_string(model.layout().num_parameters()) + " parameters");
+            " process(es), " + cfg.training.precision + "; " +
+            std::to_string(model.layout().num_parameters()) + " parameters");
 
   // Micro-batch k of the run (k = step x accumulation + m) is the next `micro` samples of this
   // rank's share of epoch k / per_epoch: a resumed run reads on exactly where it stopped.

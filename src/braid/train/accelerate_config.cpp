@@ -267,7 +267,7 @@ std::vector<DialectEntry> apply_accelerate_config(TrainConfig& cfg, const std::s
   r.reject_unknown();
   auto entries = r.entries();
   entries.insert(entries.end(), deepspeed.begin(), deepspeed.end());
-  validate(cfg);
+  validate_training(cfg);  // the model and data are the braid YAML's
   return entries;
 }
 

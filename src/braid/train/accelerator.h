@@ -83,6 +83,10 @@ class Accelerator {
   int dp_rank() const { return strategy_->dp_rank(); }
   int dp_size() const { return strategy_->dp_size(); }
   const TrainConfig& config() const { return cfg_; }
+  // The dtype forward and backward compute in (training.precision): a prepared model's
+  // parameters are in it, so a model casts its floating-point input to it (autograd::cast), as
+  // autocast would.
+  DType compute_dtype() const { return cfg_.compute_dtype(); }
   const std::shared_ptr<comm::ProcessGroup>& world() const { return world_; }
   parallel::Strategy& strategy() { return *strategy_; }
   const std::shared_ptr<MemoryTracker>& memory() const { return tracker_; }

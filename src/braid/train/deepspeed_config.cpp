@@ -374,7 +374,7 @@ std::vector<DialectEntry> dialect::apply_deepspeed_object(TrainConfig& cfg, cons
   read_scheduler(r, cfg);
   read_rest(r, cfg);
   r.reject_unknown();
-  validate(cfg);
+  validate_training(cfg);  // the model and data are the braid YAML's
   return r.entries();
 }
 
