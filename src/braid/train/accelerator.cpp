@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "braid/checkpoint/checkpoint_reader.h"
 #include "braid/checkpoint/resume.h"
@@ -52,6 +53,31 @@ std::shared_ptr<comm::ProcessGroup> launched_world(const TrainConfig& cfg) {
 }
 
 namespace {
+// The fp16 loss scaler's state as checkpoint counters (the scale by its bits: min_loss_scale
+// need not be a power of two) and back.
+void add_scaler_counters(const optim::LossScaler::State& st, std::map<std::string, int64_t>& c) {
+  int64_t bits = 0;
+  std::memcpy(&bits, &st.cur_scale, sizeof bits);
+  c["loss_scale_bits"] = bits;
+  c["loss_scale_iter"] = st.cur_iter;
+  c["loss_scale_last_overflow_iter"] = st.last_overflow_iter;
+  c["loss_scale_hysteresis"] = st.cur_hysteresis;
+  c["loss_scale_dynamic"] = st.is_dynamic ? 1 : 0;
+}
+
+optim::LossScaler::State scaler_state_from(const checkpoint::Manifest& m) {
+  BRAID_CHECK(m.counters.count("loss_scale_bits") != 0,
+              "resume: the checkpoint has no fp16 loss scaler state (it was saved by a run with "
+              "training.precision other than fp16); resume it with its own precision");
+  optim::LossScaler::State st;
+  const int64_t bits = m.counter("loss_scale_bits");
+  std::memcpy(&st.cur_scale, &bits, sizeof bits);
+  st.cur_iter = m.counter("loss_scale_iter");
+  st.last_overflow_iter = m.counter("loss_scale_last_overflow_iter");
+  st.cur_hysteresis = static_cast<int>(m.counter("loss_scale_hysteresis"));
+  st.is_dynamic = m.counter("loss_scale_dynamic") != 0;
+  return st;
+}
 
 optim::LrSchedule schedule_from(const TrainConfig& cfg) {
   optim::LrSchedule s;
@@ -216,16 +242,23 @@ checkpoint::SaveResult Accelerator::save_state(const std::filesystem::path& root
                                                std::map<std::string, int64_t> counters) {
   MemoryScope scope(tracker_);
   strategy_->synchronize();
+  return checkpoint::save_checkpoint(world_.get(), optimizer(),
+                                     save_request(root, completed_steps(), std::move(counters)));
+}
+
+checkpoint::SaveRequest Accelerator::save_request(const std::filesystem::path& root, int64_t step,
+                                                  std::map<std::string, int64_t> counters) {
   checkpoint::SaveRequest req;
   req.root = root;
-  req.step = completed_steps();
+  req.step = step;
   req.keep_last = cfg_.checkpoint.keep_last;
   req.layout = strategy_->describe();
   req.dp_size = strategy_->dp_size();
   req.counters = std::move(counters);
-  req.counters["optimizer_steps"] = completed_steps();
+  req.counters["optimizer_steps"] = optimizer().step_count();
+  if (scaler_) add_scaler_counters(scaler_->state(), req.counters);
   req.config = dump_config(cfg_);
-  return checkpoint::save_checkpoint(world_.get(), optimizer(), req);
+  return req;
 }
 
 std::map<std::string, int64_t> Accelerator::load_state(const std::filesystem::path& dir) {
@@ -239,12 +272,17 @@ std::map<std::string, int64_t> Accelerator::load_state(const std::filesystem::pa
     reader->read_optimizer(opt);
     reader->read_parameters(opt);
   });
+  restore_loss_scale(reader->manifest());
   // The masters changed as after an update: the strategy republishes them.
   strategy_->after_optimizer_step();
   strategy_->synchronize();
   micro_ = 0;
   in_micro_step_ = sync_gradients_ = false;
   return reader->manifest().counters;
+}
+
+void Accelerator::restore_loss_scale(const checkpoint::Manifest& m) {
+  if (scaler_) scaler_->set_state(scaler_state_from(m));
 }
 
 void Accelerator::print(const std::string& line) const {

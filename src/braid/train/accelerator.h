@@ -31,6 +31,7 @@
 
 #include "braid/autograd/variable.h"
 #include "braid/checkpoint/checkpoint_writer.h"
+#include "braid/checkpoint/manifest.h"
 #include "braid/comm/process_group.h"
 #include "braid/core/memory_tracker.h"
 #include "braid/data/distributed_sampler.h"
@@ -136,9 +137,17 @@ class Accelerator {
   // steps in root/step_<n> (checkpoint/checkpoint_writer.h): any layout loads it. Collective.
   checkpoint::SaveResult save_state(const std::filesystem::path& root,
                                     std::map<std::string, int64_t> counters = {});
+  // What save_state() asks the writer for, after `step` steps (for a caller that saves in the
+  // background, checkpoint::AsyncSaver); the strategy must be synchronized.
+  checkpoint::SaveRequest save_request(const std::filesystem::path& root, int64_t step,
+                                       std::map<std::string, int64_t> counters);
   // Reads a checkpoint directory (a step directory, or a root: its newest valid one) into the
   // prepared model and optimizer, whatever layout saved it. Returns its counters. Collective.
   std::map<std::string, int64_t> load_state(const std::filesystem::path& dir);
+
+  // The fp16 loss scaler's state from a checkpoint's counters (nothing without fp16; throws
+  // when the checkpoint has none: it was saved with another precision).
+  void restore_loss_scale(const checkpoint::Manifest& manifest);
 
   // Prints a line on the main process only.
   void print(const std::string& line) const;

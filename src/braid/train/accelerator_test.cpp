@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <mutex>
 
 #include "braid/autograd/functions.h"
@@ -21,7 +22,8 @@ constexpr int64_t kIn = 12, kHidden = 24, kClasses = 5, kSamples = 64;
 // one at a time.
 class Classifier : public nn::Model {
  public:
-  Classifier() {
+  // compute: the dtype a prepared model's parameters are in (Accelerator::compute_dtype()).
+  explicit Classifier(DType compute = DType::f32) : compute_(compute) {
     l1_ = register_module("fc1", std::make_unique<nn::Linear>(kIn, kHidden, true, 0.3f));
     l2_ = register_module("fc2", std::make_unique<nn::Linear>(kHidden, kHidden, true, 0.2f));
     head_ = register_module("head", std::make_unique<nn::Linear>(kHidden, kClasses, false, 0.2f));
@@ -29,7 +31,7 @@ class Classifier : public nn::Model {
   }
   // Mean cross-entropy of x[B, kIn] against labels[B].
   autograd::Variable loss(const Tensor& x, const Tensor& labels) {
-    autograd::Variable h = autograd::gelu((*l1_)(autograd::Variable(x)));
+    autograd::Variable h = autograd::gelu((*l1_)(autograd::cast(autograd::Variable(x), compute_)));
     h = autograd::gelu((*l2_)(h));
     head_->enter_forward();
     autograd::Variable l = autograd::lm_head_cross_entropy(h, head_->weight(), labels);
@@ -40,6 +42,7 @@ class Classifier : public nn::Model {
   nn::Linear* l1_;
   nn::Linear* l2_;
   nn::Linear* head_;
+  DType compute_;
 };
 
 // Sample i: x ~ N(0, 1) from its own stream, label = the argmax of a fixed projection.
@@ -109,7 +112,7 @@ Tensor run(int n, const TrainConfig& c, int64_t steps = 4) {
   std::mutex mu;
   auto body = [&](std::shared_ptr<comm::ProcessGroup> world) {
     Accelerator acc(c, world);
-    Classifier model;
+    Classifier model(acc.compute_dtype());
     acc.prepare(model);
     acc.prepare_optimizer();
     Tensor p = train(acc, model, 0, steps);
@@ -137,6 +140,51 @@ TEST(Accelerator, Zero3IsBitIdenticalToDdp) {
   const Tensor ddp = run(2, config("ddp", 16, 1));
   EXPECT_TRUE(braid::testing::bit_equal(ddp, run(2, config("zero3", 16, 1))));
   EXPECT_TRUE(braid::testing::bit_equal(ddp, run(2, config("zero2", 16, 1))));
+}
+
+TEST(Accelerator, MixedPrecisionStaysBitIdenticalAcrossStrategies) {
+  for (const char* precision : {"bf16", "fp16"}) {
+    TrainConfig ddp = config("ddp", 16, 1), zero3 = config("zero3", 16, 1);
+    ddp.training.precision = zero3.training.precision = precision;
+    const Tensor low = run(2, ddp);
+    EXPECT_TRUE(braid::testing::bit_equal(low, run(2, zero3))) << precision;
+    // Near the f32 run, but not it: the forward really ran in the low dtype.
+    EXPECT_TRUE(braid::testing::all_close(low, run(2, config("ddp", 16, 1)), 0.05, 0.02))
+        << precision;
+    EXPECT_FALSE(braid::testing::bit_equal(low, run(2, config("ddp", 16, 1)))) << precision;
+  }
+}
+
+TEST(Accelerator, SaveStateKeepsTheLossScale) {
+  const auto root = private_temp_dir("braid_accelerator_fp16");
+  TrainConfig c = config("zero2", 16, 1);
+  c.training.precision = "fp16";
+  c.fp16.initial_scale_power = 40;  // overflows at first: the scale backs off and is saved
+  double saved = 0;
+  braid::testing::run_ranks(2, [&](comm::ProcessGroup& pg) {
+    Accelerator acc(c, borrow(pg));
+    Classifier model(acc.compute_dtype());
+    acc.prepare(model);
+    acc.prepare_optimizer();
+    for (int s = 0; s < 3; ++s) {
+      auto [x, y] = batch({4 * pg.rank(), 4 * pg.rank() + 1, 4 * pg.rank() + 2, 4 * pg.rank() + 3});
+      (void)acc.accumulate();
+      acc.backward(model.loss(x, y));
+      acc.clip_grad_norm(1.0);
+      (void)acc.step();
+    }
+    EXPECT_LT(acc.loss_scaler()->scale(), std::ldexp(1.0, 40));
+    acc.save_state(root);
+    if (pg.rank() == 0) saved = acc.loss_scaler()->scale();
+  });
+  braid::testing::run_ranks(2, [&](comm::ProcessGroup& pg) {
+    Accelerator acc(c, borrow(pg));
+    Classifier model(acc.compute_dtype());
+    acc.prepare(model);
+    acc.prepare_optimizer();
+    acc.load_state(root);
+    EXPECT_EQ(acc.loss_scaler()->scale(), saved);
+  });
 }
 
 TEST(Accelerator, AccumulationMatchesOneMicroBatch) {

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <map>
 
 #include "braid/checkpoint/checkpoint_writer.h"
@@ -15,35 +14,6 @@
 namespace braid::train {
 
 using Clock = std::chrono::steady_clock;
-
-namespace {
-// The fp16 loss scaler's state as checkpoint counters (the scale by its bits: min_loss_scale
-// need not be a power of two) and back.
-void add_scaler_counters(const optim::LossScaler::State& st, std::map<std::string, int64_t>& c) {
-  int64_t bits = 0;
-  std::memcpy(&bits, &st.cur_scale, sizeof bits);
-  c["loss_scale_bits"] = bits;
-  c["loss_scale_iter"] = st.cur_iter;
-  c["loss_scale_last_overflow_iter"] = st.last_overflow_iter;
-  c["loss_scale_hysteresis"] = st.cur_hysteresis;
-  c["loss_scale_dynamic"] = st.is_dynamic ? 1 : 0;
-}
-
-optim::LossScaler::State scaler_state_from(const checkpoint::Manifest& m) {
-  BRAID_CHECK(m.counters.count("loss_scale_bits") != 0,
-              "resume: the checkpoint has no fp16 loss scaler state (it was saved by a run with "
-              "training.precision other than fp16); resume it with its own precision");
-  optim::LossScaler::State st;
-  const int64_t bits = m.counter("loss_scale_bits");
-  std::memcpy(&st.cur_scale, &bits, sizeof bits);
-  st.cur_iter = m.counter("loss_scale_iter");
-  st.last_overflow_iter = m.counter("loss_scale_last_overflow_iter");
-  st.cur_hysteresis = static_cast<int>(m.counter("loss_scale_hysteresis"));
-  st.is_dynamic = m.counter("loss_scale_dynamic") != 0;
-  return st;
-}
-
-}  // namespace
 
 // Note [Resume]: the weights come in through the strategy's fill (each rank reads the units
 // it materialises from whatever files hold them), the optimizer state through the optimizer's
@@ -82,24 +52,17 @@ void Trainer::restore_counters() {
   train_data_->seek(samples / per_batch);
   val_batches_ = m.counter("val_batches");
   if (val_data_) val_data_->seek(val_batches_);
-  if (acc_->loss_scaler()) acc_->loss_scaler()->set_state(scaler_state_from(m));
+  acc_->restore_loss_scale(m);
 }
 
 void Trainer::save_checkpoint(int64_t step, TrainResult* result) {
   MemoryScope scope(acc_->memory());
   acc_->strategy().synchronize();
-  checkpoint::SaveRequest req;
-  req.root = cfg_.checkpoint_dir();
-  req.step = step;
-  req.keep_last = cfg_.checkpoint.keep_last;
-  req.layout = acc_->strategy().describe();
-  req.dp_size = dp_size();
-  req.counters = {{"optimizer_steps", acc_->optimizer().step_count()},
-                  {"samples", step * cfg_.training.global_batch_size},
-                  {"val_batches", val_batches_},
-                  {"global_batch_size", cfg_.training.global_batch_size}};
-  if (acc_->loss_scaler()) add_scaler_counters(acc_->loss_scaler()->state(), req.counters);
-  req.config = dump_config(cfg_);
+  std::map<std::string, int64_t> counters = {
+      {"samples", step * cfg_.training.global_batch_size},
+      {"val_batches", val_batches_},
+      {"global_batch_size", cfg_.training.global_batch_size}};
+  checkpoint::SaveRequest req = acc_->save_request(cfg_.checkpoint_dir(), step, counters);
   if (options_.fault)
     req.fault = [f = options_.fault, step](const std::string& s) { f(step, "save:" + s); };
   if (!cfg_.checkpoint.async) {
