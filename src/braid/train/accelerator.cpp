@@ -169,6 +169,16 @@ data::DistributedSampler Accelerator::prepare_sampler(int64_t num_samples,
   return data::DistributedSampler(num_samples, strategy_->dp_size(), strategy_->dp_rank(), options);
 }
 
+std::unique_ptr<data::DataLoader> Accelerator::prepare_data_loader(
+    const std::string& dir, const std::string& split, data::DataLoaderOptions options) const {
+  MemoryScope scope(tracker_);
+  options.world = strategy_->dp_size();
+  options.rank = strategy_->dp_rank();
+  options.batch_size = cfg_.training.micro_batch_size;
+  if (options.seed == 0) options.seed = cfg_.training.seed;
+  return data::DataLoader::from_dir(dir, split, options);
+}
+
 Accelerator::MicroStep Accelerator::accumulate() {
   BRAID_CHECK(model_ != nullptr, "Accelerator: prepare(model) before accumulate()");
   BRAID_CHECK(!in_micro_step_,

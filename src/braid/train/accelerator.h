@@ -34,6 +34,7 @@
 #include "braid/checkpoint/manifest.h"
 #include "braid/comm/process_group.h"
 #include "braid/core/memory_tracker.h"
+#include "braid/data/data_loader.h"
 #include "braid/data/distributed_sampler.h"
 #include "braid/nn/model.h"
 #include "braid/optim/loss_scaler.h"
@@ -104,6 +105,13 @@ class Accelerator {
   // ranks of a tensor- or pipeline-parallel group read the same data).
   data::DistributedSampler prepare_sampler(int64_t num_samples,
                                            data::SamplerOptions options = {}) const;
+
+  // A loader over dir/<split>_*.bin token shards (braid prepare-data) reading this rank's share:
+  // options.world and rank become the data-parallel ones, batch_size training.micro_batch_size,
+  // and seed 0 training.seed.
+  std::unique_ptr<data::DataLoader> prepare_data_loader(const std::string& dir,
+                                                        const std::string& split,
+                                                        data::DataLoaderOptions options) const;
 
   // Before a micro-batch's forward: starts micro-step k of training.gradient_accumulation_steps
   // (the first one of an optimizer step zeroes the gradients). Reductions run only in the last

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "braid/autograd/functions.h"
+#include "braid/data/token_shard.h"
 #include "braid/nn/linear.h"
 #include "braid/train/strategy_parity_util.h"
 
@@ -255,6 +256,33 @@ TEST(Accelerator, MetricsAndErrors) {
     EXPECT_FALSE(acc.step());                      // nothing to step yet
     EXPECT_EQ(acc.completed_steps(), 0);
   });
+}
+
+TEST(Accelerator, DataLoaderReadsTheDataParallelShare) {
+  const auto dir = private_temp_dir("braid_accelerator_tokens");
+  std::filesystem::create_directories(dir);
+  std::vector<int32_t> ids(4096);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7) % 100);
+  data::write_token_shard((dir / "train_000000.bin").string(), ids, 100);
+  TrainConfig c = config("zero3", 8, 1);  // 2 ranks x micro-batch 4
+  c.parallel.tensor_parallel_size = 2;    // 4 ranks: dp 2 x tp 2; tp peers read the same data
+  std::vector<std::vector<int32_t>> first(4);
+  braid::testing::run_ranks(4, [&](comm::ProcessGroup& pg) {
+    Accelerator acc(c, borrow(pg));
+    data::DataLoaderOptions o;
+    o.seq_len = 16;
+    auto loader = acc.prepare_data_loader(dir.string(), "train", o);
+    EXPECT_EQ(loader->options().world, 2);
+    EXPECT_EQ(loader->options().batch_size, 4);
+    const data::Batch b = loader->next();
+    EXPECT_EQ(b.inputs.size(0), 4);
+    first[static_cast<size_t>(pg.rank())].assign(b.inputs.data<int32_t>(),
+                                                 b.inputs.data<int32_t>() + b.inputs.numel());
+  });
+  // Ranks are dp-major over tp (DeviceMesh): 0 and 1 share dp rank 0, 2 and 3 dp rank 1.
+  EXPECT_EQ(first[0], first[1]);
+  EXPECT_EQ(first[2], first[3]);
+  EXPECT_NE(first[0], first[2]);
 }
 
 TEST(Accelerator, TensorParallelNeedsATransformer) {
