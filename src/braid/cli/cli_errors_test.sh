@@ -49,6 +49,9 @@ expect "zero3 pp2 shards parameters, which does not pipeline" estimate-memory --
   --world-size 8 --pp 2 --strategy zero3
 expect "--pipeline-schedule: unknown 'zigzag'" estimate-memory --model llama-7b --world-size 8 \
   --pp 2 --pipeline-schedule zigzag
+expect "--threads must be in [1, 65536], got 0" estimate-memory --model gpt2-small --threads 0
+expect "--threads expects an integer, got 'many'" estimate-memory --model gpt2-small --threads many
+expect "--backend: unknown 'nccl' (local, mpi)" estimate-memory --model gpt2-small --backend nccl
 expect "--model PRESET|config.json or --config FILE is required" estimate-memory
 expect "unknown fsdp sharding strategy 'HALF_SHARD'" estimate-memory --model gpt2-small \
   --strategy fsdp --sharding-strategy HALF_SHARD

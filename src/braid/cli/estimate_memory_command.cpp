@@ -19,7 +19,8 @@ constexpr const char* kUsage =
     "       braid estimate-memory --config braid.yaml [options]\n"
     "\n"
     "Prints what each rank keeps at its peak, per category (parameters, gradients, optimizer\n"
-    "state, activations, buffers), one row per strategy. Options override the config's values.\n"
+    "state, activations, communication, scratch), one row per strategy. Options override the\n"
+    "config's values.\n"
     "  --model M                      a preset (gpt2-small, llama-7b, ...), an HF config.json or\n"
     "                                 a directory holding one\n"
     "  --config FILE                  take model, strategy, batch and precision from a braid "
@@ -41,7 +42,11 @@ constexpr const char* kUsage =
     "  --micro-batch-size B           sequences per rank per micro-step (default 1)\n"
     "  --seq-len T                    tokens per sequence (default 1024, at most the model's)\n"
     "  --activation-checkpointing K   none, full or selective (default none)\n"
-    "  --offload                      optimizer state (and for zero3/fsdp parameters) to files\n";
+    "  --offload                      optimizer state (and for zero3/fsdp parameters) to files\n"
+    "  --threads N                    OpenMP threads per rank (default: this machine's cores\n"
+    "                                 divided by the ranks, as braid launch gives them)\n"
+    "  --backend B                    mpi (processes on one node, default) or local (ranks as\n"
+    "                                 threads of one process)\n";
 
 bool is_one_of(const std::string& v, const std::vector<std::string>& choices) {
   for (const auto& c : choices)
@@ -59,7 +64,8 @@ int run_estimate_memory(const std::vector<std::string>& args) {
   namespace fs = std::filesystem;
   using braid::cli::parse_int;
   std::string model, config, strategy, sharding, precision, checkpointing;
-  int64_t world = 1, micro = 0, seq_len = 0, tp = 0, pp = 0, accumulation = 0;
+  int64_t world = 1, micro = 0, seq_len = 0, tp = 0, pp = 0, accumulation = 0, threads = 0;
+  braid::train::RankRuntime runtime;
   std::string schedule;
   bool offload = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -99,6 +105,15 @@ int run_estimate_memory(const std::vector<std::string>& args) {
       checkpointing = value();
     } else if (a == "--offload") {
       offload = true;
+    } else if (a == "--threads") {
+      threads = parse_int(a, value());
+      BRAID_CHECK(threads >= 1 && threads <= 1 << 16, "--threads must be in [1, 65536], got ",
+                  threads);
+    } else if (a == "--backend") {
+      runtime.backend.kind = value();
+      BRAID_CHECK(runtime.backend.kind == "mpi" || runtime.backend.kind == "local",
+                  "--backend: unknown '", runtime.backend.kind, "' (",
+                  braid::parallel::comm_backend_names(), ")");
     } else {
       BRAID_THROW("unknown option '", a, "' (see braid estimate-memory --help)");
     }
@@ -176,8 +191,9 @@ int run_estimate_memory(const std::vector<std::string>& args) {
     names = braid::parallel::estimated_strategy_names(
         static_cast<int>(cfg.parallel.pipeline_parallel_size));
   const int ranks = static_cast<int>(world);
-  const auto estimates = braid::train::estimate_strategies(cfg, ranks, names);
-  std::fputs(braid::train::memory_estimate_table(cfg, ranks, estimates).c_str(), stdout);
+  runtime.threads = static_cast<int>(threads);
+  const auto estimates = braid::train::estimate_strategies(cfg, ranks, names, runtime);
+  std::fputs(braid::train::memory_estimate_table(cfg, ranks, estimates, runtime).c_str(), stdout);
   return 0;
 }
 

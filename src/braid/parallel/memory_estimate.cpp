@@ -10,6 +10,7 @@
 #include "braid/nn/transformer.h"
 #include "braid/parallel/activation_estimate.h"
 #include "braid/parallel/pipeline/partition.h"
+#include "braid/parallel/scratch_estimate.h"
 
 namespace braid::parallel {
 
@@ -219,17 +220,29 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const StrategySpec& s
   e.parameters = static_cast<int64_t>(params);
   e.gradients = static_cast<int64_t>(grads);
   e.optimizer_state = static_cast<int64_t>(optimizer);
-  e.buffers = static_cast<int64_t>(comm);
+  e.communication = static_cast<int64_t>(comm);  // the strategy's staging
   return e;
 }
 
-// Note [Buffer estimate]: kernel scratch is counted only for the LM head's cross-entropy, which
-// keeps the logits of up to 256 rows (f32); communication only for the strategy's own staging
-// (casts to the reduce dtype, the compute-dtype shard of an all-gather). GEMM packing, attention
-// tiles (per OpenMP thread) and the process group's own staging depend on the BLAS library, the
-// thread count and the backend, and are left out: the buffers column is a lower bound.
-int64_t head_scratch(const nn::ModelConfig& m, int64_t tokens) {
-  return 4 * std::min<int64_t>(256, tokens) * m.vocab_size;
+// Note [Buffer estimate]: the staging buffers in use at once, of which the communication
+// category's peak holds the largest on top of the groups (Note [Communication estimate]): the
+// strategy's casts to the reduce dtype and the compute-dtype shard of an all-gather (state_of),
+// the collective guard's 1 KiB message per rank of the world (collective_guard.cpp), the copy
+// of an activation's gradient all-reduced over the tp group (tp_group.cpp SumGradNode, a x
+// tokens x d_model; under stage 3 beside the shard cast of the unit gathered ahead, which lives
+// until its gather completes), and on a pipeline's ranks as threads the buffered send of a
+// micro-batch's activations or their gradient (local_group.cpp, a x tokens x d_model). A stage
+// before the last may have sent more than one micro-batch before the next stage takes the
+// first: how many depends on the threads' timing (up to its micro-batches in flight), so the
+// estimate counts one and memory_estimate_test holds the measurement between that and the
+// most.
+int64_t staging_peak(const MemoryEstimateInputs& in, const Sharding& s, int64_t strategy) {
+  const int64_t a = static_cast<int64_t>(dtype_size(in.compute));
+  const int64_t stream = a * in.spec.micro_batch_size * in.spec.seq_len * in.model.d_model;
+  int64_t peak = std::max<int64_t>(strategy, 1024 * in.world_size);
+  if (s.tp > 1) peak = std::max(peak, stream + (s.stage == 3 ? strategy : 0));
+  if (s.pp > 1 && in.backend.kind == "local") peak = std::max(peak, stream);
+  return peak;
 }
 
 }  // namespace
@@ -269,7 +282,11 @@ MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s,
   }
   e.activations = estimate_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len,
                                        in.compute, s.tp, span);
-  if (span.last) e.buffers += head_scratch(in.model, in.spec.micro_batch_size * in.spec.seq_len);
+  GroupShape g{in.world_size, s.N,          s.S,          s.tp,
+               s.pp,          s.stage >= 1, s.stage == 3, span.first || span.last};
+  e.communication = group_memory(in.backend, g) + staging_peak(in, s, e.communication);
+  e.scratch = estimate_scratch(in.model, in.spec.micro_batch_size, in.spec.seq_len, in.compute,
+                               s.tp, span, in.threads);
   return e;
 }
 
@@ -310,7 +327,7 @@ std::vector<MemoryEstimate> estimate_training_state(int64_t params, int64_t larg
     StrategySpec spec;
     spec.name = name;
     out.push_back(state_of(shape_of(spec, std::max(ranks, 1)), u, spec, 4, 8));
-    out.back().buffers = 0;
+    out.back().communication = 0;
   }
   return out;
 }

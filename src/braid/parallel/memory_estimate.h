@@ -13,8 +13,8 @@
 //   zero3  params 4P/S + a x gathered units in flight; grads as zero2; optimizer 8P/N
 // "In flight" are whole units (Note [Units in flight]). Without sync_each_batch stages 2 and 3
 // keep every unit's full gradients between micro-steps (4P/N + 4P), as FSDP's no_sync does.
-// Activations: activation_estimate.h. Buffers: communication staging plus kernel scratch
-// (Note [Buffer estimate]).
+// Activations: activation_estimate.h. Communication: comm_estimate.h (the process groups) plus
+// the staging of Note [Buffer estimate]. Scratch: scratch_estimate.h.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,7 @@
 
 #include "braid/core/dtype.h"
 #include "braid/nn/model_config.h"
+#include "braid/parallel/comm_estimate.h"
 #include "braid/parallel/strategy_factory.h"
 
 namespace braid::parallel {
@@ -30,8 +31,11 @@ namespace braid::parallel {
 struct MemoryEstimate {
   std::string strategy;  // "ddp", "zero3", "fsdp SHARD_GRAD_OP", "zero1 tp2 pp2", ...
   int stage = 0;         // the pipeline stage whose rank this is (0 without a pipeline)
-  int64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, buffers = 0;
-  int64_t total() const { return parameters + gradients + optimizer_state + activations + buffers; }
+  int64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0;
+  int64_t communication = 0, scratch = 0;  // the process groups' and the kernels' buffers
+  int64_t total() const {
+    return parameters + gradients + optimizer_state + activations + communication + scratch;
+  }
   int64_t training_state() const { return parameters + gradients + optimizer_state; }
 };
 
@@ -51,6 +55,8 @@ struct MemoryEstimateInputs {
   int64_t optimizer_bytes_per_param = 8;
   int64_t micro_batches = 1;
   int pipeline_stage = -1;  // the pipeline stage to estimate; -1: the one with the largest total
+  int threads = 1;          // OpenMP threads per rank (kernel scratch, Note [Scratch estimate])
+  CommBackend backend;      // Note [Communication estimate]
 };
 
 // Throws braid::Error naming the field for an unknown strategy, world size < 1, a shard group

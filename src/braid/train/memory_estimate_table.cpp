@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <sstream>
+#include <thread>
 
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
@@ -17,6 +18,10 @@ int64_t optimizer_bytes(const OptimizerSection& o) {
   if (o.type == "adamw") return 8;
   if (o.type == "sgd") return o.momentum != 0 ? 4 : 0;
   BRAID_THROW("optimizer.type: unknown optimizer '", o.type, "' (adamw, sgd)");
+}
+
+int in_threads(const TrainConfig& cfg, int world_size, const RankRuntime& runtime) {
+  return memory_estimate_inputs(cfg, world_size, runtime).threads;
 }
 
 std::string cell(int64_t bytes) {
@@ -39,8 +44,10 @@ std::string layout(const TrainConfig& cfg, int world) {
 
 }  // namespace
 
-parallel::MemoryEstimateInputs memory_estimate_inputs(const TrainConfig& cfg, int world_size) {
+parallel::MemoryEstimateInputs memory_estimate_inputs(const TrainConfig& cfg, int world_size,
+                                                      const RankRuntime& runtime) {
   BRAID_CHECK(world_size >= 1, "world size must be >= 1, got ", world_size);
+  BRAID_CHECK(runtime.threads >= 0, "--threads must be >= 1, got ", runtime.threads);
   parallel::MemoryEstimateInputs in;
   in.model = model_config_from(cfg);
   in.spec = strategy_spec_from(cfg);
@@ -48,12 +55,17 @@ parallel::MemoryEstimateInputs memory_estimate_inputs(const TrainConfig& cfg, in
   in.compute = cfg.compute_dtype();
   in.optimizer_bytes_per_param = optimizer_bytes(cfg.optimizer);
   in.micro_batches = std::max<int64_t>(1, cfg.training.gradient_accumulation_steps);
+  // braid launch's default: this machine's cores shared by the ranks (launcher.cpp)
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  in.threads = runtime.threads > 0 ? runtime.threads : std::max(1, cores / world_size);
+  in.backend = runtime.backend;
   return in;
 }
 
 std::vector<parallel::MemoryEstimate> estimate_strategies(const TrainConfig& cfg, int world_size,
-                                                          const std::vector<std::string>& names) {
-  parallel::MemoryEstimateInputs in = memory_estimate_inputs(cfg, world_size);
+                                                          const std::vector<std::string>& names,
+                                                          const RankRuntime& runtime) {
+  parallel::MemoryEstimateInputs in = memory_estimate_inputs(cfg, world_size, runtime);
   std::vector<parallel::MemoryEstimate> out;
   for (const std::string& name : names) {
     in.spec.name = name;
@@ -63,7 +75,8 @@ std::vector<parallel::MemoryEstimate> estimate_strategies(const TrainConfig& cfg
 }
 
 std::string memory_estimate_table(const TrainConfig& cfg, int world_size,
-                                  const std::vector<parallel::MemoryEstimate>& estimates) {
+                                  const std::vector<parallel::MemoryEstimate>& estimates,
+                                  const RankRuntime& runtime) {
   const nn::ModelConfig m = model_config_from(cfg);
   std::ostringstream os;
   const std::string model = cfg.model.preset.empty() ? cfg.model.config : cfg.model.preset;
@@ -72,29 +85,30 @@ std::string memory_estimate_table(const TrainConfig& cfg, int world_size,
      << layout(cfg, world_size) << ", " << cfg.training.precision << ", micro-batch "
      << std::max<int64_t>(1, cfg.training.micro_batch_size) << " x " << cfg.data.seq_len
      << " tokens, activation checkpointing " << m.activation_checkpointing.str() << ", "
-     << cfg.optimizer.type << "\n";
-  const char* header[] = {"strategy",    "parameters", "gradients", "optimizer",
-                          "activations", "buffers",    "total"};
+     << cfg.optimizer.type << ", " << in_threads(cfg, world_size, runtime)
+     << " thread(s) per rank, " << runtime.backend.kind << " backend\n";
+  const char* header[] = {"strategy",    "parameters",    "gradients", "optimizer",
+                          "activations", "communication", "scratch",   "total"};
   char line[256];
-  std::snprintf(line, sizeof line, "%-24s %11s %11s %11s %11s %11s %11s\n", header[0], header[1],
-                header[2], header[3], header[4], header[5], header[6]);
+  std::snprintf(line, sizeof line, "%-24s %11s %11s %11s %11s %13s %11s %11s\n", header[0],
+                header[1], header[2], header[3], header[4], header[5], header[6], header[7]);
   os << line;
   for (const auto& e : estimates) {
     const std::string name = e.strategy + (cfg.parallel.pipeline_parallel_size > 1
                                                ? " (stage " + std::to_string(e.stage) + ")"
                                                : std::string());
-    std::snprintf(line, sizeof line, "%-24s %11s %11s %11s %11s %11s %11s\n", name.c_str(),
+    std::snprintf(line, sizeof line, "%-24s %11s %11s %11s %11s %13s %11s %11s\n", name.c_str(),
                   cell(e.parameters).c_str(), cell(e.gradients).c_str(),
                   cell(e.optimizer_state).c_str(), cell(e.activations).c_str(),
-                  cell(e.buffers).c_str(), cell(e.total()).c_str());
+                  cell(e.communication).c_str(), cell(e.scratch).c_str(), cell(e.total()).c_str());
     os << line;
   }
   os << "Parameters: f32 masters (and the compute copy in bf16/fp16); gradients and optimizer "
         "state f32; activations: the peak of one micro-step's forward and backward (of a pipeline "
         "stage's "
-        "micro-batches in flight); buffers: "
-        "communication staging and the LM head's scratch only (GEMM and attention scratch and "
-        "the process group's staging depend on the BLAS library, threads and backend).\n";
+        "micro-batches in flight); communication: the process groups' shared memory and the "
+        "largest staging buffer; scratch: the kernels' per-thread buffers and the GEMM "
+        "library's work memory at this thread count.\n";
   return os.str();
 }
 

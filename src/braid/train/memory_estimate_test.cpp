@@ -2,7 +2,10 @@
 // peak], parallel/activation_estimate.h) and mixed-precision parameters against the tracker's
 // peaks, for GPT-2 and LLaMA shapes, micro-batches and sequence lengths, fp32 and bf16, and
 // every checkpointing policy, under ddp and zero3 on 2 thread ranks (strategy_memory_test covers
-// every strategy in fp32). Everything within 10%.
+// every strategy in fp32). Everything within 10%, but for the communication of a pipeline stage
+// before the last: ranks as threads buffer its sends until the next stage takes them, which
+// depends on the threads' timing, so it is held between the estimate (one send) and every
+// micro-batch in flight sent (Note [Buffer estimate], parallel/memory_estimate.cpp).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -80,7 +83,7 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
     // Rank s x tp is stage s (the mesh is dp x pp x tp).
     for (int stage = 0; stage < k.pp; ++stage) {
       const Peaks p = measure_peaks(c, k.ranks, stage * k.tp);
-      parallel::MemoryEstimateInputs in = memory_estimate_inputs(c, k.ranks);
+      parallel::MemoryEstimateInputs in = thread_rank_inputs(c, k.ranks);
       in.pipeline_stage = k.pp > 1 ? stage : -1;
       const parallel::MemoryEstimate e = parallel::estimate_memory(in);
       std::string name = std::string(k.model == gpt2 ? "gpt2 " : "llama ") + k.strategy + " " +
@@ -92,8 +95,15 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
         name += " pp" + std::to_string(k.pp) + " " + k.schedule + " stage " + std::to_string(stage);
       if (k.tp > 1 || k.pp > 1) name += " x" + std::to_string(k.ranks);
       if (k.reduce_dtype != "fp32") name += " reduce " + k.reduce_dtype;
+      // Before the last stage: up to its micro-batches in flight sent and not yet taken.
+      int64_t unsent = 0;
+      if (stage + 1 < k.pp) {
+        const int64_t in_flight = k.schedule == "gpipe" ? 4 : std::min<int64_t>(k.pp - stage, 4);
+        unsent = (in_flight - 1) * k.micro * k.seq_len * in.model.d_model *
+                 static_cast<int64_t>(dtype_size(in.compute));
+      }
       print_comparison(name, p, e);
-      expect_within_10_percent(name, p, e);
+      expect_within_10_percent(name, p, e, unsent);
     }
   }
 }

@@ -95,7 +95,7 @@ struct ScratchBuffer {
                                      const std::shared_ptr<MemoryTracker>& tracker) {
   b.charge.retarget(tracker);  // OutOfMemory: still charged where it was
   if (b.size >= bytes) return b.data;
-  const size_t want = (std::max(bytes, b.size + b.size / 2) + 63) / 64 * 64;
+  const size_t want = scratch_grown(b.size, bytes);
   b.charge.resize(static_cast<int64_t>(want));  // OutOfMemory: nothing allocated
   auto* p = static_cast<std::byte*>(std::aligned_alloc(64, want));
   if (!p) {

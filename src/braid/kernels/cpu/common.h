@@ -205,6 +205,13 @@ int64_t cols_of(const Tensor& t);
 // of cpu/gemm_f16.cpp). Contents are undefined on return. Call these on the calling thread, outside
 // the kernel's parallel regions.
 void* scratch_raw(int slot, size_t bytes);
+// The size a slot of `have` bytes has after a request of `bytes`: unchanged when it fits,
+// else at least 1.5x (growing by steps would reallocate at every larger shape), 64-byte
+// rounded. kernels/scratch_plan.h replays requests through it.
+inline size_t scratch_grown(size_t have, size_t bytes) {
+  if (have >= bytes) return have;
+  return (std::max(bytes, have + have / 2) + 63) / 64 * 64;
+}
 inline float* scratch(int slot, int64_t n) {
   return static_cast<float*>(scratch_raw(slot, static_cast<size_t>(n) * sizeof(float)));
 }

@@ -12,6 +12,10 @@
 
 #include "braid/core/dtype.h"
 
+namespace braid::kernels {
+class ScratchPlan;
+}
+
 namespace braid::kernels::cpu {
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
@@ -28,5 +32,9 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 // Widens the rows x cols matrix src (row stride ld) to f32 in scratch slot `slot`, packed
 // (row stride cols), in parallel; returns it.
 float* widen(int slot, const f16* src, int64_t rows, int64_t cols, int64_t ld);
+// The scratch the f32 or bf16 gemm above takes for this shape (dense operands), made as
+// requests on plan: the library's own (kernels/scratch_plan.h).
+void plan_gemm(ScratchPlan& plan, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float beta,
+               bool bias, DType dtype);
 
 }  // namespace braid::kernels::cpu

@@ -17,6 +17,7 @@
 #include "braid/kernels/cpu/common.h"
 #include "braid/kernels/cpu/gemm.h"
 #include "braid/kernels/ops.h"
+#include "braid/kernels/scratch_plan.h"
 
 namespace braid::kernels {
 
@@ -73,6 +74,40 @@ uint32_t bits_of(float f) {
   return u;
 }
 
+// sgemm's path (Note [sgemm vs matmul]): no primitive, no scratchpad of ours.
+bool uses_sgemm(dt type, bool tb, bool bias) {
+  return type == dt::f32 && !tb && !bias;
+}
+
+dnnl::matmul::primitive_desc make_pd(const Key& key, const dnnl::engine& engine) {
+  using dims = dnnl::memory::dims;
+  const dt type = key.type;
+  dnnl::memory::desc a({key.m, key.k}, type, key.ta ? dims{1, key.lda} : dims{key.lda, 1});
+  dnnl::memory::desc b({key.k, key.n}, type, key.tb ? dims{1, key.ldb} : dims{key.ldb, 1});
+  dnnl::memory::desc c({key.m, key.n}, dt::f32, dims{key.ldc, 1});
+  dnnl::memory::desc bd =
+      key.has_bias ? dnnl::memory::desc({1, key.n}, dt::f32, dims{key.n, 1}) : dnnl::memory::desc();
+  float alpha, beta;
+  std::memcpy(&alpha, &key.alpha_bits, 4);
+  std::memcpy(&beta, &key.beta_bits, 4);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops po;
+    po.append_sum(beta);
+    attr.set_post_ops(po);
+  }
+  return dnnl::matmul::primitive_desc(
+      key.has_bias ? dnnl::matmul::desc(a, b, bd, c) : dnnl::matmul::desc(a, b, c), attr, engine);
+}
+
+Entry make_entry(const Key& key, const dnnl::engine& engine) {
+  const dnnl::matmul::primitive_desc pd = make_pd(key, engine);
+  return Entry{dnnl::matmul(pd), pd.src_desc(),  pd.weights_desc(),
+               pd.dst_desc(),    pd.bias_desc(), pd.scratchpad_desc()};
+}
+
 void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A, int64_t lda,
          const void* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias,
          dt type) {
@@ -83,7 +118,7 @@ void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const v
         C[i * ldc + j] = (beta == 0.0f ? 0.0f : beta * C[i * ldc + j]) + (bias ? bias[j] : 0.0f);
     return;
   }
-  if (type == dt::f32 && !tb && !bias) {
+  if (uses_sgemm(type, tb, bias != nullptr)) {
     // Note [sgemm vs matmul]: for B not transposed (linear backward: dinp, dweight) oneDNN's
     // dnnl_sgemm runs ~5-10% faster than the matmul primitive here; for B^T (the forward
     // x @ W^T) the primitive is up to 2x faster (bench/gemm_bench.cpp).
@@ -97,24 +132,9 @@ void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const v
   Key key{M, N, K, lda, ldb, ldc, bits_of(alpha), bits_of(beta), ta, tb, bias != nullptr, type};
   auto it = ctx.cache.find(key);
   if (it == ctx.cache.end()) {
-    using dims = dnnl::memory::dims;
-    dnnl::memory::desc a({M, K}, type, ta ? dims{1, lda} : dims{lda, 1});
-    dnnl::memory::desc b({K, N}, type, tb ? dims{1, ldb} : dims{ldb, 1});
-    dnnl::memory::desc c({M, N}, dt::f32, dims{ldc, 1});
-    dnnl::memory::desc bd =
-        bias ? dnnl::memory::desc({1, N}, dt::f32, dims{N, 1}) : dnnl::memory::desc();
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-    if (beta != 0.0f) {
-      dnnl::post_ops po;
-      po.append_sum(beta);
-      attr.set_post_ops(po);
-    }
-    dnnl::matmul::primitive_desc pd(
-        bias ? dnnl::matmul::desc(a, b, bd, c) : dnnl::matmul::desc(a, b, c), attr, ctx.engine);
+    Entry made = make_entry(key, ctx.engine);
     if (ctx.cache.size() > 512) ctx.cache.clear();  // bound memory for shape-churning callers
-    it = ctx.cache.emplace(key, Entry{dnnl::matmul(pd), a, b, c, bd, pd.scratchpad_desc()}).first;
+    it = ctx.cache.emplace(key, std::move(made)).first;
   }
   Entry& e = it->second;
   std::unordered_map<int, dnnl::memory> args{
@@ -130,6 +150,26 @@ void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const v
 }
 
 }  // namespace
+
+void plan_gemm(ScratchPlan& plan, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float beta,
+               bool bias, DType dtype) {
+  const dt type = dtype == DType::bf16 ? dt::bf16 : dt::f32;
+  if (M == 0 || N == 0 || K == 0 || uses_sgemm(type, tb, bias)) return;
+  // oneDNN sizes the scratchpad for omp_get_max_threads() when the primitive is made.
+  const int had = omp_get_max_threads();
+  omp_set_num_threads(plan.threads());
+  const Key key{M,  N,  K,    ta ? M : K, tb ? K : N, N, bits_of(1.0f), bits_of(beta),
+                ta, tb, bias, type};
+  dnnl::memory::desc pad;
+  try {
+    pad = make_pd(key, context().engine).scratchpad_desc();
+  } catch (...) {
+    omp_set_num_threads(had);
+    throw;
+  }
+  omp_set_num_threads(had);
+  plan.take(6, static_cast<int64_t>(pad.get_size()));
+}
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,

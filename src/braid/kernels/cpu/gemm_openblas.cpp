@@ -8,6 +8,7 @@
 #include "braid/kernels/cpu/common.h"
 #include "braid/kernels/cpu/gemm.h"
 #include "braid/kernels/ops.h"
+#include "braid/kernels/scratch_plan.h"
 
 namespace braid::kernels {
 
@@ -46,6 +47,14 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
   load_row(a, A, na);
   load_row(b, B, nb);
   gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc, bias);
+}
+
+void plan_gemm(ScratchPlan& plan, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float, bool,
+               DType dtype) {
+  if (dtype != DType::bf16 || M == 0 || N == 0) return;
+  (void)ta, (void)tb;
+  plan.take(6, M * K * static_cast<int64_t>(sizeof(float)));  // both operands widened
+  plan.take(7, K * N * static_cast<int64_t>(sizeof(float)));
 }
 
 }  // namespace cpu
