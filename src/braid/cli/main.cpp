@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
     if (name != c.name) continue;
     try {
       return c.run(args);
+    } catch (const braid::ReportedError&) {
+      return 1;  // printed where it happened
     } catch (const std::exception& e) {
       std::fprintf(stderr, "braid %s: error: %s\n", c.name, e.what());
       return 1;

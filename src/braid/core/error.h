@@ -20,6 +20,14 @@ class OutOfMemory : public Error {
   explicit OutOfMemory(const std::string& what) : Error(what) {}
 };
 
+// An error whose line has been printed already (a training run prints it while its ranks are
+// still connected: tearing the world down first lets mpirun kill a rank before it says why).
+// The binary's handler only sets the exit status.
+class ReportedError : public Error {
+ public:
+  explicit ReportedError(const std::string& what) : Error(what) {}
+};
+
 // Thrown by communication when a peer is gone, a collective timed out or ranks disagree.
 class CommError : public Error {
  public:

@@ -232,10 +232,10 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const StrategySpec& s
 // tokens x d_model; under stage 3 beside the shard cast of the unit gathered ahead, which lives
 // until its gather completes), and on a pipeline's ranks as threads the buffered send of a
 // micro-batch's activations or their gradient (local_group.cpp, a x tokens x d_model). A stage
-// before the last may have sent more than one micro-batch before the next stage takes the
-// first: how many depends on the threads' timing (up to its micro-batches in flight), so the
-// estimate counts one and memory_estimate_test holds the measurement between that and the
-// most.
+// may have sent more than one micro-batch before its peer takes the first (activations
+// forward; under gpipe also the last stage's gradients back): how many depends on the threads'
+// timing (up to its micro-batches in flight), so the estimate counts one and memory_estimate_test
+// holds the measurement between that and the most.
 int64_t staging_peak(const MemoryEstimateInputs& in, const Sharding& s, int64_t strategy) {
   const int64_t a = static_cast<int64_t>(dtype_size(in.compute));
   const int64_t stream = a * in.spec.micro_batch_size * in.spec.seq_len * in.model.d_model;

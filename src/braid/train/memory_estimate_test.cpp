@@ -95,9 +95,11 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
         name += " pp" + std::to_string(k.pp) + " " + k.schedule + " stage " + std::to_string(stage);
       if (k.tp > 1 || k.pp > 1) name += " x" + std::to_string(k.ranks);
       if (k.reduce_dtype != "fp32") name += " reduce " + k.reduce_dtype;
-      // Before the last stage: up to its micro-batches in flight sent and not yet taken.
+      // Up to a stage's micro-batches in flight sent and not yet taken: activations forward
+      // from a stage before the last, and (gpipe, where the last stage runs every backward
+      // before the first stage takes one) their gradients back from the last (seen under load).
       int64_t unsent = 0;
-      if (stage + 1 < k.pp) {
+      if (k.pp > 1) {
         const int64_t in_flight = k.schedule == "gpipe" ? 4 : std::min<int64_t>(k.pp - stage, 4);
         unsent = (in_flight - 1) * k.micro * k.seq_len * in.model.d_model *
                  static_cast<int64_t>(dtype_size(in.compute));

@@ -71,9 +71,9 @@ inline void print_comparison(const std::string& name, const Peaks& p,
       ll(p.communication), ll(e.communication), ll(p.scratch), ll(e.scratch));
 }
 
-// Every category. unsent_bytes > 0: a pipeline stage before the last on ranks as threads, whose
-// buffered sends the next stage takes when its timing lets it (Note [Buffer estimate]): its
-// communication lies between the estimate (one send) and unsent_bytes more.
+// Every category. unsent_bytes > 0: a pipeline stage on ranks as threads, whose buffered sends
+// the peer stage takes when its timing lets it (Note [Buffer estimate]): its communication lies
+// between the estimate (one send) and unsent_bytes more.
 inline void expect_within_10_percent(const std::string& name, const Peaks& p,
                                      const parallel::MemoryEstimate& e, int64_t unsent_bytes = 0) {
   EXPECT_TRUE(within_10_percent(p.parameters, e.parameters, "parameters")) << name;

@@ -24,8 +24,16 @@ void run_training(const RunConfigSources& sources, bool print_config) {
     options.fault = [plan](int64_t step, const std::string& point) { plan.at(step, point); };
     options.inject_nan = [plan](int64_t step) { return plan.has(step, "nan"); };
   }
-  Trainer trainer(cfg, world, options);
-  trainer.run();
+  try {
+    Trainer trainer(cfg, world, options);
+    trainer.run();
+  } catch (const std::exception& e) {
+    // Before `world` goes: its teardown waits for the other ranks, and the first of them to exit
+    // makes mpirun end the job, maybe before this rank has said why.
+    std::fprintf(stderr, "braid train: error: %s\n", e.what());
+    std::fflush(stderr);
+    throw ReportedError(e.what());
+  }
 }
 
 void generate_samples(const GenerateRequest& r, FILE* out) {
