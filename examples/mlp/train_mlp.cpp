@@ -161,7 +161,7 @@ int run(int argc, char** argv) {
       std::vector<int64_t> idx;
       for (int64_t r = 0; r < micro; ++r) idx.push_back(sampler[(k % per_epoch) * micro + r]);
       auto [x, y] = make_batch(idx);
-      (void)acc.accumulate();
+      acc.accumulate();
       Variable loss = model.loss(x, y);
       loss_sum += loss.value().item();
       acc.backward(loss);

@@ -5,12 +5,12 @@
 // a user's own training loop uses:
 //
 //   braid::train::Accelerator acc(braid::train::load_run_config({.yaml = "run.yaml"}));
-//   MyModel model;                         // an nn::Model: modules, parameters, declare_units()
+//   MyModel model(acc.compute_dtype());    // an nn::Model: modules, parameters, declare_units()
 //   acc.prepare(model);                    // materialised as the strategy says, initialised
 //   optim::Optimizer& opt = acc.prepare_optimizer();   // the config's optimizer and schedule
 //   data::DistributedSampler sampler = acc.prepare_sampler(num_samples);  // this rank's share
 //   for (...) {
-//     auto micro = acc.accumulate();       // before the forward: micro-step k of accumulation
+//     acc.accumulate();                    // before the forward: micro-step k of accumulation
 //     acc.backward(model.loss(x, y));      // the mean loss of this rank's micro-batch
 //     if (acc.sync_gradients()) { acc.clip_grad_norm(1.0); acc.step(); }
 //   }
@@ -121,7 +121,7 @@ class Accelerator {
     int64_t count = 1;
     bool last() const { return index + 1 == count; }
   };
-  [[nodiscard]] MicroStep accumulate();
+  MicroStep accumulate();
   // Backward from `loss`, the mean loss of this rank's micro-batch: its gradient is scaled so
   // that the reduced gradients are those of the mean over the global batch (every rank's
   // micro-batches of the step), times the fp16 loss scale. Ends the micro-step (without an
