@@ -29,10 +29,8 @@ TrainConfig load_run_config(const RunConfigSources& s, std::string* mapping) {
   std::string described;
   if (!s.deepspeed.empty() || !s.accelerate.empty()) {
     // DeepSpeed's batch arithmetic counts data-parallel ranks: the launched ones over tp x pp.
-    const int64_t model_parallel =
-        cfg.parallel.tensor_parallel_size * cfg.parallel.pipeline_parallel_size;
     const int64_t launched = s.launched_ranks > 0 ? s.launched_ranks : comm::launched_world_size();
-    const int64_t dp = std::max<int64_t>(1, launched) / std::max<int64_t>(1, model_parallel);
+    const int64_t dp = data_parallel_size(cfg, launched);
     described = !s.deepspeed.empty()
                     ? describe_dialect(s.deepspeed + " (DeepSpeed)",
                                        load_deepspeed_config(cfg, s.deepspeed, dp))

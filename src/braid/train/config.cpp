@@ -328,6 +328,12 @@ void validate_training(const TrainConfig& c) {
   }
 }
 
+int64_t data_parallel_size(const TrainConfig& cfg, int64_t ranks) {
+  const int64_t model_parallel =
+      cfg.parallel.tensor_parallel_size * cfg.parallel.pipeline_parallel_size;
+  return std::max<int64_t>(1, ranks) / std::max<int64_t>(1, model_parallel);
+}
+
 void validate(const TrainConfig& c) {
   BRAID_CHECK(!c.model.preset.empty() || !c.model.config.empty() || !c.model.init_from.empty(),
               "config: set one of model.preset, model.config or model.init_from");

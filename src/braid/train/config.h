@@ -183,6 +183,9 @@ void apply_override(TrainConfig& cfg, const std::string& assignment);
 // Derives the missing one of micro / accumulation / global for a data-parallel size and
 // checks global == micro x accumulation x dp, with the numbers in the error.
 void resolve_batch(TrainConfig& cfg, int64_t dp_size);
+// How many data-parallel ranks `ranks` ranks make under the config's tensor and pipeline
+// parallelism (ranks / (tp x pp)).
+int64_t data_parallel_size(const TrainConfig& cfg, int64_t ranks);
 // Checks value ranges and choices (lr > 0, known strategy, ...). Errors name the key.
 void validate(const TrainConfig& cfg);
 // The same for every section but the model's source and the data (what the Accelerator reads:

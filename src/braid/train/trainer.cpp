@@ -101,9 +101,7 @@ std::string Trainer::memory_advice() const {
   const nn::ParamLayout& layout = model.layout();
   int64_t largest = 0;
   for (const auto& u : layout.units()) largest = std::max(largest, u.numel);
-  const int64_t model_parallel =
-      cfg_.parallel.tensor_parallel_size * cfg_.parallel.pipeline_parallel_size;
-  const int n = acc_ ? acc_->dp_size() : static_cast<int>(world_size() / model_parallel);
+  const int n = acc_ ? acc_->dp_size() : static_cast<int>(data_parallel_size(cfg_, world_size()));
   const auto estimates = parallel::estimate_training_state(layout.num_parameters(), largest, n);
   std::string s = "Training state per rank on " + std::to_string(n) +
                   " rank(s) (parameters, gradients, AdamW state; activations not included): " +
@@ -208,7 +206,7 @@ double Trainer::sum_over_replicas(double v) {
 
 double Trainer::evaluate() {
   if (!val_data_) return NAN;
-  MemoryScope scope(acc_->memory());
+  MemoryScope scope(tracker_);
   autograd::NoGradGuard no_grad;
   double sum = 0, count = 0;
   for (int64_t i = 0; i < cfg_.training.eval_batches; ++i) {
@@ -223,7 +221,7 @@ double Trainer::evaluate() {
 }
 
 TrainResult Trainer::run() {
-  MemoryScope scope(acc_->memory());
+  MemoryScope scope(tracker_);
   apply_threads_per_rank();
   const auto& t = cfg_.training;
   const int64_t T = cfg_.data.seq_len;
@@ -333,7 +331,7 @@ TrainResult Trainer::run() {
       result.peak_gflops > 0 ? result.tokens_per_s * flops_tok / (result.peak_gflops * 1e9) : 0;
   result.exposed_comm_ms = world_size() > 1 && !exposed_ms.empty() ? steady_median(exposed_ms) : 0;
   if (!bubbles.empty()) result.bubble = all_reduce_sum(steady_median(bubbles)) / world_size();
-  result.peak_tracked_bytes = acc_->memory()->total_peak();
+  result.peak_tracked_bytes = tracker_->total_peak();
   finish(result);
   return result;
 }
@@ -353,16 +351,16 @@ TrainResult Trainer::run() {
 bool Trainer::check_step(int64_t step, double loss_scale, bool local_loss_finite, double* gnorm,
                          TrainResult& result) {
   const double clip = cfg_.optimizer.grad_clip;
-  const bool check = clip > 0 || acc_->loss_scaler() || cfg_.training.on_nonfinite != "off";
+  optim::LossScaler* scaler = acc_->loss_scaler();  // fp16 only
+  const bool check = clip > 0 || scaler || cfg_.training.on_nonfinite != "off";
   if (check) *gnorm = acc_->strategy().clip_grad_norm(clip, loss_scale);
   const bool finite = !check || optim::is_finite_norm(*gnorm);
-  if (acc_->loss_scaler()) {
-    if (finite) return acc_->loss_scaler()->update(false);
+  if (scaler) {
+    if (finite) return scaler->update(false);
     const std::string where = locate_nonfinite(local_loss_finite, *gnorm);
-    acc_->loss_scaler()->update(true);  // throws at min_loss_scale
+    scaler->update(true);  // throws at min_loss_scale
     ++result.skipped_steps;
-    say("step " + std::to_string(step) + ": " + acc_->loss_scaler()->overflow_message() + " (" +
-        where + ")");
+    say("step " + std::to_string(step) + ": " + scaler->overflow_message() + " (" + where + ")");
     return false;
   }
   if (finite) return true;
@@ -416,7 +414,7 @@ void Trainer::finish(TrainResult& r) {
     std::printf(
         "%s\n",
         format_summary(r, static_cast<double>(ru.ru_maxrss) / 1024.0, world_size()).c_str());
-    std::printf("memory (rank 0):\n%s\n", acc_->memory()->breakdown().c_str());
+    std::printf("memory (rank 0):\n%s\n", tracker_->breakdown().c_str());
     if (std::string note = acc_->strategy().memory_note(); !note.empty())
       std::printf("%s\n", note.c_str());
   }

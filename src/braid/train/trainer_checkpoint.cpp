@@ -56,7 +56,7 @@ void Trainer::restore_counters() {
 }
 
 void Trainer::save_checkpoint(int64_t step, TrainResult* result) {
-  MemoryScope scope(acc_->memory());
+  MemoryScope scope(tracker_);
   acc_->strategy().synchronize();
   std::map<std::string, int64_t> counters = {
       {"samples", step * cfg_.training.global_batch_size},

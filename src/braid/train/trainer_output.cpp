@@ -64,12 +64,7 @@ std::string format_summary(const TrainResult& r, double rss_mib, int world) {
 
 std::function<void(int, Tensor&)> initial_weights(const TrainConfig& cfg,
                                                   const nn::Transformer& model) {
-  if (cfg.model.init_from.empty()) {
-    const uint64_t seed = cfg.training.seed;
-    return [&model, seed](int u, Tensor& unit) {
-      model.full_layout().init_unit(model.global_unit(u), unit, seed);
-    };
-  }
+  if (cfg.model.init_from.empty()) return {};
   auto reader = std::make_shared<checkpoint::HfWeightReader>(model, cfg.model.init_from);
   return [reader, &model](int u, Tensor& unit) { reader->read_unit(model.global_unit(u), unit); };
 }

@@ -21,8 +21,9 @@ std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
 std::string format_loss(double loss);
 // "summary: steps=... tokens_per_s=... mfu=... step_ms=... peak_rss_mib=... ..."
 std::string format_summary(const TrainResult& r, double peak_rss_mib, int world_size);
-// Fills a unit's parameters: GPT-2-style initialisation from training.seed, or the tensors of
-// model.init_from (an HF model directory, opened and checked once).
+// Fills a unit's parameters with the tensors of model.init_from (an HF model directory, opened
+// and checked once); empty without it: Accelerator::prepare's default, GPT-2-style
+// initialisation from training.seed.
 std::function<void(int, Tensor&)> initial_weights(const TrainConfig& cfg,
                                                   const nn::Transformer& model);
 // Exports the model (output.export_model) to output.dir/model and prints samples
