@@ -414,7 +414,17 @@ std::string cidr(const Ipv4Net& n) {
 
 }  // namespace
 
-// Note [Job network]: a multi-host job's traffic rides the networks that join its hosts: MPI's
+std::string default_network(const std::string& hostfile) {
+  if (!hostfile.empty()) return hostfile_networks(hostfile);
+  // mpirun takes the hosts of a Slurm allocation of several nodes itself: their network is not
+  // known here (give --network).
+  const char* nodes = std::getenv("SLURM_JOB_NUM_NODES");
+  if (nodes && std::strtol(nodes, nullptr, 10) > 1) return "";
+  return kLoopbackNetwork;
+}
+
+// Note [Job network]: a job's traffic rides the networks that join its hosts (one host:
+// loopback, kLoopbackNetwork): MPI's
 // bootstrap (oob) and data (btl) use only them (if_include), the TCP transport's IPv6 is off, and
 // its listening sockets bind there too. OpenMPI itself binds every listener to the wildcard
 // address whatever if_include says, so the launcher preloads libbraid_netguard.so into mpirun,
@@ -443,6 +453,8 @@ std::string hostfile_networks(const std::string& hostfile) {
     if (found.empty()) return "";
     if (std::find(chosen.begin(), chosen.end(), found) == chosen.end()) chosen.push_back(found);
   }
+  // Every host is this machine: the job stays on loopback.
+  if (chosen.empty()) return kLoopbackNetwork;
   std::string out;
   for (const auto& c : chosen) out += (out.empty() ? "" : ",") + c;
   return out;
@@ -450,7 +462,7 @@ std::string hostfile_networks(const std::string& hostfile) {
 
 int launch(const LaunchOptions& options) {
   LaunchOptions o = options;
-  if (o.network.empty() && !o.hostfile.empty()) o.network = hostfile_networks(o.hostfile);
+  if (o.network.empty()) o.network = default_network(o.hostfile);
   BRAID_CHECK(o.nprocs >= 1, "launch: -n ", o.nprocs, " must be at least 1");
   BRAID_CHECK(!o.command.empty(), "launch: no program given (braid launch -n N -- PROGRAM ...)");
   BRAID_CHECK(o.max_restarts >= 0, "launch: --max-restarts ", o.max_restarts, " is negative");

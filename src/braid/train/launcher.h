@@ -18,8 +18,7 @@ struct LaunchOptions {
   std::string hostfile;      // mpirun --hostfile
   std::string launch_agent;  // starts a program on another host, in ssh's place (plm_rsh_agent)
   // The job's network (CIDRs or interfaces, comma-separated): MPI's bootstrap and data traffic
-  // use only it (Note [Job network]). Empty: with a hostfile, the local networks that reach its
-  // hosts; otherwise unrestricted (one machine opens no TCP port).
+  // use only it and every listener binds there (Note [Job network]). Empty: default_network().
   std::string network;
   // libbraid_netguard.so, preloaded into mpirun, the daemons and the ranks when network is set so
   // their listeners bind only there (Note [Job network listeners]); empty: not preloaded.
@@ -63,8 +62,17 @@ class FailureCause {
 int default_nprocs();
 
 // The local IPv4 networks ("10.0.0.0/24,...") through which this machine reaches every host of
-// a hostfile, or "" when some host does not resolve or no local interface's network holds it.
+// a hostfile (kLoopbackNetwork when every host is this machine), or "" when some host does not
+// resolve or no local interface's network holds it.
 std::string hostfile_networks(const std::string& hostfile);
+
+// One host's job network: its listeners bind to 127.0.0.1 (and ::1), reachable from nowhere else.
+inline constexpr const char* kLoopbackNetwork = "127.0.0.0/8";
+
+// The job's network when none is given: with a hostfile, hostfile_networks(); inside a Slurm
+// allocation of several nodes, "" (unrestricted: mpirun finds the hosts itself); else one host,
+// kLoopbackNetwork.
+std::string default_network(const std::string& hostfile);
 
 // Runs the job (with restarts); returns the exit status to exit with.
 int launch(const LaunchOptions& o);

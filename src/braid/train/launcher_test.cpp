@@ -116,13 +116,25 @@ TEST(Launcher, HostsAgentAndNetwork) {
                        {"--mca", "orte_launch_agent",
                         "env LD_PRELOAD=/x/libbraid_netguard.so BRAID_JOB_NETWORK=10.77.0.0/24 "
                         "orted"}));
-  // A hostfile of this machine only: no network to confine to; an unknown host: none either.
+  // A hostfile of this machine only: loopback; an unknown host: no network to confine to.
   const std::string local = ::testing::TempDir() + "braid_hosts_local";
   std::ofstream(local) << "# comment\nlocalhost slots=2\n127.0.0.1 slots=2\n";
-  EXPECT_EQ(hostfile_networks(local), "");
+  EXPECT_EQ(hostfile_networks(local), kLoopbackNetwork);
+  EXPECT_EQ(default_network(local), kLoopbackNetwork);
   const std::string unknown = ::testing::TempDir() + "braid_hosts_unknown";
   std::ofstream(unknown) << "no-such-host.invalid slots=2\n";
   EXPECT_EQ(hostfile_networks(unknown), "");
+}
+
+TEST(Launcher, OneHostStaysOnLoopback) {
+  ::unsetenv("SLURM_JOB_NUM_NODES");
+  EXPECT_EQ(default_network(""), kLoopbackNetwork);
+  ::setenv("SLURM_JOB_NUM_NODES", "1", 1);
+  EXPECT_EQ(default_network(""), kLoopbackNetwork);
+  // Several nodes of an allocation: mpirun finds them itself; no network is assumed.
+  ::setenv("SLURM_JOB_NUM_NODES", "3", 1);
+  EXPECT_EQ(default_network(""), "");
+  ::unsetenv("SLURM_JOB_NUM_NODES");
 }
 
 TEST(Launcher, RanksFromSlurm) {

@@ -20,6 +20,8 @@ BRAID=$(realpath "$1")
 MODE=$2
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 HOSTS="$ROOT/scripts/netns/hosts.sh"
+# shellcheck source=../../../testing/listeners.sh
+. "$ROOT/testing/listeners.sh"
 TIMEOUT_S=4
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -185,16 +187,18 @@ case $MODE in
       --set output.dir="$work/run" > "$work/log" 2>&1 &
     pid=$!
     wait_for_steps "$work/log" $pid 3
+    # The job's processes only: here the launcher's descendants (mpirun), on the test hosts
+    # every process (orted and the ranks). Other jobs on this machine, e.g. a concurrent test,
+    # are not this job's business.
     {
-      echo "this machine:"; ss -ltnpH
-      for ns in braid-h1 braid-h2; do echo "$ns:"; ip netns exec $ns ss -ltnpH; done
+      job_listeners $pid
+      for ns in braid-h1 braid-h2; do netns_listeners $ns; done
     } > "$work/listeners"
     kill $pid; wait $pid 2>/dev/null
-    # The job's processes: mpirun, orted and braid.
-    job=$(grep -E '"(mpirun|orted|braid)"' "$work/listeners")
-    echo "$job" | awk '{print "  " $4 "  " $6}'
+    job=$(cat "$work/listeners")
+    echo "$job" | awk '{print "  " $5 "  " $7}'
     [ "$(echo "$job" | grep -c '"braid"')" -ge 4 ] || { cat "$work/listeners"; fail "ranks not listening"; }
-    bad=$(echo "$job" | awk '$4 !~ /^(10\.77\.0\.[0-9]+|127\.0\.0\.1|\[::1\]):[0-9]+$/')
+    bad=$(echo "$job" | awk '$5 !~ /^(10\.77\.0\.[0-9]+|127\.0\.0\.1|\[::1\]):[0-9]+$/')
     [ -z "$bad" ] || { echo "$bad"; fail "listeners outside the job's network (10.77.0.0/24)"; }
     ;;
   *) fail "unknown mode '$MODE' (collectives, parity, link-down, kill-host, listeners)" ;;
