@@ -208,7 +208,7 @@ void throughput(const Options& o, const std::shared_ptr<comm::ProcessGroup>& wor
     {
       train::Trainer t(c, world, quiet());
       t.run();  // one step: the state is a trained model's, every page of it touched
-      layout = t.strategy().describe();
+      layout = t.accelerator().describe();
       // The raw file has as many bytes as this rank's checkpoint file (the first round's).
       auto do_save = [&] { save.push_back(timed(world.get(), [&] { t.save_checkpoint(round); })); };
       auto do_write = [&] {

@@ -138,9 +138,9 @@ int run(int argc, char** argv) {
     acc.load_state(resume);
     first_step = acc.completed_steps();
   }
-  acc.print(acc.strategy().describe() + " on " + std::to_string(acc.num_processes()) +
-            " process(es), " + cfg.training.precision + "; " +
-            std::to_string(model.layout().num_parameters()) + " parameters");
+  acc.print(acc.describe() + " on " + std::to_string(acc.num_processes()) + " process(es), " +
+            cfg.training.precision + "; " + std::to_string(model.layout().num_parameters()) +
+            " parameters");
 
   // Micro-batch k of the run (k = step x accumulation + m) is the next `micro` samples of this
   // rank's share of epoch k / per_epoch: a resumed run reads on exactly where it stopped.

@@ -44,7 +44,7 @@ struct HfExportOptions {
 
 // Calls visit(u, params) for every unit u in order with the unit's full parameters (a buffer
 // holding the unit alone); a sharded strategy gathers each unit in turn
-// (parallel::Strategy::for_each_full_unit), so no rank holds more than one gathered unit.
+// (parallel::Parallelism::for_each_full_unit), so no rank holds more than one gathered unit.
 using UnitSource = std::function<void(const std::function<void(int, const Tensor&)>& visit)>;
 
 // Writes dir/config.json and dir/model.safetensors (each written to a temporary name first

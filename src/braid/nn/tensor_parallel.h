@@ -46,7 +46,7 @@ struct TpSlice {
   int part = 0;
   int64_t padded = 0;  // 0: no padding (the full size along dim)
   // Whether this rank's copy counts in the global gradient norm: one rank of those holding the
-  // same part (Note [Model-parallel norm], parallel/strategy.h).
+  // same part (Note [Model-parallel norm], parallel/model_parallel_norm.h).
   bool counts_in_norm = true;
 
   bool is_split() const { return parts > 1 || padded > 0; }

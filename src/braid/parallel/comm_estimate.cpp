@@ -22,14 +22,17 @@ int64_t group_memory(const CommBackend& backend, const GroupShape& g) {
                            (backend.kind == "mpi" ? 4096 : 0);
     return window / size + (window % size ? 1 : 0);
   };
+  // A split of n ranks (none when it is the world itself).
+  auto group = [&](int n) -> int64_t { return n == g.world ? 0 : share(n); };
+  const int R = g.dp / g.S;
   int64_t bytes = share(g.world);
-  if (g.tp > 1 || g.pp > 1) bytes += share(g.dp) + share(g.pp) + share(g.tp);
-  if (g.pp > 1) bytes += share(g.pp * g.tp) + (g.embedding ? share(2) : 0);  // mp, embedding
-  if (g.sharded) {
-    bytes += share(g.dp);
-    if (g.S < g.dp) bytes += share(g.dp / g.S) + share(g.S);
-    if (g.gather) bytes += share(g.S);
-  }
+  for (int n : {R, g.S, g.pp, g.tp})
+    if (n > 1) bytes += group(n);
+  if (R > 1 && g.S > 1) bytes += group(g.dp);             // dp
+  if (g.pp > 1 && g.tp > 1) bytes += group(g.pp * g.tp);  // mp
+  if (g.data_parallel && g.dp == 1) bytes += share(1);    // the dp group: this rank alone
+  if (g.gather) bytes += share(g.S);
+  if (g.pp > 1 && g.embedding) bytes += share(2);
   return bytes;
 }
 

@@ -1,13 +1,15 @@
 // The peak of a rank's `communication` category: what its process groups hold for their whole
 // life, plus the largest staging buffer in use at once.
-// Note [Communication estimate]: every group a strategy creates (Note [Group memory],
-// comm/process_group.h) charges each member a 1/size share of its shared-memory arena,
-// ShmEngine::arena_bytes(size, slot) (+ 4 KiB of alignment in an MPI window). The groups, as
-// strategy_factory.cpp, zero_groups.cpp, device_mesh.cpp and pipeline_strategy.cpp create them:
-//   the world; with tp or pp the mesh's dp, pp and tp groups (size-1 ones included), and a
-//   pipeline's mp (pp x tp) and embedding (first and last stage) groups; a sharded strategy
-//   (ZeRO, fsdp but NO_SHARD) over its dp ranks its dp group, or with S < dp ranks per shard its
-//   dp_replicate, dp_shard and dp groups, and stage 3 a gather group of its shard group.
+// Note [Communication estimate]: every group a rank belongs to (Note [Group memory],
+// comm/process_group.h) charges it a 1/size share of its shared-memory arena,
+// ShmEngine::arena_bytes(size, slot) (+ 4 KiB of alignment in an MPI window). The groups, as the
+// one mesh makes them (Note [Mesh groups], device_mesh.h; a group that is the world is the world,
+// one equal to another is that one, a one-rank group is made only when asked for):
+//   the world; each of dp_replicate, dp_shard, pp and tp of more than one rank; dp when both
+//   dp_replicate and dp_shard have several ranks, mp (pp x tp) when both pp and tp do; the dp
+//   group of a data-parallel runtime ("none" asks for none) even when it is this rank alone;
+//   stage 3's gather twin of the shard group; a pipeline's embedding group (first and last
+//   stage).
 // On top of them, the staging buffers, each freed before the next: the collective guard's
 // messages (1 KiB per rank), the strategy's casts (Note [Buffer estimate], memory_estimate.cpp),
 // the copy of a gradient all-reduced over the tp group (a x tokens x d_model), and a pipeline
@@ -32,10 +34,10 @@ const char* comm_backend_names();
 
 // The groups a rank belongs to: of `world` ranks, dp data-parallel ones with S per shard group,
 // tp and pp; `sharded` (ZeRO stage >= 1), `gather` (stage 3), `embedding` (a pipeline's first
-// or last stage).
+// or last stage), `data_parallel` (a data-parallel runtime: every plan but "none").
 struct GroupShape {
   int world = 1, dp = 1, S = 1, tp = 1, pp = 1;
-  bool sharded = false, gather = false, embedding = false;
+  bool sharded = false, gather = false, embedding = false, data_parallel = true;
 };
 
 // The groups' charges on that rank. Throws naming the backend when it is not one of

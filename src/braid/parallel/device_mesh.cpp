@@ -1,7 +1,9 @@
 #include "braid/parallel/device_mesh.h"
 
+#include <algorithm>
 #include <sstream>
 
+#include "braid/comm/local/local_group.h"
 #include "braid/core/error.h"
 
 namespace braid::parallel {
@@ -27,43 +29,66 @@ DeviceMesh::DeviceMesh(std::shared_ptr<comm::ProcessGroup> world, Dims dims)
     coords_[i] = r % dims_[i].second;
     r /= dims_[i].second;
   }
-  // Every rank creates the same groups in the same order (split is collective over the world).
-  for (size_t i = 0; i < dims_.size(); ++i)
-    groups_[dims_[i].first] = make_group({static_cast<int>(i)}, dims_[i].first);
-  if (has("dp_replicate") && has("dp_shard") && !has("dp"))
-    groups_["dp"] = make_group({index("dp_replicate"), index("dp_shard")}, "dp");
+  for (size_t i = 0; i < dims_.size(); ++i) {
+    along_[dims_[i].first] = {static_cast<int>(i)};
+    if (dims_[i].second > 1) make_group({static_cast<int>(i)}, dims_[i].first);
+  }
 }
 
-DeviceMesh DeviceMesh::strategy(std::shared_ptr<comm::ProcessGroup> world, int dp, int tp, int pp,
-                                int dp_shard) {
-  if (dp_shard <= 0) return DeviceMesh(std::move(world), {{"dp", dp}, {"pp", pp}, {"tp", tp}});
-  BRAID_CHECK(dp % dp_shard == 0, "DeviceMesh: dp ", dp, " is not a multiple of dp_shard ",
-              dp_shard);
-  return DeviceMesh(
+DeviceMesh DeviceMesh::training(std::shared_ptr<comm::ProcessGroup> world, const MeshShape& s) {
+  DeviceMesh mesh(
       std::move(world),
-      {{"dp_replicate", dp / dp_shard}, {"dp_shard", dp_shard}, {"pp", pp}, {"tp", tp}});
+      {{"dp_replicate", s.dp_replicate}, {"dp_shard", s.dp_shard}, {"pp", s.pp}, {"tp", s.tp}});
+  mesh.flatten("dp", {"dp_replicate", "dp_shard"});
+  mesh.flatten("mp", {"pp", "tp"});
+  return mesh;
+}
+
+void DeviceMesh::flatten(const std::string& name, const std::vector<std::string>& dims) {
+  BRAID_CHECK(!along_.count(name), "DeviceMesh: a group named '", name, "' exists already");
+  std::vector<int> along;
+  for (const std::string& d : dims) along.push_back(index(d));
+  std::sort(along.begin(), along.end());  // ranked row-major in mesh order
+  along_[name] = along;
+  if (size(name) > 1) make_group(along, name);
 }
 
 std::shared_ptr<comm::ProcessGroup> DeviceMesh::make_group(const std::vector<int>& along,
-                                                           const std::string& name) {
-  // Color: the coordinates outside `along`, flattened; key: position within the group.
-  int color = 0, key = 0;
+                                                           const std::string& name) const {
+  std::vector<int> key;  // the dimensions that matter: size > 1, in mesh order
+  int64_t ranks = 1;
   for (size_t i = 0; i < dims_.size(); ++i) {
     bool in = false;
     for (int a : along) in |= a == static_cast<int>(i);
-    if (in)
-      key = key * dims_[i].second + coords_[i];
-    else
-      color = color * dims_[i].second + coords_[i];
+    if (in && dims_[i].second > 1) {
+      key.push_back(static_cast<int>(i));
+      ranks *= dims_[i].second;
+    }
   }
-  return world_->split(color, key, world_->name() + "/" + name);
-}
-
-std::shared_ptr<comm::ProcessGroup> DeviceMesh::group_along(const std::vector<std::string>& dims,
-                                                            const std::string& name) {
-  std::vector<int> along;
-  for (const std::string& d : dims) along.push_back(index(d));
-  return make_group(along, name);
+  if (auto it = made_.find(key); it != made_.end()) return it->second;
+  std::shared_ptr<comm::ProcessGroup> g;
+  if (ranks == world_->size()) {
+    g = world_;
+  } else if (ranks == 1) {
+    comm::ProcessGroupOptions o = world_->options();
+    o.name = world_->name() + "/self";
+    g = comm::LocalGroup::create(1, o).front();
+    g->set_memory_tracker(world_->memory_tracker());
+  } else {
+    // Color: the coordinates outside the group, flattened; key: the position within it.
+    int color = 0, position = 0;
+    for (size_t i = 0; i < dims_.size(); ++i) {
+      bool in = false;
+      for (int a : key) in |= a == static_cast<int>(i);
+      if (in)
+        position = position * dims_[i].second + coords_[i];
+      else
+        color = color * dims_[i].second + coords_[i];
+    }
+    g = world_->split(color, position, world_->name() + "/" + name);
+  }
+  made_[key] = g;
+  return g;
 }
 
 bool DeviceMesh::has(const std::string& dim) const {
@@ -77,24 +102,32 @@ int DeviceMesh::index(const std::string& dim) const {
     if (dims_[i].first == dim) return static_cast<int>(i);
   std::ostringstream names;
   for (const auto& d : dims_) names << " " << d.first;
+  for (const auto& [name, along] : along_)
+    if (along.size() > 1) names << " " << name;
   BRAID_THROW("DeviceMesh: no dimension '", dim, "' (have:", names.str(), ")");
 }
 
 int DeviceMesh::size(const std::string& dim) const {
-  if (dim == "dp" && !has("dp") && has("dp_shard")) return size("dp_replicate") * size("dp_shard");
-  return dims_[index(dim)].second;
+  auto it = along_.find(dim);
+  if (it == along_.end()) index(dim);  // throws naming the dimensions and groups
+  int n = 1;
+  for (int a : it->second) n *= dims_[static_cast<size_t>(a)].second;
+  return n;
 }
 
 int DeviceMesh::coord(const std::string& dim) const {
-  if (dim == "dp" && !has("dp") && has("dp_shard"))
-    return coord("dp_replicate") * size("dp_shard") + coord("dp_shard");
-  return coords_[index(dim)];
+  auto it = along_.find(dim);
+  if (it == along_.end()) index(dim);
+  int c = 0;  // row-major over the group's dimensions, as its ranks are ordered
+  for (int a : it->second)
+    c = c * dims_[static_cast<size_t>(a)].second + coords_[static_cast<size_t>(a)];
+  return c;
 }
 
 std::shared_ptr<comm::ProcessGroup> DeviceMesh::group_ptr(const std::string& dim) const {
-  auto it = groups_.find(dim);
-  if (it == groups_.end()) index(dim);  // throws naming the dimensions
-  return it->second;
+  auto it = along_.find(dim);
+  if (it == along_.end()) index(dim);  // throws naming the dimensions and groups
+  return make_group(it->second, dim);
 }
 
 comm::ProcessGroup& DeviceMesh::group(const std::string& dim) const {

@@ -1,19 +1,26 @@
-// DeviceMesh: the world's ranks as an n-dimensional grid with named dimensions, and the process
-// group along each dimension. Ranks are laid out row-major, the last dimension fastest, so with
-// {"dp", "pp", "tp"} tensor-parallel peers are adjacent ranks (same node first), then the stages
-// of one pipeline, then the data-parallel replicas: the busiest traffic on the closest links.
+// DeviceMesh: the world's ranks as an n-dimensional grid with named dimensions, built once per
+// run (parallelize.h), and every process group the parallel runtime uses: one along each
+// dimension and the flattened ones it names. Ranks are laid out row-major, the last dimension
+// fastest. The training mesh is
 //
-//   DeviceMesh mesh(world, {{"pp", 2}, {"dp", 2}, {"tp", 2}});
+//   dp_replicate x dp_shard x pp x tp     (DeviceMesh::training; room for more, e.g. cp)
+//
+// so tensor-parallel peers are adjacent ranks (same node first), then the stages of one
+// pipeline, then the data-parallel ranks: the busiest traffic on the closest links. Data
+// parallelism shards over dp_shard and replicates over dp_replicate (HYBRID_SHARD: R x S;
+// otherwise one of them is 1); "dp" is their flattened R x S group, ranked r S + s, and "mp"
+// the flattened pp x tp group of one data-parallel replica.
+//
+//   DeviceMesh mesh = DeviceMesh::training(world, {.dp_replicate = 1, .dp_shard = 2, .pp = 2,
+//                                                  .tp = 2});
 //   mesh.group("dp")   // my data-parallel peers: same pp and tp coordinates
 //   mesh.coord("tp")   // my index along tp
 //
-// HYBRID_SHARD: give dp as two dimensions, {"dp_replicate", R}, {"dp_shard", S}: parameters are
-// sharded over group("dp_shard") (ranks that are adjacent) and replicated over
-// group("dp_replicate"); group("dp") is then the flattened R x S group. DeviceMesh::strategy
-// builds that layout from plain sizes.
-//
-// Creating a mesh is collective over the world group (it splits it once per group, in the same
-// order on every rank).
+// Note [Mesh groups]: a group is made once per distinct set of ranks. A set that is the whole
+// world is the world group itself, a flattened set equal to one already made (dp when
+// dp_replicate is 1, mp when tp is 1) is that group, and a one-rank group is a local group made
+// on first use without communication. Every other group is a split of the world, made by the
+// constructor (or flatten()) in the same order on every rank.
 #pragma once
 
 #include <map>
@@ -26,45 +33,57 @@
 
 namespace braid::parallel {
 
+struct MeshShape {
+  int dp_replicate = 1;
+  int dp_shard = 1;
+  int pp = 1;
+  int tp = 1;
+};
+
 class DeviceMesh {
  public:
   using Dims = std::vector<std::pair<std::string, int>>;
 
-  // The product of the sizes must equal world->size().
+  // The product of the sizes must equal world->size(). Collective over the world: it makes the
+  // group along every dimension (Note [Mesh groups]).
   DeviceMesh(std::shared_ptr<comm::ProcessGroup> world, Dims dims);
 
-  // dp x pp x tp, with dp split into replicate x shard when dp_shard > 0 (HYBRID_SHARD).
-  static DeviceMesh strategy(std::shared_ptr<comm::ProcessGroup> world, int dp, int tp = 1,
-                             int pp = 1, int dp_shard = 0);
+  // dp_replicate x dp_shard x pp x tp with the flattened "dp" and "mp" groups. Collective.
+  static DeviceMesh training(std::shared_ptr<comm::ProcessGroup> world, const MeshShape& shape);
 
   const Dims& dims() const { return dims_; }
   bool has(const std::string& dim) const;
+  // A dimension's size or this rank's coordinate along it; a flattened group's name gives its
+  // size and this rank's rank in it.
   int size(const std::string& dim) const;
-  int coord(const std::string& dim) const;  // this rank's index along dim
-  // The group of ranks that differ from this one only along dim ("dp" also names the flattened
-  // dp_replicate x dp_shard group when those exist).
+  int coord(const std::string& dim) const;
+  // The group of ranks that differ from this one only along dim (or a flattened group's name).
   comm::ProcessGroup& group(const std::string& dim) const;
   std::shared_ptr<comm::ProcessGroup> group_ptr(const std::string& dim) const;
   comm::ProcessGroup& world() const { return *world_; }
+  const std::shared_ptr<comm::ProcessGroup>& world_ptr() const { return world_; }
 
-  // Collective over the world: the group of ranks that differ from this one only along `dims`
-  // (e.g. {"pp", "tp"}: the model-parallel ranks of one data-parallel replica), ranked row-major.
-  std::shared_ptr<comm::ProcessGroup> group_along(const std::vector<std::string>& dims,
-                                                  const std::string& name);
+  // Collective over the world: names the group of ranks that differ from this one only along
+  // `dims` (e.g. {"pp", "tp"}: the model-parallel ranks of one data-parallel replica), ranked
+  // row-major. group(name) then returns it.
+  void flatten(const std::string& name, const std::vector<std::string>& dims);
 
   // World rank of the given coordinates (one per dimension, in order).
   int rank_of(const std::vector<int>& coords) const;
-  std::string str() const;  // "pp=2 x dp=2 x tp=2, rank 5 at (1, 0, 1)"
+  std::string str() const;  // "dp_replicate=1 x dp_shard=2 x pp=2 x tp=2, rank 5 at (0, 1, 0, 1)"
 
  private:
   int index(const std::string& dim) const;  // throws naming the known dimensions
+  // Note [Mesh groups]: the group along these dimension indices, made or reused.
   std::shared_ptr<comm::ProcessGroup> make_group(const std::vector<int>& along,
-                                                 const std::string& name);
+                                                 const std::string& name) const;
 
   std::shared_ptr<comm::ProcessGroup> world_;
   Dims dims_;
   std::vector<int> coords_;
-  std::map<std::string, std::shared_ptr<comm::ProcessGroup>> groups_;
+  std::map<std::string, std::vector<int>> along_;  // every named group's dimensions
+  // Groups by the dimensions of size > 1 they span (mutable: one-rank groups are made on use).
+  mutable std::map<std::vector<int>, std::shared_ptr<comm::ProcessGroup>> made_;
 };
 
 }  // namespace braid::parallel

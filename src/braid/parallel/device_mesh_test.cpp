@@ -19,9 +19,12 @@ float sum_of_ranks(comm::ProcessGroup& g, int world_rank) {
 TEST(DeviceMesh, PipelineDataTensorGroups) {
   run_ranks(8,
             [](comm::ProcessGroup& world) {
-              DeviceMesh mesh = DeviceMesh::strategy(world.split(0, world.rank(), "w"), 2, 2, 2);
+              DeviceMesh mesh = DeviceMesh::training(world.split(0, world.rank(), "w"),
+                                                     {.dp_shard = 2, .pp = 2, .tp = 2});
               const int r = world.rank();
               EXPECT_EQ(mesh.coord("dp"), r / 4);
+              EXPECT_EQ(mesh.coord("dp_shard"), r / 4);
+              EXPECT_EQ(mesh.size("dp_replicate"), 1);
               EXPECT_EQ(mesh.coord("pp"), (r / 2) % 2);
               EXPECT_EQ(mesh.coord("tp"), r % 2);
               EXPECT_EQ(mesh.group("tp").size(), 2);
@@ -31,10 +34,15 @@ TEST(DeviceMesh, PipelineDataTensorGroups) {
               int pp_base = r - ((r / 2) % 2) * 2;
               EXPECT_EQ(sum_of_ranks(mesh.group("pp"), r), pp_base * 2 + 2);
               EXPECT_EQ(sum_of_ranks(mesh.group("dp"), r), (r % 4) * 2 + 4);
-              EXPECT_EQ(mesh.rank_of({mesh.coord("dp"), mesh.coord("pp"), mesh.coord("tp")}), r);
-              auto mp = mesh.group_along({"pp", "tp"}, "mp");  // the 4 ranks of one replica
-              EXPECT_EQ(mp->size(), 4);
-              EXPECT_EQ(mp->rank(), r % 4);
+              EXPECT_EQ(mesh.rank_of({0, mesh.coord("dp"), mesh.coord("pp"), mesh.coord("tp")}), r);
+              comm::ProcessGroup& mp = mesh.group("mp");  // the 4 ranks of one replica
+              EXPECT_EQ(mp.size(), 4);
+              EXPECT_EQ(mp.rank(), r % 4);
+              EXPECT_EQ(mesh.coord("mp"), r % 4);
+              // Note [Mesh groups]: dp is dp_shard's group (dp_replicate is 1), and a one-rank
+              // group is this rank alone.
+              EXPECT_EQ(&mesh.group("dp"), &mesh.group("dp_shard"));
+              EXPECT_EQ(mesh.group("dp_replicate").size(), 1);
               EXPECT_THROW(mesh.group("ep"), Error);
             },
             {.group = braid::testing::RunRanksOptions::default_group(),
@@ -43,7 +51,8 @@ TEST(DeviceMesh, PipelineDataTensorGroups) {
 
 TEST(DeviceMesh, HybridShardSplitsDpIntoShardAndReplicate) {
   run_ranks(4, [](comm::ProcessGroup& world) {
-    DeviceMesh mesh = DeviceMesh::strategy(world.split(0, world.rank(), "w"), 4, 1, 1, 2);
+    DeviceMesh mesh =
+        DeviceMesh::training(world.split(0, world.rank(), "w"), {.dp_replicate = 2, .dp_shard = 2});
     const int r = world.rank();
     EXPECT_EQ(mesh.size("dp"), 4);
     EXPECT_EQ(mesh.coord("dp"), r);
@@ -52,6 +61,18 @@ TEST(DeviceMesh, HybridShardSplitsDpIntoShardAndReplicate) {
     EXPECT_EQ(sum_of_ranks(mesh.group("dp_replicate"), r), r % 2 ? 4 : 2);  // {0,2} {1,3}
     EXPECT_EQ(sum_of_ranks(mesh.group("dp"), r), 6);
     EXPECT_EQ(mesh.group("dp").rank(), r);
+    // The world's own group where a dimension spans it: no split.
+    EXPECT_EQ(mesh.group("mp").size(), 1);
+  });
+}
+
+TEST(DeviceMesh, AGroupThatIsTheWorldIsTheWorld) {
+  run_ranks(4, [](comm::ProcessGroup& world) {
+    auto w = world.split(0, world.rank(), "w");
+    DeviceMesh mesh = DeviceMesh::training(w, {.dp_shard = 4});
+    EXPECT_EQ(mesh.group_ptr("dp"), w);
+    EXPECT_EQ(mesh.group_ptr("dp_shard"), w);
+    EXPECT_EQ(mesh.size("mp"), 1);
   });
 }
 

@@ -84,7 +84,7 @@ struct Sharding {
   int S = 1, N = 1, tp = 1, pp = 1;
 };
 
-Sharding shape_of(const StrategySpec& spec, int world) {
+Sharding shape_of(const ParallelPlan& spec, int world) {
   BRAID_CHECK(world >= 1, "estimate-memory: world size must be >= 1, got ", world);
   BRAID_CHECK(!spec.sequence_parallel, "estimate-memory: sequence_parallel is not modelled");
   const int tp = std::max(1, spec.tensor_parallel_size),
@@ -136,7 +136,7 @@ Sharding shape_of(const StrategySpec& spec, int world) {
   return s;
 }
 
-bool syncs_each_batch(const StrategySpec& spec, const Sharding& s) {
+bool syncs_each_batch(const ParallelPlan& spec, const Sharding& s) {
   if (s.pp > 1) return false;  // Note [Pipeline reduction]: reduced once, after the schedule
   if (spec.sync_each_batch == "true") return true;
   if (spec.sync_each_batch == "false") return false;
@@ -164,8 +164,8 @@ double grads_in_flight(const Units& u) {
 }
 
 // Materialising a sharded strategy fills each unit's f32 values in full before keeping this
-// rank's piece (zero_strategy.cpp): after `before` bytes, the pieces kept so far (1/S of each
-// unit, f32) and the unit being filled.
+// rank's piece (sharded_data_parallel.cpp): after `before` bytes, the pieces kept so far (1/S of
+// each unit, f32) and the unit being filled.
 double fill_peak(const Units& u, double before, double S) {
   double kept = 0, peak = 0;
   for (double size : u.sizes) {
@@ -175,7 +175,7 @@ double fill_peak(const Units& u, double before, double S) {
   return peak;
 }
 
-MemoryEstimate state_of(const Sharding& s, const Units& u, const StrategySpec& spec, int64_t a,
+MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& spec, int64_t a,
                         int64_t opt_bytes) {
   const double N = s.N, S = s.S, r = static_cast<double>(dtype_size(spec.reduce_dtype));
   const bool sync = syncs_each_batch(spec, s);
@@ -282,8 +282,15 @@ MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s,
   }
   e.activations = estimate_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len,
                                        in.compute, s.tp, span);
-  GroupShape g{in.world_size, s.N,          s.S,          s.tp,
-               s.pp,          s.stage >= 1, s.stage == 3, span.first || span.last};
+  GroupShape g{in.world_size,
+               s.N,
+               s.S,
+               s.tp,
+               s.pp,
+               s.stage >= 1,
+               s.stage == 3,
+               span.first || span.last,
+               in.spec.name != "none"};
   e.communication = group_memory(in.backend, g) + staging_peak(in, s, e.communication);
   e.scratch = estimate_scratch(in.model, in.spec.micro_batch_size, in.spec.seq_len, in.compute,
                                s.tp, span, in.threads);
@@ -324,7 +331,7 @@ std::vector<MemoryEstimate> estimate_training_state(int64_t params, int64_t larg
                 static_cast<double>(params), {}, true};
   std::vector<MemoryEstimate> out;
   for (const std::string& name : estimated_strategy_names()) {
-    StrategySpec spec;
+    ParallelPlan spec;
     spec.name = name;
     out.push_back(state_of(shape_of(spec, std::max(ranks, 1)), u, spec, 4, 8));
     out.back().communication = 0;

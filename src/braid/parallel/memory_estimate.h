@@ -24,7 +24,7 @@
 #include "braid/core/dtype.h"
 #include "braid/nn/model_config.h"
 #include "braid/parallel/comm_estimate.h"
-#include "braid/parallel/strategy_factory.h"
+#include "braid/parallel/plan.h"
 
 namespace braid::parallel {
 
@@ -49,7 +49,7 @@ struct MemoryEstimate {
 // parallelism, interleaved schedules and balanced stages are not modelled (throws naming them).
 struct MemoryEstimateInputs {
   nn::ModelConfig model;
-  StrategySpec spec;
+  ParallelPlan spec;
   int world_size = 1;
   DType compute = DType::f32;
   int64_t optimizer_bytes_per_param = 8;

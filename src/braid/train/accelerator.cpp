@@ -12,11 +12,11 @@
 #include "braid/optim/clip_grad.h"
 #include "braid/optim/param_groups.h"
 #include "braid/parallel/collective_guard.h"
-#include "braid/parallel/strategy_factory.h"
+#include "braid/parallel/parallelize.h"
 #include "braid/train/accelerate_config.h"
 #include "braid/train/config_agreement.h"
 #include "braid/train/deepspeed_config.h"
-#include "braid/train/strategy_config.h"
+#include "braid/train/plan_config.h"
 
 namespace braid::train {
 
@@ -108,14 +108,23 @@ Accelerator::Accelerator(TrainConfig config, std::shared_ptr<comm::ProcessGroup>
   if (world_) world_->set_memory_tracker(tracker_);
   tracker_->set_budget(memory_budget_from(cfg_, world_.get()));
   MemoryScope scope(tracker_);
-  strategy_ = parallel::make_strategy(strategy_spec_from(cfg_), world_);
-  resolve_batch(cfg_, strategy_->dp_size());
+  parallelism_ = parallel::parallelize(parallel_plan_from(cfg_), world_);
+  resolve_batch(cfg_, parallelism_->dp_size());
   schedule_ = schedule_from(cfg_);
   if (cfg_.compute_dtype() == DType::f16)
     scaler_ = std::make_unique<optim::LossScaler>(loss_scaler_config(cfg_));
 }
 
 Accelerator::~Accelerator() = default;
+
+nn::TransformerOptions Accelerator::model_options(const nn::ModelConfig& config) {
+  MemoryScope scope(tracker_);
+  nn::TransformerOptions o;
+  o.materialize = false;  // declared only: the runtime decides what this rank holds
+  o.tensor_parallel = parallelism_->tensor_parallel();
+  o.pipeline = parallelism_->pipeline_stage(config);
+  return o;
+}
 
 void Accelerator::prepare(nn::Model& model, std::function<void(int, Tensor&)> fill) {
   BRAID_CHECK(model_ == nullptr, "Accelerator: prepare(model) called twice");
@@ -130,7 +139,7 @@ void Accelerator::prepare(nn::Model& model, std::function<void(int, Tensor&)> fi
       model.full_layout().init_unit(model.global_unit(u), unit, seed);
     };
   }
-  strategy_->materialize(model, mo);
+  parallelism_->materialize(model, mo);
   model_ = &model;
 }
 
@@ -142,9 +151,9 @@ optim::Optimizer& Accelerator::prepare_optimizer() {
   parallel::all_ranks_or_throw(world_.get(), [&] {
     optim::DecaySplitOptions split;
     split.weight_decay = static_cast<float>(cfg_.optimizer.weight_decay);
-    auto groups = optim::split_decay_groups(strategy_->optimizer_slices(), split);
+    auto groups = optim::split_decay_groups(parallelism_->optimizer_slices(), split);
     const auto& o = cfg_.optimizer;
-    auto store = strategy_->optimizer_state_store();  // null: in memory
+    auto store = parallelism_->optimizer_state_store();  // null: in memory
     if (o.type == "adamw") {
       optimizer_ = std::make_unique<optim::AdamW>(std::move(groups), static_cast<float>(o.beta1),
                                                   static_cast<float>(o.beta2),
@@ -164,14 +173,14 @@ optim::Optimizer& Accelerator::optimizer() {
 
 data::DistributedSampler Accelerator::prepare_sampler(int64_t num_samples,
                                                       data::SamplerOptions options) const {
-  return data::DistributedSampler(num_samples, strategy_->dp_size(), strategy_->dp_rank(), options);
+  return data::DistributedSampler(num_samples, dp_size(), dp_rank(), options);
 }
 
 std::unique_ptr<data::DataLoader> Accelerator::prepare_data_loader(
     const std::string& dir, const std::string& split, data::DataLoaderOptions options) const {
   MemoryScope scope(tracker_);
-  options.world = strategy_->dp_size();
-  options.rank = strategy_->dp_rank();
+  options.world = dp_size();
+  options.rank = dp_rank();
   options.batch_size = cfg_.training.micro_batch_size;
   if (options.seed == 0) options.seed = cfg_.training.seed;
   return data::DataLoader::from_dir(dir, split, options);
@@ -182,11 +191,16 @@ Accelerator::MicroStep Accelerator::accumulate() {
   BRAID_CHECK(!in_micro_step_,
               "Accelerator: accumulate() called twice without a backward() between them");
   const int64_t count = cfg_.training.gradient_accumulation_steps;
+  BRAID_CHECK(!parallelism_->is_pipelined(),
+              "Accelerator: accumulate()/backward() run a forward written by the caller, but a "
+              "pipelined model's forward runs inside the schedule (parallel."
+              "pipeline_parallel_size ",
+              cfg_.parallel.pipeline_parallel_size, "): use train_step()");
   if (micro_ == 0) {
-    strategy_->zero_grad();
+    parallelism_->zero_grad();
     grad_norm_ = -1;
   }
-  strategy_->begin_micro_step(micro_, count);
+  parallelism_->begin_micro_step(micro_, count);
   in_micro_step_ = true;
   sync_gradients_ = false;
   return {micro_, count};
@@ -207,9 +221,9 @@ void Accelerator::backward(const autograd::Variable& loss) {
               loss.value().shape().str());
   // Note [DDP averaging]: the strategies sum gradients over data-parallel ranks.
   const int64_t count = cfg_.training.gradient_accumulation_steps;
-  const double scale = loss_scale() / static_cast<double>(count * strategy_->dp_size());
+  const double scale = loss_scale() / static_cast<double>(count * dp_size());
   loss.backward(static_cast<float>(scale));
-  strategy_->end_micro_step();
+  parallelism_->end_micro_step();
   in_micro_step_ = false;
   micro_ = (micro_ + 1) % count;
   sync_gradients_ = micro_ == 0;
@@ -220,26 +234,22 @@ double Accelerator::clip_grad_norm(double max_norm) {
               "Accelerator: clip_grad_norm() before the last micro-step's backward (check "
               "sync_gradients())");
   MemoryScope scope(tracker_);
-  grad_norm_ = strategy_->clip_grad_norm(max_norm, loss_scale());
+  grad_norm_ = parallelism_->clip_grad_norm(max_norm, loss_scale());
   return grad_norm_;
 }
 
 bool Accelerator::step() {
   if (!sync_gradients_) return false;
   MemoryScope scope(tracker_);
-  optim::Optimizer& opt = optimizer();
-  if (scaler_) {
-    // The overflow verdict is the unscaled global norm (Note [Non-finite steps], trainer.cpp).
-    if (grad_norm_ < 0) grad_norm_ = strategy_->clip_grad_norm(0, loss_scale());
-    if (!scaler_->update(!optim::is_finite_norm(grad_norm_))) {
-      sync_gradients_ = false;
-      return false;
-    }
-  }
-  opt.step(static_cast<float>(learning_rate()));
-  strategy_->after_optimizer_step();
+  StepResult r;
+  r.lr = learning_rate();
+  // The verdict on the step is the unscaled global norm (Note [Non-finite steps]): computed here
+  // when the loop did not clip.
+  if (grad_norm_ < 0 && (scaler_ || cfg_.training.on_nonfinite != "off"))
+    grad_norm_ = parallelism_->clip_grad_norm(0, loss_scale());
+  finish_step(completed_steps() + skipped_steps_, r, {});
   sync_gradients_ = false;
-  return true;
+  return r.updated;
 }
 
 double Accelerator::learning_rate() const {
@@ -249,7 +259,7 @@ double Accelerator::learning_rate() const {
 checkpoint::SaveResult Accelerator::save_state(const std::filesystem::path& root,
                                                std::map<std::string, int64_t> counters) {
   MemoryScope scope(tracker_);
-  strategy_->synchronize();
+  parallelism_->synchronize();
   return checkpoint::save_checkpoint(world_.get(), optimizer(),
                                      save_request(root, completed_steps(), std::move(counters)));
 }
@@ -260,8 +270,8 @@ checkpoint::SaveRequest Accelerator::save_request(const std::filesystem::path& r
   req.root = root;
   req.step = step;
   req.keep_last = cfg_.checkpoint.keep_last;
-  req.layout = strategy_->describe();
-  req.dp_size = strategy_->dp_size();
+  req.layout = parallelism_->describe();
+  req.dp_size = dp_size();
   req.counters = std::move(counters);
   req.counters["optimizer_steps"] = optimizer().step_count();
   if (scaler_) add_scaler_counters(scaler_->state(), req.counters);
@@ -274,16 +284,16 @@ std::map<std::string, int64_t> Accelerator::load_state(const std::filesystem::pa
   auto reader = checkpoint::open_resume_checkpoint(dir.string(), dir, world_.get(),
                                                    [this](const std::string& s) { print(s); });
   BRAID_CHECK(reader != nullptr, "Accelerator: no checkpoint in ", dir.string());
-  strategy_->synchronize();
+  parallelism_->synchronize();
   optim::Optimizer& opt = optimizer();
   parallel::all_ranks_or_throw(world_.get(), [&] {
     reader->read_optimizer(opt);
     reader->read_parameters(opt);
   });
   restore_loss_scale(reader->manifest());
-  // The masters changed as after an update: the strategy republishes them.
-  strategy_->after_optimizer_step();
-  strategy_->synchronize();
+  // The masters changed as after an update: the runtime republishes them.
+  parallelism_->after_optimizer_step();
+  parallelism_->synchronize();
   micro_ = 0;
   in_micro_step_ = sync_gradients_ = false;
   return reader->manifest().counters;
@@ -323,10 +333,10 @@ void Accelerator::wait_for_everyone() const {
 
 Tensor Accelerator::gather_parameters(const nn::Model& model) {
   MemoryScope scope(tracker_);
-  strategy_->synchronize();
+  parallelism_->synchronize();
   const nn::ParamLayout& layout = model.full_layout();
   Tensor out = Tensor::zeros(Shape{layout.total()});
-  strategy_->for_each_full_unit([&](int u, const Tensor& unit) {
+  parallelism_->for_each_full_unit([&](int u, const Tensor& unit) {
     const nn::UnitInfo& info = layout.units()[static_cast<size_t>(u)];
     out.flat_range(info.offset, info.numel).copy_(unit.flat_range(0, info.numel));
   });

@@ -6,7 +6,7 @@
 
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
-#include "braid/train/strategy_config.h"
+#include "braid/train/plan_config.h"
 #include "braid/train/trainer.h"
 
 namespace braid::train {
@@ -50,7 +50,7 @@ parallel::MemoryEstimateInputs memory_estimate_inputs(const TrainConfig& cfg, in
   BRAID_CHECK(runtime.threads >= 0, "--threads must be >= 1, got ", runtime.threads);
   parallel::MemoryEstimateInputs in;
   in.model = model_config_from(cfg);
-  in.spec = strategy_spec_from(cfg);
+  in.spec = parallel_plan_from(cfg);
   in.world_size = world_size;
   in.compute = cfg.compute_dtype();
   in.optimizer_bytes_per_param = optimizer_bytes(cfg.optimizer);

@@ -37,7 +37,9 @@ struct PipelineLayout {
   int chunks = 1;
   int tp = 1;
   bool sp = false;
-  std::string strategy = "none";  // over dp = world / (pp x tp)
+  std::string strategy = "none";        // over dp = world / (pp x tp)
+  std::string sharding = "FULL_SHARD";  // fsdp
+  int sharding_factor = 0;
 };
 
 // 3 steps, 4 micro-batches (accumulation), clipping on (the norm is above the limit, so the
@@ -52,6 +54,8 @@ inline TrainConfig pp_parity_config(const PipelineLayout& l) {
   c.parallel.pipeline_virtual_stages = l.chunks;
   c.parallel.tensor_parallel_size = l.tp;
   c.parallel.sequence_parallel = l.sp;
+  c.parallel.sharding_strategy = l.sharding;
+  c.parallel.sharding_factor = l.sharding_factor;
   return c;
 }
 

@@ -180,7 +180,7 @@ TEST(ReduceDtype, Bf16ReductionHalvesTheBytesAndKeepsStrategiesOnDdpsWeights) {
         t.run();
         std::lock_guard<std::mutex> lock(mu);
         if (pg.rank() == 0)
-          bytes[std::string(reduce) == "bf16"] = t.strategy().last_step_stats().bytes_reduced;
+          bytes[std::string(reduce) == "bf16"] = t.accelerator().last_step_stats().bytes_reduced;
       });
     }
     EXPECT_GT(bytes[0], 0) << strategy;

@@ -5,7 +5,8 @@
 // model's norm is above the limit, so the coefficient matters: the test checks that clipping
 // changes the result), and freeze the position embedding and the first block's first norm.
 // Bit-identity holds between strategies that accumulate the same way (Note [Accumulation order],
-// parallel/ddp/ddp_strategy.h), so each mode compares every strategy with DDP set to that mode.
+// parallel/ddp/replicated_data_parallel.h), so each mode compares every strategy with DDP set to
+// that mode.
 #pragma once
 
 #include <unistd.h>

@@ -20,10 +20,9 @@
 #include "braid/parallel/collective_guard.h"
 #include "braid/parallel/gather_strings.h"
 #include "braid/parallel/memory_estimate.h"
-#include "braid/parallel/strategy_factory.h"
 #include "braid/train/config_agreement.h"
+#include "braid/train/plan_config.h"
 #include "braid/train/progress.h"
-#include "braid/train/strategy_config.h"
 #include "braid/train/threads.h"
 #include "braid/train/trainer_output.h"
 
@@ -66,8 +65,8 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
   validate(cfg_);
   MemoryScope scope(tracker_);
   try {
-    // The config's agreement across ranks, the memory budget, the strategy and the resolved
-    // batch arithmetic.
+    // The config's agreement across ranks, the memory budget, the parallel runtime and the
+    // resolved batch arithmetic.
     acc_ = std::make_unique<Accelerator>(cfg_, world_, tracker_);
     cfg_ = acc_->config();
     open_resume();
@@ -117,11 +116,7 @@ Trainer::~Trainer() = default;
 
 void Trainer::build_model() {
   nn::ModelConfig mc = model_config_from(cfg_);
-  nn::TransformerOptions to;
-  to.materialize = false;  // declared only: the strategy decides what this rank holds
-  to.tensor_parallel = acc_->strategy().tensor_parallel();
-  to.pipeline = acc_->strategy().pipeline_stage(mc);
-  model_ = std::make_unique<nn::Transformer>(mc, to);
+  model_ = std::make_unique<nn::Transformer>(mc, acc_->model_options(mc));
   freeze_parameters();
   std::function<void(int, Tensor&)> fill;
   if (resume_) {
@@ -211,7 +206,7 @@ double Trainer::evaluate() {
   double sum = 0, count = 0;
   for (int64_t i = 0; i < cfg_.training.eval_batches; ++i) {
     data::Batch b = val_data_->next();
-    sum += acc_->strategy().eval_loss(*model_, b.inputs, b.targets);
+    sum += acc_->eval_loss(*model_, b.inputs, b.targets);
     count += static_cast<double>(b.targets.numel());
     ++val_batches_;
   }
@@ -231,8 +226,6 @@ TrainResult Trainer::run() {
   Progress progress(printer, comm::launched_world_size() > 0);
   TrainResult result;
 
-  const optim::LrSchedule& sched = acc_->schedule();
-
   const auto& mc = model_->config();
   int64_t matmul_params = mc.num_parameters() - (mc.is_gpt2() ? mc.max_seq_len * mc.d_model : 0);
   if (!mc.tie_word_embeddings) matmul_params -= mc.vocab_size * mc.d_model;  // lookup table
@@ -241,7 +234,7 @@ TrainResult Trainer::run() {
     result.peak_gflops =
         all_reduce_sum(kernels::measure_gemm_peak_gflops(2048, cfg_.compute_dtype()));
 
-  progress.header(describe_run(cfg_, *model_, acc_->strategy(), world_size(),
+  progress.header(describe_run(cfg_, *model_, *acc_, world_size(),
                                world_ ? world_->placement() : "", result.peak_gflops, flops_tok));
   result.resumed_from = start_step_ > 0 ? start_step_ : -1;
   if (val_data_ && t.eval_interval > 0 && start_step_ == 0) {
@@ -250,12 +243,11 @@ TrainResult Trainer::run() {
   }
 
   std::vector<double> step_times, exposed_ms, bubbles;
-  parallel::Strategy& strategy = acc_->strategy();
   const int64_t interval = cfg_.checkpoint.interval;
+  Accelerator::StepHooks hooks;
+  if (anomaly_) hooks.first_nonfinite = [this] { return anomaly_->first(); };
   for (int64_t step = start_step_; step < t.max_steps; ++step) {
     auto t0 = Clock::now();
-    strategy.zero_grad();
-    const double loss_scale = acc_->loss_scaler() ? acc_->loss_scaler()->scale() : 1.0;
     if (anomaly_) anomaly_->begin_step();
     parallel::MicroBatches batches;
     batches.count = accum;
@@ -264,7 +256,6 @@ TrainResult Trainer::run() {
       return std::pair{b.inputs, b.targets};
     };
     batches.denominator = tokens_per_step;
-    batches.loss_scale = static_cast<float>(loss_scale);
     batches.at = [&](int64_t m, const char* point) {
       const bool forward = std::string_view(point) == "forward";
       if (anomaly_) anomaly_->set_micro_step(m);
@@ -272,19 +263,18 @@ TrainResult Trainer::run() {
       fault(step + 1, point);
       if (forward && nan_injector_ && options_.inject_nan(step + 1)) nan_injector_->arm();
     };
-    const parallel::StepLoss step_loss = strategy.forward_backward(*model_, batches);
-    const double local_loss = step_loss.sum;
-    const bool local_loss_finite = step_loss.finite;
-    double gnorm = -1;
-    const parallel::StrategyStats stats = strategy.last_step_stats();
+    hooks.before_update = [this, step] { fault(step + 1, "optimizer"); };
+    const Accelerator::StepResult r = acc_->train_step(*model_, batches, step, hooks);
+    if (!r.skipped.empty()) {
+      ++result.skipped_steps;
+      say(r.skipped);
+    }
+    const double local_loss = r.loss;
+    const double gnorm = r.grad_norm;
+    const double lr = r.lr;
+    const parallel::ParallelStats stats = acc_->last_step_stats();
     exposed_ms.push_back(stats.exposed_comm_ms);
     if (stats.bubble >= 0) bubbles.push_back(stats.bubble);
-    double lr = sched.lr_at(step);
-    if (check_step(step + 1, loss_scale, local_loss_finite, &gnorm, result)) {
-      fault(step + 1, "optimizer");
-      acc_->optimizer().step(static_cast<float>(lr));
-      strategy.after_optimizer_step();
-    }
     double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     step_times.push_back(dt);
 
@@ -317,7 +307,7 @@ TrainResult Trainer::run() {
     if (interval > 0 && ((step + 1) % interval == 0 || last)) save_checkpoint(step + 1, &result);
   }
   poll_async_save(/*wait=*/true, result);
-  strategy.synchronize();
+  acc_->synchronize();
   result.steps = t.max_steps - start_step_;
   result.step_ms = step_times.empty() ? 0 : steady_median(step_times) * 1e3;
   result.tokens_per_s = step_times.empty() ? 0 : tokens_per_step / (result.step_ms / 1e3);
@@ -336,77 +326,6 @@ TrainResult Trainer::run() {
   return result;
 }
 
-// Note [Non-finite steps]: the verdict on a step is its global gradient norm, which every rank
-// computes to the same bits (Note [Global norm]), so every rank takes the same branch with no
-// extra collective. It is computed when clipping, when fp16 scales the loss (the norm unscales
-// in the same pass, Note [Unscale with the clip]) and unless training.on_nonfinite is off; off
-// and unclipped, a step costs nothing extra and nothing is checked. Not finite:
-// - fp16 with loss scaling: an overflow; the scaler skips the step and backs off (DeepSpeed's
-//   rules, optim/loss_scaler.h), and at min_loss_scale the run stops with its error;
-// - otherwise on_nonfinite says: stop (every rank throws the same one line) or skip (no update,
-//   counted, reported).
-// Either way the line names the step, the first rank whose own values went non-finite and what
-// (locate_nonfinite): the anomaly detector's first tensor, else a non-finite loss, else the first
-// parameter whose reduced gradient is non-finite. Finding it costs only on that path.
-bool Trainer::check_step(int64_t step, double loss_scale, bool local_loss_finite, double* gnorm,
-                         TrainResult& result) {
-  const double clip = cfg_.optimizer.grad_clip;
-  optim::LossScaler* scaler = acc_->loss_scaler();  // fp16 only
-  const bool check = clip > 0 || scaler || cfg_.training.on_nonfinite != "off";
-  if (check) *gnorm = acc_->strategy().clip_grad_norm(clip, loss_scale);
-  const bool finite = !check || optim::is_finite_norm(*gnorm);
-  if (scaler) {
-    if (finite) return scaler->update(false);
-    const std::string where = locate_nonfinite(local_loss_finite, *gnorm);
-    scaler->update(true);  // throws at min_loss_scale
-    ++result.skipped_steps;
-    say("step " + std::to_string(step) + ": " + scaler->overflow_message() + " (" + where + ")");
-    return false;
-  }
-  if (finite) return true;
-  const std::string where = locate_nonfinite(local_loss_finite, *gnorm);
-  BRAID_CHECK(cfg_.training.on_nonfinite == "skip", "step ", step, ": inf/nan in training: ", where,
-              ". Lower optimizer.lr, raise schedule.warmup_steps or set optimizer.grad_clip; "
-              "training.detect_anomaly: true names the first tensor, training.on_nonfinite: "
-              "skip skips such steps");
-  ++result.skipped_steps;
-  say("step " + std::to_string(step) + ": inf/nan, step skipped (training.on_nonfinite: skip, " +
-      std::to_string(result.skipped_steps) + " so far): " + where);
-  return false;
-}
-
-std::string Trainer::locate_nonfinite(bool local_loss_finite, double gnorm) {
-  // What this rank saw of its own (1: its own values) or only after the reductions (2).
-  std::string mine = anomaly_ ? anomaly_->first() : "";
-  if (mine.empty() && !local_loss_finite) mine = "loss";
-  if (!mine.empty()) {
-    mine = "1" + mine;
-  } else {
-    for (const optim::ParamSlice& s : acc_->strategy().optimizer_slices()) {
-      if (!s.grad.defined() || s.grad.numel() == 0) continue;
-      if (!std::isfinite(kernels::max_abs(s.grad))) {
-        mine = "2reduced gradient of '" + s.name() + "'";
-        break;
-      }
-    }
-  }
-  const std::vector<std::string> all = parallel::all_gather_strings(world_.get(), mine);
-  for (const char level : {'1', '2'}) {
-    std::string line, others;
-    for (size_t r = 0; r < all.size(); ++r) {
-      if (all[r].empty() || all[r][0] != level) continue;
-      if (line.empty())
-        line = "first on rank " + std::to_string(r) + ": " + all[r].substr(1);
-      else
-        others += (others.empty() ? "" : ", ") + std::to_string(r);
-    }
-    if (line.empty()) continue;
-    if (!others.empty()) line += "; also on rank(s) " + others;
-    return line;
-  }
-  return "gradient norm " + std::to_string(gnorm);
-}
-
 void Trainer::finish(TrainResult& r) {
   if (rank() == 0 && !options_.quiet) {
     struct rusage ru {};
@@ -415,12 +334,12 @@ void Trainer::finish(TrainResult& r) {
         "%s\n",
         format_summary(r, static_cast<double>(ru.ru_maxrss) / 1024.0, world_size()).c_str());
     std::printf("memory (rank 0):\n%s\n", tracker_->breakdown().c_str());
-    if (std::string note = acc_->strategy().memory_note(); !note.empty())
+    if (std::string note = acc_->parallelism().memory_note(); !note.empty())
       std::printf("%s\n", note.c_str());
   }
-  if (std::string wrote = acc_->strategy().finish_training(); !wrote.empty()) say(wrote);
+  if (std::string wrote = acc_->finish_training(); !wrote.empty()) say(wrote);
   // Every rank takes part: the export gathers units and generation may gather parameters.
-  write_outputs(cfg_, *model_, acc_->strategy(), rank() == 0, options_.quiet);
+  write_outputs(cfg_, *model_, *acc_, rank() == 0, options_.quiet);
   std::fflush(stdout);
 }
 

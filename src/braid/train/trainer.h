@@ -1,9 +1,10 @@
 // Trainer: one rank's training run, from a TrainConfig; a user of the Accelerator
-// (accelerator.h), which makes the world, the memory budget and the strategy, materialises the
-// declared model and builds the optimizer. The Trainer reads this rank's data share, then runs
-// the step loop (Note [Strategy step], parallel/strategy.h) with gradient accumulation,
-// clipping, the LR schedule, periodic validation, progress reporting (rank 0), the final HF
-// export and samples.
+// (accelerator.h), which makes the world, the memory budget and the parallel runtime,
+// materialises the declared model, builds the optimizer, and whose train_step() is every step
+// (Note [One step path]: the micro-steps or pipeline schedule, clipping, loss scaling, the
+// non-finite policy, the update). The Trainer reads this rank's data share, then runs the step
+// loop with the LR schedule's step index, periodic validation, checkpoints, progress reporting
+// (rank 0), the final HF export and samples; it calls no parallel-runtime method itself.
 #pragma once
 
 #include <cmath>
@@ -20,7 +21,6 @@
 #include "braid/core/memory_tracker.h"
 #include "braid/nn/transformer.h"
 #include "braid/optim/optimizer.h"
-#include "braid/parallel/strategy.h"
 #include "braid/train/accelerator.h"
 #include "braid/train/anomaly.h"
 #include "braid/train/batch_source.h"
@@ -74,7 +74,7 @@ class Trainer {
   double evaluate();
 
   nn::Transformer& model() { return *model_; }
-  parallel::Strategy& strategy() { return acc_->strategy(); }
+  Accelerator& accelerator() { return *acc_; }
   // The whole model's parameters in one f32 tensor in the model's flat layout (padding to
   // ParamLayout::kAlign), gathered unit by unit from whatever this rank holds. Collective.
   Tensor gather_parameters();
@@ -109,20 +109,13 @@ class Trainer {
   void poll_async_save(bool wait, TrainResult& result);
   double all_reduce_sum(double v);
   double sum_over_replicas(double v);
-  // After the micro-steps of `step`, whose loss was scaled by loss_scale: the gradient norm
-  // (unscaled; -1 when nothing computes it) and whether the optimizer step is taken (Note
-  // [Non-finite steps]).
-  bool check_step(int64_t step, double loss_scale, bool local_loss_finite, double* gnorm,
-                  TrainResult& result);
-  // The one line naming where the step's first inf/nan appeared, over every rank. Collective.
-  std::string locate_nonfinite(bool local_loss_finite, double gnorm);
   void finish(TrainResult& result);
 
   TrainConfig cfg_;
   std::shared_ptr<comm::ProcessGroup> world_;
   TrainerOptions options_;
   std::shared_ptr<MemoryTracker> tracker_;  // the Accelerator's
-  std::unique_ptr<Accelerator> acc_;        // strategy, optimizer, fp16 loss scaler
+  std::unique_ptr<Accelerator> acc_;        // runtime, optimizer, fp16 loss scaler
   std::unique_ptr<nn::Transformer> model_;
   std::unique_ptr<BatchSource> train_data_;
   std::unique_ptr<BatchSource> val_data_;

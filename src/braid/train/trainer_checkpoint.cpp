@@ -15,7 +15,7 @@ namespace braid::train {
 
 using Clock = std::chrono::steady_clock;
 
-// Note [Resume]: the weights come in through the strategy's fill (each rank reads the units
+// Note [Resume]: the weights come in through the runtime's fill (each rank reads the units
 // it materialises from whatever files hold them), the optimizer state through the optimizer's
 // slices (each rank reads its own shard records' ranges), so any layout loads any other.
 void Trainer::open_resume() {
@@ -33,9 +33,9 @@ void Trainer::report_resume() const {
   const checkpoint::Manifest& m = resume_->manifest();
   std::string line = "resuming from " + resume_->dir().string() + " (step " +
                      std::to_string(m.step) + ", " + format_bytes(m.total_bytes()) + ")";
-  if (m.layout != acc_->strategy().describe() || m.world_size != world_size())
+  if (m.layout != acc_->describe() || m.world_size != world_size())
     line += "; layout changed: saved by " + m.layout + " on " + std::to_string(m.world_size) +
-            " rank(s), now " + acc_->strategy().describe() + " on " + std::to_string(world_size());
+            " rank(s), now " + acc_->describe() + " on " + std::to_string(world_size());
   say(line);
 }
 
@@ -57,7 +57,7 @@ void Trainer::restore_counters() {
 
 void Trainer::save_checkpoint(int64_t step, TrainResult* result) {
   MemoryScope scope(tracker_);
-  acc_->strategy().synchronize();
+  acc_->synchronize();
   std::map<std::string, int64_t> counters = {
       {"samples", step * cfg_.training.global_batch_size},
       {"val_batches", val_batches_},

@@ -16,17 +16,17 @@
 namespace braid::train {
 
 std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
-                         const parallel::Strategy& strategy, int world,
-                         const std::string& placement, double peak_gflops, double flops_tok) {
+                         const Accelerator& acc, int world, const std::string& placement,
+                         double peak_gflops, double flops_tok) {
   const auto& t = cfg.training;
   std::ostringstream os;
   os << "model: " << model.config().summary() << "\n"
      << "params: " << model.config().num_parameters() << " ("
      << format_bytes(model.layout().num_parameters() * 4) << " fp32)\n"
-     << "strategy: " << strategy.describe() << "; " << world << " rank(s) x " << threads_per_rank()
+     << "strategy: " << acc.describe() << "; " << world << " rank(s) x " << threads_per_rank()
      << " thread(s); batch: global " << t.global_batch_size << " = micro " << t.micro_batch_size
-     << " x accumulation " << t.gradient_accumulation_steps << " x dp " << strategy.dp_size()
-     << ", seq " << cfg.data.seq_len << "\n";
+     << " x accumulation " << t.gradient_accumulation_steps << " x dp " << acc.dp_size() << ", seq "
+     << cfg.data.seq_len << "\n";
   if (!placement.empty()) os << "hosts: " << placement << "\n";
   os << "precision: " << cfg.training.precision;
   if (cfg.compute_dtype() != DType::f32)
@@ -69,14 +69,14 @@ std::function<void(int, Tensor&)> initial_weights(const TrainConfig& cfg,
   return [reader, &model](int u, Tensor& unit) { reader->read_unit(model.global_unit(u), unit); };
 }
 
-void write_outputs(const TrainConfig& cfg, nn::Transformer& model, parallel::Strategy& strategy,
-                   bool is_rank0, bool quiet) {
+void write_outputs(const TrainConfig& cfg, nn::Transformer& model, Accelerator& acc, bool is_rank0,
+                   bool quiet) {
   namespace fs = std::filesystem;
   const auto& out = cfg.output;
   if (out.export_model) {
     fs::path dir = fs::path(out.dir) / "model";
-    auto units = [&strategy](const std::function<void(int, const Tensor&)>& visit) {
-      strategy.for_each_full_unit(visit);
+    auto units = [&acc](const std::function<void(int, const Tensor&)>& visit) {
+      acc.for_each_full_unit(visit);
     };
     checkpoint::export_hf(model, dir, units, is_rank0);
     if (!quiet && is_rank0)
@@ -92,7 +92,7 @@ void write_outputs(const TrainConfig& cfg, nn::Transformer& model, parallel::Str
   so.stop_token = tok.eot_id();
   std::vector<int32_t> prompt = tok.encode(out.sample_prompt);
   for (int64_t i = 0; i < out.samples; ++i) {
-    auto logits = [&](const Tensor& ids) { return strategy.last_logits(model, ids); };
+    auto logits = [&](const Tensor& ids) { return acc.last_logits(model, ids); };
     std::vector<int32_t> ids =
         sample(logits, model.config().max_seq_len, model.config().vocab_size, prompt, so, rng);
     if (!is_rank0) continue;

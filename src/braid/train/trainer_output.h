@@ -7,7 +7,7 @@
 #include <string>
 
 #include "braid/nn/transformer.h"
-#include "braid/parallel/strategy.h"
+#include "braid/train/accelerator.h"
 #include "braid/train/config.h"
 
 namespace braid::train {
@@ -16,8 +16,8 @@ struct TrainResult;
 
 // placement: the world's hosts (ProcessGroup::placement), "" on one host.
 std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
-                         const parallel::Strategy& strategy, int world_size,
-                         const std::string& placement, double peak_gflops, double flops_per_token);
+                         const Accelerator& acc, int world_size, const std::string& placement,
+                         double peak_gflops, double flops_per_token);
 std::string format_loss(double loss);
 // "summary: steps=... tokens_per_s=... mfu=... step_ms=... peak_rss_mib=... ..."
 std::string format_summary(const TrainResult& r, double peak_rss_mib, int world_size);
@@ -27,9 +27,9 @@ std::string format_summary(const TrainResult& r, double peak_rss_mib, int world_
 std::function<void(int, Tensor&)> initial_weights(const TrainConfig& cfg,
                                                   const nn::Transformer& model);
 // Exports the model (output.export_model) to output.dir/model and prints samples
-// (output.samples) when a tokenizer is configured. Every rank calls it (the strategy may gather
+// (output.samples) when a tokenizer is configured. Every rank calls it (the runtime may gather
 // units and parameters); only `is_rank0` writes and prints.
-void write_outputs(const TrainConfig& cfg, nn::Transformer& model, parallel::Strategy& strategy,
-                   bool is_rank0, bool quiet);
+void write_outputs(const TrainConfig& cfg, nn::Transformer& model, Accelerator& acc, bool is_rank0,
+                   bool quiet);
 
 }  // namespace braid::train

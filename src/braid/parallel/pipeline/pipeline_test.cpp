@@ -13,8 +13,7 @@
 #include "braid/autograd/variable.h"
 #include "braid/core/memory_tracker.h"
 #include "braid/nn/transformer.h"
-#include "braid/parallel/pipeline/pipeline_strategy.h"
-#include "braid/parallel/strategy_factory.h"
+#include "braid/parallel/parallelize.h"
 #include "testing/run_ranks.h"
 #include "testing/tensor_compare.h"
 
@@ -85,12 +84,12 @@ Reference reference(const nn::ModelConfig& cfg, const std::vector<std::pair<Tens
 
 // A pipeline over pg with this rank's stage of cfg materialised from kSeed.
 struct Stage {
-  std::unique_ptr<Strategy> strategy;
+  std::unique_ptr<Parallelism> parallelism;
   std::unique_ptr<nn::Transformer> model;
 };
 
 Stage build(const Case& c, const nn::ModelConfig& cfg, comm::ProcessGroup& pg) {
-  StrategySpec spec;
+  ParallelPlan spec;
   spec.name = "none";
   spec.pipeline_parallel_size = c.pp;
   spec.pipeline_schedule = c.schedule;
@@ -98,18 +97,18 @@ Stage build(const Case& c, const nn::ModelConfig& cfg, comm::ProcessGroup& pg) {
   spec.tensor_parallel_size = c.tp;
   spec.sequence_parallel = c.sp;
   Stage s;
-  s.strategy = make_strategy(spec, std::shared_ptr<comm::ProcessGroup>(&pg, [](auto*) {}));
+  s.parallelism = parallelize(spec, std::shared_ptr<comm::ProcessGroup>(&pg, [](auto*) {}));
   nn::TransformerOptions to;
   to.materialize = false;
-  to.tensor_parallel = s.strategy->tensor_parallel();
-  to.pipeline = s.strategy->pipeline_stage(cfg);
+  to.tensor_parallel = s.parallelism->tensor_parallel();
+  to.pipeline = s.parallelism->pipeline_stage(cfg);
   s.model = std::make_unique<nn::Transformer>(cfg, to);
   MaterializeOptions mo;
   nn::Transformer* model = s.model.get();
   mo.fill = [model](int u, Tensor& t) {
     model->full_layout().init_unit(model->global_unit(u), t, kSeed);
   };
-  s.strategy->materialize(*model, mo);
+  s.parallelism->materialize(*model, mo);
   return s;
 }
 
@@ -130,7 +129,7 @@ TEST_P(PipelineModel, LossAndEveryGradientMatchOneProcess) {
   const Reference ref = reference(cfg, data, static_cast<double>(c.micro * data[0].first.numel()));
   testing::run_ranks(c.pp * c.tp, [&](comm::ProcessGroup& pg) {
     Stage stage = build(c, cfg, pg);
-    Strategy* strategy = stage.strategy.get();
+    Parallelism* strategy = stage.parallelism.get();
     nn::Transformer& model = *stage.model;
     strategy->zero_grad();
     const StepLoss loss = strategy->forward_backward(model, micro_batches(data));
@@ -176,8 +175,8 @@ TEST(PipelineMemory, GpipeGrowsWithMicroBatchesOneFOneBIsBoundedByStages) {
       Stage stage = build(c, cfg, pg);
       auto tracker = std::make_shared<MemoryTracker>("stage");
       MemoryScope scope(tracker);
-      stage.strategy->zero_grad();
-      stage.strategy->forward_backward(*stage.model, micro_batches(data));
+      stage.parallelism->zero_grad();
+      stage.parallelism->forward_backward(*stage.model, micro_batches(data));
       out[static_cast<size_t>(pg.rank())] = tracker->peak(MemCategory::activations);
     });
     return out[0];  // the first stage: p = 2 micro-batches in flight under 1f1b

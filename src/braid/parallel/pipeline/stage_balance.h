@@ -16,7 +16,7 @@
 #include "braid/comm/process_group.h"
 #include "braid/nn/model_config.h"
 #include "braid/parallel/pipeline/partition.h"
-#include "braid/parallel/pipeline/pipeline_strategy.h"
+#include "braid/parallel/pipeline/pipeline_parallelism.h"
 
 namespace braid::parallel::pipeline {
 

@@ -26,7 +26,7 @@
 #include "braid/parallel/pipeline/partition.h"
 #include "braid/parallel/pipeline/schedule.h"
 #include "braid/parallel/pipeline/timeline.h"
-#include "braid/parallel/strategy.h"
+#include "braid/parallel/step.h"
 
 namespace braid::parallel::pipeline {
 

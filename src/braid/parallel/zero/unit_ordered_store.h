@@ -1,4 +1,4 @@
-// UnitOrderedStore: ZeroStrategy's in-memory optimizer state (Note [Optimizer state],
+// UnitOrderedStore: ShardedDataParallel's in-memory optimizer state (Note [Optimizer state],
 // optim/state_store.h), visited unit by unit, telling the strategy when a unit's last slice has
 // been updated. Note [Update overlap]: the exchange of a unit's updated pieces (the all-gather
 // that ZeRO-1/2 and hybrid ZeRO-3 need after the step) then starts while the optimizer still

@@ -1,13 +1,12 @@
-// The process groups of a ZeroStrategy (Note [Shard geometry], zero_options.h), made from a
-// DeviceMesh of the data-parallel ranks: dp_replicate x dp_shard for hybrid sharding, dp alone
-// otherwise.
-//   grad:      all N data-parallel ranks in world order: gradient reduce-scatters, the norm, and
-//              the all-gather of updated pieces of whole (unsharded) units
-//   shard:     the S ranks of this rank's shard group: parameter all-gathers
+// The process groups of a ShardedDataParallel (Note [Shard geometry], zero_options.h), taken from
+// the one DeviceMesh (device_mesh.h): its dp_replicate x dp_shard dimensions.
+//   grad:      all N data-parallel ranks in mesh order: gradient reduce-scatters, the norm, and
+//              the all-gather of updated pieces of whole (unsharded) units (the mesh's "dp")
+//   shard:     the S ranks of this rank's shard group: parameter all-gathers ("dp_shard")
 //   gather:    a twin of `shard` with its own queue for every parameter all-gather, so a
-//              prefetching all-gather never waits behind a reduce-scatter (DESIGN.md "Overlap
-//              needs two queues"); stage 3 only
-//   replicate: the R ranks holding the same shard (hybrid only, else null)
+//              prefetching all-gather never waits behind a reduce-scatter (docs/design.md
+//              "Overlap needs two queues"); stage 3 only
+//   replicate: the R ranks holding the same shard ("dp_replicate"; hybrid only, else null)
 #pragma once
 
 #include <memory>
@@ -26,9 +25,8 @@ struct ZeroGroups {
   int shard_pos = 0;        // s: position in the shard group
   int replica = 0;          // r: which replica group
 
-  // Collective over world. sharding_factor must divide world->size() (0: all ranks).
-  static ZeroGroups make(const std::shared_ptr<comm::ProcessGroup>& world, int sharding_factor,
-                         bool need_gather_stream);
+  // Collective over the mesh's world when need_gather_stream (it splits the gather twin).
+  static ZeroGroups from_mesh(const DeviceMesh& mesh, bool need_gather_stream);
 };
 
 }  // namespace braid::parallel

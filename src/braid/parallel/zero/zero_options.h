@@ -1,4 +1,4 @@
-// Options of the sharded data-parallel strategies (ZeroStrategy) and the per-unit geometry.
+// Options of the sharded data-parallel strategies (ShardedDataParallel) and the per-unit geometry.
 //
 // Note [Shard geometry]: N ranks of data parallelism, shard groups of S ranks (S divides N;
 // HYBRID_SHARD has S < N), R = N / S replicas. Every unit's elements are padded to a multiple of
@@ -14,9 +14,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "braid/core/dtype.h"
+#include "braid/parallel/plan.h"
 
 namespace braid::parallel {
 
@@ -44,7 +46,10 @@ struct ZeroOptions {
   bool offload_optimizer = false;
   bool offload_params = false;
   std::string offload_dir;      // the files' directory (each rank its own file)
+  int offload_rank = -1;        // the file's name: rank<offload_rank>.bin (-1: the dp rank)
   std::string label = "zero3";  // how describe() names it ("fsdp FULL_SHARD", ...)
+  // Per unit, by name: what differs from the options above (FSDP2's per-module policy; stage 3).
+  std::map<std::string, UnitPolicy> unit_policies;
 };
 
 struct UnitGeometry {

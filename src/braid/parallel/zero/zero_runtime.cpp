@@ -124,8 +124,8 @@ void ZeroRuntime::end_micro_step() {
 }
 
 void ZeroRuntime::reduce_accumulated() {
-  BRAID_CHECK(opt_.stage <= 2 && !opt_.sync_each_batch, opt_.label,
-              ": reduce_accumulated() needs stage 1 or 2 with micro-steps that only accumulate");
+  BRAID_CHECK(!opt_.sync_each_batch, opt_.label,
+              ": reduce_accumulated() needs micro-steps that only accumulate");
   begin_micro_step(accumulation_steps_ - 1, accumulation_steps_);  // the last: reducing
   for (ZeroUnit& u : units_) {
     if (u.trainable == 0) continue;
@@ -153,7 +153,7 @@ void ZeroRuntime::on_forward_pre(int i, bool owner) {
 void ZeroRuntime::on_forward_post(int i) {
   ZeroUnit& u = units_[static_cast<size_t>(i)];
   if (!u.sharded || in_backward_) return;  // a rerun in backward keeps them for its backward
-  if (!autograd::grad_enabled() || (opt_.reshard_after_forward && !u.keep_gathered)) {
+  if (!autograd::grad_enabled() || (u.reshard_after_forward && !u.keep_gathered)) {
     reshard(u);  // no backward will need them (no gradient recorded), or FULL_SHARD
   } else {
     u.held = true;

@@ -1,5 +1,5 @@
-// ZeroRuntime: the per-unit machinery behind ZeroStrategy (internal to parallel/zero). It owns
-// what this rank holds of every unit and moves it on the model's hooks:
+// ZeroRuntime: the per-unit machinery behind ShardedDataParallel (internal to parallel/zero). It
+// owns what this rank holds of every unit and moves it on the model's hooks:
 //
 //   forward pre   (any user module)  wait for the unit's after-step update; gather (stage 3);
 //                                    prefetch the next unit
@@ -25,7 +25,7 @@
 
 #include "braid/comm/work.h"
 #include "braid/nn/transformer.h"
-#include "braid/parallel/strategy.h"
+#include "braid/parallel/data_parallel.h"
 #include "braid/parallel/zero/offload_file.h"
 #include "braid/parallel/zero/zero_groups.h"
 #include "braid/parallel/zero/zero_options.h"
@@ -37,6 +37,7 @@ struct ZeroUnit {
   UnitGeometry geo;
   bool sharded = false;        // parameters sharded (stage 3, above the persistence threshold)
   bool keep_gathered = false;  // Note [Kept units]
+  bool reshard_after_forward = true;  // its policy (ZeroOptions, UnitPolicy)
   bool has_frozen = false;
   int trainable = 0;  // parameters that require grad
 
@@ -75,9 +76,9 @@ class ZeroRuntime {
   std::vector<ZeroUnit>& units() { return units_; }
   const nn::ParamLayout& layout() const { return layout_; }
   const nn::Model& model() const { return *model_; }
-  StrategyStats& stats() { return stats_; }
+  ParallelStats& stats() { return stats_; }
 
-  // Called by ZeroStrategy::materialize once the units hold their storage.
+  // Called by ShardedDataParallel::materialize once the units hold their storage.
   void attach(nn::Model& model, nn::ParamLayout layout, DType compute);
   DType compute_dtype() const { return compute_; }
   // The f32 master weights of this rank's piece of u (undefined when offloaded).
@@ -90,8 +91,8 @@ class ZeroRuntime {
 
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps);
   void end_micro_step();
-  // ZeroStrategy::reduce_accumulated: a last micro-step without a backward in which every unit
-  // counts as ready (stages 1 and 2 without sync_each_batch).
+  // ShardedDataParallel::reduce_accumulated: a last micro-step without a backward in which every
+  // unit counts as ready (stages 1 and 2 without sync_each_batch).
   void reduce_accumulated();
   // Note [Update overlap] (unit_ordered_store.h): the optimizer reports each unit whose
   // updates are done (unit_updated); exchanges of updated pieces are issued in unit order as
@@ -156,7 +157,7 @@ class ZeroRuntime {
   std::shared_ptr<IoTicket> grad_write_;  // the last offloaded gradient piece being written
   Tensor grad_stage_;                     // ... from here
   float grad_scale_ = 1.0f;
-  StrategyStats stats_;
+  ParallelStats stats_;
 };
 
 }  // namespace braid::parallel

@@ -1,16 +1,16 @@
-// From the config's parallel section to a parallel::StrategySpec, and the per-rank memory
+// From the config's parallel section to a parallel::ParallelPlan, and the per-rank memory
 // budget (memory.budget).
 #pragma once
 
 #include <cstdint>
 
 #include "braid/comm/process_group.h"
-#include "braid/parallel/strategy_factory.h"
+#include "braid/parallel/plan.h"
 #include "braid/train/config.h"
 
 namespace braid::train {
 
-parallel::StrategySpec strategy_spec_from(const TrainConfig& cfg);
+parallel::ParallelPlan parallel_plan_from(const TrainConfig& cfg);
 
 // memory.budget in bytes (0: none). Empty: 90% of the node's available memory (MemAvailable,
 // less a tenth for what is not tensors) shared among the node's ranks; the ranks agree on the

@@ -1,5 +1,5 @@
-// ZeroStrategy: sharded data parallelism, ZeRO stages 1-3 and every FSDP sharding strategy
-// but NO_SHARD (which is DDP), on the Strategy seam. Stage 1 shards the optimizer state, stage 2
+// ShardedDataParallel: sharded data parallelism (data_parallel.h), ZeRO stages 1-3 and every FSDP
+// sharding strategy but NO_SHARD (which is DDP). Stage 1 shards the optimizer state, stage 2
 // also the gradients (reduce-scattered unit by unit during backward, so no full gradient buffer
 // exists), stage 3 also the parameters (gathered unit by unit around forward and backward,
 // with prefetch). Geometry and groups: Note [Shard geometry] (zero_options.h); the hooks:
@@ -18,17 +18,17 @@
 
 #include "braid/comm/process_group.h"
 #include "braid/optim/clip_grad.h"
-#include "braid/parallel/strategy.h"
+#include "braid/parallel/data_parallel.h"
 #include "braid/parallel/zero/zero_options.h"
 #include "braid/parallel/zero/zero_runtime.h"
 
 namespace braid::parallel {
 
-class ZeroStrategy : public Strategy {
+class ShardedDataParallel : public DataParallel {
  public:
-  // Collective over world (it splits the groups it needs).
-  ZeroStrategy(std::shared_ptr<comm::ProcessGroup> world, ZeroOptions options);
-  ~ZeroStrategy() override;
+  // groups: the mesh's data-parallel groups (ZeroGroups::from_mesh).
+  ShardedDataParallel(ZeroGroups groups, ZeroOptions options);
+  ~ShardedDataParallel() override;
 
   std::string describe() const override;
   int dp_rank() const override;
@@ -42,19 +42,22 @@ class ZeroStrategy : public Strategy {
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps) override;
   void end_micro_step() override;
   void reduce_accumulated() override;
-  double clip_grad_norm(double max_norm, double loss_scale) override;
+  double clip_grad_norm(double max_norm, double loss_scale,
+                        comm::ProcessGroup* model_parallel) override;
+  // Offloaded gradients are read back, summed and written again (Note [Offloaded gradients]).
+  void sum_gradient(const std::string& name, comm::ProcessGroup& group) override;
   void after_optimizer_step() override;
   void synchronize() override;
-  void for_each_full_unit(const UnitVisitor& fn) override;
   void for_each_held_unit(const UnitVisitor& fn, const std::vector<int>& units) override;
-  StrategyStats last_step_stats() const override;
+  ParallelStats last_step_stats() const override;
 
  private:
   // Calls fn(unit, slice) for every piece of a parameter this rank's optimizer steps, with
   // the slice's master weights (undefined when offloaded) and gradient views.
   void for_each_piece(const std::function<void(ZeroUnit&, optim::ParamSlice, int64_t at)>& fn);
 
-  double offloaded_norm(double max_norm, double loss_scale, const optim::NormReduction& reduce);
+  double offloaded_norm(double max_norm, double loss_scale, const optim::NormReduction& reduce,
+                        bool counted);
 
   std::shared_ptr<ZeroRuntime> rt_;
   bool materialized_ = false;

@@ -1,4 +1,4 @@
-#include "braid/train/strategy_config.h"
+#include "braid/train/plan_config.h"
 
 #include <algorithm>
 
@@ -9,9 +9,9 @@
 
 namespace braid::train {
 
-parallel::StrategySpec strategy_spec_from(const TrainConfig& cfg) {
+parallel::ParallelPlan parallel_plan_from(const TrainConfig& cfg) {
   const auto& p = cfg.parallel;
-  parallel::StrategySpec s;
+  parallel::ParallelPlan s;
   s.name = p.strategy;
   s.sharding_strategy = p.sharding_strategy;
   s.sharding_factor = static_cast<int>(p.sharding_factor);

@@ -1,4 +1,4 @@
-#include "braid/parallel/ddp/ddp_strategy.h"
+#include "braid/parallel/ddp/replicated_data_parallel.h"
 
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
@@ -20,24 +20,25 @@ std::vector<optim::ParamSlice> whole_parameter_slices(nn::Model& model) {
   return slices;
 }
 
-DdpStrategy::DdpStrategy(std::shared_ptr<comm::ProcessGroup> group, DdpStrategyOptions options)
+ReplicatedDataParallel::ReplicatedDataParallel(std::shared_ptr<comm::ProcessGroup> group,
+                                               ReplicatedOptions options)
     : group_(std::move(group)), options_(options) {}
 
-DdpStrategy::~DdpStrategy() = default;
+ReplicatedDataParallel::~ReplicatedDataParallel() = default;
 
-std::string DdpStrategy::describe() const {
+std::string ReplicatedDataParallel::describe() const {
   if (!group_) return "none (one process)";
   return "ddp over dp=" + std::to_string(group_->size()) + ", " +
          std::to_string(ddp_ ? ddp_->buckets().size() : 0) + " gradient buckets";
 }
 
-nn::Model& DdpStrategy::model() const {
-  BRAID_CHECK(model_ != nullptr, "DdpStrategy: materialize() has not been called");
+nn::Model& ReplicatedDataParallel::model() const {
+  BRAID_CHECK(model_ != nullptr, "ReplicatedDataParallel: materialize() has not been called");
   return *model_;
 }
 
-void DdpStrategy::materialize(nn::Model& model, const MaterializeOptions& options) {
-  BRAID_CHECK(model_ == nullptr, "DdpStrategy: materialize() called twice");
+void ReplicatedDataParallel::materialize(nn::Model& model, const MaterializeOptions& options) {
+  BRAID_CHECK(model_ == nullptr, "ReplicatedDataParallel: materialize() called twice");
   all_ranks_or_throw(group_.get(), [&] {
     model.materialize(/*allocate_grads=*/true, nn::ParamLayout::kAlign, options.param_dtype);
     nn::FlatBuffer& flat = model.flat();
@@ -63,20 +64,20 @@ void DdpStrategy::materialize(nn::Model& model, const MaterializeOptions& option
   model.flat().sync_compute();  // after the broadcast of rank 0's masters
 }
 
-void DdpStrategy::after_optimizer_step() {
+void ReplicatedDataParallel::after_optimizer_step() {
   model().flat().sync_compute();
 }
 
-std::vector<optim::ParamSlice> DdpStrategy::optimizer_slices() {
+std::vector<optim::ParamSlice> ReplicatedDataParallel::optimizer_slices() {
   return whole_parameter_slices(model());
 }
 
-void DdpStrategy::zero_grad() {
+void ReplicatedDataParallel::zero_grad() {
   model().zero_grad();
   stats_ = {};
 }
 
-void DdpStrategy::begin_micro_step(int64_t micro_step, int64_t accumulation_steps) {
+void ReplicatedDataParallel::begin_micro_step(int64_t micro_step, int64_t accumulation_steps) {
   micro_step_ = micro_step;
   accumulation_steps_ = accumulation_steps;
   const bool last = micro_step + 1 == accumulation_steps;
@@ -86,7 +87,7 @@ void DdpStrategy::begin_micro_step(int64_t micro_step, int64_t accumulation_step
   if (options_.sync_each_batch && micro_step > 0) model().zero_grad();
 }
 
-void DdpStrategy::end_micro_step() {
+void ReplicatedDataParallel::end_micro_step() {
   if (!ddp_ || !ddp_->sync()) return;
   ddp_->finish_backward();
   stats_.exposed_comm_ms += ddp_->last_step_stats().exposed_wait_ms;
@@ -103,9 +104,9 @@ void DdpStrategy::end_micro_step() {
   if (micro_step_ + 1 == accumulation_steps_) grads.copy_(reduced_sum_);
 }
 
-void DdpStrategy::reduce_accumulated() {
+void ReplicatedDataParallel::reduce_accumulated() {
   BRAID_CHECK(!options_.sync_each_batch,
-              "DdpStrategy: reduce_accumulated() needs micro-steps "
+              "ReplicatedDataParallel: reduce_accumulated() needs micro-steps "
               "that only accumulate (sync_each_batch off)");
   if (!ddp_) return;
   ddp_->reduce_accumulated();
@@ -113,11 +114,11 @@ void DdpStrategy::reduce_accumulated() {
   stats_.bytes_reduced += ddp_->last_step_stats().bytes;
 }
 
-double DdpStrategy::clip_grad_norm(double max_norm, double loss_scale) {
+double ReplicatedDataParallel::clip_grad_norm(double max_norm, double loss_scale,
+                                              comm::ProcessGroup* mp) {
   // After the all-reduce every rank holds the same whole gradient: the local norm is global,
   // unless ranks hold different slices of the model (Note [Model-parallel norm]).
   nn::FlatBuffer& flat = model().flat();
-  comm::ProcessGroup* mp = model_parallel_group();
   if (!mp) return optim::clip_grad_norm({flat.grads()}, max_norm, {}, false, loss_scale);
   std::vector<Tensor> counted;
   for (size_t u = 0; u < flat.layout().units().size(); ++u) {
@@ -130,11 +131,8 @@ double DdpStrategy::clip_grad_norm(double max_norm, double loss_scale) {
                                norm_reduction(mp, &stats_.exposed_comm_ms), loss_scale);
 }
 
-void DdpStrategy::for_each_full_unit(const UnitVisitor& fn) {
-  for_each_held_unit(fn, all_units(model().layout()));
-}
-
-void DdpStrategy::for_each_held_unit(const UnitVisitor& fn, const std::vector<int>& units) {
+void ReplicatedDataParallel::for_each_held_unit(const UnitVisitor& fn,
+                                                const std::vector<int>& units) {
   nn::FlatBuffer& flat = model().flat();
   for (int u : units) {
     const nn::FlatRange r = flat.unit_range(u);

@@ -1,4 +1,4 @@
-#include "braid/parallel/zero/zero_strategy.h"
+#include "braid/parallel/zero/sharded_data_parallel.h"
 
 #include <algorithm>
 #include <chrono>
@@ -16,14 +16,12 @@
 
 namespace braid::parallel {
 
-ZeroStrategy::ZeroStrategy(std::shared_ptr<comm::ProcessGroup> world, ZeroOptions options) {
+ShardedDataParallel::ShardedDataParallel(ZeroGroups groups, ZeroOptions options) {
   BRAID_CHECK(options.stage >= 1 && options.stage <= 3, "ZeRO stage must be 1, 2 or 3, got ",
               options.stage);
-  BRAID_CHECK(options.stage == 3 || options.sharding_factor == 0 ||
-                  options.sharding_factor == (world ? world->size() : 1),
-              "parallel.sharding_factor ", options.sharding_factor,
+  BRAID_CHECK(options.stage == 3 || groups.r == 1, "parallel.sharding_factor ", groups.s,
               " applies to sharded parameters (zero3 / fsdp); ", options.label, " shards over all ",
-              world ? world->size() : 1, " ranks");
+              groups.n, " ranks");
   BRAID_CHECK(options.limit_all_gathers >= 1, "parallel.limit_all_gathers must be >= 1, got ",
               options.limit_all_gathers);
   BRAID_CHECK(!options.offload_params || options.stage == 3,
@@ -36,7 +34,6 @@ ZeroStrategy::ZeroStrategy(std::shared_ptr<comm::ProcessGroup> world, ZeroOption
   BRAID_CHECK(
       !(options.offload_optimizer || options.offload_params) || !options.offload_dir.empty(),
       "offload needs a directory (parallel.offload_dir)");
-  ZeroGroups groups = ZeroGroups::make(world, options.sharding_factor, options.stage == 3);
   BRAID_CHECK(!options.offload_params || groups.r == 1,
               "parallel.offload_params with hybrid "
               "sharding (",
@@ -45,7 +42,7 @@ ZeroStrategy::ZeroStrategy(std::shared_ptr<comm::ProcessGroup> world, ZeroOption
   rt_ = std::make_shared<ZeroRuntime>(std::move(options), std::move(groups));
 }
 
-ZeroStrategy::~ZeroStrategy() {
+ShardedDataParallel::~ShardedDataParallel() {
   // Never leave a collective writing into memory that is about to go.
   try {
     if (rt_ && materialized_) rt_->wait_all_updates();
@@ -59,7 +56,7 @@ ZeroStrategy::~ZeroStrategy() {
   }
 }
 
-std::string ZeroStrategy::describe() const {
+std::string ShardedDataParallel::describe() const {
   const ZeroOptions& o = rt_->options();
   const ZeroGroups& g = rt_->groups();
   std::string s = o.label + " over dp=" + std::to_string(g.n);
@@ -74,15 +71,42 @@ std::string ZeroStrategy::describe() const {
   return s;
 }
 
-int ZeroStrategy::dp_rank() const {
+int ShardedDataParallel::dp_rank() const {
   return rt_->groups().grad->rank();
 }
-int ZeroStrategy::dp_size() const {
+int ShardedDataParallel::dp_size() const {
   return rt_->groups().n;
 }
 
-void ZeroStrategy::materialize(nn::Model& model, const MaterializeOptions& options) {
-  BRAID_CHECK(!materialized_, "ZeroStrategy: materialize() called twice");
+namespace {
+// The policy of the unit named `name` (empty where the options hold).
+UnitPolicy unit_policy(const ZeroOptions& o, const std::string& name) {
+  auto it = o.unit_policies.find(name);
+  return it == o.unit_policies.end() ? UnitPolicy{} : it->second;
+}
+
+// Every per-unit policy names a unit of the whole model (a pipeline stage holds some), and asks
+// what its stage can do.
+void check_unit_policies(const ZeroOptions& o, const nn::ParamLayout& layout) {
+  for (const auto& [name, policy] : o.unit_policies) {
+    BRAID_CHECK(o.stage == 3, "parallel.unit_policy '", name, "': per-unit parameter sharding ",
+                "applies to sharded parameters (zero3 / fsdp), not ", o.label);
+    std::string names;
+    bool found = false;
+    for (const nn::UnitInfo& u : layout.units()) {
+      found = found || u.name == name;
+      names += (names.empty() ? "" : ", ") + u.name;
+    }
+    (void)policy;
+    BRAID_CHECK(found, "parallel.unit_policy '", name, "' names no unit of the model (", names,
+                ")");
+  }
+}
+}  // namespace
+
+void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions& options) {
+  BRAID_CHECK(!materialized_, "ShardedDataParallel: materialize() called twice");
+  check_unit_policies(rt_->options(), model.full_layout());
   ZeroRuntime& rt = *rt_;
   const ZeroOptions& o = rt.options();
   const ZeroGroups& g = rt.groups();
@@ -92,7 +116,8 @@ void ZeroStrategy::materialize(nn::Model& model, const MaterializeOptions& optio
   units.resize(layout.units().size());
   all_ranks_or_throw(g.grad.get(), [&] {
     if (o.offload_optimizer) {
-      const std::string file = "rank" + std::to_string(g.grad->rank()) + ".bin";
+      const int file_rank = o.offload_rank >= 0 ? o.offload_rank : g.grad->rank();
+      const std::string file = "rank" + std::to_string(file_rank) + ".bin";
       rt.set_offload(std::make_shared<OffloadFile>(std::filesystem::path(o.offload_dir) / file));
     }
     const DType compute = options.param_dtype;
@@ -105,7 +130,10 @@ void ZeroStrategy::materialize(nn::Model& model, const MaterializeOptions& optio
       ZeroUnit& u = units[k];
       u.index = static_cast<int>(k);
       u.geo = {info.padded, info.padded / g.n};
-      u.sharded = o.stage == 3 && info.numel > o.param_persistence_threshold;
+      const UnitPolicy policy = unit_policy(o, info.name);
+      u.sharded = o.stage == 3 &&
+                  policy.shard_parameters.value_or(info.numel > o.param_persistence_threshold);
+      u.reshard_after_forward = policy.reshard_after_forward.value_or(o.reshard_after_forward);
       u.keep_gathered = info.users.size() > info.owners.size() || k + 1 == units.size();
       for (int p : info.params) {
         const bool trainable = layout.params()[static_cast<size_t>(p)].param->requires_grad;
@@ -177,9 +205,9 @@ void ZeroStrategy::materialize(nn::Model& model, const MaterializeOptions& optio
   materialized_ = true;
 }
 
-void ZeroStrategy::for_each_piece(
+void ShardedDataParallel::for_each_piece(
     const std::function<void(ZeroUnit&, optim::ParamSlice, int64_t at)>& fn) {
-  BRAID_CHECK(materialized_, "ZeroStrategy: materialize() has not been called");
+  BRAID_CHECK(materialized_, "ShardedDataParallel: materialize() has not been called");
   ZeroRuntime& rt = *rt_;
   const nn::ParamLayout& layout = rt.layout();
   const int c = rt.groups().grad->rank();
@@ -205,13 +233,13 @@ void ZeroStrategy::for_each_piece(
   }
 }
 
-std::vector<optim::ParamSlice> ZeroStrategy::optimizer_slices() {
+std::vector<optim::ParamSlice> ShardedDataParallel::optimizer_slices() {
   std::vector<optim::ParamSlice> slices;
   for_each_piece([&](ZeroUnit&, optim::ParamSlice s, int64_t) { slices.push_back(std::move(s)); });
   return slices;
 }
 
-std::unique_ptr<optim::StateStore> ZeroStrategy::optimizer_state_store() {
+std::unique_ptr<optim::StateStore> ShardedDataParallel::optimizer_state_store() {
   ZeroRuntime& rt = *rt_;
   std::vector<int> unit_of, per_unit(rt.units().size(), 0);
   std::vector<std::pair<std::string, int64_t>> keys;
@@ -244,7 +272,7 @@ std::unique_ptr<optim::StateStore> ZeroStrategy::optimizer_state_store() {
                                                rt.grad_scale(), unit_done);
 }
 
-std::string ZeroStrategy::memory_note() const {
+std::string ShardedDataParallel::memory_note() const {
   const auto& file = rt_->offload();
   if (!file) return "";
   return "offloaded (" + file->path().string() + (file->is_direct() ? ", direct I/O" : "") +
@@ -253,28 +281,28 @@ std::string ZeroStrategy::memory_note() const {
          " so far";
 }
 
-void ZeroStrategy::zero_grad() {
+void ShardedDataParallel::zero_grad() {
   // Stage 1 keeps a full gradient buffer; stages 2 and 3 start every unit's buffer from zero.
   for (ZeroUnit& u : rt_->units())
     if (rt_->options().stage == 1) u.grads.zero_();
 }
 
-void ZeroStrategy::begin_micro_step(int64_t micro_step, int64_t accumulation_steps) {
+void ShardedDataParallel::begin_micro_step(int64_t micro_step, int64_t accumulation_steps) {
   rt_->begin_micro_step(micro_step, accumulation_steps);
 }
 
-void ZeroStrategy::end_micro_step() {
+void ShardedDataParallel::end_micro_step() {
   rt_->end_micro_step();
 }
 
-void ZeroStrategy::reduce_accumulated() {
+void ShardedDataParallel::reduce_accumulated() {
   rt_->reduce_accumulated();
 }
 
-double ZeroStrategy::clip_grad_norm(double max_norm, double loss_scale) {
+double ShardedDataParallel::clip_grad_norm(double max_norm, double loss_scale,
+                                           comm::ProcessGroup* mp) {
   ZeroRuntime& rt = *rt_;
   std::vector<Tensor> pieces, counted;
-  comm::ProcessGroup* mp = model_parallel_group();
   for (ZeroUnit& u : rt.units()) {
     if (u.trainable == 0) continue;
     pieces.push_back(u.grad_piece);
@@ -289,18 +317,18 @@ double ZeroStrategy::clip_grad_norm(double max_norm, double loss_scale) {
   // the model-parallel group, Note [Model-parallel norm]).
   const optim::NormReduction reduce =
       compose(norm_reduction(&group, &waited), norm_reduction(mp, &waited));
-  BRAID_CHECK(!mp || !rt.offload(),
-              "offloaded gradients with tensor parallelism are not supported yet");
   if (!rt.units().empty() && rt.offload() && rt.options().stage >= 2)
-    return offloaded_norm(max_norm, loss_scale, reduce);
+    return offloaded_norm(max_norm, loss_scale, reduce, mp != nullptr);
   if (mp) return optim::clip_grad_norm(pieces, counted, max_norm, reduce, loss_scale);
   return optim::clip_grad_norm(pieces, max_norm, reduce, false, loss_scale);
 }
 
 // Note [Offloaded gradients] (zero_runtime.cpp): the max comes from the pieces' notes, the sum
 // reads every piece back once (one read ahead), and clipping is left to the optimizer's reads.
-double ZeroStrategy::offloaded_norm(double max_norm, double loss_scale,
-                                    const optim::NormReduction& reduce) {
+// With model parallelism the sum counts each parameter once (Note [Model-parallel norm]); a
+// replicated parameter's copies are equal, so the max needs no such care.
+double ShardedDataParallel::offloaded_norm(double max_norm, double loss_scale,
+                                           const optim::NormReduction& reduce, bool counted) {
   ZeroRuntime& rt = *rt_;
   std::vector<ZeroUnit*> units;
   float local_max = 0.0f;
@@ -321,7 +349,15 @@ double ZeroStrategy::offloaded_norm(double max_norm, double loss_scale,
       if (k == 0) start(0);
       if (k + 1 < units.size()) start(k + 1);
       reads[k]->wait();
-      sum += kernels::sum_squares_fixed(buffers[k], shift);
+      const ZeroUnit& u = *units[k];
+      if (counted) {
+        const Tensor piece = buffers[k].flat_range(0, u.geo.piece);
+        const int64_t begin = u.geo.piece_begin(rt.groups().grad->rank());
+        for (const Tensor& t : counted_pieces(rt.layout(), u.index, begin, piece))
+          sum += kernels::sum_squares_fixed(t, shift);
+      } else {
+        sum += kernels::sum_squares_fixed(buffers[k], shift);
+      }
       buffers[k] = Tensor();
     }
     return sum;
@@ -332,19 +368,32 @@ double ZeroStrategy::offloaded_norm(double max_norm, double loss_scale,
   return scaled / loss_scale;
 }
 
-void ZeroStrategy::after_optimizer_step() {
+void ShardedDataParallel::sum_gradient(const std::string& name, comm::ProcessGroup& group) {
+  ZeroRuntime& rt = *rt_;
+  if (!rt.offload() || rt.options().stage < 2) {
+    DataParallel::sum_gradient(name, group);
+    return;
+  }
+  for_each_piece([&](ZeroUnit& u, optim::ParamSlice s, int64_t at) {
+    if (s.name() != name || u.grad_region < 0 || s.shard.numel == 0) return;
+    Tensor piece = io_buffer(u.geo.piece, DType::f32, MemCategory::gradients);
+    rt.offload()->read(u.grad_region, piece)->wait();
+    Tensor mine = piece.flat_range(at, s.shard.numel);
+    group.all_reduce(mine)->wait();
+    u.grad_max = kernels::max_abs(piece.flat_range(0, u.geo.piece));
+    rt.offload()->write(u.grad_region, piece)->wait();
+  });
+}
+
+void ShardedDataParallel::after_optimizer_step() {
   rt_->launch_updates();
 }
 
-void ZeroStrategy::synchronize() {
+void ShardedDataParallel::synchronize() {
   rt_->wait_all_updates();
 }
 
-void ZeroStrategy::for_each_full_unit(const UnitVisitor& fn) {
-  for_each_held_unit(fn, all_units(rt_->layout()));
-}
-
-void ZeroStrategy::for_each_held_unit(const UnitVisitor& fn, const std::vector<int>& units) {
+void ShardedDataParallel::for_each_held_unit(const UnitVisitor& fn, const std::vector<int>& units) {
   ZeroRuntime& rt = *rt_;
   rt.wait_all_updates();
   for (int i : units) {
@@ -355,7 +404,7 @@ void ZeroStrategy::for_each_held_unit(const UnitVisitor& fn, const std::vector<i
   }
 }
 
-StrategyStats ZeroStrategy::last_step_stats() const {
+ParallelStats ShardedDataParallel::last_step_stats() const {
   return rt_->stats();
 }
 

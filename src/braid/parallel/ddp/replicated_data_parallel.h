@@ -1,7 +1,7 @@
-// DdpStrategy: the replicated strategies. Every rank holds the whole model in one FlatBuffer
-// (nn/flat_buffer.h), its gradients and its optimizer state. With a group of more than one
-// rank, DistributedDataParallel all-reduces the gradients in buckets while backward runs
-// (strategy "ddp", and FSDP's NO_SHARD); without one it is a single process ("none").
+// ReplicatedDataParallel: data parallelism with every unit replicated. Every rank holds the whole
+// model in one FlatBuffer (nn/flat_buffer.h), its gradients and its optimizer state. With a group
+// of more than one rank, DistributedDataParallel all-reduces the gradients in buckets while
+// backward runs (plan "ddp", and FSDP's NO_SHARD); without one it is a single process ("none").
 //
 // Accumulation (Note [Accumulation order]): by default the micro-steps before the last only
 // accumulate locally (no_sync) and the last one reduces the sum, as PyTorch DDP's no_sync. With
@@ -13,23 +13,23 @@
 #include <memory>
 
 #include "braid/comm/process_group.h"
+#include "braid/parallel/data_parallel.h"
 #include "braid/parallel/ddp/distributed_data_parallel.h"
-#include "braid/parallel/strategy.h"
 
 namespace braid::parallel {
 
-struct DdpStrategyOptions {
+struct ReplicatedOptions {
   double bucket_mb = 25.0;
   bool find_unused_parameters = false;
   bool sync_each_batch = false;
   DType reduce_dtype = DType::f32;  // Note [Reduce dtype]
 };
 
-class DdpStrategy : public Strategy {
+class ReplicatedDataParallel : public DataParallel {
  public:
   // group null: one process.
-  DdpStrategy(std::shared_ptr<comm::ProcessGroup> group, DdpStrategyOptions options);
-  ~DdpStrategy() override;
+  ReplicatedDataParallel(std::shared_ptr<comm::ProcessGroup> group, ReplicatedOptions options);
+  ~ReplicatedDataParallel() override;
 
   std::string describe() const override;
   int dp_rank() const override { return group_ ? group_->rank() : 0; }
@@ -41,11 +41,11 @@ class DdpStrategy : public Strategy {
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps) override;
   void end_micro_step() override;
   void reduce_accumulated() override;
-  double clip_grad_norm(double max_norm, double loss_scale) override;
+  double clip_grad_norm(double max_norm, double loss_scale,
+                        comm::ProcessGroup* model_parallel) override;
   void after_optimizer_step() override;
-  void for_each_full_unit(const UnitVisitor& fn) override;
   void for_each_held_unit(const UnitVisitor& fn, const std::vector<int>& units) override;
-  StrategyStats last_step_stats() const override { return stats_; }
+  ParallelStats last_step_stats() const override { return stats_; }
 
   DistributedDataParallel* ddp() { return ddp_.get(); }
 
@@ -53,12 +53,12 @@ class DdpStrategy : public Strategy {
   nn::Model& model() const;
 
   std::shared_ptr<comm::ProcessGroup> group_;
-  DdpStrategyOptions options_;
+  ReplicatedOptions options_;
   nn::Model* model_ = nullptr;
   std::unique_ptr<DistributedDataParallel> ddp_;
   int64_t micro_step_ = 0, accumulation_steps_ = 1;
   Tensor reduced_sum_;  // sync_each_batch: the reduced gradients of the micro-steps so far
-  StrategyStats stats_;
+  ParallelStats stats_;
 };
 
 // The whole-parameter slices of a model materialised in one FlatBuffer (frozen: no gradient).

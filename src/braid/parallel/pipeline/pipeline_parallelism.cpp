@@ -1,4 +1,4 @@
-#include "braid/parallel/pipeline/pipeline_strategy.h"
+#include "braid/parallel/pipeline/pipeline_parallelism.h"
 
 #include <bit>
 #include <cmath>
@@ -14,32 +14,28 @@ namespace braid::parallel {
 
 using pipeline::BlockRange;
 
-PipelineStrategy::PipelineStrategy(std::shared_ptr<DeviceMesh> mesh,
-                                   std::unique_ptr<Strategy> inner, Strategy& dp,
-                                   PipelineOptions options)
-    : mesh_(std::move(mesh)), inner_(std::move(inner)), options_(std::move(options)) {
+PipelineParallelism::PipelineParallelism(std::shared_ptr<DeviceMesh> mesh, PipelineOptions options)
+    : mesh_(std::move(mesh)), options_(std::move(options)) {
   pipeline::ScheduleShape shape{options_.schedule, stages(), stages(), options_.chunks};
   pipeline::check_schedule(shape);
-  // Every rank creates the same groups in the same order.
-  dp.set_model_parallel_group(mesh_->group_along({"pp", "tp"}, "mp"));
   const int last = stages() - 1;
   embedding_group_ = mesh_->group("pp").split(stage() == 0 || stage() == last ? 0 : -1, stage(),
                                               mesh_->group("pp").name() + "/embedding");
   timeline_ = std::make_unique<pipeline::Timeline>(mesh_->world().rank());
 }
 
-PipelineStrategy::~PipelineStrategy() = default;
+PipelineParallelism::~PipelineParallelism() = default;
 
-std::string PipelineStrategy::describe() const {
-  std::string s = inner_->describe() + " x pp=" + std::to_string(stages()) + " (" +
-                  pipeline::schedule_name(options_.schedule);
+std::string PipelineParallelism::describe() const {
+  std::string s =
+      " x pp=" + std::to_string(stages()) + " (" + pipeline::schedule_name(options_.schedule);
   if (options_.chunks > 1) s += ", " + std::to_string(options_.chunks) + " chunks per rank";
   if (!partition_.empty())
     s += ", " + options_.balance + " stages " + pipeline::describe_partition(partition_);
   return s + ")";
 }
 
-std::optional<nn::PipelineStage> PipelineStrategy::pipeline_stage(const nn::ModelConfig& config) {
+nn::PipelineStage PipelineParallelism::declare(const nn::ModelConfig& config) {
   partition_ = pipeline::plan_stages(config, options_, stages(), mesh_->world());
   pipeline::ScheduleShape shape{options_.schedule, stages(), stages(), options_.chunks};
   runner_ = std::make_unique<pipeline::StageRunner>(mesh_->group_ptr("pp"), shape, partition_,
@@ -54,73 +50,43 @@ std::optional<nn::PipelineStage> PipelineStrategy::pipeline_stage(const nn::Mode
   return mine;
 }
 
-void PipelineStrategy::materialize(nn::Model& declared, const MaterializeOptions& options) {
-  nn::Transformer& model = transformer_for(declared, "pipeline parallelism");
+StepLoss PipelineParallelism::run_schedule(nn::Transformer& model, const MicroBatches& batches,
+                                           const BackwardHooks& hooks) {
   BRAID_CHECK(runner_ && model.pipeline_stage(),
-              "PipelineStrategy: declare the model with the strategy's pipeline_stage() "
+              "pipeline parallelism: declare the model with its declare() "
               "(TransformerOptions::pipeline)");
-  model_ = &model;
-  inner_->materialize(model, options);
-}
-
-void PipelineStrategy::zero_grad() {
-  inner_->zero_grad();
-}
-
-void PipelineStrategy::begin_micro_step(int64_t, int64_t) {
-  BRAID_THROW("PipelineStrategy: micro-steps run inside the schedule; call forward_backward()");
-}
-
-void PipelineStrategy::end_micro_step() {
-  BRAID_THROW("PipelineStrategy: micro-steps run inside the schedule; call forward_backward()");
-}
-
-StepLoss PipelineStrategy::forward_backward(nn::Transformer& model, const MicroBatches& batches) {
-  BRAID_CHECK(&model == model_, "PipelineStrategy: forward_backward() on another model");
   timeline_->begin_step(++steps_);
-  StepLoss local = runner_->run(
-      model, batches, [this](int64_t k, int64_t n) { inner_->begin_micro_step(k, n + 1); },
-      [this] { inner_->end_micro_step(); });
-  // Note [Pipeline reduction]: the schedule has drained; each gradient is reduced once.
-  inner_->reduce_accumulated();
-  sync_tied_embeddings();
-  timeline_->end_step();
-  bool finite = local.finite;
-  const double sum = broadcast_from_last(local.sum, &finite);
-  return {sum, finite};
+  return runner_->run(model, batches, hooks.begin, hooks.end);
 }
 
 // Megatron's embedding group: the first stage's token table and the last stage's replica (which
 // its LM head reads) get the sum of both gradients, so both take the same optimizer step.
-void PipelineStrategy::sync_tied_embeddings() {
-  if (!model_->config().tie_word_embeddings || !embedding_group_ || stages() == 1) return;
-  const std::string& name = model_->full_layout().params().front().name;  // the token table
-  for (optim::ParamSlice& s : inner_->optimizer_slices())
-    if (s.name() == name && s.grad.defined() && s.grad.numel() > 0)
-      embedding_group_->all_reduce(s.grad)->wait();
-}
-
-// The last stage's loss, to every stage (as bits: no rounding on the way).
-double PipelineStrategy::broadcast_from_last(double v, bool* finite) {
+StepLoss PipelineParallelism::finish_step(const nn::Transformer& model, DataParallel& data,
+                                          StepLoss local) {
+  if (model.config().tie_word_embeddings && stages() > 1 && embedding_group_)
+    data.sum_gradient(model.full_layout().params().front().name, *embedding_group_);
+  timeline_->end_step();
+  // The last stage's loss, to every stage (as bits: no rounding on the way).
   Tensor t = Tensor::empty(Shape{2}, DType::i64, MemCategory::communication);
-  t.data<int64_t>()[0] = std::bit_cast<int64_t>(v);
-  t.data<int64_t>()[1] = *finite ? 1 : 0;
+  t.data<int64_t>()[0] = std::bit_cast<int64_t>(local.sum);
+  t.data<int64_t>()[1] = local.finite ? 1 : 0;
   mesh_->group("pp").broadcast(t, stages() - 1)->wait();
-  *finite = t.data<int64_t>()[1] != 0;
-  return std::bit_cast<double>(t.data<int64_t>()[0]);
+  return {std::bit_cast<double>(t.data<int64_t>()[0]), t.data<int64_t>()[1] != 0};
 }
 
-double PipelineStrategy::eval_loss(nn::Transformer& model, const Tensor& ids,
-                                   const Tensor& targets) {
+double PipelineParallelism::eval_loss(nn::Transformer& model, const Tensor& ids,
+                                      const Tensor& targets) {
   double sum = 0;
   runner_->forward_only(model, ids, [&](const autograd::Variable& h) {
     sum = model.head_loss(h, targets, 1.0).value().item();
   });
-  bool finite = std::isfinite(sum);
-  return broadcast_from_last(sum, &finite);
+  Tensor t = Tensor::empty(Shape{1}, DType::i64, MemCategory::communication);
+  t.data<int64_t>()[0] = std::bit_cast<int64_t>(sum);
+  mesh_->group("pp").broadcast(t, stages() - 1)->wait();
+  return std::bit_cast<double>(t.data<int64_t>()[0]);
 }
 
-Tensor PipelineStrategy::last_logits(nn::Transformer& model, const Tensor& ids) {
+Tensor PipelineParallelism::last_logits(nn::Transformer& model, const Tensor& ids) {
   Tensor logits =
       Tensor::empty(Shape{1, model.config().vocab_size}, DType::f32, MemCategory::activations);
   runner_->forward_only(
@@ -131,14 +97,14 @@ Tensor PipelineStrategy::last_logits(nn::Transformer& model, const Tensor& ids) 
 
 // Every unit of the whole model in order: virtual stage by virtual stage, each unit broadcast
 // over pp from the stage that holds it (its dp and tp peers gather it there first).
-void PipelineStrategy::for_each_full_unit(const UnitVisitor& fn) {
-  BRAID_CHECK(model_ != nullptr, "PipelineStrategy: not materialised");
+void PipelineParallelism::whole_units(const nn::Transformer& model, const HeldUnits& held,
+                                      const UnitVisitor& fn) {
   comm::ProcessGroup& pp = mesh_->group("pp");
-  const nn::ParamLayout& full = model_->full_layout();
+  const nn::ParamLayout& full = model.full_layout();
   const int V = static_cast<int>(partition_.size());
   auto relay = [&](int root, const std::vector<int>& globals, const std::vector<int>& mine) {
     if (stage() == root) {
-      inner_->for_each_held_unit(
+      held(
           [&](int g, const Tensor& unit) {
             const int64_t n = full.units()[static_cast<size_t>(g)].numel;
             Tensor t = unit.flat_range(0, n).to(DType::f32);
@@ -157,8 +123,8 @@ void PipelineStrategy::for_each_full_unit(const UnitVisitor& fn) {
   };
   // This rank's local index of global unit g (-1: not held).
   auto local = [&](int g) {
-    for (size_t u = 0; u < model_->layout().units().size(); ++u)
-      if (model_->global_unit(static_cast<int>(u)) == g) return static_cast<int>(u);
+    for (size_t u = 0; u < model.layout().units().size(); ++u)
+      if (model.global_unit(static_cast<int>(u)) == g) return static_cast<int>(u);
     return -1;
   };
   const int units = static_cast<int>(full.units().size());
@@ -176,21 +142,22 @@ void PipelineStrategy::for_each_full_unit(const UnitVisitor& fn) {
   }
 }
 
-StrategyStats PipelineStrategy::last_step_stats() const {
-  StrategyStats s = inner_->last_step_stats();
-  s.exposed_comm_ms += runner_ ? runner_->last_wait_ms() : 0;
-  if (steps_ > 0) s.bubble = timeline_->last_bubble();
-  return s;
+double PipelineParallelism::last_wait_ms() const {
+  return runner_ ? runner_->last_wait_ms() : 0;
 }
 
-std::string PipelineStrategy::finish_training() {
+double PipelineParallelism::last_bubble() const {
+  return steps_ > 0 ? timeline_->last_bubble() : -1;
+}
+
+std::string PipelineParallelism::finish_training() {
   if (options_.trace.empty()) return "";
   write_trace(options_.trace);
   return "pipeline timeline of " + std::to_string(steps_) + " step(s) written to " +
          options_.trace + " (open it in https://ui.perfetto.dev or chrome://tracing)";
 }
 
-void PipelineStrategy::write_trace(const std::string& path) {
+void PipelineParallelism::write_trace(const std::string& path) {
   const std::vector<std::string> all =
       all_gather_strings(&mesh_->world(), timeline_->chrome_events_json());
   // Only rank 0 writes, but a failure (no such directory, a full disk) stops every rank.

@@ -1,30 +1,44 @@
-// make_strategy: the one place that maps strategy names to implementations (the Trainer only
-// sees parallel::Strategy).
+// ParallelPlan: what parallelize() (parallelize.h) applies to a model, from the config's
+// parallel section (train/plan_config.h) or a library user. The names a user gives:
 //
-//   none                           one process (DdpStrategy without a group)
-//   ddp                            DdpStrategy
-//   zero1 | zero2 | zero3          ZeroStrategy, stage 1 / 2 / 3 (zero3 may shard in groups of
-//                                  sharding_factor ranks, replicated across groups)
+//   name                           data parallelism over the mesh's dp ranks
+//   none                           one process (ReplicatedDataParallel without a group)
+//   ddp                            ReplicatedDataParallel
+//   zero1 | zero2 | zero3          ShardedDataParallel, stage 1 / 2 / 3 (zero3 may shard in groups
+//                                  of sharding_factor ranks, replicated across groups)
 //   fsdp + FULL_SHARD              stage 3, parameters freed after forward
 //          SHARD_GRAD_OP           stage 3, parameters kept from forward to backward
 //          NO_SHARD                DDP
 //          HYBRID_SHARD            FULL_SHARD inside groups of sharding_factor ranks
 //          HYBRID_SHARD_ZERO2      SHARD_GRAD_OP inside groups of sharding_factor ranks
-// tensor_parallel_size > 1 wraps any of them in a TensorParallelStrategy, and
-// pipeline_parallel_size > 1 that in a PipelineStrategy, on one dp x pp x tp mesh.
+//
+// tensor_parallel_size > 1 adds tensor (and sequence) parallelism, pipeline_parallel_size > 1
+// pipeline parallelism; every data-parallel name composes with both (docs/design.md
+// "Parallelism as a plan"). unit_policies override, unit by unit, what the data-parallel name
+// says (FSDP2's per-module fully_shard arguments).
 #pragma once
 
 #include <cstdint>
-#include <memory>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "braid/comm/process_group.h"
-#include "braid/parallel/strategy.h"
+#include "braid/core/dtype.h"
 
 namespace braid::parallel {
 
-struct StrategySpec {
+// One unit's data-parallel policy where it differs from the plan's (unset: the plan's).
+struct UnitPolicy {
+  // Stage 3: shard this unit's parameters (false: keep them whole on every rank, as
+  // param_persistence_threshold does for small units).
+  std::optional<bool> shard_parameters;
+  // Stage 3: free the gathered parameters after the unit's forward (false: keep them until its
+  // backward, as SHARD_GRAD_OP does for every unit).
+  std::optional<bool> reshard_after_forward;
+};
+
+struct ParallelPlan {
   std::string name = "none";
   std::string sharding_strategy = "FULL_SHARD";  // fsdp only
   int sharding_factor = 0;                       // 0: all ranks (HYBRID_*: ranks per node)
@@ -40,11 +54,12 @@ struct StrategySpec {
   std::string offload_optimizer = "none";  // none | nvme
   std::string offload_params = "none";     // none | nvme (zero3 / fsdp)
   std::string offload_dir;                 // the offload files' directory
-  // Tensor parallelism (TensorParallelStrategy): the strategy above runs over dp = world / tp.
+  // Per unit, by the unit's name ("embeddings", "block.3", "head"): FSDP2's per-module policy.
+  std::map<std::string, UnitPolicy> unit_policies;
+  // Tensor parallelism: data parallelism runs over dp = world / (pp x tp).
   int tensor_parallel_size = 1;
   bool sequence_parallel = false;
-  // Pipeline parallelism (PipelineStrategy): the strategy above runs over dp = world / (pp x tp),
-  // which must be none, ddp or zero1/2 (as DeepSpeed, stage 3 does not pipeline).
+  // Pipeline parallelism.
   int pipeline_parallel_size = 1;
   std::string pipeline_schedule = "1f1b";  // gpipe | 1f1b | interleaved_1f1b
   int pipeline_virtual_stages = 1;
@@ -56,10 +71,5 @@ struct StrategySpec {
 
 std::vector<std::string> strategy_names();                // none, ddp, zero1, ...
 std::vector<std::string> fsdp_sharding_strategy_names();  // FULL_SHARD, ...
-
-// Checks the spec (errors name the config key and the choices) and builds the strategy over
-// world (null: one process). Collective over world.
-std::unique_ptr<Strategy> make_strategy(const StrategySpec& spec,
-                                        std::shared_ptr<comm::ProcessGroup> world);
 
 }  // namespace braid::parallel

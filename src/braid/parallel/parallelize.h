@@ -1,0 +1,28 @@
+// parallelize(): the plan applied, in the order torchtitan's parallelize_llama applies it, on
+// one DeviceMesh built here (dp_replicate x dp_shard x pp x tp, Note [Mesh groups]):
+//   1. the pipeline split   (apply_pipeline: the stages and the schedule, over pp)
+//   2. tensor parallelism   (apply_tensor_parallel: the layers' column/row/vocab split and
+//                            sequence parallelism, over tp; the per-module plan is the model's,
+//                            Note [Tensor-parallel layout])
+//   3. data parallelism     (apply_data_parallel: replicated or sharded over dp_replicate x
+//                            dp_shard, with a policy per unit)
+// Activation checkpointing is the model's (Transformer::set_activation_checkpointing). Every
+// check names the config key and the numbers. The result is the runtime the Accelerator drives
+// (parallelism.h); the model is then declared with its tensor_parallel() and pipeline_stage()
+// (as Megatron's model_provider(pre_process, post_process)) and materialised by it.
+#pragma once
+
+#include <memory>
+
+#include "braid/comm/process_group.h"
+#include "braid/parallel/parallelism.h"
+#include "braid/parallel/plan.h"
+
+namespace braid::parallel {
+
+// Checks the plan against the launched ranks (world; null: one process) and builds the mesh and
+// the runtime. Collective over world.
+std::unique_ptr<Parallelism> parallelize(const ParallelPlan& plan,
+                                         std::shared_ptr<comm::ProcessGroup> world);
+
+}  // namespace braid::parallel

@@ -1,0 +1,54 @@
+// What one training step hands the parallel runtime and gets back (parallelism.h): the
+// micro-batches, the step's loss, what materialisation fills units with, and the step's
+// communication statistics.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <utility>
+
+#include "braid/core/dtype.h"
+#include "braid/core/tensor.h"
+
+namespace braid::parallel {
+
+struct MaterializeOptions {
+  // Fills unit u of model.layout() with the full parameters of the whole model's unit
+  // model.global_unit(u) (a buffer holding the unit alone, f32, at least
+  // full_layout().units()[model.global_unit(u)].numel elements; padding must stay zero). Called
+  // on every rank for each of its units, in order: seeded initialisation
+  // (ParamLayout::init_unit) or a checkpoint reader.
+  std::function<void(int unit, Tensor& unit_params)> fill;
+  // The dtype forward and backward compute in (docs/design.md "Precision"): parameters are bound
+  // to a compute copy in this dtype, refreshed from the f32 masters after every optimizer step;
+  // gradients, masters and optimizer state stay f32.
+  DType param_dtype = DType::f32;
+};
+
+// A step's micro-batches, as Parallelism::forward_backward() takes them.
+struct MicroBatches {
+  int64_t count = 1;
+  // Micro-batch m's ids and targets ([B, T] i32); called once per m, in increasing m.
+  std::function<std::pair<Tensor, Tensor>(int64_t m)> next;
+  double denominator = 0;  // each micro-batch's summed loss is divided by it (Note [DDP averaging])
+  float loss_scale = 1.0f;  // backward starts from the loss times this (fp16 loss scaling)
+  // Called on this rank before micro-batch m's forward (point "forward") and its backward
+  // ("backward"): fault injection and anomaly detection in tests and the Trainer.
+  std::function<void(int64_t m, const char* point)> at;
+};
+
+// What forward_backward() saw: the step's summed loss (unscaled) and whether every micro-batch's
+// loss was finite. The same on every rank of a data-parallel replica.
+struct StepLoss {
+  double sum = 0;
+  bool finite = true;
+};
+
+struct ParallelStats {
+  double exposed_comm_ms = 0;  // last step: time spent waiting for communication after backward
+  int64_t bytes_reduced = 0;   // last step: gradient bytes this rank sent to reductions
+  int64_t bytes_gathered = 0;  // last step: parameter bytes this rank gathered
+  double bubble = -1;          // pipeline: the last step's idle fraction on this rank (< 0: none)
+};
+
+}  // namespace braid::parallel
