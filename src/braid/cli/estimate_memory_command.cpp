@@ -187,9 +187,7 @@ int run_estimate_memory(const std::vector<std::string>& args) {
   // Without --strategy: the config's strategy, or all of them.
   if (strategy.empty()) strategy = config.empty() ? "all" : cfg.parallel.strategy;
   std::vector<std::string> names = {strategy};
-  if (strategy == "all")
-    names = braid::parallel::estimated_strategy_names(
-        static_cast<int>(cfg.parallel.pipeline_parallel_size));
+  if (strategy == "all") names = braid::parallel::estimated_strategy_names();
   const int ranks = static_cast<int>(world);
   runtime.threads = static_cast<int>(threads);
   const auto estimates = braid::train::estimate_strategies(cfg, ranks, names, runtime);

@@ -148,14 +148,18 @@ bool syncs_each_batch(const ParallelPlan& spec, const Sharding& s) {
 // Note [Units in flight]: the units a sharded strategy holds whole at its peak. Parameters
 // (stage 3): limit_all_gathers blocks gathered or being gathered, and with tied embeddings the
 // embedding (the LM head borrows it until its backward) and the head; untied, the embedding and
-// the head are each gathered beside one block at most. Gradients (stages 2 and 3, reducing each
+// the head are each gathered beside one block at most (under a pipeline the stage's last unit
+// beside the others). Gradients (stages 2 and 3, reducing each
 // micro-step): two blocks (the one in backward and the one being reduced), and with tied
 // embeddings the embedding's (it collects from the head's backward to the end). Offloaded (Note
 // [Offload pages]): one block gathered while the next one's f32 shard is read ahead instead, the
 // reduced piece being written, and three blocks' optimizer pages (being updated, read ahead,
 // written back).
-double gathered_params(const Units& u, double limit) {
+// Under a pipeline a stage's last unit (its last block, or the head) stays gathered from one
+// micro-batch's forward to its backward while other micro-batches' forwards gather beside it.
+double gathered_params(const Units& u, double limit, bool pipelined) {
   if (u.tied) return u.E + u.H + limit * u.B;
+  if (pipelined) return u.H + std::max(limit * u.B, u.E + u.B);
   return std::max({limit * u.B, u.E + u.B, u.H + u.B});
 }
 
@@ -202,7 +206,9 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
       break;
     case 3: {
       const double gathered =
-          s.keeps_gathered ? u.P : gathered_params(u, static_cast<double>(spec.limit_all_gathers));
+          s.keeps_gathered
+              ? u.P
+              : gathered_params(u, static_cast<double>(spec.limit_all_gathers), s.pp > 1);
       params = std::max(4 * u.P / S + a * gathered, fill_peak(u, 0, S));
       grads = 4 * u.P / N + (sync ? in_flight_grads : 4 * u.P);
       if (a != 4) comm = a * u.B / S;  // the shard cast for its all-gather
@@ -305,8 +311,6 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
               in.spec.micro_batch_size);
   BRAID_CHECK(in.optimizer_bytes_per_param >= 0,
               "estimate-memory: optimizer bytes per parameter must be >= 0");
-  BRAID_CHECK(s.pp == 1 || s.stage < 3, "estimate-memory: ", s.label,
-              " shards parameters, which does not pipeline (pick none, ddp, zero1 or zero2)");
   in.model.validate();
   if (s.tp > 1) in.model.validate_tensor_parallel(s.tp);
   BRAID_CHECK(in.pipeline_stage < s.pp, "estimate-memory: pipeline stage ", in.pipeline_stage,
@@ -320,8 +324,7 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
   return most;
 }
 
-std::vector<std::string> estimated_strategy_names(int pipeline_parallel_size) {
-  if (pipeline_parallel_size > 1) return {"ddp", "zero1", "zero2"};
+std::vector<std::string> estimated_strategy_names() {
   return {"ddp", "zero1", "zero2", "zero3"};
 }
 

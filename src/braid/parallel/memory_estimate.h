@@ -63,9 +63,8 @@ struct MemoryEstimateInputs {
 // that does not divide the world, micro-batch or sequence length < 1.
 MemoryEstimate estimate_memory(const MemoryEstimateInputs& in);
 
-// The strategies `--strategy all` compares, least sharded first: ddp, zero1, zero2, zero3 (not
-// zero3 under a pipeline, which it does not compose with).
-std::vector<std::string> estimated_strategy_names(int pipeline_parallel_size = 1);
+// The strategies `--strategy all` compares, least sharded first: ddp, zero1, zero2, zero3.
+std::vector<std::string> estimated_strategy_names();
 
 // fp32 AdamW training state (parameters, gradients, optimizer; activations and buffers left
 // out) of each of estimated_strategy_names() for `params` parameter elements whose largest unit

@@ -50,10 +50,12 @@ void Parallelism::materialize(nn::Model& model, const MaterializeOptions& option
   MaterializeOptions local = options;
   if (tensor_ && local.fill)
     local.fill = tensor_->slicing(split_model("tensor parallelism"), std::move(local.fill));
-  if (pipeline_)
+  if (pipeline_) {
     BRAID_CHECK(split_model("pipeline parallelism").pipeline_stage(),
                 "pipeline parallelism: declare the model with pipeline_stage() "
                 "(TransformerOptions::pipeline)");
+    pipeline_->set_compute_dtype(options.param_dtype);
+  }
   data_->materialize(model, local);
 }
 

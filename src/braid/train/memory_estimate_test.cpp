@@ -70,6 +70,10 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
   // Stage 2 under a pipeline keeps whole gradients between micro-batches (Note [Pipeline
   // reduction]) beside its shard.
   cases.push_back({gpt2, "zero2", "fp32", "none", 1, 16, 1, 4, 1, 2});
+  // Stage 3 under a pipeline: the same whole gradients, and the parameters gathered unit by
+  // unit around each micro-batch's forward and backward.
+  cases.push_back({gpt2, "zero3", "fp32", "none", 1, 16, 1, 4, 1, 2});
+  cases.push_back({llama, "zero3", "bf16", "selective", 2, 32, 1, 4, 1, 2, "gpipe"});
   // Gradients reduced in bf16: the strategies' staging buffers (communication).
   cases.push_back({gpt2, "ddp", "bf16", "none", 1, 16, 1, 2, 1, 1, "1f1b", "bf16"});
   cases.push_back({llama, "zero2", "bf16", "none", 1, 16, 1, 2, 1, 1, "1f1b", "bf16"});

@@ -50,6 +50,11 @@ nn::PipelineStage PipelineParallelism::declare(const nn::ModelConfig& config) {
   return mine;
 }
 
+void PipelineParallelism::set_compute_dtype(DType dtype) {
+  BRAID_CHECK(runner_, "pipeline parallelism: declare() before materialising");
+  runner_->set_compute_dtype(dtype);
+}
+
 StepLoss PipelineParallelism::run_schedule(nn::Transformer& model, const MicroBatches& batches,
                                            const BackwardHooks& hooks) {
   BRAID_CHECK(runner_ && model.pipeline_stage(),

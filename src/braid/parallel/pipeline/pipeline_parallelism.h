@@ -72,6 +72,8 @@ class PipelineParallelism {
   // Virtual stage k's blocks (k = chunk * stages + stage), known after declare().
   const std::vector<pipeline::BlockRange>& partition() const { return partition_; }
 
+  // The dtype the declared model is materialised in (its activations'), after declare().
+  void set_compute_dtype(DType dtype);
   // Runs the schedule over the step's micro-batches, calling `hooks` around each backward.
   // Returns this rank's summed loss (0 but on the last stage) and whether it was finite.
   StepLoss run_schedule(nn::Transformer& model, const MicroBatches& batches,

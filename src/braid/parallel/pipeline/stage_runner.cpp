@@ -58,6 +58,7 @@ struct StageRunner::State {
   std::vector<std::vector<Slot>> slots;  // [chunk][micro]
   std::optional<Shape> act_shape;        // every activation message of this run has it
   DType act_dtype = DType::f32;
+  DType compute = DType::f32;
   struct Posted {
     Action action;
     Tensor buffer;
@@ -116,12 +117,9 @@ struct StageRunner::State {
     act_dtype = dtype;
   }
 
-  DType expected_dtype() const {
-    for (const auto& p : model->layout().params())
-      if (p.param->var.defined() && p.param->var.value().defined())
-        return p.param->var.value().dtype();
-    return DType::f32;
-  }
+  // Activations travel in the compute dtype the model was materialised in (a sharded stage's
+  // parameters are not there to ask between its uses).
+  DType expected_dtype() const { return compute; }
 
   // Action a's message: the one posted ahead, or received now.
   Tensor receive(const Action& a) {
@@ -264,6 +262,10 @@ StepLoss StageRunner::run(nn::Transformer& model, const MicroBatches& batches,
   s.model = nullptr;
   s.batches = nullptr;
   return out;
+}
+
+void StageRunner::set_compute_dtype(DType dtype) {
+  s_->compute = dtype;
 }
 
 void StageRunner::forward_only(nn::Transformer& model, const Tensor& ids,

@@ -49,6 +49,8 @@ class StageRunner {
                     const std::function<void(const autograd::Variable&)>& head);
 
   double last_wait_ms() const { return wait_ms_; }  // waiting for receives in the last run
+  // The dtype the model computes in (MaterializeOptions::param_dtype): what activations are.
+  void set_compute_dtype(DType dtype);
 
  private:
   struct State;
