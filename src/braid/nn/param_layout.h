@@ -47,7 +47,8 @@ struct ParamInfo {
   int unit;             // index into ParamLayout::units()
   int64_t unit_offset;  // element offset inside the unit
   int64_t numel;
-  ShardRecord whole() const { return {name, param->shape, 0, numel, DType::f32}; }
+  // This rank's whole parameter: its tp slice of the full tensor (Note [Placements]).
+  ShardRecord whole() const { return {name, param->full_shape, param->tp, 0, numel, DType::f32}; }
 };
 
 struct UnitInfo {

@@ -28,29 +28,19 @@
 #include <string>
 
 #include "braid/autograd/variable.h"
+#include "braid/core/shard_record.h"
 #include "braid/core/tensor.h"
 
 namespace braid::nn {
 
 using autograd::Variable;
 
-// Which part of the full parameter a rank holds. Along `dim` the full parameter (padded to
-// `padded` elements) is `sections` equal sections (GPT-2's fused q, k, v: 3), each split into
-// `parts` equal parts; the rank holds part `part` of every section, in section order. Indices
-// at or past the parameter's real size along dim are padding (the vocabulary's): zero, never
-// initialised or exported. parts == 1: the whole parameter (replicated).
-struct TpSlice {
-  int dim = 0;
-  int64_t sections = 1;
-  int parts = 1;
-  int part = 0;
-  int64_t padded = 0;  // 0: no padding (the full size along dim)
-  // Whether this rank's copy counts in the global gradient norm: one rank of those holding the
-  // same part (Note [Model-parallel norm], parallel/model_parallel_norm.h).
-  bool counts_in_norm = true;
-
-  bool is_split() const { return parts > 1 || padded > 0; }
-};
+// Which part of the full parameter a rank holds: TpSlice (core/shard_record.h, the tp placement
+// of Note [Placements]). Along `dim` the full parameter (padded to `padded` elements) is
+// `sections` equal sections (GPT-2's fused q, k, v: 3), each split into `parts` equal parts; the
+// rank holds part `part` of every section, in section order. Indices at or past the parameter's
+// real size along dim are padding (the vocabulary's): zero, never initialised or exported.
+// parts == 1: the whole parameter (replicated).
 
 // Tensor-parallel communication with autograd (Megatron's mappings). Every rank of the tp group
 // must call the same functions in the same order (they are collectives).

@@ -22,7 +22,7 @@ std::unique_ptr<StateStore> or_resident(std::unique_ptr<StateStore> store) {
 }  // namespace
 
 ParamSlice ParamSlice::whole(std::string name, Tensor param, Tensor grad) {
-  ShardRecord r{std::move(name), param.shape(), 0, param.numel(), param.dtype()};
+  ShardRecord r{std::move(name), param.shape(), {}, 0, param.numel(), param.dtype()};
   return {std::move(r), std::move(param), std::move(grad)};
 }
 

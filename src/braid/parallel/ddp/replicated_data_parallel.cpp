@@ -15,7 +15,10 @@ std::vector<optim::ParamSlice> whole_parameter_slices(nn::Model& model) {
     const Tensor grad = e.param->requires_grad ? e.param->var.grad() : Tensor();
     const Tensor master =
         flat.params().flat_range(e.range.offset, e.range.size).view(e.param->shape);
-    slices.push_back(optim::ParamSlice::whole(e.name, master, grad));
+    optim::ParamSlice s = optim::ParamSlice::whole(e.name, master, grad);
+    s.shard.global_shape = e.param->full_shape;  // this rank's tp slice of it (Note [Placements])
+    s.shard.tp = e.param->tp;
+    slices.push_back(std::move(s));
   }
   return slices;
 }

@@ -48,10 +48,10 @@ Tensor TensorParallelism::whole_unit(const nn::Transformer& model, int u, const 
       Tensor::zeros(Shape{model.full_layout().units()[static_cast<size_t>(global)].numel});
   for_each_param(model, u, [&](const nn::ParamInfo& p, const nn::ParamInfo& f) {
     Tensor dst = whole.flat_range(f.unit_offset, f.numel).view(f.param->shape);
-    const nn::TpSlice& s = p.param->tp;
+    const TpSlice& s = p.param->tp;
     const int replicas = tp / s.parts;
     for (int r = 0; r < tp; r += replicas) {  // one rank of each part
-      nn::TpSlice theirs = s;
+      TpSlice theirs = s;
       theirs.part = r / replicas;
       const Tensor src = all.flat_range(r * n + p.unit_offset, p.numel).view(p.param->shape);
       nn::place_slice(src, dst, theirs);

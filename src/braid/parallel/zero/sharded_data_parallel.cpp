@@ -220,7 +220,9 @@ void ShardedDataParallel::for_each_piece(
       const int64_t b = std::min(hi, info.unit_offset + info.numel);
       if (a >= b) continue;
       optim::ParamSlice s;
-      s.shard = {info.name, info.param->shape, a - info.unit_offset, b - a, DType::f32};
+      s.shard = info.whole();
+      s.shard.offset = a - info.unit_offset;
+      s.shard.numel = b - a;
       if (master.defined()) s.param = master.flat_range(a - lo, b - a);
       if (info.param->requires_grad) {
         if (u.grad_region >= 0)
