@@ -1,4 +1,4 @@
-# One-way layering (DESIGN.md "Layers", STYLE.md "Layout"). A layer's target, and whatever
+# One-way layering (docs/design.md "Layers", STYLE.md "Layout"). A layer's target, and whatever
 # links it, sees only that layer's own headers and the headers of the layers it links, so a
 # wrong-way #include is a compile error ("No such file or directory"), not a review comment.
 # There is no include path to src/ or to the repository root: each folder gets an include root
@@ -6,9 +6,9 @@
 #   <build>/include/braid_nn/braid/nn -> src/braid/nn
 # so "braid/nn/module.h" keeps working. The root is PUBLIC on the layer's target and travels
 # exactly as far as its PUBLIC link dependencies. To use a header of another layer, link that
-# layer (only where DESIGN.md allows the arrow). A test needing a layer its own does not link
+# layer (only where docs/design.md allows the arrow). A test needing a layer its own does not link
 # links it explicitly in its CMakeLists.txt. The ctest `layering` (label lint,
-# cmake/layering_test.cmake) checks every layer against DESIGN.md's table.
+# cmake/layering_test.cmake) checks every layer against docs/design.md's table.
 
 # braid_include_root(TARGET SCOPE LINK_PATH SOURCE_DIR): gives TARGET the include root
 # <build>/include/TARGET (with SCOPE: PUBLIC or PRIVATE) holding the symbolic link

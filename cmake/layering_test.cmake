@@ -3,13 +3,13 @@
 # Proves that a wrong-way #include is a compile error. For every target with an include root
 # (each layer, cli's `braid`, braid_testing) it asks the compiler, with that target's own include
 # directories and with those it passes on to whatever links it, which folders' headers
-# __has_include can see, and fails when one is visible that DESIGN.md's table below does not
+# __has_include can see, and fails when one is visible that docs/design.md's table below does not
 # allow, or when one is reachable by another spelling ("src/braid/nn/x.h", "nn/x.h"). Then it
 # compiles `#include "braid/train/<header>"` with nn's flags and expects "No such file".
 # It reads only the folders' names and one header name each, never their contents.
 cmake_minimum_required(VERSION 3.25)
 
-# DESIGN.md "Layers": the arrows (direct links); visibility is their transitive closure.
+# docs/design.md "Layers": the arrows (direct links); visibility is their transitive closure.
 set(ARROWS_core "")
 set(ARROWS_kernels core)
 set(ARROWS_autograd kernels core)
@@ -109,7 +109,7 @@ function(check target kind)
       set(own_visible ON)
     elseif(NOT name IN_LIST ARGN)
       string(REPLACE ";" ", " allowed "${ARGN}")
-      message(SEND_ERROR "${target} (${kind}): sees \"${spelling}\", but DESIGN.md allows "
+      message(SEND_ERROR "${target} (${kind}): sees \"${spelling}\", but docs/design.md allows "
                          "${self} -> ${allowed} only")
     endif()
   endforeach()
@@ -123,7 +123,8 @@ endfunction()
 foreach(t ${TARGETS})
   set(name ${NAME_${t}})
   if(NOT DEFINED ARROWS_${name})
-    message(SEND_ERROR "${t}: folder '${name}' is not in DESIGN.md's table here; add its arrows")
+    message(SEND_ERROR "${t}: folder '${name}' is not in docs/design.md's table here; "
+                       "add its arrows")
     continue()
   endif()
   closure(allowed ${ARROWS_${name}})

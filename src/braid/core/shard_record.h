@@ -1,4 +1,4 @@
-// ShardRecord (DESIGN.md "Shard record"): which part of a named tensor a rank holds. A flat
+// ShardRecord (docs/design.md "Shard record"): which part of a named tensor a rank holds. A flat
 // shard is the element range [offset, offset + numel) of the tensor's row-major elements; the
 // tensor's full shape says how to read it. The optimizer's slices, the HF exporter and (later)
 // the checkpoint manifest all describe what a rank holds with this one record, which is what

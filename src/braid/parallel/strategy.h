@@ -1,9 +1,9 @@
-// Strategy (DESIGN.md "Seams for sharding, model parallelism and precision"): the one interface
-// the Trainer (and later the Accelerator) talks to. A strategy decides what each rank holds of
-// a declared model (its materialisation policy), hooks the model so that forward and backward
-// find their parameters and gradients get reduced, produces the optimizer's slices, computes
-// the exact global gradient norm over whatever is sharded, and gathers units for export. No
-// strategy name appears outside parallel/: train/ builds one from a StrategySpec.
+// Strategy (docs/design.md "Seams for sharding, model parallelism and precision"): the one
+// interface the Trainer (and later the Accelerator) talks to. A strategy decides what each rank
+// holds of a declared model (its materialisation policy), hooks the model so that forward and
+// backward find their parameters and gradients get reduced, produces the optimizer's slices,
+// computes the exact global gradient norm over whatever is sharded, and gathers units for export.
+// No strategy name appears outside parallel/: train/ builds one from a StrategySpec.
 //
 // The step protocol, identical on every rank (Note [Strategy step]):
 //
@@ -46,7 +46,7 @@ struct MaterializeOptions {
   // on every rank for each of its units, in order: seeded initialisation
   // (ParamLayout::init_unit) or a checkpoint reader.
   std::function<void(int unit, Tensor& unit_params)> fill;
-  // The dtype forward and backward compute in (DESIGN.md "Precision"): parameters are bound to
+  // The dtype forward and backward compute in (docs/design.md "Precision"): parameters are bound to
   // a compute copy in this dtype, refreshed from the f32 masters after every optimizer step;
   // gradients, masters and optimizer state stay f32.
   DType param_dtype = DType::f32;

@@ -47,8 +47,8 @@ struct TrainingSection {
   int64_t log_interval = 10;
   int64_t eval_interval = 100;  // 0 = only at the end
   int64_t eval_batches = 8;
-  // fp32, bf16 or fp16: the dtype forward and backward compute in; master weights, gradients
-  // and optimizer state are f32 either way (DESIGN.md "Precision"). fp16 scales the loss (fp16).
+  // fp32, bf16 or fp16: the dtype forward and backward compute in; master weights, gradients and
+  // optimizer state are f32 either way (docs/design.md "Precision"). fp16 scales the loss (fp16).
   std::string precision = "fp32";
   // The dtype gradients are reduced in across ranks (FSDP's reduce_dtype; Note [Reduce dtype]):
   // fp32, bf16 or fp16. They accumulate and reach the optimizer in f32 either way.

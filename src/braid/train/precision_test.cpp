@@ -1,4 +1,4 @@
-// Mixed precision in training (DESIGN.md "Precision"): fp16 loss scaling across ranks, and
+// Mixed precision in training (docs/design.md "Precision"): fp16 loss scaling across ranks, and
 // non-finite steps (Note [Non-finite steps]): a NaN in one rank's batch is named in one line
 // (rank, step, tensor) on every rank, or skipped and counted.
 #include <gtest/gtest.h>

@@ -115,7 +115,7 @@ TEST(StrategyExport, ShardedExportAndImportMatchDdp) {
 namespace braid::train {
 namespace {
 
-// Mixed precision (DESIGN.md "Precision"): compute copies in bf16 or f16, f32 masters and
+// Mixed precision (docs/design.md "Precision"): compute copies in bf16 or f16, f32 masters and
 // gradients (fp16 with its loss scale). Every strategy still gives DDP's weights bit for bit at
 // the same world size (they all cast the same masters and reduce the same f32 gradients), and
 // the run really computes in the low dtype: its weights differ from the fp32 run's, but only by

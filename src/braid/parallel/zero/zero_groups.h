@@ -5,7 +5,7 @@
 //              the all-gather of updated pieces of whole (unsharded) units
 //   shard:     the S ranks of this rank's shard group: parameter all-gathers
 //   gather:    a twin of `shard` with its own queue for every parameter all-gather, so a
-//              prefetching all-gather never waits behind a reduce-scatter (DESIGN.md "Overlap
+//              prefetching all-gather never waits behind a reduce-scatter (docs/design.md "Overlap
 //              needs two queues"); stage 3 only
 //   replicate: the R ranks holding the same shard (hybrid only, else null)
 #pragma once
