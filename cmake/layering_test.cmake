@@ -18,7 +18,7 @@ set(ARROWS_optim autograd)
 set(ARROWS_comm core)
 set(ARROWS_parallel comm optim nn)
 set(ARROWS_data core)
-set(ARROWS_checkpoint parallel data)
+set(ARROWS_checkpoint comm nn optim)
 set(ARROWS_train checkpoint parallel data optim nn comm autograd kernels core)
 set(ARROWS_cli train)
 # testing/: its helpers use core (tensor_compare), autograd (gradcheck) and comm (run_ranks),

@@ -7,11 +7,11 @@
 
 #include "braid/checkpoint/checkpoint_reader.h"
 #include "braid/checkpoint/resume.h"
+#include "braid/comm/collective_guard.h"
 #include "braid/comm/world.h"
 #include "braid/core/error.h"
 #include "braid/optim/clip_grad.h"
 #include "braid/optim/param_groups.h"
-#include "braid/parallel/collective_guard.h"
 #include "braid/parallel/strategy_factory.h"
 #include "braid/train/accelerate_config.h"
 #include "braid/train/config_agreement.h"
@@ -139,7 +139,7 @@ optim::Optimizer& Accelerator::prepare_optimizer() {
   BRAID_CHECK(!optimizer_, "Accelerator: prepare_optimizer() called twice");
   MemoryScope scope(tracker_);
   // Every rank allocates its optimizer state; one past its budget stops them all.
-  parallel::all_ranks_or_throw(world_.get(), [&] {
+  comm::all_ranks_or_throw(world_.get(), [&] {
     optim::DecaySplitOptions split;
     split.weight_decay = static_cast<float>(cfg_.optimizer.weight_decay);
     auto groups = optim::split_decay_groups(strategy_->optimizer_slices(), split);
@@ -276,7 +276,7 @@ std::map<std::string, int64_t> Accelerator::load_state(const std::filesystem::pa
   BRAID_CHECK(reader != nullptr, "Accelerator: no checkpoint in ", dir.string());
   strategy_->synchronize();
   optim::Optimizer& opt = optimizer();
-  parallel::all_ranks_or_throw(world_.get(), [&] {
+  comm::all_ranks_or_throw(world_.get(), [&] {
     reader->read_optimizer(opt);
     reader->read_parameters(opt);
   });

@@ -4,7 +4,7 @@
 // hybrid sharding at 4 ranks); every rank reads and writes one shared checkpoint directory.
 #include <gtest/gtest.h>
 
-#include "braid/parallel/gather_strings.h"
+#include "braid/comm/gather_strings.h"
 #include "braid/train/checkpoint_test_util.h"
 #include "braid/train/mpi_test_world.h"
 #include "testing/tensor_compare.h"
@@ -22,7 +22,7 @@ Tensor train(const TrainConfig& cfg) {
 // Rank 0's temporary directory, the same path on every rank.
 fs::path shared_dir(const std::string& name) {
   const std::string mine = private_temp_dir(name).string();
-  return parallel::all_gather_strings(mpi_test_world().get(), mine)[0];
+  return comm::all_gather_strings(mpi_test_world().get(), mine)[0];
 }
 
 void on_rank0_then_barrier(const std::function<void()>& fn) {

@@ -11,14 +11,14 @@
 #include <string_view>
 
 #include "braid/autograd/variable.h"
+#include "braid/comm/collective_guard.h"
+#include "braid/comm/gather_strings.h"
 #include "braid/comm/world.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
 #include "braid/optim/clip_grad.h"
 #include "braid/optim/lr_schedule.h"
 #include "braid/optim/param_groups.h"
-#include "braid/parallel/collective_guard.h"
-#include "braid/parallel/gather_strings.h"
 #include "braid/parallel/memory_estimate.h"
 #include "braid/parallel/strategy_factory.h"
 #include "braid/train/config_agreement.h"
@@ -75,8 +75,7 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
     if (resume_) report_resume();  // after materialising: describe() names the buckets
     acc_->prepare_optimizer();
     if (resume_)
-      parallel::all_ranks_or_throw(world_.get(),
-                                   [&] { resume_->read_optimizer(acc_->optimizer()); });
+      comm::all_ranks_or_throw(world_.get(), [&] { resume_->read_optimizer(acc_->optimizer()); });
   } catch (const OutOfMemory& e) {
     throw OutOfMemory(std::string(e.what()) + " " + memory_advice());
   }
@@ -390,7 +389,7 @@ std::string Trainer::locate_nonfinite(bool local_loss_finite, double gnorm) {
       }
     }
   }
-  const std::vector<std::string> all = parallel::all_gather_strings(world_.get(), mine);
+  const std::vector<std::string> all = comm::all_gather_strings(world_.get(), mine);
   for (const char level : {'1', '2'}) {
     std::string line, others;
     for (size_t r = 0; r < all.size(); ++r) {

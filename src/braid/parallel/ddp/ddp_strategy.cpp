@@ -1,9 +1,9 @@
 #include "braid/parallel/ddp/ddp_strategy.h"
 
+#include "braid/comm/collective_guard.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
 #include "braid/optim/clip_grad.h"
-#include "braid/parallel/collective_guard.h"
 #include "braid/parallel/model_parallel_norm.h"
 
 namespace braid::parallel {
@@ -38,7 +38,7 @@ nn::Model& DdpStrategy::model() const {
 
 void DdpStrategy::materialize(nn::Model& model, const MaterializeOptions& options) {
   BRAID_CHECK(model_ == nullptr, "DdpStrategy: materialize() called twice");
-  all_ranks_or_throw(group_.get(), [&] {
+  comm::all_ranks_or_throw(group_.get(), [&] {
     model.materialize(/*allocate_grads=*/true, nn::ParamLayout::kAlign, options.param_dtype);
     nn::FlatBuffer& flat = model.flat();
     for (size_t u = 0; u < flat.layout().units().size(); ++u) {

@@ -10,8 +10,8 @@
 
 #include "braid/comm/process_group.h"
 
-namespace braid::parallel {
+namespace braid::comm {
 
-void all_ranks_or_throw(comm::ProcessGroup* group, const std::function<void()>& fn);
+void all_ranks_or_throw(ProcessGroup* group, const std::function<void()>& fn);
 
-}  // namespace braid::parallel
+}  // namespace braid::comm

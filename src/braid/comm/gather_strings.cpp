@@ -1,11 +1,11 @@
-#include "braid/parallel/gather_strings.h"
+#include "braid/comm/gather_strings.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace braid::parallel {
+namespace braid::comm {
 
-std::vector<std::string> all_gather_strings(comm::ProcessGroup* group, const std::string& mine) {
+std::vector<std::string> all_gather_strings(ProcessGroup* group, const std::string& mine) {
   if (group == nullptr || group->size() == 1) return {mine};
   const int n = group->size();
   Tensor lengths = Tensor::empty(Shape{n}, DType::i64, MemCategory::communication);
@@ -25,4 +25,4 @@ std::vector<std::string> all_gather_strings(comm::ProcessGroup* group, const std
   return out;
 }
 
-}  // namespace braid::parallel
+}  // namespace braid::comm

@@ -7,8 +7,8 @@
 
 #include "braid/comm/process_group.h"
 
-namespace braid::parallel {
+namespace braid::comm {
 
-std::vector<std::string> all_gather_strings(comm::ProcessGroup* group, const std::string& mine);
+std::vector<std::string> all_gather_strings(ProcessGroup* group, const std::string& mine);
 
-}  // namespace braid::parallel
+}  // namespace braid::comm

@@ -1,4 +1,4 @@
-#include "braid/parallel/collective_guard.h"
+#include "braid/comm/collective_guard.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,13 +7,13 @@
 
 #include "braid/core/error.h"
 
-namespace braid::parallel {
+namespace braid::comm {
 
 namespace {
 constexpr int64_t kMessageBytes = 1024;  // per rank; longer messages are cut
 }  // namespace
 
-void all_ranks_or_throw(comm::ProcessGroup* group, const std::function<void()>& fn) {
+void all_ranks_or_throw(ProcessGroup* group, const std::function<void()>& fn) {
   if (group == nullptr || group->size() == 1) {
     fn();
     return;
@@ -51,4 +51,4 @@ void all_ranks_or_throw(comm::ProcessGroup* group, const std::function<void()>& 
     BRAID_THROW("rank(s) ", failed, " of group '", group->name(), "' failed: ", first);
 }
 
-}  // namespace braid::parallel
+}  // namespace braid::comm
