@@ -1,12 +1,12 @@
 // `braid estimate-memory`'s library side: a TrainConfig (a braid config, or the command line's
-// options on a default one) as the estimator's inputs (parallel/memory_estimate.h), and the
-// table it prints, one row per strategy, like `accelerate estimate-memory`.
+// options on a default one) as the estimator's inputs (parallel/estimate/memory_estimate.h), and
+// the table it prints, one row per strategy, like `accelerate estimate-memory`.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "braid/parallel/memory_estimate.h"
+#include "braid/parallel/estimate/memory_estimate.h"
 #include "braid/train/config.h"
 
 namespace braid::train {

@@ -1,11 +1,11 @@
 // `braid estimate-memory` held to reality: the estimator's activations (Note [Activation
-// peak], parallel/activation_estimate.h) and mixed-precision parameters against the tracker's
-// peaks, for GPT-2 and LLaMA shapes, micro-batches and sequence lengths, fp32 and bf16, and
-// every checkpointing policy, under ddp and zero3 on 2 thread ranks (strategy_memory_test covers
-// every strategy in fp32). Everything within 10%, but for the communication of a pipeline stage
-// before the last: ranks as threads buffer its sends until the next stage takes them, which
+// peak], parallel/estimate/activation_estimate.h) and mixed-precision parameters against the
+// tracker's peaks, for GPT-2 and LLaMA shapes, micro-batches and sequence lengths, fp32 and bf16,
+// and every checkpointing policy, under ddp and zero3 on 2 thread ranks (strategy_memory_test
+// covers every strategy in fp32). Everything within 10%, but for the communication of a pipeline
+// stage before the last: ranks as threads buffer its sends until the next stage takes them, which
 // depends on the threads' timing, so it is held between the estimate (one send) and every
-// micro-batch in flight sent (Note [Buffer estimate], parallel/memory_estimate.cpp).
+// micro-batch in flight sent (Note [Buffer estimate], parallel/estimate/memory_estimate.cpp).
 #include <gtest/gtest.h>
 
 #include <filesystem>

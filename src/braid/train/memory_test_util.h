@@ -1,6 +1,6 @@
 // Shared by the memory tests (strategy_memory_test, memory_estimate_test): one rank's tracker
 // peaks per category after a short run on thread-backed ranks, and their comparison with the
-// estimator (parallel/memory_estimate.h) given what those ranks run with: the Trainer's
+// estimator (parallel/estimate/memory_estimate.h) given what those ranks run with: the Trainer's
 // threads per rank and run_ranks' local groups with their small shm slots.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "braid/parallel/memory_estimate.h"
+#include "braid/parallel/estimate/memory_estimate.h"
 #include "braid/train/memory_estimate_table.h"
 #include "braid/train/strategy_parity_util.h"
 #include "braid/train/threads.h"

@@ -1,6 +1,6 @@
 // The ZeRO memory claims, measured: each rank's tracker peaks per category against the
-// estimator (parallel/memory_estimate.h, whose header has the formulas) for every strategy on
-// 2 and 4 thread ranks: ddp, fsdp NO_SHARD / FULL_SHARD / SHARD_GRAD_OP / HYBRID_SHARD(_ZERO2),
+// estimator (parallel/estimate/memory_estimate.h, whose header has the formulas) for every strategy
+// on 2 and 4 thread ranks: ddp, fsdp NO_SHARD / FULL_SHARD / SHARD_GRAD_OP / HYBRID_SHARD(_ZERO2),
 // zero1-3, with and without sync_each_batch, and offloaded. Every category must agree within
 // 10%: parameters, gradients, optimizer state, activations, communication (the groups and the
 // staging, given run_ranks' local groups) and scratch (given the Trainer's threads per rank).

@@ -19,7 +19,7 @@
 #include "braid/optim/clip_grad.h"
 #include "braid/optim/lr_schedule.h"
 #include "braid/optim/param_groups.h"
-#include "braid/parallel/memory_estimate.h"
+#include "braid/parallel/estimate/memory_estimate.h"
 #include "braid/parallel/strategy_factory.h"
 #include "braid/train/config_agreement.h"
 #include "braid/train/progress.h"

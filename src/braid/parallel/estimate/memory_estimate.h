@@ -23,7 +23,7 @@
 
 #include "braid/core/dtype.h"
 #include "braid/nn/model_config.h"
-#include "braid/parallel/comm_estimate.h"
+#include "braid/parallel/estimate/comm_estimate.h"
 #include "braid/parallel/strategy_factory.h"
 
 namespace braid::parallel {

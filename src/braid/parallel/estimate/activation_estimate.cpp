@@ -1,4 +1,4 @@
-#include "braid/parallel/activation_estimate.h"
+#include "braid/parallel/estimate/activation_estimate.h"
 
 #include <algorithm>
 

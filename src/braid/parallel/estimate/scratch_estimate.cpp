@@ -1,4 +1,4 @@
-#include "braid/parallel/scratch_estimate.h"
+#include "braid/parallel/estimate/scratch_estimate.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "braid/parallel/memory_estimate.h"
+#include "braid/parallel/estimate/memory_estimate.h"
 
 #include <algorithm>
 #include <optional>
@@ -8,9 +8,9 @@
 #include "braid/nn/param_layout.h"
 #include "braid/nn/tensor_parallel.h"
 #include "braid/nn/transformer.h"
-#include "braid/parallel/activation_estimate.h"
+#include "braid/parallel/estimate/activation_estimate.h"
+#include "braid/parallel/estimate/scratch_estimate.h"
 #include "braid/parallel/pipeline/partition.h"
-#include "braid/parallel/scratch_estimate.h"
 
 namespace braid::parallel {
 
@@ -227,7 +227,7 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const StrategySpec& s
 // Note [Buffer estimate]: the staging buffers in use at once, of which the communication
 // category's peak holds the largest on top of the groups (Note [Communication estimate]): the
 // strategy's casts to the reduce dtype and the compute-dtype shard of an all-gather (state_of),
-// the collective guard's 1 KiB message per rank of the world (collective_guard.cpp), the copy
+// the collective guard's 1 KiB message per rank of the world (comm/collective_guard.cpp), the copy
 // of an activation's gradient all-reduced over the tp group (tp_group.cpp SumGradNode, a x
 // tokens x d_model; under stage 3 beside the shard cast of the unit gathered ahead, which lives
 // until its gather completes), and on a pipeline's ranks as threads the buffered send of a

@@ -1,4 +1,4 @@
-#include "braid/parallel/comm_estimate.h"
+#include "braid/parallel/estimate/comm_estimate.h"
 
 #include "braid/comm/shm/shm_engine.h"
 #include "braid/core/error.h"

@@ -16,7 +16,7 @@
 
 #include "braid/core/dtype.h"
 #include "braid/nn/model_config.h"
-#include "braid/parallel/activation_estimate.h"
+#include "braid/parallel/estimate/activation_estimate.h"
 
 namespace braid::parallel {
 
