@@ -38,8 +38,8 @@ inline std::string resume_data_dir() {
 }
 
 // Note [Resume setting]; checkpoints under checkpoint_dir.
-inline TrainConfig resume_config(const std::string& checkpoint_dir) {
-  TrainConfig c = parity_config("true");
+inline config::TrainConfig resume_config(const std::string& checkpoint_dir) {
+  config::TrainConfig c = parity_config("true");
   c.data.random_tokens = false;
   c.data.train = resume_data_dir();
   c.training.eval_interval = 2;

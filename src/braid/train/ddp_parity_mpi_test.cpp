@@ -10,7 +10,7 @@
 namespace braid::train {
 namespace {
 
-Tensor train_ddp(const TrainConfig& cfg) {
+Tensor train_ddp(const config::TrainConfig& cfg) {
   Trainer t(cfg, mpi_test_world(), quiet());
   t.run();
   return t.model().flat().params().clone();

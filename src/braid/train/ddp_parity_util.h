@@ -13,8 +13,8 @@
 
 namespace braid::train {
 
-inline TrainConfig tiny(int64_t micro, int64_t accum, const std::string& strategy) {
-  TrainConfig c;
+inline config::TrainConfig tiny(int64_t micro, int64_t accum, const std::string& strategy) {
+  config::TrainConfig c;
   c.model.preset = "gpt2-tiny";
   c.data.random_tokens = true;
   c.data.seq_len = 16;
@@ -83,7 +83,7 @@ inline ::testing::AssertionResult weights_match(const Tensor& actual, const Tens
   return weights_match(actual, expected, rtol, nn::ModelConfig::preset(preset));
 }
 
-inline Tensor train_one(const TrainConfig& cfg) {
+inline Tensor train_one(const config::TrainConfig& cfg) {
   Trainer t(cfg, nullptr, quiet());
   t.run();
   return t.model().flat().params().clone();
@@ -96,7 +96,7 @@ inline std::shared_ptr<comm::ProcessGroup> borrow(comm::ProcessGroup& pg) {
 
 // Builds a Trainer for cfg on each of n thread-backed ranks; returns each rank's error
 // message ("" when construction succeeded).
-inline std::vector<std::string> construction_errors(int n, const TrainConfig& cfg) {
+inline std::vector<std::string> construction_errors(int n, const config::TrainConfig& cfg) {
   auto errors = braid::testing::run_ranks_collect(
       n, [&](comm::ProcessGroup& pg) { Trainer t(cfg, borrow(pg), quiet()); });
   std::vector<std::string> out;

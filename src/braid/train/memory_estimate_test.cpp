@@ -75,7 +75,7 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
   cases.push_back({llama, "zero2", "bf16", "none", 1, 16, 1, 2, 1, 1, "1f1b", "bf16"});
   cases.push_back({llama, "zero3", "bf16", "none", 1, 16, 1, 2, 1, 1, "1f1b", "bf16"});
   for (const Case& k : cases) {
-    TrainConfig c = tiny(k.micro, k.pp > 1 ? 4 : 2, k.strategy);
+    config::TrainConfig c = tiny(k.micro, k.pp > 1 ? 4 : 2, k.strategy);
     c.model.preset = "";
     c.model.config = k.model;
     c.data.seq_len = k.seq_len;
@@ -119,7 +119,7 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
 
 TEST(MemoryEstimate, LlamaSevenBillionOnEightRanks) {
   // Llama-2-7B's shape: every formula scales as the header says, and sharding divides.
-  TrainConfig c;
+  config::TrainConfig c;
   c.model.preset = "llama-7b";
   c.data.seq_len = 4096;
   c.training.micro_batch_size = 1;
@@ -135,7 +135,7 @@ TEST(MemoryEstimate, LlamaSevenBillionOnEightRanks) {
 }
 
 TEST(MemoryEstimate, BadInputNamesTheField) {
-  TrainConfig c;
+  config::TrainConfig c;
   c.model.preset = "gpt2-tiny";
   c.data.seq_len = 16;
   EXPECT_THROW(estimate_strategies(c, 0, {"ddp"}), Error);

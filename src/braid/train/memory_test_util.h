@@ -25,7 +25,7 @@ struct Peaks {
 };
 
 // The estimator's inputs for c on `ranks` ranks as measure_peaks runs them.
-inline parallel::MemoryEstimateInputs thread_rank_inputs(const TrainConfig& c, int ranks) {
+inline parallel::MemoryEstimateInputs thread_rank_inputs(const config::TrainConfig& c, int ranks) {
   RankRuntime runtime;
   runtime.threads = threads_per_rank();  // what the Trainer applies (train/threads.h)
   runtime.backend.kind = "local";
@@ -34,7 +34,7 @@ inline parallel::MemoryEstimateInputs thread_rank_inputs(const TrainConfig& c, i
   return memory_estimate_inputs(c, ranks, runtime);
 }
 
-inline Peaks measure_peaks(const TrainConfig& c, int ranks, int rank = 0) {
+inline Peaks measure_peaks(const config::TrainConfig& c, int ranks, int rank = 0) {
   Peaks out;
   std::mutex mu;
   braid::testing::run_ranks(ranks, [&](comm::ProcessGroup& pg) {

@@ -30,7 +30,7 @@ TEST_P(PipelineParity, WeightsMatchOneProcess) {
   const PipelineLayout& l = c.layout;
   const int dp = c.world / (l.pp * l.tp);
   const Tensor single = train_one(pp_reference_config(l.preset, dp));
-  const TrainConfig cfg = pp_parity_config(l);
+  const config::TrainConfig cfg = pp_parity_config(l);
   std::vector<Tensor> out(static_cast<size_t>(c.world));
   std::vector<double> losses(static_cast<size_t>(c.world));
   testing::run_ranks(c.world, [&](comm::ProcessGroup& pg) {
@@ -108,7 +108,7 @@ TEST(PipelineErrors, BadLayoutsNameTheKey) {
   expect_all(construction_errors(2, pp_parity_config(l)),
              "parallel.pipeline_virtual_stages 2 needs parallel.pipeline_schedule: "
              "interleaved_1f1b");
-  TrainConfig c = pp_parity_config(layout("gpt2-tiny", 2, "1f1b"));
+  config::TrainConfig c = pp_parity_config(layout("gpt2-tiny", 2, "1f1b"));
   c.parallel.pipeline_balance = "flops";
   expect_all(construction_errors(2, c),
              "config key 'parallel.pipeline_balance' is 'flops', expected one of: uniform, "
@@ -135,9 +135,9 @@ TEST(PipelineErrors, BadLayoutsNameTheKey) {
 // Fewer micro-batches than stages is fine for 1f1b (a shorter warm-up) and gpipe.
 TEST(PipelineErrors, FewerMicroBatchesThanStagesStillMatchOneProcess) {
   for (const std::string schedule : {"1f1b", "gpipe"}) {
-    TrainConfig c = pp_parity_config(layout("gpt2-tiny", 4, schedule));
+    config::TrainConfig c = pp_parity_config(layout("gpt2-tiny", 4, schedule));
     c.training.gradient_accumulation_steps = 2;
-    TrainConfig one = pp_reference_config("gpt2-tiny", 1);
+    config::TrainConfig one = pp_reference_config("gpt2-tiny", 1);
     one.training.gradient_accumulation_steps = 2;
     const Tensor single = train_one(one);
     std::vector<Tensor> out(4);

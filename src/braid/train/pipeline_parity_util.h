@@ -42,8 +42,8 @@ struct PipelineLayout {
 
 // 3 steps, 4 micro-batches (accumulation), clipping on (the norm is above the limit, so the
 // norm over every stage decides the coefficient).
-inline TrainConfig pp_parity_config(const PipelineLayout& l) {
-  TrainConfig c = tiny(2, 4, l.strategy);
+inline config::TrainConfig pp_parity_config(const PipelineLayout& l) {
+  config::TrainConfig c = tiny(2, 4, l.strategy);
   c.model.preset = "";
   c.model.config = deep_tiny_config(l.preset);
   c.training.max_steps = 3;
@@ -56,11 +56,11 @@ inline TrainConfig pp_parity_config(const PipelineLayout& l) {
 }
 
 // One process reading what dp data-parallel replicas of pp_parity_config read.
-inline TrainConfig pp_reference_config(const std::string& preset, int dp) {
+inline config::TrainConfig pp_reference_config(const std::string& preset, int dp) {
   PipelineLayout one;
   one.preset = preset;
   one.pp = 1;
-  TrainConfig c = pp_parity_config(one);
+  config::TrainConfig c = pp_parity_config(one);
   c.training.micro_batch_size = 2 * dp;
   return c;
 }

@@ -9,7 +9,7 @@
 
 namespace braid::train {
 
-parallel::StrategySpec strategy_spec_from(const TrainConfig& cfg) {
+parallel::StrategySpec strategy_spec_from(const config::TrainConfig& cfg) {
   const auto& p = cfg.parallel;
   parallel::StrategySpec s;
   s.name = p.strategy;
@@ -39,7 +39,7 @@ parallel::StrategySpec strategy_spec_from(const TrainConfig& cfg) {
   return s;
 }
 
-int64_t memory_budget_from(const TrainConfig& cfg, comm::ProcessGroup* world) {
+int64_t memory_budget_from(const config::TrainConfig& cfg, comm::ProcessGroup* world) {
   if (!cfg.memory.budget.empty()) return parse_bytes(cfg.memory.budget);
   int64_t budget = available_memory_bytes() / 10 * 9 / std::max(1, local_world_size());
   if (world && world->size() > 1) {

@@ -26,8 +26,8 @@ struct Case {
   bool offload = false;  // optimizer state and parameters to files
 };
 
-TrainConfig config_of(const Case& k) {
-  TrainConfig c = tiny(1, 2, k.strategy);
+config::TrainConfig config_of(const Case& k) {
+  config::TrainConfig c = tiny(1, 2, k.strategy);
   c.model.preset = "";
   c.model.config = six_block_model_config();
   if (!k.how.empty()) c.parallel.sharding_strategy = k.how;
@@ -68,7 +68,7 @@ TEST(StrategyMemory, TrackerPeaksMatchTheEstimator) {
       {"zero3", "", 2, 0, "auto", true},
   };
   for (const Case& k : cases) {
-    const TrainConfig c = config_of(k);
+    const config::TrainConfig c = config_of(k);
     const Peaks p = measure_peaks(c, k.ranks);
     const parallel::MemoryEstimate e = parallel::estimate_memory(thread_rank_inputs(c, k.ranks));
     const std::string name = k.strategy + " " + k.how + " x" + std::to_string(k.ranks) +

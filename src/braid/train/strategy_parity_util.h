@@ -26,7 +26,7 @@ struct StrategyVariant {
   std::string name;
   int min_ranks = 1;     // hybrid layouts need two shard groups
   int rank_divisor = 1;  // world sizes it needs to divide (sharding factor)
-  std::function<void(TrainConfig&)> apply;
+  std::function<void(config::TrainConfig&)> apply;
 };
 
 // The private temporary directories this process made, removed when it exits.
@@ -63,7 +63,7 @@ inline std::string private_offload_dir() {
 
 inline std::vector<StrategyVariant> strategy_variants() {
   auto set = [](std::string strategy, std::string how = "", int factor = 0) {
-    return [=](TrainConfig& c) {
+    return [=](config::TrainConfig& c) {
       c.parallel.strategy = strategy;
       if (!how.empty()) c.parallel.sharding_strategy = how;
       c.parallel.sharding_factor = factor;
@@ -79,38 +79,38 @@ inline std::vector<StrategyVariant> strategy_variants() {
       {"fsdp_HYBRID_SHARD_2", 4, 2, set("fsdp", "HYBRID_SHARD", 2)},
       {"fsdp_HYBRID_SHARD_ZERO2_2", 4, 2, set("fsdp", "HYBRID_SHARD_ZERO2", 2)},
       {"zero3_no_prefetch_persistent_head", 1, 1,
-       [](TrainConfig& c) {
+       [](config::TrainConfig& c) {
          c.parallel.strategy = "zero3";
          c.parallel.forward_prefetch = false;
          c.parallel.backward_prefetch = false;
          c.parallel.param_persistence_threshold = 200;  // the tied head (ln_f) stays whole
        }},
       {"zero3_activation_checkpointing", 1, 1,
-       [](TrainConfig& c) {
+       [](config::TrainConfig& c) {
          c.parallel.strategy = "zero3";
          c.model.activation_checkpointing = "full";
        }},
       {"zero3_selective_checkpointing_every_2", 1, 1,
-       [](TrainConfig& c) {
+       [](config::TrainConfig& c) {
          c.parallel.strategy = "zero3";
          c.model.activation_checkpointing = "selective";
          c.model.activation_checkpointing_interval = 2;
        }},
       {"zero3_offload_optimizer_and_params_nvme", 1, 1,
-       [](TrainConfig& c) {
+       [](config::TrainConfig& c) {
          c.parallel.strategy = "zero3";
          c.parallel.offload_optimizer = "nvme";
          c.parallel.offload_params = "nvme";
          c.parallel.offload_dir = private_offload_dir();
        }},
       {"zero2_offload_optimizer_nvme", 1, 1,
-       [](TrainConfig& c) {
+       [](config::TrainConfig& c) {
          c.parallel.strategy = "zero2";
          c.parallel.offload_optimizer = "nvme";
          c.parallel.offload_dir = private_offload_dir();
        }},
       {"zero1_offload_optimizer_nvme", 1, 1,
-       [](TrainConfig& c) {
+       [](config::TrainConfig& c) {
          c.parallel.strategy = "zero1";
          c.parallel.offload_optimizer = "nvme";
          c.parallel.offload_dir = private_offload_dir();
@@ -119,8 +119,8 @@ inline std::vector<StrategyVariant> strategy_variants() {
 }
 
 // Note [Parity setting].
-inline TrainConfig parity_config(const std::string& sync_each_batch) {
-  TrainConfig c = tiny(1, 2, "ddp");
+inline config::TrainConfig parity_config(const std::string& sync_each_batch) {
+  config::TrainConfig c = tiny(1, 2, "ddp");
   c.training.max_steps = 4;
   c.schedule.warmup_steps = 1;
   c.model.freeze = "transformer.wpe,transformer.h.0.ln_1.";
@@ -146,7 +146,7 @@ inline Tensor train_and_gather(Trainer& t) {
 }
 
 // Trains cfg on n thread-backed ranks; rank 0's gathered weights (every rank must hold the same).
-inline Tensor train_ranks(int n, const TrainConfig& cfg, TrainerOptions options = quiet()) {
+inline Tensor train_ranks(int n, const config::TrainConfig& cfg, TrainerOptions options = quiet()) {
   std::vector<Tensor> out(static_cast<size_t>(n));
   std::mutex mu;
   braid::testing::run_ranks(n, [&](comm::ProcessGroup& pg) {

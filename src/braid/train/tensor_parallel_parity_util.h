@@ -11,9 +11,9 @@ namespace braid::train {
 
 // 4 steps of `preset`, accumulation 2, clipping on (the tiny model's norm is above the limit, so
 // the model-parallel norm decides the coefficient), `strategy` over dp = world / tp.
-inline TrainConfig tp_parity_config(const std::string& preset, int tp, bool sp,
-                                    const std::string& strategy) {
-  TrainConfig c = tiny(2, 2, strategy);
+inline config::TrainConfig tp_parity_config(const std::string& preset, int tp, bool sp,
+                                            const std::string& strategy) {
+  config::TrainConfig c = tiny(2, 2, strategy);
   c.model.preset = preset;
   c.training.max_steps = 4;
   c.parallel.tensor_parallel_size = tp;
@@ -22,8 +22,8 @@ inline TrainConfig tp_parity_config(const std::string& preset, int tp, bool sp,
 }
 
 // One process reading what dp data-parallel replicas of tp_parity_config read.
-inline TrainConfig tp_reference_config(const std::string& preset, int dp) {
-  TrainConfig c = tp_parity_config(preset, 1, false, "none");
+inline config::TrainConfig tp_reference_config(const std::string& preset, int dp) {
+  config::TrainConfig c = tp_parity_config(preset, 1, false, "none");
   c.training.micro_batch_size = 2 * dp;
   return c;
 }

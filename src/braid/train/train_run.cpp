@@ -11,9 +11,9 @@ namespace braid::train {
 
 void run_training(const RunConfigSources& sources, bool print_config) {
   std::string mapping;
-  TrainConfig cfg = load_run_config(sources, &mapping);
+  config::TrainConfig cfg = load_run_config(sources, &mapping);
   if (print_config) {
-    std::printf("%s%s", mapping.c_str(), dump_config(cfg).c_str());
+    std::printf("%s%s", mapping.c_str(), config::dump_config(cfg).c_str());
     return;
   }
   auto world = launched_world(cfg);

@@ -15,7 +15,7 @@
 
 namespace braid::train {
 
-std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
+std::string describe_run(const config::TrainConfig& cfg, const nn::Transformer& model,
                          const parallel::Strategy& strategy, int world,
                          const std::string& placement, double peak_gflops, double flops_tok) {
   const auto& t = cfg.training;
@@ -62,15 +62,15 @@ std::string format_summary(const TrainResult& r, double rss_mib, int world) {
   return buf;
 }
 
-std::function<void(int, Tensor&)> initial_weights(const TrainConfig& cfg,
+std::function<void(int, Tensor&)> initial_weights(const config::TrainConfig& cfg,
                                                   const nn::Transformer& model) {
   if (cfg.model.init_from.empty()) return {};
   auto reader = std::make_shared<checkpoint::HfWeightReader>(model, cfg.model.init_from);
   return [reader, &model](int u, Tensor& unit) { reader->read_unit(model.global_unit(u), unit); };
 }
 
-void write_outputs(const TrainConfig& cfg, nn::Transformer& model, parallel::Strategy& strategy,
-                   bool is_rank0, bool quiet) {
+void write_outputs(const config::TrainConfig& cfg, nn::Transformer& model,
+                   parallel::Strategy& strategy, bool is_rank0, bool quiet) {
   namespace fs = std::filesystem;
   const auto& out = cfg.output;
   if (out.export_model) {

@@ -4,9 +4,9 @@
 #pragma once
 
 #include "braid/comm/process_group.h"
-#include "braid/train/config.h"
+#include "braid/config/config.h"
 
-namespace braid::train {
+namespace braid::config {
 
 // Compares every config field across the ranks of `world` (one all_gather of per-field hashes)
 // and throws on every rank when any rank differs from rank 0, naming the fields, the ranks and
@@ -14,4 +14,4 @@ namespace braid::train {
 // nodes and are not compared.
 void check_config_agrees(const TrainConfig& cfg, comm::ProcessGroup& world);
 
-}  // namespace braid::train
+}  // namespace braid::config

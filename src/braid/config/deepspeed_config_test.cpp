@@ -1,4 +1,4 @@
-#include "braid/train/deepspeed_config.h"
+#include "braid/config/deepspeed_config.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include "braid/core/error.h"
 #include "testing/run_ranks.h"
 
-namespace braid::train {
+namespace braid::config {
 namespace {
 
 TrainConfig yaml() {
@@ -290,4 +290,4 @@ TEST(DeepSpeedConfig, FuzzedMutationsNeverCrash) {
 }
 
 }  // namespace
-}  // namespace braid::train
+}  // namespace braid::config

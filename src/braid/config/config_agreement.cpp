@@ -1,4 +1,4 @@
-#include "braid/train/config_agreement.h"
+#include "braid/config/config_agreement.h"
 
 #include <set>
 #include <string>
@@ -7,7 +7,7 @@
 #include "braid/core/error.h"
 #include "braid/core/tensor.h"
 
-namespace braid::train {
+namespace braid::config {
 
 namespace {
 
@@ -65,4 +65,4 @@ void check_config_agrees(const TrainConfig& cfg, comm::ProcessGroup& world) {
       ". Every rank must train the same config (same file and --set values)");
 }
 
-}  // namespace braid::train
+}  // namespace braid::config

@@ -6,7 +6,7 @@
 #include <iosfwd>
 #include <string>
 
-namespace braid::train {
+namespace braid::config {
 
 // Asks on `out`, reads answers line by line from `in` (an empty line takes the default shown in
 // brackets; a bad answer is said so and asked again), and returns the YAML text. Throws when
@@ -17,4 +17,4 @@ std::string ask_accelerate_config(std::istream& in, std::ostream& out);
 // defaulting to $XDG_CACHE_HOME/huggingface or ~/.cache/huggingface.
 std::string default_accelerate_config_path();
 
-}  // namespace braid::train
+}  // namespace braid::config

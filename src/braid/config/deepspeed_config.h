@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "braid/train/config.h"
+#include "braid/config/config.h"
 
-namespace braid::train {
+namespace braid::config {
 
 // What one DeepSpeed key became: "training.micro_batch_size = 4", "auto: ...", "ignored: why".
 struct DialectEntry {
@@ -31,4 +31,4 @@ std::vector<DialectEntry> load_deepspeed_config(TrainConfig& cfg, const std::str
 // and its dialect).
 std::string describe_dialect(const std::string& source, const std::vector<DialectEntry>& entries);
 
-}  // namespace braid::train
+}  // namespace braid::config

@@ -1,4 +1,4 @@
-#include "braid/train/accelerate_config.h"
+#include "braid/config/accelerate_config.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -6,10 +6,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "braid/config/dialect_reader.h"
 #include "braid/core/error.h"
-#include "braid/train/dialect_reader.h"
 
-namespace braid::train {
+namespace braid::config {
 
 namespace {
 
@@ -291,4 +291,4 @@ AccelerateLaunch accelerate_launch_settings(const std::string& path) {
   return a;
 }
 
-}  // namespace braid::train
+}  // namespace braid::config

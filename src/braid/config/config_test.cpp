@@ -1,10 +1,10 @@
-#include "braid/train/config.h"
+#include "braid/config/config.h"
 
 #include <gtest/gtest.h>
 
 #include "braid/core/error.h"
 
-namespace braid::train {
+namespace braid::config {
 namespace {
 
 std::string error_of(const std::function<void()>& f) {
@@ -97,4 +97,4 @@ TEST(Config, BatchArithmeticDerivesAndChecks) {
 }
 
 }  // namespace
-}  // namespace braid::train
+}  // namespace braid::config

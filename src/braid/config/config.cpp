@@ -1,4 +1,4 @@
-#include "braid/train/config.h"
+#include "braid/config/config.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -15,11 +15,11 @@
 #include <variant>
 #include <vector>
 
+#include "braid/config/closest_key.h"
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
-#include "braid/train/closest_key.h"
 
-namespace braid::train {
+namespace braid::config {
 
 namespace {
 
@@ -142,7 +142,7 @@ void set_scalar(const FieldPtr& p, const YAML::Node& n, const std::string& key,
 std::string did_you_mean(const std::string& key, const std::map<std::string, FieldPtr>& fields) {
   std::vector<std::string> known;
   for (const auto& [k, _] : fields) known.push_back(k);
-  return train::did_you_mean(key, known);
+  return config::did_you_mean(key, known);
 }
 
 void parse_node(const YAML::Node& node, const std::string& prefix,
@@ -432,4 +432,4 @@ std::string dump_config(const TrainConfig& cfg) {
   return os.str();
 }
 
-}  // namespace braid::train
+}  // namespace braid::config

@@ -15,7 +15,7 @@
 #include "braid/nn/model_config.h"
 #include "braid/optim/loss_scaler.h"
 
-namespace braid::train {
+namespace braid::config {
 
 struct ModelSection {
   std::string preset = "";     // nn preset name (gpt2-tiny, bench-small, gpt2-small, ...)
@@ -200,4 +200,4 @@ optim::LossScalerConfig loss_scaler_config(const TrainConfig& cfg);
 // shortest exact form, so two configs have equal entries exactly when their fields are equal.
 std::vector<std::pair<std::string, std::string>> config_entries(const TrainConfig& cfg);
 
-}  // namespace braid::train
+}  // namespace braid::config

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "braid/config/closest_key.h"
+#include "braid/config/deepspeed_config.h"
 #include "braid/core/error.h"
-#include "braid/train/closest_key.h"
-#include "braid/train/deepspeed_config.h"
 
-namespace braid::train::dialect {
+namespace braid::config::dialect {
 
 using json = nlohmann::json;
 
@@ -179,4 +179,4 @@ class DialectReader {
 std::vector<DialectEntry> apply_deepspeed_object(TrainConfig& cfg, const json& root,
                                                  const std::string& source, int64_t dp_size);
 
-}  // namespace braid::train::dialect
+}  // namespace braid::config::dialect

@@ -1,4 +1,4 @@
-#include "braid/train/accelerate_config.h"
+#include "braid/config/accelerate_config.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include "braid/core/error.h"
 #include "testing/run_ranks.h"
 
-namespace braid::train {
+namespace braid::config {
 namespace {
 
 TrainConfig yaml() {
@@ -210,4 +210,4 @@ TEST(AccelerateConfig, FuzzedMutationsNeverCrash) {
 }
 
 }  // namespace
-}  // namespace braid::train
+}  // namespace braid::config

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace braid::train {
+namespace braid::config {
 
 // Levenshtein distance between a and b (insert, delete, substitute, each cost 1).
 size_t edit_distance(const std::string& a, const std::string& b);
@@ -19,4 +19,4 @@ std::string closest_key(const std::string& key, const std::vector<std::string>& 
 // " (did you mean 'x.y'?)", or "" when there is no close key.
 std::string did_you_mean(const std::string& key, const std::vector<std::string>& known);
 
-}  // namespace braid::train
+}  // namespace braid::config

@@ -1,4 +1,4 @@
-#include "braid/train/accelerate_questions.h"
+#include "braid/config/accelerate_questions.h"
 
 #include <algorithm>
 #include <cctype>
@@ -11,7 +11,7 @@
 
 #include "braid/core/error.h"
 
-namespace braid::train {
+namespace braid::config {
 
 namespace {
 
@@ -196,4 +196,4 @@ std::string default_accelerate_config_path() {
          "/.cache/huggingface/accelerate/default_config.yaml";
 }
 
-}  // namespace braid::train
+}  // namespace braid::config

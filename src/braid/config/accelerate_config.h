@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "braid/train/config.h"
-#include "braid/train/deepspeed_config.h"
+#include "braid/config/config.h"
+#include "braid/config/deepspeed_config.h"
 
-namespace braid::train {
+namespace braid::config {
 
 // The environment variable through which `braid launch --config_file` hands the file to ranks.
 inline constexpr const char* kAccelerateConfigEnv = "BRAID_ACCELERATE_CONFIG";
@@ -32,4 +32,4 @@ struct AccelerateLaunch {
 };
 AccelerateLaunch accelerate_launch_settings(const std::string& path);
 
-}  // namespace braid::train
+}  // namespace braid::config

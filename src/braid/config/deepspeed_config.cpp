@@ -1,4 +1,4 @@
-#include "braid/train/deepspeed_config.h"
+#include "braid/config/deepspeed_config.h"
 
 #include <algorithm>
 #include <cctype>
@@ -11,11 +11,11 @@
 #include <set>
 #include <sstream>
 
+#include "braid/config/closest_key.h"
+#include "braid/config/dialect_reader.h"
 #include "braid/core/error.h"
-#include "braid/train/closest_key.h"
-#include "braid/train/dialect_reader.h"
 
-namespace braid::train {
+namespace braid::config {
 
 namespace {
 
@@ -404,4 +404,4 @@ std::string describe_dialect(const std::string& source, const std::vector<Dialec
   return out;
 }
 
-}  // namespace braid::train
+}  // namespace braid::config

@@ -1,14 +1,14 @@
-#include "braid/train/accelerate_questions.h"
+#include "braid/config/accelerate_questions.h"
 
 #include <gtest/gtest.h>
 
 #include <sstream>
 
+#include "braid/config/accelerate_config.h"
 #include "braid/core/error.h"
-#include "braid/train/accelerate_config.h"
 #include "testing/run_ranks.h"
 
-namespace braid::train {
+namespace braid::config {
 namespace {
 
 // Answers the questions with `answers` (one per line) and reads the written YAML back as braid
@@ -74,4 +74,4 @@ TEST(AccelerateQuestions, BadAnswersAreAskedAgainAndAnEndedInputIsAnError) {
 }
 
 }  // namespace
-}  // namespace braid::train
+}  // namespace braid::config

@@ -1,9 +1,9 @@
-#include "braid/train/closest_key.h"
+#include "braid/config/closest_key.h"
 
 #include <algorithm>
 #include <cstdint>
 
-namespace braid::train {
+namespace braid::config {
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -42,4 +42,4 @@ std::string did_you_mean(const std::string& key, const std::vector<std::string>&
   return best.empty() ? "" : " (did you mean '" + best + "'?)";
 }
 
-}  // namespace braid::train
+}  // namespace braid::config
