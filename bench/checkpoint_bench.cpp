@@ -37,7 +37,7 @@
 #include "braid/checkpoint/checkpoint_reader.h"
 #include "braid/comm/world.h"
 #include "braid/core/error.h"
-#include "braid/train/process_setup.h"
+#include "braid/launch/process_setup.h"
 #include "braid/train/trainer.h"
 
 using namespace braid;
@@ -300,7 +300,7 @@ void hiding(const Options& o, const std::shared_ptr<comm::ProcessGroup>& world) 
 
 int main(int argc, char** argv) {
   try {
-    train::tune_allocator();
+    launch::tune_allocator();
     const Options o = parse(argc, argv);
     auto world = comm::init_world({});
     throughput(o, world);

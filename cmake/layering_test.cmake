@@ -20,7 +20,8 @@ set(ARROWS_parallel comm optim nn)
 set(ARROWS_data core)
 set(ARROWS_checkpoint comm nn optim)
 set(ARROWS_config nn optim comm)
-set(ARROWS_train config checkpoint parallel data optim nn comm autograd kernels core)
+set(ARROWS_launch core)
+set(ARROWS_train config launch checkpoint parallel data optim nn comm autograd kernels core)
 set(ARROWS_cli train)
 # testing/: its helpers use core (tensor_compare), autograd (gradcheck) and comm (run_ranks),
 # but whatever links braid_testing gets core's headers only, never autograd's or comm's.

@@ -13,7 +13,7 @@
 #include "braid/cli/command.h"
 #include "braid/config/accelerate_config.h"
 #include "braid/core/error.h"
-#include "braid/train/launcher.h"
+#include "braid/launch/launcher.h"
 
 namespace {
 
@@ -47,7 +47,7 @@ std::string self_path() {
 }
 
 int run_launch(const std::vector<std::string>& args) {
-  braid::train::LaunchOptions o;
+  braid::launch::LaunchOptions o;
   bool nprocs_given = false;
   std::string config_file;
   size_t i = 0;
@@ -108,13 +108,13 @@ int run_launch(const std::vector<std::string>& args) {
                 "'");
     setenv(braid::config::kAccelerateConfigEnv, abs, 1);
   }
-  if (!nprocs_given) o.nprocs = braid::train::default_nprocs();
+  if (!nprocs_given) o.nprocs = braid::launch::default_nprocs();
   if (o.command[0] == "braid") o.command[0] = self_path();
   // Note [Job network listeners]: the guard is built beside this binary.
   const std::string self = self_path();
   const std::string guard = self.substr(0, self.rfind('/') + 1) + "libbraid_netguard.so";
   if (access(guard.c_str(), R_OK) == 0) o.netguard = guard;
-  return braid::train::launch(o);
+  return braid::launch::launch(o);
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ parallel::MemoryEstimateInputs memory_estimate_inputs(const config::TrainConfig&
   in.compute = cfg.compute_dtype();
   in.optimizer_bytes_per_param = optimizer_bytes(cfg.optimizer);
   in.micro_batches = std::max<int64_t>(1, cfg.training.gradient_accumulation_steps);
-  // braid launch's default: this machine's cores shared by the ranks (launcher.cpp)
+  // braid launch's default: this machine's cores shared by the ranks (launch/mpirun_command.cpp)
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   in.threads = runtime.threads > 0 ? runtime.threads : std::max(1, cores / world_size);
   in.backend = runtime.backend;

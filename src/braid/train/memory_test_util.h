@@ -11,10 +11,10 @@
 #include <mutex>
 #include <string>
 
+#include "braid/launch/threads.h"
 #include "braid/parallel/estimate/memory_estimate.h"
 #include "braid/train/memory_estimate_table.h"
 #include "braid/train/strategy_parity_util.h"
-#include "braid/train/threads.h"
 #include "testing/run_ranks.h"
 
 namespace braid::train {
@@ -27,7 +27,7 @@ struct Peaks {
 // The estimator's inputs for c on `ranks` ranks as measure_peaks runs them.
 inline parallel::MemoryEstimateInputs thread_rank_inputs(const config::TrainConfig& c, int ranks) {
   RankRuntime runtime;
-  runtime.threads = threads_per_rank();  // what the Trainer applies (train/threads.h)
+  runtime.threads = launch::threads_per_rank();  // what the Trainer applies (launch/threads.h)
   runtime.backend.kind = "local";
   runtime.backend.shm_slot_bytes =
       static_cast<int64_t>(braid::testing::RunRanksOptions::default_group().shm_slot_bytes);

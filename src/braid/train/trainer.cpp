@@ -17,6 +17,7 @@
 #include "braid/config/config_agreement.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
+#include "braid/launch/threads.h"
 #include "braid/optim/clip_grad.h"
 #include "braid/optim/lr_schedule.h"
 #include "braid/optim/param_groups.h"
@@ -24,7 +25,6 @@
 #include "braid/parallel/strategy_factory.h"
 #include "braid/train/progress.h"
 #include "braid/train/strategy_config.h"
-#include "braid/train/threads.h"
 #include "braid/train/trainer_output.h"
 
 namespace braid::train {
@@ -222,7 +222,7 @@ double Trainer::evaluate() {
 
 TrainResult Trainer::run() {
   MemoryScope scope(tracker_);
-  apply_threads_per_rank();
+  launch::apply_threads_per_rank();
   const auto& t = cfg_.training;
   const int64_t T = cfg_.data.seq_len;
   const int64_t accum = t.gradient_accumulation_steps;

@@ -9,8 +9,8 @@
 #include "braid/core/memory_tracker.h"
 #include "braid/data/bpe_tokenizer.h"
 #include "braid/kernels/ops.h"
+#include "braid/launch/threads.h"
 #include "braid/train/generate.h"
-#include "braid/train/threads.h"
 #include "braid/train/trainer.h"
 
 namespace braid::train {
@@ -23,10 +23,10 @@ std::string describe_run(const config::TrainConfig& cfg, const nn::Transformer& 
   os << "model: " << model.config().summary() << "\n"
      << "params: " << model.config().num_parameters() << " ("
      << format_bytes(model.layout().num_parameters() * 4) << " fp32)\n"
-     << "strategy: " << strategy.describe() << "; " << world << " rank(s) x " << threads_per_rank()
-     << " thread(s); batch: global " << t.global_batch_size << " = micro " << t.micro_batch_size
-     << " x accumulation " << t.gradient_accumulation_steps << " x dp " << strategy.dp_size()
-     << ", seq " << cfg.data.seq_len << "\n";
+     << "strategy: " << strategy.describe() << "; " << world << " rank(s) x "
+     << launch::threads_per_rank() << " thread(s); batch: global " << t.global_batch_size
+     << " = micro " << t.micro_batch_size << " x accumulation " << t.gradient_accumulation_steps
+     << " x dp " << strategy.dp_size() << ", seq " << cfg.data.seq_len << "\n";
   if (!placement.empty()) os << "hosts: " << placement << "\n";
   os << "precision: " << cfg.training.precision;
   if (cfg.compute_dtype() != DType::f32)

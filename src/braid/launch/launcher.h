@@ -2,16 +2,18 @@
 // the hosts of a hostfile (inside a Slurm allocation mpirun takes its hosts from Slurm), with what
 // mpirun needs on this kind of machine: running as root, more ranks than cores, no core binding,
 // the faster shared-memory copy. Each rank gets cores / ranks compute threads unless told
-// otherwise (BRAID_NUM_THREADS, OMP_NUM_THREADS; train/threads.h), output lines carry their rank,
+// otherwise (BRAID_NUM_THREADS, OMP_NUM_THREADS; launch/threads.h), output lines carry their rank,
 // a failed job is restarted up to max_restarts times, and the result is the failing rank's exit
 // status plus a one-line cause. Without mpirun, a 1-rank job runs the program directly.
+// launcher.cpp runs the job (its output, failure cause, signals and restarts); mpirun_command.cpp
+// builds what it runs (mpirun's command line, the ranks' environment, the job's network).
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
 
-namespace braid::train {
+namespace braid::launch {
 
 struct LaunchOptions {
   int nprocs = 1;
@@ -80,4 +82,4 @@ int launch(const LaunchOptions& o);
 // Finds an executable on PATH ("" if absent).
 std::string find_on_path(const std::string& name);
 
-}  // namespace braid::train
+}  // namespace braid::launch

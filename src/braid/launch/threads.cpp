@@ -1,4 +1,4 @@
-#include "braid/train/threads.h"
+#include "braid/launch/threads.h"
 
 #include <omp.h>
 
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <thread>
 
-namespace braid::train {
+namespace braid::launch {
 
 namespace {
 int env_int(const char* name) {
@@ -35,4 +35,4 @@ void apply_threads_per_rank() {
   omp_set_num_threads(threads_per_rank());
 }
 
-}  // namespace braid::train
+}  // namespace braid::launch

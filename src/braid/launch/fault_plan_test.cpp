@@ -1,11 +1,11 @@
 // BRAID_FAULT_PLAN parsing: entries and the one-line error for a bad one.
-#include "braid/train/fault_plan.h"
+#include "braid/launch/fault_plan.h"
 
 #include <gtest/gtest.h>
 
 #include "braid/core/error.h"
 
-namespace braid::train {
+namespace braid::launch {
 namespace {
 
 TEST(FaultPlan, ParsesEntriesAndRefusesBadOnesByName) {
@@ -29,4 +29,4 @@ TEST(FaultPlan, ParsesEntriesAndRefusesBadOnesByName) {
 }
 
 }  // namespace
-}  // namespace braid::train
+}  // namespace braid::launch

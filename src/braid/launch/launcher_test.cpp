@@ -1,4 +1,4 @@
-#include "braid/train/launcher.h"
+#include "braid/launch/launcher.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "braid/core/error.h"
 
-namespace braid::train {
+namespace braid::launch {
 namespace {
 
 bool contains(const std::vector<std::string>& v, const std::vector<std::string>& seq) {
@@ -46,7 +46,7 @@ TEST(Launcher, ThreadsTimeoutAndHostfile) {
   EXPECT_EQ(env.at("BRAID_NUM_THREADS"), "3");
   EXPECT_EQ(env.at("BRAID_COMM_TIMEOUT"), "2.5");
   EXPECT_EQ(env.at("BRAID_RESTART_COUNT"), "1");
-  // With a hostfile each rank divides its own node's cores (train/threads.h).
+  // With a hostfile each rank divides its own node's cores (launch/threads.h).
   o.threads = 0;
   o.hostfile = "hosts";
   EXPECT_EQ(launch_environment(o, 16, 0).count("BRAID_NUM_THREADS"), 0u);
@@ -185,4 +185,4 @@ TEST(Launcher, FindsProgramsOnPath) {
 }
 
 }  // namespace
-}  // namespace braid::train
+}  // namespace braid::launch

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace braid::train {
+namespace braid::launch {
 
 struct FaultPoint {
   int attempt = 0;
@@ -44,4 +44,4 @@ class FaultPlan {
 // The launch attempt this process belongs to (BRAID_RESTART_COUNT; 0 when unset).
 int launch_attempt();
 
-}  // namespace braid::train
+}  // namespace braid::launch

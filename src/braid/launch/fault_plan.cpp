@@ -1,4 +1,4 @@
-#include "braid/train/fault_plan.h"
+#include "braid/launch/fault_plan.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 
 #include "braid/core/error.h"
 
-namespace braid::train {
+namespace braid::launch {
 
 namespace {
 const char* const kPoints[] = {"forward",      "backward",  "optimizer",     "save:create",
@@ -73,4 +73,4 @@ void FaultPlan::at(int64_t step, const std::string& point) const {
   }
 }
 
-}  // namespace braid::train
+}  // namespace braid::launch

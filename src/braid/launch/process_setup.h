@@ -2,7 +2,7 @@
 // never the library on its own behalf).
 #pragma once
 
-namespace braid::train {
+namespace braid::launch {
 
 // Note [Allocator tuning]: glibc serves blocks above the mmap threshold with fresh mmaps and
 // trims freed heap tops back to the OS, so every training step would fault its activation and
@@ -15,4 +15,4 @@ namespace braid::train {
 // page faults cost little next to the work on them.
 void tune_allocator();
 
-}  // namespace braid::train
+}  // namespace braid::launch
