@@ -1,11 +1,11 @@
 # The ctest `layering` (label lint; added by braid_layering_test() in braid_helpers.cmake):
 #   cmake -DINPUT=<build>/layering/targets.cmake -DWORK_DIR=<dir> -P cmake/layering_test.cmake
 # Proves that a wrong-way #include is a compile error. For every target with an include root
-# (each layer, cli's `braid`, braid_testing) it asks the compiler, with that target's own include
-# directories and with those it passes on to whatever links it, which folders' headers
-# __has_include can see, and fails when one is visible that docs/design.md's table below does not
-# allow, or when one is reachable by another spelling ("src/braid/nn/x.h", "nn/x.h"). Then it
-# compiles `#include "braid/train/<header>"` with nn's flags and expects "No such file".
+# (each layer, cli's `braid`, bench's braid_bench, braid_testing) it asks the compiler, with that
+# target's own include directories and with those it passes on to whatever links it, which folders'
+# headers __has_include can see, and fails when one is visible that docs/design.md's table below
+# does not allow, or when one is reachable by another spelling ("src/braid/nn/x.h", "nn/x.h"). Then
+# it compiles `#include "braid/train/<header>"` with nn's flags and expects "No such file".
 # It reads only the folders' names and one header name each, never their contents.
 cmake_minimum_required(VERSION 3.25)
 
@@ -19,10 +19,14 @@ set(ARROWS_comm core)
 set(ARROWS_parallel comm optim nn)
 set(ARROWS_data core)
 set(ARROWS_checkpoint comm nn optim)
+# config/: TrainConfig holds nn's ModelConfig and optim's loss-scaler config; config_agreement
+# compares it across a comm group. launch/: `braid launch` and each rank's process setup.
 set(ARROWS_config nn optim comm)
 set(ARROWS_launch core)
 set(ARROWS_train config launch checkpoint parallel data optim nn comm autograd kernels core)
-set(ARROWS_cli train)
+# bench/ (beside src/braid): braid_bench, the library of `braid bench comm` and `braid bench tp`.
+set(ARROWS_bench parallel)
+set(ARROWS_cli train launch config bench)
 # testing/: its helpers use core (tensor_compare), autograd (gradcheck) and comm (run_ranks),
 # but whatever links braid_testing gets core's headers only, never autograd's or comm's.
 set(ARROWS_testing core autograd comm)

@@ -11,7 +11,7 @@
 
 #include "braid/comm/process_group.h"
 
-namespace braid::train {
+namespace braid::bench {
 
 struct TpBenchOptions {
   std::string preset = "bench-small";
@@ -26,4 +26,4 @@ struct TpBenchOptions {
 bool run_tp_bench(std::shared_ptr<comm::ProcessGroup> world, const TpBenchOptions& options,
                   FILE* out);
 
-}  // namespace braid::train
+}  // namespace braid::bench

@@ -1,4 +1,4 @@
-#include "braid/train/tp_bench.h"
+#include "bench/tp_bench.h"
 
 #include <chrono>
 
@@ -7,7 +7,7 @@
 #include "braid/nn/transformer.h"
 #include "braid/parallel/tensor/tp_group.h"
 
-namespace braid::train {
+namespace braid::bench {
 
 namespace {
 
@@ -98,4 +98,4 @@ bool run_tp_bench(std::shared_ptr<comm::ProcessGroup> world, const TpBenchOption
   return ok;
 }
 
-}  // namespace braid::train
+}  // namespace braid::bench

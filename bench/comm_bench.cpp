@@ -1,4 +1,4 @@
-#include "braid/train/comm_bench.h"
+#include "bench/comm_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,7 +8,7 @@
 #include "braid/comm/mpi/raw_mpi.h"
 #include "braid/core/error.h"
 
-namespace braid::train {
+namespace braid::bench {
 
 namespace {
 
@@ -163,4 +163,4 @@ void run_comm_bench(comm::ProcessGroup& g, const CommBenchOptions& o, FILE* out)
   }
 }
 
-}  // namespace braid::train
+}  // namespace braid::bench

@@ -10,7 +10,7 @@
 
 #include "braid/comm/process_group.h"
 
-namespace braid::train {
+namespace braid::bench {
 
 struct CommBenchOptions {
   int64_t min_bytes = 4 << 10;
@@ -31,4 +31,4 @@ int64_t parse_bytes(const std::string& text);
 // Collective over `group`; rank 0 prints the table to `out`.
 void run_comm_bench(comm::ProcessGroup& group, const CommBenchOptions& options, FILE* out);
 
-}  // namespace braid::train
+}  // namespace braid::bench
