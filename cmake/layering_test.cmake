@@ -1,11 +1,12 @@
 # The ctest `layering` (label lint; added by braid_layering_test() in braid_helpers.cmake):
 #   cmake -DINPUT=<build>/layering/targets.cmake -DWORK_DIR=<dir> -P cmake/layering_test.cmake
 # Proves that a wrong-way #include is a compile error. For every target with an include root
-# (each layer, cli's `braid`, bench's braid_bench, braid_testing) it asks the compiler, with that
-# target's own include directories and with those it passes on to whatever links it, which folders'
-# headers __has_include can see, and fails when one is visible that docs/design.md's table below
-# does not allow, or when one is reachable by another spelling ("src/braid/nn/x.h", "nn/x.h"). Then
-# it compiles `#include "braid/train/<header>"` with nn's flags and expects "No such file".
+# (each layer, cli's `braid`, bench's braid_bench, braid_testing and braid_testing_train) it asks
+# the compiler, with that target's own include directories and with those it passes on to
+# whatever links it, which folders' headers __has_include can see, and fails when one is visible
+# that docs/design.md's table below does not allow, or when one is reachable by another spelling
+# ("src/braid/nn/x.h", "nn/x.h"). Then it compiles `#include "braid/train/<header>"` with nn's
+# flags and expects "No such file".
 # It reads only the folders' names and one header name each, never their contents.
 cmake_minimum_required(VERSION 3.25)
 
@@ -31,6 +32,9 @@ set(ARROWS_cli train launch config bench)
 # but whatever links braid_testing gets core's headers only, never autograd's or comm's.
 set(ARROWS_testing core autograd comm)
 set(INTERFACE_ARROWS_testing core)
+# testing/train/: train's tests' helpers (header-only, braid_testing_train); they include
+# train's headers, so only train's test targets link them.
+set(ARROWS_testing_train train testing)
 
 function(closure out)
   set(seen "")
@@ -52,7 +56,10 @@ file(MAKE_DIRECTORY ${WORK_DIR})
 # directory could reach: "src/braid/nn/x.h", "braid/nn/x.h", "nn/x.h". Only LINK/x.h is legal.
 set(probes "")
 foreach(t ${TARGETS})
-  get_filename_component(name ${LINK_${t}} NAME)
+  # The folder's name in the table: a layer's ("braid/nn": nn), else its link path with _ for /
+  # ("testing", "testing/train": testing_train).
+  string(REGEX REPLACE "^braid/" "" name "${LINK_${t}}")
+  string(REPLACE "/" "_" name "${name}")
   set(NAME_${t} ${name})
   file(GLOB headers RELATIVE ${DIR_${t}} ${DIR_${t}}/*.h)
   if(NOT headers)

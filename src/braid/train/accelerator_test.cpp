@@ -12,7 +12,7 @@
 #include "braid/autograd/functions.h"
 #include "braid/data/token_shard.h"
 #include "braid/nn/linear.h"
-#include "braid/train/strategy_parity_util.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {

@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "braid/comm/gather_strings.h"
-#include "braid/train/checkpoint_test_util.h"
-#include "braid/train/mpi_test_world.h"
 #include "testing/tensor_compare.h"
+#include "testing/train/checkpoint_test_util.h"
+#include "testing/train/mpi_test_world.h"
 
 namespace braid::train {
 namespace {

@@ -10,8 +10,8 @@
 
 #include "braid/checkpoint/file_io.h"
 #include "braid/checkpoint/resume.h"
-#include "braid/train/checkpoint_test_util.h"
 #include "braid/train/checkpoint_tools.h"
+#include "testing/train/checkpoint_test_util.h"
 
 namespace braid::train {
 namespace {

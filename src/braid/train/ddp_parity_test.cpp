@@ -4,10 +4,10 @@
 
 #include <mutex>
 
-#include "braid/train/ddp_parity_util.h"
 #include "braid/train/trainer.h"
 #include "testing/run_ranks.h"
 #include "testing/tensor_compare.h"
+#include "testing/train/ddp_parity_util.h"
 
 namespace braid::train {
 namespace {

@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "braid/train/memory_estimate_table.h"
-#include "braid/train/memory_test_util.h"
+#include "testing/train/memory_test_util.h"
 
 namespace braid::train {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <ostream>
 
-#include "braid/train/pipeline_parity_util.h"
+#include "testing/train/pipeline_parity_util.h"
 
 namespace braid::train {
 namespace {

@@ -7,9 +7,9 @@
 #include <mutex>
 
 #include "braid/kernels/ops.h"
-#include "braid/train/strategy_parity_util.h"
 #include "testing/run_ranks.h"
 #include "testing/tensor_compare.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {

@@ -12,8 +12,8 @@
 #include <mutex>
 
 #include "braid/train/memory_estimate_table.h"
-#include "braid/train/memory_test_util.h"
-#include "braid/train/strategy_parity_util.h"
+#include "testing/train/memory_test_util.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {

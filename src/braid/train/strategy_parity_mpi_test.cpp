@@ -3,9 +3,9 @@
 // weights bit for bit, in both accumulation modes, and every rank holds the same weights.
 #include <gtest/gtest.h>
 
-#include "braid/train/mpi_test_world.h"
-#include "braid/train/strategy_parity_util.h"
 #include "testing/tensor_compare.h"
+#include "testing/train/mpi_test_world.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {

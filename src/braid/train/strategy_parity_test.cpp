@@ -9,9 +9,9 @@
 
 #include "braid/checkpoint/hf_model_io.h"
 
-#include "braid/train/strategy_parity_util.h"
 #include "testing/run_ranks.h"
 #include "testing/tensor_compare.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {

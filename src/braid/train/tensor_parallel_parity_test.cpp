@@ -8,7 +8,7 @@
 
 #include <ostream>
 
-#include "braid/train/tensor_parallel_parity_util.h"
+#include "testing/train/tensor_parallel_parity_util.h"
 
 namespace braid::train {
 namespace {

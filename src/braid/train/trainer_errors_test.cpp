@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "braid/data/token_shard.h"
-#include "braid/train/strategy_parity_util.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "braid/train/ddp_parity_util.h"
+#include "testing/train/ddp_parity_util.h"
 
 namespace braid::train {
 

@@ -14,8 +14,8 @@
 #include "braid/launch/threads.h"
 #include "braid/parallel/estimate/memory_estimate.h"
 #include "braid/train/memory_estimate_table.h"
-#include "braid/train/strategy_parity_util.h"
 #include "testing/run_ranks.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 

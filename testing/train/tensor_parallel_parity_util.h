@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "braid/train/ddp_parity_util.h"
+#include "testing/train/ddp_parity_util.h"
 
 namespace braid::train {
 

@@ -17,7 +17,7 @@
 #include "braid/checkpoint/checkpoint_reader.h"
 #include "braid/core/rng.h"
 #include "braid/data/token_shard.h"
-#include "braid/train/strategy_parity_util.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 

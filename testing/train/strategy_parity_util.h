@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "braid/train/ddp_parity_util.h"
+#include "testing/train/ddp_parity_util.h"
 
 namespace braid::train {
 
