@@ -37,7 +37,7 @@
 #include "braid/checkpoint/checkpoint_reader.h"
 #include "braid/comm/world.h"
 #include "braid/core/error.h"
-#include "braid/train/process_setup.h"
+#include "braid/launch/process_setup.h"
 #include "braid/train/trainer.h"
 
 using namespace braid;
@@ -83,9 +83,9 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-train::TrainConfig config(const std::string& preset, const std::string& strategy, int ranks,
-                          const fs::path& checkpoints) {
-  train::TrainConfig c;
+config::TrainConfig config(const std::string& preset, const std::string& strategy, int ranks,
+                           const fs::path& checkpoints) {
+  config::TrainConfig c;
   c.model.preset = preset;
   c.data.random_tokens = true;
   c.data.seq_len = 128;
@@ -197,7 +197,7 @@ void throughput(const Options& o, const std::shared_ptr<comm::ProcessGroup>& wor
     // Odd rounds time braid first, even rounds the raw I/O first: the disk's own variation
     // (a virtual disk's host cache, freed blocks being discarded) falls on both alike.
     const bool braid_first = round % 2 == 1;
-    train::TrainConfig c = config(o.preset, o.strategy, ranks, ckpt);
+    config::TrainConfig c = config(o.preset, o.strategy, ranks, ckpt);
     const fs::path step = ckpt / checkpoint::step_dir_name(round);
     // A new file each round, the previous round's deleted after it, as a save writes a new step
     // directory and prunes the old one (keep_last 1): both allocate fresh blocks.
@@ -282,7 +282,7 @@ void hiding(const Options& o, const std::shared_ptr<comm::ProcessGroup>& world) 
                  Mode{"checkpoint.async", o.interval, true}}) {
     if (rank == 0) fs::remove_all(o.dir / "train");
     if (world) world->barrier()->wait();
-    train::TrainConfig c = config(o.train_preset, o.strategy, ranks, o.dir / "train");
+    config::TrainConfig c = config(o.train_preset, o.strategy, ranks, o.dir / "train");
     c.training.max_steps = o.train_steps;
     c.checkpoint.interval = m.interval;
     c.checkpoint.async = m.async;
@@ -300,7 +300,7 @@ void hiding(const Options& o, const std::shared_ptr<comm::ProcessGroup>& world) 
 
 int main(int argc, char** argv) {
   try {
-    train::tune_allocator();
+    launch::tune_allocator();
     const Options o = parse(argc, argv);
     auto world = comm::init_world({});
     throughput(o, world);

@@ -23,10 +23,10 @@
 
 #include "braid/comm/world.h"
 #include "braid/core/rng.h"
+#include "braid/launch/process_setup.h"
+#include "braid/launch/threads.h"
 #include "braid/nn/transformer.h"
 #include "braid/parallel/ddp/distributed_data_parallel.h"
-#include "braid/train/process_setup.h"
-#include "braid/train/threads.h"
 
 using namespace braid;
 using Clock = std::chrono::steady_clock;
@@ -45,8 +45,8 @@ int main(int argc, char** argv) {
   parallel::DdpOptions opts;
   if (argc > 3) opts.bucket_mb = std::atof(argv[3]);
   const int64_t B = 4, T = 256;  // per rank: global batch 8 on 2 ranks
-  train::tune_allocator();
-  train::apply_threads_per_rank();
+  launch::tune_allocator();
+  launch::apply_threads_per_rank();
   auto world = comm::init_world();
   nn::Transformer model(nn::ModelConfig::preset(preset), {.seed = 1});
   std::vector<parallel::DdpParam> params;
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
     std::printf(
         "ddp overlap: %s, %d ranks x %d thread(s), micro-batch %lld x %lld, bucket %.1f "
         "MiB: %zu buckets (%.1f MiB of gradients)\n",
-        preset.c_str(), world->size(), train::threads_per_rank(), static_cast<long long>(B),
+        preset.c_str(), world->size(), launch::threads_per_rank(), static_cast<long long>(B),
         static_cast<long long>(T), opts.bucket_mb, ddp.buckets().size(),
         static_cast<double>(st.bytes) / 1048576.0);
     std::printf("%-30s %9s\n", "per step (median)", "ms");

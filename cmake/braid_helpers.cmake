@@ -1,4 +1,4 @@
-# One-way layering (DESIGN.md "Layers", STYLE.md "Layout"). A layer's target, and whatever
+# One-way layering (docs/design.md "Layers", STYLE.md "Layout"). A layer's target, and whatever
 # links it, sees only that layer's own headers and the headers of the layers it links, so a
 # wrong-way #include is a compile error ("No such file or directory"), not a review comment.
 # There is no include path to src/ or to the repository root: each folder gets an include root
@@ -6,21 +6,48 @@
 #   <build>/include/braid_nn/braid/nn -> src/braid/nn
 # so "braid/nn/module.h" keeps working. The root is PUBLIC on the layer's target and travels
 # exactly as far as its PUBLIC link dependencies. To use a header of another layer, link that
-# layer (only where DESIGN.md allows the arrow). A test needing a layer its own does not link
+# layer (only where docs/design.md allows the arrow). A test needing a layer its own does not link
 # links it explicitly in its CMakeLists.txt. The ctest `layering` (label lint,
-# cmake/layering_test.cmake) checks every layer against DESIGN.md's table.
+# cmake/layering_test.cmake) checks every layer against docs/design.md's table.
 
-# braid_include_root(TARGET SCOPE LINK_PATH SOURCE_DIR): gives TARGET the include root
-# <build>/include/TARGET (with SCOPE: PUBLIC or PRIVATE) holding the symbolic link
-# LINK_PATH -> SOURCE_DIR, made at configure time.
+# braid_include_root(TARGET SCOPE LINK_PATH SOURCE_DIR [HEADERS_ONLY]): gives TARGET the include
+# root <build>/include/TARGET (with SCOPE: PUBLIC, PRIVATE or INTERFACE) holding the symbolic link
+# LINK_PATH -> SOURCE_DIR, made at configure time. With HEADERS_ONLY, LINK_PATH is a folder of
+# links instead, one to each header directly in SOURCE_DIR, so that a subfolder holding another
+# target's headers (testing/train/, braid_testing_train's) is not reachable through TARGET.
 function(braid_include_root target scope link_path source_dir)
+  cmake_parse_arguments(R "HEADERS_ONLY" "" "" ${ARGN})
   set(root ${PROJECT_BINARY_DIR}/include/${target})
   get_filename_component(parent ${root}/${link_path} DIRECTORY)
   file(MAKE_DIRECTORY ${parent})
-  file(CREATE_LINK ${source_dir} ${root}/${link_path} RESULT made SYMBOLIC)
-  if(NOT made EQUAL 0)
-    message(FATAL_ERROR "cannot link ${root}/${link_path} -> ${source_dir}: ${made}")
+  set(links ${source_dir} ${root}/${link_path})
+  if(R_HEADERS_ONLY)
+    # An older build tree may hold one link to the whole folder here: remove that link (never
+    # what it points to), then the links of headers that are gone.
+    if(IS_SYMLINK ${root}/${link_path})
+      file(REMOVE ${root}/${link_path})
+    endif()
+    file(MAKE_DIRECTORY ${root}/${link_path})
+    file(GLOB old_links ${root}/${link_path}/*)
+    foreach(old ${old_links})
+      if(IS_SYMLINK ${old})
+        file(REMOVE ${old})
+      endif()
+    endforeach()
+    file(GLOB headers CONFIGURE_DEPENDS ${source_dir}/*.h)
+    set(links "")
+    foreach(header ${headers})
+      get_filename_component(name ${header} NAME)
+      list(APPEND links ${header} ${root}/${link_path}/${name})
+    endforeach()
   endif()
+  while(links)
+    list(POP_FRONT links from to)
+    file(CREATE_LINK ${from} ${to} RESULT made SYMBOLIC)
+    if(NOT made EQUAL 0)
+      message(FATAL_ERROR "cannot link ${to} -> ${from}: ${made}")
+    endif()
+  endwhile()
   # Installed (cmake --install), every layer's headers sit under <prefix>/include/braid/.
   target_include_directories(${target} ${scope} $<BUILD_INTERFACE:${root}>
                              $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
@@ -86,10 +113,16 @@ function(braid_layering_test)
     list(GET entry 0 target)
     list(GET entry 1 link_path)
     list(GET entry 2 source_dir)
+    # A header-only (INTERFACE) target compiles nothing itself: its own view is its users'.
+    get_target_property(type ${target} TYPE)
+    set(own INCLUDE_DIRECTORIES)
+    if(type STREQUAL "INTERFACE_LIBRARY")
+      set(own INTERFACE_INCLUDE_DIRECTORIES)
+    endif()
     string(APPEND content "list(APPEND TARGETS ${target})\n"
       "set(LINK_${target} \"${link_path}\")\n"
       "set(DIR_${target} \"${source_dir}\")\n"
-      "set(INCLUDES_${target} \"$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>\")\n"
+      "set(INCLUDES_${target} \"$<TARGET_PROPERTY:${target},${own}>\")\n"
       "set(INTERFACE_${target} \"$<TARGET_PROPERTY:${target},INTERFACE_INCLUDE_DIRECTORIES>\")\n")
   endforeach()
   file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/layering/targets.cmake CONTENT "${content}")

@@ -24,8 +24,6 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/braid/ DESTINATION ${CMAKE_INSTALL_I
   FILES_MATCHING PATTERN "*.h"
   PATTERN "*_test.h" EXCLUDE
   PATTERN "*test_util.h" EXCLUDE
-  PATTERN "*parity_util.h" EXCLUDE
-  PATTERN "mpi_test_world.h" EXCLUDE
   PATTERN "test_nodes.h" EXCLUDE
   PATTERN "netguard" EXCLUDE)
 install(EXPORT braidTargets NAMESPACE braid:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/braid)

@@ -1,15 +1,16 @@
 # The ctest `layering` (label lint; added by braid_layering_test() in braid_helpers.cmake):
 #   cmake -DINPUT=<build>/layering/targets.cmake -DWORK_DIR=<dir> -P cmake/layering_test.cmake
 # Proves that a wrong-way #include is a compile error. For every target with an include root
-# (each layer, cli's `braid`, braid_testing) it asks the compiler, with that target's own include
-# directories and with those it passes on to whatever links it, which folders' headers
-# __has_include can see, and fails when one is visible that DESIGN.md's table below does not
-# allow, or when one is reachable by another spelling ("src/braid/nn/x.h", "nn/x.h"). Then it
-# compiles `#include "braid/train/<header>"` with nn's flags and expects "No such file".
+# (each layer, cli's `braid`, bench's braid_bench, braid_testing and braid_testing_train) it asks
+# the compiler, with that target's own include directories and with those it passes on to
+# whatever links it, which folders' headers __has_include can see, and fails when one is visible
+# that docs/design.md's table below does not allow, or when one is reachable by another spelling
+# ("src/braid/nn/x.h", "nn/x.h"). Then it compiles `#include "braid/train/<header>"` with nn's
+# flags and expects "No such file".
 # It reads only the folders' names and one header name each, never their contents.
 cmake_minimum_required(VERSION 3.25)
 
-# DESIGN.md "Layers": the arrows (direct links); visibility is their transitive closure.
+# docs/design.md "Layers": the arrows (direct links); visibility is their transitive closure.
 set(ARROWS_core "")
 set(ARROWS_kernels core)
 set(ARROWS_autograd kernels core)
@@ -18,13 +19,22 @@ set(ARROWS_optim autograd)
 set(ARROWS_comm core)
 set(ARROWS_parallel comm optim nn)
 set(ARROWS_data core)
-set(ARROWS_checkpoint parallel data)
-set(ARROWS_train checkpoint parallel data optim nn comm autograd kernels core)
-set(ARROWS_cli train)
+set(ARROWS_checkpoint comm nn optim)
+# config/: TrainConfig holds nn's ModelConfig and optim's loss-scaler config; config_agreement
+# compares it across a comm group. launch/: `braid launch` and each rank's process setup.
+set(ARROWS_config nn optim comm)
+set(ARROWS_launch core)
+set(ARROWS_train config launch checkpoint parallel data optim nn comm autograd kernels core)
+# bench/ (beside src/braid): braid_bench, the library of `braid bench comm` and `braid bench tp`.
+set(ARROWS_bench parallel)
+set(ARROWS_cli train launch config bench)
 # testing/: its helpers use core (tensor_compare), autograd (gradcheck) and comm (run_ranks),
 # but whatever links braid_testing gets core's headers only, never autograd's or comm's.
 set(ARROWS_testing core autograd comm)
 set(INTERFACE_ARROWS_testing core)
+# testing/train/: train's tests' helpers (header-only, braid_testing_train); they include
+# train's headers, so only train's test targets link them.
+set(ARROWS_testing_train train testing)
 
 function(closure out)
   set(seen "")
@@ -46,7 +56,10 @@ file(MAKE_DIRECTORY ${WORK_DIR})
 # directory could reach: "src/braid/nn/x.h", "braid/nn/x.h", "nn/x.h". Only LINK/x.h is legal.
 set(probes "")
 foreach(t ${TARGETS})
-  get_filename_component(name ${LINK_${t}} NAME)
+  # The folder's name in the table: a layer's ("braid/nn": nn), else its link path with _ for /
+  # ("testing", "testing/train": testing_train).
+  string(REGEX REPLACE "^braid/" "" name "${LINK_${t}}")
+  string(REPLACE "/" "_" name "${name}")
   set(NAME_${t} ${name})
   file(GLOB headers RELATIVE ${DIR_${t}} ${DIR_${t}}/*.h)
   if(NOT headers)
@@ -109,7 +122,7 @@ function(check target kind)
       set(own_visible ON)
     elseif(NOT name IN_LIST ARGN)
       string(REPLACE ";" ", " allowed "${ARGN}")
-      message(SEND_ERROR "${target} (${kind}): sees \"${spelling}\", but DESIGN.md allows "
+      message(SEND_ERROR "${target} (${kind}): sees \"${spelling}\", but docs/design.md allows "
                          "${self} -> ${allowed} only")
     endif()
   endforeach()
@@ -123,7 +136,8 @@ endfunction()
 foreach(t ${TARGETS})
   set(name ${NAME_${t}})
   if(NOT DEFINED ARROWS_${name})
-    message(SEND_ERROR "${t}: folder '${name}' is not in DESIGN.md's table here; add its arrows")
+    message(SEND_ERROR "${t}: folder '${name}' is not in docs/design.md's table here; "
+                       "add its arrows")
     continue()
   endif()
   closure(allowed ${ARROWS_${name}})

@@ -129,7 +129,7 @@ int run(int argc, char** argv) {
   if (sources.yaml.empty()) throw std::runtime_error("usage: train_mlp CONFIG.yaml [...]");
 
   braid::train::Accelerator acc(braid::train::load_run_config(sources));
-  const braid::train::TrainConfig& cfg = acc.config();
+  const braid::config::TrainConfig& cfg = acc.config();
   Mlp model(acc.compute_dtype());
   acc.prepare(model);
   acc.prepare_optimizer();

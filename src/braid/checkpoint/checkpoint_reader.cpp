@@ -4,8 +4,8 @@
 
 #include "braid/checkpoint/checkpoint_dir.h"
 #include "braid/checkpoint/crc32c.h"
+#include "braid/comm/collective_guard.h"
 #include "braid/core/error.h"
-#include "braid/parallel/collective_guard.h"
 
 namespace braid::checkpoint {
 
@@ -48,7 +48,7 @@ void CheckpointReader::verify_file(size_t i) const {
 void CheckpointReader::verify(comm::ProcessGroup* group) const {
   const size_t rank = group ? static_cast<size_t>(group->rank()) : 0;
   const size_t n = group ? static_cast<size_t>(group->size()) : 1;
-  parallel::all_ranks_or_throw(group, [&] {
+  comm::all_ranks_or_throw(group, [&] {
     for (size_t i = rank; i < files_.size(); i += n) verify_file(i);
   });
 }

@@ -1,5 +1,5 @@
 // CheckpointReader: one training checkpoint directory, checked before anything is read from
-// it, and read under any layout by element ranges (DESIGN.md "Checkpoints"): a rank asks for
+// it, and read under any layout by element ranges (docs/design.md "Checkpoints"): a rank asks for
 // the range its own shard record names and gets it from whichever files hold its pieces.
 #pragma once
 

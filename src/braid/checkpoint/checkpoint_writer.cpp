@@ -4,10 +4,10 @@
 
 #include "braid/checkpoint/file_io.h"
 #include "braid/checkpoint/save_plan.h"
+#include "braid/comm/collective_guard.h"
+#include "braid/comm/gather_strings.h"
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
-#include "braid/parallel/collective_guard.h"
-#include "braid/parallel/gather_strings.h"
 
 namespace braid::checkpoint {
 
@@ -27,7 +27,7 @@ SaveResult save_checkpoint(comm::ProcessGroup* group, optim::Optimizer& optimize
                            const SaveRequest& req) {
   const auto t0 = Clock::now();
   SavePlan plan(group, optimizer, req);
-  parallel::all_ranks_or_throw(group, [&] {
+  comm::all_ranks_or_throw(group, [&] {
     plan.stage("write");
     FileSink sink(plan.file_path());
     plan.serialize(optimizer, [&](const void* p, size_t n) { sink.append(p, n); });
@@ -56,7 +56,7 @@ std::optional<SaveResult> AsyncSaver::start(comm::ProcessGroup* group, optim::Op
   started_ = Clock::now();
   auto plan = std::make_unique<SavePlan>(group, optimizer, req);
   const int64_t bytes = plan->file_bytes(optimizer);
-  parallel::all_ranks_or_throw(group, [&] {
+  comm::all_ranks_or_throw(group, [&] {
     if (!buffer_.defined() || bytes > buffer_.numel() * 4) {
       buffer_ = Tensor();  // the old buffer goes before the new one is charged
       try {
@@ -101,7 +101,7 @@ std::optional<SaveResult> AsyncSaver::poll(comm::ProcessGroup* group, bool wait)
   const auto t0 = Clock::now();
   if (wait) join();
   const std::vector<std::string> states =
-      parallel::all_gather_strings(group, std::string(1, static_cast<char>('0' + state_.load())));
+      comm::all_gather_strings(group, std::string(1, static_cast<char>('0' + state_.load())));
   bool failed = false, done = true;
   for (const std::string& s : states) {
     failed |= s[0] == '0' + kFailed;
@@ -111,7 +111,7 @@ std::optional<SaveResult> AsyncSaver::poll(comm::ProcessGroup* group, bool wait)
     join();  // the writer thread uses the plan
     std::unique_ptr<SavePlan> plan = std::move(plan_);
     const std::string step = std::to_string(plan->request().step);
-    parallel::all_ranks_or_throw(group, [&] {
+    comm::all_ranks_or_throw(group, [&] {
       if (state_ == kFailed) BRAID_THROW(error_, " (checkpoint of step ", step, ")");
     });
   }

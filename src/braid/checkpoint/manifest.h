@@ -1,4 +1,4 @@
-// The manifest of a training checkpoint (DESIGN.md "Checkpoints"): which file holds which
+// The manifest of a training checkpoint (docs/design.md "Checkpoints"): which file holds which
 // element range of which tensor, the layout that wrote it, the training state that is not a
 // tensor, and the size and CRC-32C of every file. It is written last: a checkpoint directory
 // without a manifest that parses and agrees with its files is never loaded.

@@ -1,9 +1,9 @@
 #include "braid/checkpoint/resume.h"
 
 #include "braid/checkpoint/checkpoint_dir.h"
+#include "braid/comm/collective_guard.h"
+#include "braid/comm/gather_strings.h"
 #include "braid/core/error.h"
-#include "braid/parallel/collective_guard.h"
-#include "braid/parallel/gather_strings.h"
 
 namespace braid::checkpoint {
 
@@ -13,7 +13,7 @@ namespace {
 // Opens and verifies dir on every rank; any rank's problem throws on all of them.
 std::unique_ptr<CheckpointReader> open_verified(const fs::path& dir, comm::ProcessGroup* group) {
   std::unique_ptr<CheckpointReader> reader;
-  parallel::all_ranks_or_throw(group, [&] { reader = std::make_unique<CheckpointReader>(dir); });
+  comm::all_ranks_or_throw(group, [&] { reader = std::make_unique<CheckpointReader>(dir); });
   reader->verify(group);
   return reader;
 }
@@ -27,14 +27,14 @@ std::unique_ptr<CheckpointReader> open_resume_checkpoint(
   const fs::path where = automatic ? root : fs::path(resume);
   // Rank 0's view decides, so every rank takes the same path (and its collectives).
   const bool is_checkpoint =
-      parallel::all_gather_strings(group, fs::exists(where / kManifestName) ? "1" : "0")[0] == "1";
+      comm::all_gather_strings(group, fs::exists(where / kManifestName) ? "1" : "0")[0] == "1";
   if (!automatic && is_checkpoint) return open_verified(where, group);
   BRAID_CHECK(automatic || fs::is_directory(where), "training.resume: ", where.string(),
               " is neither a checkpoint nor a directory of checkpoints");
   // Rank 0's listing, so every rank tries the same candidates in the same order.
   std::string listing;
   for (const fs::path& p : checkpoints_newest_first(where)) listing += p.string() + "\n";
-  listing = parallel::all_gather_strings(group, listing)[0];
+  listing = comm::all_gather_strings(group, listing)[0];
   std::string first_error;
   int rejected = 0;
   for (size_t at = 0; at < listing.size();) {

@@ -7,9 +7,9 @@
 
 #include "braid/checkpoint/checkpoint_dir.h"
 #include "braid/checkpoint/file_io.h"
+#include "braid/comm/collective_guard.h"
+#include "braid/comm/gather_strings.h"
 #include "braid/core/error.h"
-#include "braid/parallel/collective_guard.h"
-#include "braid/parallel/gather_strings.h"
 
 namespace braid::checkpoint {
 
@@ -91,13 +91,13 @@ SavePlan::SavePlan(comm::ProcessGroup* group, const optim::Optimizer& optimizer,
       world_(group ? group->size() : 1),
       optimizer_name_(optimizer.name()),
       tmp_(req_.root / temp_dir_name(req_.step)) {
-  id_ = parallel::all_gather_strings(group, new_id())[0];
+  id_ = comm::all_gather_strings(group, new_id())[0];
   std::ostringstream held;
   for (const optim::ParamGroup& g : optimizer.groups())
     for (const optim::ParamSlice& s : g.params)
       held << s.name() << '\t' << s.shard.offset << ' ' << s.shard.numel << '\n';
-  writer_ = assign_writers(parallel::all_gather_strings(group, held.str()));
-  parallel::all_ranks_or_throw(group, [&] {
+  writer_ = assign_writers(comm::all_gather_strings(group, held.str()));
+  comm::all_ranks_or_throw(group, [&] {
     if (rank_ != 0) return;
     stage("create");
     fs::create_directories(req_.root);
@@ -162,7 +162,7 @@ SaveResult SavePlan::finish(comm::ProcessGroup* group) {
     for (int64_t d : shape.vec()) mine << d << ',';
     mine << '\t' << piece.offset << ' ' << piece.numel << ' ' << piece.byte_offset << '\n';
   }
-  const std::vector<std::string> all = parallel::all_gather_strings(group, mine.str());
+  const std::vector<std::string> all = comm::all_gather_strings(group, mine.str());
   SaveResult result;
   result.dir = req_.root / step_dir_name(req_.step);
   result.step = req_.step;
@@ -182,7 +182,7 @@ SaveResult SavePlan::finish(comm::ProcessGroup* group) {
   }
   result.bytes = m.total_bytes();
 
-  parallel::all_ranks_or_throw(group, [&] {
+  comm::all_ranks_or_throw(group, [&] {
     if (rank_ != 0) return;
     stage("manifest");
     {

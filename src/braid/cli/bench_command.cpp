@@ -6,18 +6,18 @@
 #include <string>
 #include <vector>
 
+#include "bench/comm_bench.h"
+#include "bench/tp_bench.h"
 #include "braid/cli/args.h"
 #include "braid/cli/command.h"
 #include "braid/core/error.h"
 #include "braid/train/accelerator.h"
-#include "braid/train/comm_bench.h"
-#include "braid/train/tp_bench.h"
 
 namespace {
 
 // braid bench tp [--preset bench-small] [--batch 4] [--seq-len 256] [--sp] [--steps 3]
 int run_tp(const std::vector<std::string>& args) {
-  braid::train::TpBenchOptions o;
+  braid::bench::TpBenchOptions o;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -40,7 +40,7 @@ int run_tp(const std::vector<std::string>& args) {
   }
   BRAID_CHECK(o.batch >= 1 && o.seq_len >= 1 && o.steps >= 1,
               "--batch, --seq-len and --steps must be >= 1");
-  return braid::train::run_tp_bench(braid::train::launched_world(), o, stdout) ? 0 : 1;
+  return braid::bench::run_tp_bench(braid::train::launched_world(), o, stdout) ? 0 : 1;
 }
 
 int run_bench(const std::vector<std::string>& args) {
@@ -62,7 +62,7 @@ int run_bench(const std::vector<std::string>& args) {
   }
   if (args[0] == "tp") return run_tp(args);
   BRAID_CHECK(args[0] == "comm", "unknown benchmark '", args[0], "' (available: comm, tp)");
-  braid::train::CommBenchOptions o;
+  braid::bench::CommBenchOptions o;
   auto value = [&](size_t& i) -> const std::string& {
     BRAID_CHECK(i + 1 < args.size(), args[i], " needs a value");
     return args[++i];
@@ -70,9 +70,9 @@ int run_bench(const std::vector<std::string>& args) {
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--min-bytes") {
-      o.min_bytes = braid::train::parse_bytes(value(i));
+      o.min_bytes = braid::bench::parse_bytes(value(i));
     } else if (a == "--max-bytes") {
-      o.max_bytes = braid::train::parse_bytes(value(i));
+      o.max_bytes = braid::bench::parse_bytes(value(i));
     } else if (a == "--iters") {
       o.iters = braid::cli::parse_int32(a, value(i));
     } else if (a == "--rounds") {
@@ -96,7 +96,7 @@ int run_bench(const std::vector<std::string>& args) {
   BRAID_CHECK(o.min_bytes <= o.max_bytes, "--min-bytes ", o.min_bytes, " > --max-bytes ",
               o.max_bytes);
   auto world = braid::train::launched_world();
-  braid::train::run_comm_bench(*world, o, stdout);
+  braid::bench::run_comm_bench(*world, o, stdout);
   return 0;
 }
 

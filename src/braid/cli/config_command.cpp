@@ -1,5 +1,5 @@
 // braid config [--config_file PATH]: `accelerate config`'s questions at the prompt; writes
-// Accelerate's YAML (train/accelerate_questions.h).
+// Accelerate's YAML (config/accelerate_questions.h).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "braid/cli/command.h"
+#include "braid/config/accelerate_questions.h"
 #include "braid/core/error.h"
-#include "braid/train/accelerate_questions.h"
 
 namespace {
 
 int run_config(const std::vector<std::string>& args) {
-  std::string path = braid::train::default_accelerate_config_path();
+  std::string path = braid::config::default_accelerate_config_path();
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
       std::printf(
@@ -31,7 +31,7 @@ int run_config(const std::vector<std::string>& args) {
       BRAID_THROW("unknown option '", args[i], "' (see braid config --help)");
     }
   }
-  const std::string yaml = braid::train::ask_accelerate_config(std::cin, std::cout);
+  const std::string yaml = braid::config::ask_accelerate_config(std::cin, std::cout);
   const std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   std::ofstream out(path);

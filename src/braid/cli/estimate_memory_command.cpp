@@ -7,9 +7,9 @@
 
 #include "braid/cli/args.h"
 #include "braid/cli/command.h"
+#include "braid/config/config.h"
 #include "braid/core/error.h"
 #include "braid/nn/model_config.h"
-#include "braid/train/config.h"
 #include "braid/train/memory_estimate_table.h"
 
 namespace {
@@ -142,8 +142,8 @@ int run_estimate_memory(const std::vector<std::string>& args) {
               "--activation-checkpointing: unknown '", checkpointing, "' (", choices(policies),
               ")");
 
-  braid::train::TrainConfig cfg;
-  if (!config.empty()) cfg = braid::train::load_config(config);
+  braid::config::TrainConfig cfg;
+  if (!config.empty()) cfg = braid::config::load_config(config);
   if (!model.empty()) {
     cfg.model.preset.clear();
     cfg.model.config.clear();

@@ -11,9 +11,9 @@
 
 #include "braid/cli/args.h"
 #include "braid/cli/command.h"
+#include "braid/config/accelerate_config.h"
 #include "braid/core/error.h"
-#include "braid/train/accelerate_config.h"
-#include "braid/train/launcher.h"
+#include "braid/launch/launcher.h"
 
 namespace {
 
@@ -47,7 +47,7 @@ std::string self_path() {
 }
 
 int run_launch(const std::vector<std::string>& args) {
-  braid::train::LaunchOptions o;
+  braid::launch::LaunchOptions o;
   bool nprocs_given = false;
   std::string config_file;
   size_t i = 0;
@@ -92,7 +92,7 @@ int run_launch(const std::vector<std::string>& args) {
   }
   BRAID_CHECK(!o.command.empty(), "no program given: braid launch -n N -- PROGRAM [ARGS...]");
   if (!config_file.empty()) {
-    const auto acc = braid::train::accelerate_launch_settings(config_file);
+    const auto acc = braid::config::accelerate_launch_settings(config_file);
     BRAID_CHECK(acc.num_machines == 1 || !o.hostfile.empty(), config_file, ": num_machines ",
                 acc.num_machines,
                 ": braid starts every machine's ranks from here through mpirun; give their hosts "
@@ -106,15 +106,15 @@ int run_launch(const std::vector<std::string>& args) {
     char abs[PATH_MAX];
     BRAID_CHECK(realpath(config_file.c_str(), abs), "--config_file: cannot read '", config_file,
                 "'");
-    setenv(braid::train::kAccelerateConfigEnv, abs, 1);
+    setenv(braid::config::kAccelerateConfigEnv, abs, 1);
   }
-  if (!nprocs_given) o.nprocs = braid::train::default_nprocs();
+  if (!nprocs_given) o.nprocs = braid::launch::default_nprocs();
   if (o.command[0] == "braid") o.command[0] = self_path();
   // Note [Job network listeners]: the guard is built beside this binary.
   const std::string self = self_path();
   const std::string guard = self.substr(0, self.rfind('/') + 1) + "libbraid_netguard.so";
   if (access(guard.c_str(), R_OK) == 0) o.netguard = guard;
-  return braid::train::launch(o);
+  return braid::launch::launch(o);
 }
 
 }  // namespace

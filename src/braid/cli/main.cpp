@@ -8,7 +8,7 @@
 
 #include "braid/cli/command.h"
 #include "braid/core/error.h"
-#include "braid/train/process_setup.h"
+#include "braid/launch/process_setup.h"
 
 namespace braid::cli {
 
@@ -36,7 +36,7 @@ static void usage(FILE* f) {
 }
 
 int main(int argc, char** argv) {
-  braid::train::tune_allocator();  // Note [Allocator tuning]
+  braid::launch::tune_allocator();  // Note [Allocator tuning]
   // A write past the file size limit (ulimit -f) fails with EFBIG and becomes an error naming
   // the file, instead of SIGXFSZ killing the rank without a word.
   std::signal(SIGXFSZ, SIG_IGN);

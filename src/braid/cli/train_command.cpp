@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "braid/cli/command.h"
+#include "braid/config/accelerate_config.h"
 #include "braid/core/error.h"
-#include "braid/train/accelerate_config.h"
 #include "braid/train/train_run.h"
 
 namespace {
@@ -16,7 +16,7 @@ int run_train(const std::vector<std::string>& args) {
   std::vector<std::string> sets;
   std::string deepspeed;
   // `braid launch --config_file acc.yaml` hands Accelerate's config to every rank.
-  const char* handed = std::getenv(braid::train::kAccelerateConfigEnv);
+  const char* handed = std::getenv(braid::config::kAccelerateConfigEnv);
   std::string accelerate = handed ? handed : "";
   bool dump = false;
   for (size_t i = 0; i < args.size(); ++i) {

@@ -1,5 +1,6 @@
 // CommThread: the one thread on which a ProcessGroup runs its operations, in issue order.
-// Note [Comm threads] in DESIGN.md: one per group, so groups never wait on each other's queues.
+// Note [Comm threads] in docs/design.md: one per group, so groups never wait on each other's
+// queues.
 #pragma once
 
 #include <atomic>

@@ -6,12 +6,12 @@
 //     and root (see Note [Fingerprints] in op.h). The k-th collective issued on a group has
 //     sequence number k on every rank.
 //  2. Each call returns at once with a Work; the group runs its operations one at a time, in
-//     issue order, on its own communication thread (Note [Comm threads], DESIGN.md), so compute
-//     overlaps communication. Collectives complete in issue order. Different groups are
-//     independent: ranks may interleave the collectives of different groups differently.
-//     A small collective issued while that thread is idle may start on the issuing thread, as
-//     the thread's next task, and finish there if the peers are there too; "at once" then
-//     includes its copies and at most ~20 us of waiting for peers (Note [Inline collectives]).
+//     issue order, on its own communication thread (Note [Comm threads], docs/design.md), so
+//     compute overlaps communication. Collectives complete in issue order. Different groups are
+//     independent: ranks may interleave the collectives of different groups differently. A small
+//     collective issued while that thread is idle may start on the issuing thread, as the thread's
+//     next task, and finish there if the peers are there too; "at once" then includes its copies
+//     and at most ~20 us of waiting for peers (Note [Inline collectives]).
 //  3. Until its Work completes, an operation's tensors belong to the group: do not read or write
 //     them (the handles keep the memory alive). A collective drops its handles before its Work
 //     completes, so after wait() the caller's handles are the only ones left.

@@ -6,8 +6,8 @@
 // `dtype` is the compute dtype (f32, bf16 or f16), parameter gradients are f32 (Note
 // [Parameter gradients]). The GEMM library's own work memory is what the built library asks
 // for (oneDNN: the primitive's scratchpad, queried for `threads`; OpenBLAS: the bf16 widening).
-// parallel/scratch_estimate.h replays a training step through it; memory_estimate_test holds
-// the result to the tracker.
+// parallel/estimate/scratch_estimate.h replays a training step through it; memory_estimate_test
+// holds the result to the tracker.
 #pragma once
 
 #include <array>

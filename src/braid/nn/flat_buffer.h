@@ -1,4 +1,4 @@
-// FlatBuffer (DESIGN.md "Flat buffers"): a whole model materialised in ONE contiguous f32
+// FlatBuffer (docs/design.md "Flat buffers"): a whole model materialised in ONE contiguous f32
 // buffer (MemCategory::parameters) laid out by a ParamLayout: units one after the other, each
 // parameter a view at its offset. The gradient buffer mirrors the same layout
 // (MemCategory::gradients) and each trainable parameter's grad is a view of it, so buckets,
@@ -9,7 +9,7 @@
 // This is how the replicated strategies (one process, DDP, ZeRO-1/2) hold a model; ZeRO-3
 // materialises unit by unit instead (parallel/zero).
 //
-// Note [Compute copy]: with a compute dtype other than f32 (mixed precision, DESIGN.md
+// Note [Compute copy]: with a compute dtype other than f32 (mixed precision, docs/design.md
 // "Precision") the buffer also holds a compute copy of the parameters in that dtype, in the same
 // layout (MemCategory::parameters). The parameters' values are views of the compute copy, their
 // gradients views of the f32 gradient buffer (kernels accumulate parameter gradients in f32);

@@ -1,4 +1,4 @@
-// ParamLayout (DESIGN.md "Declare, then materialise"): where every declared parameter of a
+// ParamLayout (docs/design.md "Declare, then materialise"): where every declared parameter of a
 // model lives, computed from the module tree without allocating anything.
 //
 // Parameters are grouped into units (the FSDP/ZeRO-3 granularity: for a Transformer the

@@ -12,7 +12,7 @@
 // is always a module; tied, it borrows the token embedding, which lives in the "embeddings"
 // unit (the head is then one of that unit's users).
 //
-// Declare, then materialise (DESIGN.md): with TransformerOptions::materialize (the default)
+// Declare, then materialise (docs/design.md): with TransformerOptions::materialize (the default)
 // the constructor puts the whole model in one FlatBuffer; without it the model is only
 // declared and a strategy (parallel/) decides what this rank holds.
 #pragma once

@@ -7,21 +7,21 @@
 
 #include "braid/checkpoint/checkpoint_reader.h"
 #include "braid/checkpoint/resume.h"
+#include "braid/comm/collective_guard.h"
 #include "braid/comm/world.h"
+#include "braid/config/accelerate_config.h"
+#include "braid/config/config_agreement.h"
+#include "braid/config/deepspeed_config.h"
 #include "braid/core/error.h"
 #include "braid/optim/clip_grad.h"
 #include "braid/optim/param_groups.h"
-#include "braid/parallel/collective_guard.h"
 #include "braid/parallel/parallelize.h"
-#include "braid/train/accelerate_config.h"
-#include "braid/train/config_agreement.h"
-#include "braid/train/deepspeed_config.h"
 #include "braid/train/plan_config.h"
 
 namespace braid::train {
 
-TrainConfig load_run_config(const RunConfigSources& s, std::string* mapping) {
-  TrainConfig cfg = load_config(s.yaml);
+config::TrainConfig load_run_config(const RunConfigSources& s, std::string* mapping) {
+  config::TrainConfig cfg = config::load_config(s.yaml);
   BRAID_CHECK(s.deepspeed.empty() || s.accelerate.empty(), "--deepspeed and an Accelerate config (",
               s.accelerate,
               ") both given; an Accelerate config names its DeepSpeed file itself "
@@ -30,19 +30,20 @@ TrainConfig load_run_config(const RunConfigSources& s, std::string* mapping) {
   if (!s.deepspeed.empty() || !s.accelerate.empty()) {
     // DeepSpeed's batch arithmetic counts data-parallel ranks: the launched ones over tp x pp.
     const int64_t launched = s.launched_ranks > 0 ? s.launched_ranks : comm::launched_world_size();
-    const int64_t dp = data_parallel_size(cfg, launched);
-    described = !s.deepspeed.empty()
-                    ? describe_dialect(s.deepspeed + " (DeepSpeed)",
-                                       load_deepspeed_config(cfg, s.deepspeed, dp))
-                    : describe_dialect(s.accelerate + " (Accelerate)",
-                                       load_accelerate_config(cfg, s.accelerate, dp));
+    const int64_t dp = config::data_parallel_size(cfg, launched);
+    described =
+        !s.deepspeed.empty()
+            ? config::describe_dialect(s.deepspeed + " (DeepSpeed)",
+                                       config::load_deepspeed_config(cfg, s.deepspeed, dp))
+            : config::describe_dialect(s.accelerate + " (Accelerate)",
+                                       config::load_accelerate_config(cfg, s.accelerate, dp));
   }
-  for (const auto& o : s.overrides) apply_override(cfg, o);
+  for (const auto& o : s.overrides) config::apply_override(cfg, o);
   if (mapping) *mapping = described;
   return cfg;
 }
 
-std::shared_ptr<comm::ProcessGroup> launched_world(const TrainConfig& cfg) {
+std::shared_ptr<comm::ProcessGroup> launched_world(const config::TrainConfig& cfg) {
   comm::ProcessGroupOptions po;
   po.timeout =
       std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.comm_timeout_s * 1000.0));
@@ -77,7 +78,7 @@ optim::LossScaler::State scaler_state_from(const checkpoint::Manifest& m) {
   return st;
 }
 
-optim::LrSchedule schedule_from(const TrainConfig& cfg) {
+optim::LrSchedule schedule_from(const config::TrainConfig& cfg) {
   optim::LrSchedule s;
   s.decay = optim::lr_decay_from_name(cfg.schedule.type);
   s.lr = cfg.optimizer.lr;
@@ -94,17 +95,18 @@ optim::LrSchedule schedule_from(const TrainConfig& cfg) {
 
 }  // namespace
 
-Accelerator::Accelerator(TrainConfig config) : Accelerator(config, launched_world(config)) {}
+Accelerator::Accelerator(config::TrainConfig config)
+    : Accelerator(config, launched_world(config)) {}
 
-Accelerator::Accelerator(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
+Accelerator::Accelerator(config::TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
                          std::shared_ptr<MemoryTracker> tracker)
     : cfg_(std::move(config)),
       world_(std::move(world)),
       tracker_(tracker ? std::move(tracker)
                        : std::make_shared<MemoryTracker>("cpu (rank " +
                                                          std::to_string(process_index()) + ")")) {
-  validate_training(cfg_);
-  if (world_) check_config_agrees(cfg_, *world_);
+  config::validate_training(cfg_);
+  if (world_) config::check_config_agrees(cfg_, *world_);
   if (world_) world_->set_memory_tracker(tracker_);
   tracker_->set_budget(memory_budget_from(cfg_, world_.get()));
   MemoryScope scope(tracker_);
@@ -112,7 +114,7 @@ Accelerator::Accelerator(TrainConfig config, std::shared_ptr<comm::ProcessGroup>
   resolve_batch(cfg_, parallelism_->dp_size());
   schedule_ = schedule_from(cfg_);
   if (cfg_.compute_dtype() == DType::f16)
-    scaler_ = std::make_unique<optim::LossScaler>(loss_scaler_config(cfg_));
+    scaler_ = std::make_unique<optim::LossScaler>(config::loss_scaler_config(cfg_));
 }
 
 Accelerator::~Accelerator() = default;
@@ -148,7 +150,7 @@ optim::Optimizer& Accelerator::prepare_optimizer() {
   BRAID_CHECK(!optimizer_, "Accelerator: prepare_optimizer() called twice");
   MemoryScope scope(tracker_);
   // Every rank allocates its optimizer state; one past its budget stops them all.
-  parallel::all_ranks_or_throw(world_.get(), [&] {
+  comm::all_ranks_or_throw(world_.get(), [&] {
     optim::DecaySplitOptions split;
     split.weight_decay = static_cast<float>(cfg_.optimizer.weight_decay);
     auto groups = optim::split_decay_groups(parallelism_->optimizer_slices(), split);
@@ -275,7 +277,7 @@ checkpoint::SaveRequest Accelerator::save_request(const std::filesystem::path& r
   req.counters = std::move(counters);
   req.counters["optimizer_steps"] = optimizer().step_count();
   if (scaler_) add_scaler_counters(scaler_->state(), req.counters);
-  req.config = dump_config(cfg_);
+  req.config = config::dump_config(cfg_);
   return req;
 }
 
@@ -286,7 +288,7 @@ std::map<std::string, int64_t> Accelerator::load_state(const std::filesystem::pa
   BRAID_CHECK(reader != nullptr, "Accelerator: no checkpoint in ", dir.string());
   parallelism_->synchronize();
   optim::Optimizer& opt = optimizer();
-  parallel::all_ranks_or_throw(world_.get(), [&] {
+  comm::all_ranks_or_throw(world_.get(), [&] {
     reader->read_optimizer(opt);
     reader->read_parameters(opt);
   });

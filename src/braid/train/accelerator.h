@@ -45,6 +45,7 @@
 #include "braid/checkpoint/checkpoint_writer.h"
 #include "braid/checkpoint/manifest.h"
 #include "braid/comm/process_group.h"
+#include "braid/config/config.h"
 #include "braid/core/memory_tracker.h"
 #include "braid/data/data_loader.h"
 #include "braid/data/distributed_sampler.h"
@@ -54,7 +55,6 @@
 #include "braid/optim/lr_schedule.h"
 #include "braid/optim/optimizer.h"
 #include "braid/parallel/parallelism.h"
-#include "braid/train/config.h"
 
 namespace braid::train {
 
@@ -69,12 +69,13 @@ struct RunConfigSources {
   int64_t launched_ranks = 0;
 };
 // The resolved config; `mapping` (may be null) gets what the dialect file became ("" without).
-TrainConfig load_run_config(const RunConfigSources& sources, std::string* mapping = nullptr);
+config::TrainConfig load_run_config(const RunConfigSources& sources,
+                                    std::string* mapping = nullptr);
 
 // The world this process was launched into: comm::init_world() with the config's
 // parallel.comm_timeout_s and comm_debug (the ranks of `braid launch`, mpirun or srun, else one
 // process).
-std::shared_ptr<comm::ProcessGroup> launched_world(const TrainConfig& config = {});
+std::shared_ptr<comm::ProcessGroup> launched_world(const config::TrainConfig& config = {});
 
 class Accelerator {
  public:
@@ -82,10 +83,10 @@ class Accelerator {
   // debug settings: the ranks of `braid launch`, mpirun or srun, else one process). Validates
   // the config, checks every rank has the same one, resolves its batch arithmetic against the
   // plan's data-parallel size and sets this rank's memory budget (memory.budget).
-  explicit Accelerator(TrainConfig config);
+  explicit Accelerator(config::TrainConfig config);
   // The same over `world` (null: one process, no collectives), charging `tracker` (null: its
   // own; a caller passes one to read it even when construction fails).
-  Accelerator(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
+  Accelerator(config::TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
               std::shared_ptr<MemoryTracker> tracker = nullptr);
   ~Accelerator();
   Accelerator(const Accelerator&) = delete;
@@ -97,7 +98,7 @@ class Accelerator {
   // This rank's share of the data: share dp_rank() of dp_size().
   int dp_rank() const { return parallelism_->dp_rank(); }
   int dp_size() const { return parallelism_->dp_size(); }
-  const TrainConfig& config() const { return cfg_; }
+  const config::TrainConfig& config() const { return cfg_; }
   // The dtype forward and backward compute in (training.precision): a prepared model's
   // parameters are in it, so a model casts its floating-point input to it (autograd::cast), as
   // autocast would.
@@ -239,7 +240,7 @@ class Accelerator {
   // The one line naming where the step's first inf/nan appeared, over every rank. Collective.
   std::string locate_nonfinite(const std::string& mine, bool local_loss_finite, double gnorm);
 
-  TrainConfig cfg_;
+  config::TrainConfig cfg_;
   std::shared_ptr<comm::ProcessGroup> world_;
   std::shared_ptr<MemoryTracker> tracker_;
   std::unique_ptr<parallel::Parallelism> parallelism_;

@@ -3,10 +3,10 @@
 // recording.
 #include <cmath>
 
+#include "braid/comm/gather_strings.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
 #include "braid/optim/clip_grad.h"
-#include "braid/parallel/gather_strings.h"
 #include "braid/train/accelerator.h"
 
 namespace braid::train {
@@ -92,7 +92,7 @@ std::string Accelerator::locate_nonfinite(const std::string& own, bool local_los
       }
     }
   }
-  const std::vector<std::string> all = parallel::all_gather_strings(world_.get(), mine);
+  const std::vector<std::string> all = comm::all_gather_strings(world_.get(), mine);
   for (const char level : {'1', '2'}) {
     std::string line, others;
     for (size_t r = 0; r < all.size(); ++r) {

@@ -12,7 +12,7 @@
 #include "braid/autograd/functions.h"
 #include "braid/data/token_shard.h"
 #include "braid/nn/linear.h"
-#include "braid/train/strategy_parity_util.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {
@@ -67,8 +67,8 @@ std::pair<Tensor, Tensor> batch(const std::vector<int64_t>& indices) {
   return {x, y};
 }
 
-TrainConfig config(const std::string& strategy, int64_t global, int64_t accum) {
-  TrainConfig c;
+config::TrainConfig config(const std::string& strategy, int64_t global, int64_t accum) {
+  config::TrainConfig c;
   c.parallel.strategy = strategy;
   c.training.global_batch_size = global;
   c.training.gradient_accumulation_steps = accum;
@@ -84,7 +84,7 @@ TrainConfig config(const std::string& strategy, int64_t global, int64_t accum) {
 // Runs `steps` optimizer steps of the loop the header shows from step `first` (of the sampler's
 // epoch 0 order); returns the whole model's parameters afterwards.
 Tensor train(Accelerator& acc, Classifier& model, int64_t first, int64_t steps) {
-  const TrainConfig& c = acc.config();
+  const config::TrainConfig& c = acc.config();
   const int64_t micro = c.training.micro_batch_size, accum = c.training.gradient_accumulation_steps;
   data::SamplerOptions so;
   so.seed = 3;
@@ -108,7 +108,7 @@ Tensor train(Accelerator& acc, Classifier& model, int64_t first, int64_t steps) 
 }
 
 // Parameters after `steps` steps on n thread ranks (rank 0's; every rank's must agree).
-Tensor run(int n, const TrainConfig& c, int64_t steps = 4) {
+Tensor run(int n, const config::TrainConfig& c, int64_t steps = 4) {
   Tensor out;
   std::mutex mu;
   auto body = [&](std::shared_ptr<comm::ProcessGroup> world) {
@@ -145,7 +145,7 @@ TEST(Accelerator, Zero3IsBitIdenticalToDdp) {
 
 TEST(Accelerator, MixedPrecisionStaysBitIdenticalAcrossStrategies) {
   for (const char* precision : {"bf16", "fp16"}) {
-    TrainConfig ddp = config("ddp", 16, 1), zero3 = config("zero3", 16, 1);
+    config::TrainConfig ddp = config("ddp", 16, 1), zero3 = config("zero3", 16, 1);
     ddp.training.precision = zero3.training.precision = precision;
     const Tensor low = run(2, ddp);
     EXPECT_TRUE(braid::testing::bit_equal(low, run(2, zero3))) << precision;
@@ -158,7 +158,7 @@ TEST(Accelerator, MixedPrecisionStaysBitIdenticalAcrossStrategies) {
 
 TEST(Accelerator, SaveStateKeepsTheLossScale) {
   const auto root = private_temp_dir("braid_accelerator_fp16");
-  TrainConfig c = config("zero2", 16, 1);
+  config::TrainConfig c = config("zero2", 16, 1);
   c.training.precision = "fp16";
   c.fp16.initial_scale_power = 40;  // overflows at first: the scale backs off and is saved
   double saved = 0;
@@ -189,18 +189,18 @@ TEST(Accelerator, SaveStateKeepsTheLossScale) {
 }
 
 TEST(Accelerator, AccumulationMatchesOneMicroBatch) {
-  TrainConfig a = config("ddp", 16, 2);
-  TrainConfig b = config("ddp", 16, 1);
+  config::TrainConfig a = config("ddp", 16, 2);
+  config::TrainConfig b = config("ddp", 16, 1);
   EXPECT_TRUE(braid::testing::all_close(run(2, a), run(2, b), 1e-5, 1e-6));
   // ZeRO-3 reduces every micro-step; DDP set to do the same is its bit-identical twin.
-  TrainConfig z = config("zero3", 16, 2);
+  config::TrainConfig z = config("zero3", 16, 2);
   a.parallel.sync_each_batch = "true";
   EXPECT_TRUE(braid::testing::bit_equal(run(2, a), run(2, z)));
 }
 
 TEST(Accelerator, SaveStateResumesExactlyAndReshards) {
   const auto root = private_temp_dir("braid_accelerator_state");
-  const TrainConfig ddp = config("ddp", 16, 1);
+  const config::TrainConfig ddp = config("ddp", 16, 1);
   const Tensor straight = run(2, ddp, 4);
   braid::testing::run_ranks(2, [&](comm::ProcessGroup& pg) {
     Accelerator acc(ddp, borrow(pg));
@@ -264,8 +264,8 @@ TEST(Accelerator, DataLoaderReadsTheDataParallelShare) {
   std::vector<int32_t> ids(4096);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7) % 100);
   data::write_token_shard((dir / "train_000000.bin").string(), ids, 100);
-  TrainConfig c = config("zero3", 8, 1);  // 2 ranks x micro-batch 4
-  c.parallel.tensor_parallel_size = 2;    // 4 ranks: dp 2 x tp 2; tp peers read the same data
+  config::TrainConfig c = config("zero3", 8, 1);  // 2 ranks x micro-batch 4
+  c.parallel.tensor_parallel_size = 2;  // 4 ranks: dp 2 x tp 2; tp peers read the same data
   std::vector<std::vector<int32_t>> first(4);
   braid::testing::run_ranks(4, [&](comm::ProcessGroup& pg) {
     Accelerator acc(c, borrow(pg));
@@ -286,7 +286,7 @@ TEST(Accelerator, DataLoaderReadsTheDataParallelShare) {
 }
 
 TEST(Accelerator, TensorParallelNeedsATransformer) {
-  TrainConfig c = config("ddp", 8, 1);
+  config::TrainConfig c = config("ddp", 8, 1);
   c.parallel.tensor_parallel_size = 2;
   braid::testing::run_ranks(2, [&](comm::ProcessGroup& pg) {
     Accelerator acc(c, borrow(pg));

@@ -4,17 +4,17 @@
 // hybrid sharding at 4 ranks); every rank reads and writes one shared checkpoint directory.
 #include <gtest/gtest.h>
 
-#include "braid/parallel/gather_strings.h"
-#include "braid/train/checkpoint_test_util.h"
-#include "braid/train/mpi_test_world.h"
+#include "braid/comm/gather_strings.h"
 #include "testing/tensor_compare.h"
+#include "testing/train/checkpoint_test_util.h"
+#include "testing/train/mpi_test_world.h"
 
 namespace braid::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-Tensor train(const TrainConfig& cfg) {
+Tensor train(const config::TrainConfig& cfg) {
   Trainer t(cfg, mpi_test_world(), quiet());
   return train_and_gather(t);
 }
@@ -22,7 +22,7 @@ Tensor train(const TrainConfig& cfg) {
 // Rank 0's temporary directory, the same path on every rank.
 fs::path shared_dir(const std::string& name) {
   const std::string mine = private_temp_dir(name).string();
-  return parallel::all_gather_strings(mpi_test_world().get(), mine)[0];
+  return comm::all_gather_strings(mpi_test_world().get(), mine)[0];
 }
 
 void on_rank0_then_barrier(const std::function<void()>& fn) {
@@ -33,7 +33,7 @@ void on_rank0_then_barrier(const std::function<void()>& fn) {
 TEST(ResumeMpi, StoppedAndResumedRunEqualsTheStraightRunBitForBit) {
   const int n = mpi_test_world()->size();
   std::vector<StrategyVariant> variants = {
-      {"ddp", 1, 1, [](TrainConfig& c) { c.parallel.strategy = "ddp"; }}};
+      {"ddp", 1, 1, [](config::TrainConfig& c) { c.parallel.strategy = "ddp"; }}};
   for (const StrategyVariant& v : strategy_variants())
     if ((v.name == "zero1" || v.name == "zero2" || v.name == "zero3" ||
          v.name.find("HYBRID") != std::string::npos) &&
@@ -43,7 +43,7 @@ TEST(ResumeMpi, StoppedAndResumedRunEqualsTheStraightRunBitForBit) {
     SCOPED_TRACE(v.name);
     const fs::path root = shared_dir("braid_resume_mpi_" + v.name);
     on_rank0_then_barrier([&] { fs::remove_all(root); });
-    TrainConfig c = resume_config((root / "run").string());
+    config::TrainConfig c = resume_config((root / "run").string());
     v.apply(c);
     const Tensor straight = train(c);
     on_rank0_then_barrier([&] {

@@ -10,8 +10,8 @@
 
 #include "braid/checkpoint/file_io.h"
 #include "braid/checkpoint/resume.h"
-#include "braid/train/checkpoint_test_util.h"
 #include "braid/train/checkpoint_tools.h"
+#include "testing/train/checkpoint_test_util.h"
 
 namespace braid::train {
 namespace {
@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 struct ResumeCase {
   std::string name;
   int ranks;
-  std::function<void(TrainConfig&)> apply;
+  std::function<void(config::TrainConfig&)> apply;
 };
 
 void PrintTo(const ResumeCase& c, std::ostream* os) {
@@ -30,8 +30,8 @@ void PrintTo(const ResumeCase& c, std::ostream* os) {
 
 std::vector<ResumeCase> resume_cases() {
   std::vector<ResumeCase> cases = {
-      {"ddp", 2, [](TrainConfig& c) { c.parallel.strategy = "ddp"; }},
-      {"none", 1, [](TrainConfig& c) { c.parallel.strategy = "none"; }}};
+      {"ddp", 2, [](config::TrainConfig& c) { c.parallel.strategy = "ddp"; }},
+      {"none", 1, [](config::TrainConfig& c) { c.parallel.strategy = "none"; }}};
   for (const StrategyVariant& v : strategy_variants()) {
     if (v.name.find("fsdp_FULL") != std::string::npos ||
         v.name.find("activation") != std::string::npos)
@@ -40,18 +40,18 @@ std::vector<ResumeCase> resume_cases() {
   }
   // Mixed precision: the compute copies come back from the masters; fp16's loss scaler state
   // (a scale that grows every step here) is part of the checkpoint.
-  cases.push_back({"zero3_bf16", 2, [](TrainConfig& c) {
+  cases.push_back({"zero3_bf16", 2, [](config::TrainConfig& c) {
                      c.parallel.strategy = "zero3";
                      c.training.precision = "bf16";
                    }});
-  cases.push_back({"ddp_fp16_dynamic_scale", 2, [](TrainConfig& c) {
+  cases.push_back({"ddp_fp16_dynamic_scale", 2, [](config::TrainConfig& c) {
                      c.training.precision = "fp16";
                      c.fp16.initial_scale_power = 8;
                      c.fp16.loss_scale_window = 1;
                    }});
   // checkpoint.async: the same checkpoints, written in the background.
   for (const char* strategy : {"ddp", "zero3"})
-    cases.push_back({std::string(strategy) + "_async", 2, [strategy](TrainConfig& c) {
+    cases.push_back({std::string(strategy) + "_async", 2, [strategy](config::TrainConfig& c) {
                        c.parallel.strategy = strategy;
                        c.checkpoint.async = true;
                      }});
@@ -67,7 +67,7 @@ TEST_P(Resume, StoppedAndResumedRunEqualsTheStraightRunBitForBit) {
   const ResumeCase& rc = GetParam();
   const fs::path root = private_temp_dir("braid_resume_" + rc.name);
   fs::remove_all(root);
-  TrainConfig c = resume_config((root / "run").string());
+  config::TrainConfig c = resume_config((root / "run").string());
   rc.apply(c);
   const Tensor straight = train_ranks(rc.ranks, c);
   fs::rename(root / "run" / checkpoint::step_dir_name(4), root / "straight-step-4");
@@ -98,7 +98,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, Resume, ::testing::ValuesIn(resume_cases())
 TEST(Reshard, ACheckpointLoadsUnderAnyLayoutWithTheSameBits) {
   const fs::path root = private_temp_dir("braid_reshard");
   fs::remove_all(root);
-  TrainConfig base = resume_config((root / "zero3x2").string());
+  config::TrainConfig base = resume_config((root / "zero3x2").string());
   base.training.global_batch_size = 4;
   base.training.micro_batch_size = 1;
   base.training.gradient_accumulation_steps = 0;  // derived per world size
@@ -115,7 +115,7 @@ TEST(Reshard, ACheckpointLoadsUnderAnyLayoutWithTheSameBits) {
        {Layout{"ddp_x1", 1, "none"}, Layout{"ddp_x2", 2, "ddp"}, Layout{"zero1_x2", 2, "zero1"},
         Layout{"zero1_x4", 4, "zero1"}, Layout{"zero3_x4", 4, "zero3"}}) {
     SCOPED_TRACE(l.name);
-    TrainConfig c = base;
+    config::TrainConfig c = base;
     c.parallel.strategy = l.strategy;
     c.training.resume = saved.string();
     c.checkpoint.dir = (root / l.name).string();
@@ -141,7 +141,7 @@ TEST(Reshard, ACheckpointLoadsUnderAnyLayoutWithTheSameBits) {
 fs::path saved_run(const std::string& name) {
   const fs::path root = private_temp_dir("braid_ckpt_" + name);
   fs::remove_all(root);
-  TrainConfig c = resume_config((root / "run").string());
+  config::TrainConfig c = resume_config((root / "run").string());
   c.parallel.strategy = "ddp";
   train_ranks(2, c);
   return root / "run";
@@ -241,7 +241,7 @@ TEST(CheckpointCorruption, AutoResumeFallsBackToThePreviousValidCheckpoint) {
 TEST(AsyncSave, WritesTheSameCheckpointsAsABlockingSave) {
   const fs::path root = private_temp_dir("braid_ckpt_async");
   fs::remove_all(root);
-  TrainConfig c = resume_config((root / "sync").string());
+  config::TrainConfig c = resume_config((root / "sync").string());
   c.parallel.strategy = "zero2";
   const Tensor sync = train_ranks(2, c);
   c.checkpoint.dir = (root / "async").string();
@@ -273,7 +273,7 @@ TEST(CheckpointFaults, AFailedSaveLeavesThePreviousCheckpointLoadable) {
                      (async ? ", async" : ""));
         const fs::path root = private_temp_dir("braid_ckpt_fault");
         fs::remove_all(root);
-        TrainConfig c = resume_config((root / "run").string());
+        config::TrainConfig c = resume_config((root / "run").string());
         c.parallel.strategy = "zero2";
         c.checkpoint.async = async;
         auto errors = braid::testing::run_ranks_collect(2, [&](comm::ProcessGroup& pg) {
@@ -315,7 +315,7 @@ TEST(CheckpointFaults, AFailedSaveLeavesThePreviousCheckpointLoadable) {
 TEST(CheckpointTools, ExportOfTheLastCheckpointIsTheRunsOwnExport) {
   const fs::path root = private_temp_dir("braid_ckpt_tools");
   fs::remove_all(root);
-  TrainConfig c = resume_config((root / "run").string());
+  config::TrainConfig c = resume_config((root / "run").string());
   c.parallel.strategy = "zero3";
   c.output.export_model = true;
   c.output.dir = (root / "out").string();

@@ -8,9 +8,9 @@
 #include "braid/checkpoint/checkpoint_reader.h"
 #include "braid/checkpoint/crc32c.h"
 #include "braid/checkpoint/hf_model_io.h"
+#include "braid/config/config.h"
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
-#include "braid/train/config.h"
 #include "braid/train/trainer.h"
 
 namespace braid::train {
@@ -65,8 +65,8 @@ std::string verify_checkpoint(const fs::path& path) {
 
 std::string export_checkpoint(const fs::path& path, const fs::path& out) {
   const checkpoint::CheckpointReader reader(resolve_checkpoint(path));
-  const TrainConfig cfg =
-      parse_config(reader.manifest().config, (reader.dir() / checkpoint::kManifestName).string());
+  const config::TrainConfig cfg = config::parse_config(
+      reader.manifest().config, (reader.dir() / checkpoint::kManifestName).string());
   nn::TransformerOptions declared;
   declared.materialize = false;
   const nn::Transformer model(model_config_from(cfg), declared);

@@ -3,14 +3,14 @@
 // bit-identical. Any failing rank fails the test (scripts/mpirun-test.sh).
 #include <gtest/gtest.h>
 
-#include "braid/train/ddp_parity_util.h"
-#include "braid/train/mpi_test_world.h"
 #include "testing/tensor_compare.h"
+#include "testing/train/ddp_parity_util.h"
+#include "testing/train/mpi_test_world.h"
 
 namespace braid::train {
 namespace {
 
-Tensor train_ddp(const TrainConfig& cfg) {
+Tensor train_ddp(const config::TrainConfig& cfg) {
   Trainer t(cfg, mpi_test_world(), quiet());
   t.run();
   return t.model().flat().params().clone();

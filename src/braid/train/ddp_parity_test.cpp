@@ -4,15 +4,15 @@
 
 #include <mutex>
 
-#include "braid/train/ddp_parity_util.h"
 #include "braid/train/trainer.h"
 #include "testing/run_ranks.h"
 #include "testing/tensor_compare.h"
+#include "testing/train/ddp_parity_util.h"
 
 namespace braid::train {
 namespace {
 
-std::vector<Tensor> train_ranks(int n, const TrainConfig& cfg) {
+std::vector<Tensor> train_ranks(int n, const config::TrainConfig& cfg) {
   std::vector<Tensor> out(n);
   std::mutex mu;
   braid::testing::run_ranks(n, [&](comm::ProcessGroup& pg) {
@@ -58,10 +58,10 @@ TEST(DdpDeterminism, SameConfigSameWorldIsBitIdentical) {
 
 TEST(DdpParity, LinearScalingRuleIsTheScaledLearningRate) {
   // lr 1e-3 for a base batch of 2, scaled to the global batch of 4 (2 ranks x 2): exactly lr 2e-3.
-  TrainConfig scaled = tiny(2, 1, "ddp");
+  config::TrainConfig scaled = tiny(2, 1, "ddp");
   scaled.schedule.scale_lr = true;
   scaled.schedule.base_batch_size = 2;
-  TrainConfig plain = tiny(2, 1, "ddp");
+  config::TrainConfig plain = tiny(2, 1, "ddp");
   plain.optimizer.lr = 2e-3;
   std::vector<Tensor> a = train_ranks(2, scaled), b = train_ranks(2, plain);
   EXPECT_TRUE(braid::testing::bit_equal(a[0], b[0]));
@@ -69,7 +69,7 @@ TEST(DdpParity, LinearScalingRuleIsTheScaledLearningRate) {
 }
 
 TEST(DdpErrors, BatchArithmeticThatDoesNotAddUpNamesTheNumbers) {
-  TrainConfig c = tiny(2, 1, "ddp");
+  config::TrainConfig c = tiny(2, 1, "ddp");
   c.training.global_batch_size = 5;
   for (const std::string& msg : construction_errors(2, c)) {
     EXPECT_NE(msg.find("global_batch_size 5 != micro_batch_size 2 x gradient_accumulation_steps "

@@ -14,13 +14,13 @@ namespace braid::train {
 namespace {
 
 // Bytes of optimizer state per parameter: AdamW's two moments, SGD's momentum buffer.
-int64_t optimizer_bytes(const OptimizerSection& o) {
+int64_t optimizer_bytes(const config::OptimizerSection& o) {
   if (o.type == "adamw") return 8;
   if (o.type == "sgd") return o.momentum != 0 ? 4 : 0;
   BRAID_THROW("optimizer.type: unknown optimizer '", o.type, "' (adamw, sgd)");
 }
 
-int in_threads(const TrainConfig& cfg, int world_size, const RankRuntime& runtime) {
+int in_threads(const config::TrainConfig& cfg, int world_size, const RankRuntime& runtime) {
   return memory_estimate_inputs(cfg, world_size, runtime).threads;
 }
 
@@ -29,7 +29,7 @@ std::string cell(int64_t bytes) {
 }
 
 // " as tp 2 x pp 2 x dp 2" (nothing without model parallelism)
-std::string layout(const TrainConfig& cfg, int world) {
+std::string layout(const config::TrainConfig& cfg, int world) {
   const int64_t tp = std::max<int64_t>(1, cfg.parallel.tensor_parallel_size);
   const int64_t pp = std::max<int64_t>(1, cfg.parallel.pipeline_parallel_size);
   if (tp == 1 && pp == 1) return "";
@@ -44,8 +44,8 @@ std::string layout(const TrainConfig& cfg, int world) {
 
 }  // namespace
 
-parallel::MemoryEstimateInputs memory_estimate_inputs(const TrainConfig& cfg, int world_size,
-                                                      const RankRuntime& runtime) {
+parallel::MemoryEstimateInputs memory_estimate_inputs(const config::TrainConfig& cfg,
+                                                      int world_size, const RankRuntime& runtime) {
   BRAID_CHECK(world_size >= 1, "world size must be >= 1, got ", world_size);
   BRAID_CHECK(runtime.threads >= 0, "--threads must be >= 1, got ", runtime.threads);
   parallel::MemoryEstimateInputs in;
@@ -55,14 +55,15 @@ parallel::MemoryEstimateInputs memory_estimate_inputs(const TrainConfig& cfg, in
   in.compute = cfg.compute_dtype();
   in.optimizer_bytes_per_param = optimizer_bytes(cfg.optimizer);
   in.micro_batches = std::max<int64_t>(1, cfg.training.gradient_accumulation_steps);
-  // braid launch's default: this machine's cores shared by the ranks (launcher.cpp)
+  // braid launch's default: this machine's cores shared by the ranks (launch/mpirun_command.cpp)
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   in.threads = runtime.threads > 0 ? runtime.threads : std::max(1, cores / world_size);
   in.backend = runtime.backend;
   return in;
 }
 
-std::vector<parallel::MemoryEstimate> estimate_strategies(const TrainConfig& cfg, int world_size,
+std::vector<parallel::MemoryEstimate> estimate_strategies(const config::TrainConfig& cfg,
+                                                          int world_size,
                                                           const std::vector<std::string>& names,
                                                           const RankRuntime& runtime) {
   parallel::MemoryEstimateInputs in = memory_estimate_inputs(cfg, world_size, runtime);
@@ -74,7 +75,7 @@ std::vector<parallel::MemoryEstimate> estimate_strategies(const TrainConfig& cfg
   return out;
 }
 
-std::string memory_estimate_table(const TrainConfig& cfg, int world_size,
+std::string memory_estimate_table(const config::TrainConfig& cfg, int world_size,
                                   const std::vector<parallel::MemoryEstimate>& estimates,
                                   const RankRuntime& runtime) {
   const nn::ModelConfig m = model_config_from(cfg);

@@ -1,18 +1,18 @@
 // `braid estimate-memory` held to reality: the estimator's activations (Note [Activation
-// peak], parallel/activation_estimate.h) and mixed-precision parameters against the tracker's
-// peaks, for GPT-2 and LLaMA shapes, micro-batches and sequence lengths, fp32 and bf16, and
-// every checkpointing policy, under ddp and zero3 on 2 thread ranks (strategy_memory_test covers
-// every strategy in fp32). Everything within 10%, but for the communication of a pipeline stage
-// before the last: ranks as threads buffer its sends until the next stage takes them, which
+// peak], parallel/estimate/activation_estimate.h) and mixed-precision parameters against the
+// tracker's peaks, for GPT-2 and LLaMA shapes, micro-batches and sequence lengths, fp32 and bf16,
+// and every checkpointing policy, under ddp and zero3 on 2 thread ranks (strategy_memory_test
+// covers every strategy in fp32). Everything within 10%, but for the communication of a pipeline
+// stage before the last: ranks as threads buffer its sends until the next stage takes them, which
 // depends on the threads' timing, so it is held between the estimate (one send) and every
-// micro-batch in flight sent (Note [Buffer estimate], parallel/memory_estimate.cpp).
+// micro-batch in flight sent (Note [Buffer estimate], parallel/estimate/memory_estimate.cpp).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "braid/train/memory_estimate_table.h"
-#include "braid/train/memory_test_util.h"
+#include "testing/train/memory_test_util.h"
 
 namespace braid::train {
 namespace {
@@ -79,7 +79,7 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
   cases.push_back({llama, "zero2", "bf16", "none", 1, 16, 1, 2, 1, 1, "1f1b", "bf16"});
   cases.push_back({llama, "zero3", "bf16", "none", 1, 16, 1, 2, 1, 1, "1f1b", "bf16"});
   for (const Case& k : cases) {
-    TrainConfig c = tiny(k.micro, k.pp > 1 ? 4 : 2, k.strategy);
+    config::TrainConfig c = tiny(k.micro, k.pp > 1 ? 4 : 2, k.strategy);
     c.model.preset = "";
     c.model.config = k.model;
     c.data.seq_len = k.seq_len;
@@ -123,7 +123,7 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
 
 TEST(MemoryEstimate, LlamaSevenBillionOnEightRanks) {
   // Llama-2-7B's shape: every formula scales as the header says, and sharding divides.
-  TrainConfig c;
+  config::TrainConfig c;
   c.model.preset = "llama-7b";
   c.data.seq_len = 4096;
   c.training.micro_batch_size = 1;
@@ -139,7 +139,7 @@ TEST(MemoryEstimate, LlamaSevenBillionOnEightRanks) {
 }
 
 TEST(MemoryEstimate, BadInputNamesTheField) {
-  TrainConfig c;
+  config::TrainConfig c;
   c.model.preset = "gpt2-tiny";
   c.data.seq_len = 16;
   EXPECT_THROW(estimate_strategies(c, 0, {"ddp"}), Error);

@@ -8,8 +8,8 @@
 
 #include <ostream>
 
-#include "braid/train/pipeline_parity_util.h"
-#include "braid/train/strategy_parity_util.h"
+#include "testing/train/pipeline_parity_util.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {
@@ -31,7 +31,7 @@ TEST_P(PipelineParity, WeightsMatchOneProcess) {
   const PipelineLayout& l = c.layout;
   const int dp = c.world / (l.pp * l.tp);
   const Tensor single = train_one(pp_reference_config(l.preset, dp));
-  const TrainConfig cfg = pp_parity_config(l);
+  const config::TrainConfig cfg = pp_parity_config(l);
   std::vector<Tensor> out(static_cast<size_t>(c.world));
   std::vector<double> losses(static_cast<size_t>(c.world));
   testing::run_ranks(c.world, [&](comm::ProcessGroup& pg) {
@@ -96,7 +96,7 @@ INSTANTIATE_TEST_SUITE_P(
 // HYBRID_SHARD's 2 x 2 shard groups against zero1 over the same dp4 x pp2).
 TEST(PipelineParity, ShardedStrategiesEqualZero1BitForBit) {
   auto weights = [](int world, const PipelineLayout& l) {
-    const TrainConfig cfg = pp_parity_config(l);
+    const config::TrainConfig cfg = pp_parity_config(l);
     Tensor w;
     testing::run_ranks(world, [&](comm::ProcessGroup& pg) {
       Trainer t(cfg, borrow(pg), quiet());
@@ -136,7 +136,7 @@ TEST(PipelineParity, ShardedStrategiesEqualZero1BitForBit) {
 // parallel ranks, and the weights bit-identical to the same layout in memory.
 TEST(PipelineParity, OffloadComposesWithTensorAndPipelineParallelism) {
   auto weights = [](int world, PipelineLayout l, const std::string& offload) {
-    TrainConfig cfg = pp_parity_config(l);
+    config::TrainConfig cfg = pp_parity_config(l);
     if (offload != "none") {
       cfg.parallel.offload_optimizer = "nvme";
       cfg.parallel.offload_params = offload == "params" ? "nvme" : "none";
@@ -191,7 +191,7 @@ TEST(PipelineErrors, BadLayoutsNameTheKey) {
   expect_all(construction_errors(2, pp_parity_config(l)),
              "parallel.pipeline_virtual_stages 2 needs parallel.pipeline_schedule: "
              "interleaved_1f1b");
-  TrainConfig c = pp_parity_config(layout("gpt2-tiny", 2, "1f1b"));
+  config::TrainConfig c = pp_parity_config(layout("gpt2-tiny", 2, "1f1b"));
   c.parallel.pipeline_balance = "flops";
   expect_all(construction_errors(2, c),
              "config key 'parallel.pipeline_balance' is 'flops', expected one of: uniform, "
@@ -218,9 +218,9 @@ TEST(PipelineErrors, BadLayoutsNameTheKey) {
 // Fewer micro-batches than stages is fine for 1f1b (a shorter warm-up) and gpipe.
 TEST(PipelineErrors, FewerMicroBatchesThanStagesStillMatchOneProcess) {
   for (const std::string schedule : {"1f1b", "gpipe"}) {
-    TrainConfig c = pp_parity_config(layout("gpt2-tiny", 4, schedule));
+    config::TrainConfig c = pp_parity_config(layout("gpt2-tiny", 4, schedule));
     c.training.gradient_accumulation_steps = 2;
-    TrainConfig one = pp_reference_config("gpt2-tiny", 1);
+    config::TrainConfig one = pp_reference_config("gpt2-tiny", 1);
     one.training.gradient_accumulation_steps = 2;
     const Tensor single = train_one(one);
     std::vector<Tensor> out(4);

@@ -5,11 +5,11 @@
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
 #include "braid/core/tensor.h"
-#include "braid/train/threads.h"
+#include "braid/launch/threads.h"
 
 namespace braid::train {
 
-parallel::ParallelPlan parallel_plan_from(const TrainConfig& cfg) {
+parallel::ParallelPlan parallel_plan_from(const config::TrainConfig& cfg) {
   const auto& p = cfg.parallel;
   parallel::ParallelPlan s;
   s.name = p.strategy;
@@ -32,16 +32,16 @@ parallel::ParallelPlan parallel_plan_from(const TrainConfig& cfg) {
   s.backward_prefetch = p.backward_prefetch;
   s.limit_all_gathers = static_cast<int>(p.limit_all_gathers);
   s.param_persistence_threshold = p.param_persistence_threshold;
-  s.ranks_per_node = local_world_size();
+  s.ranks_per_node = launch::local_world_size();
   s.offload_optimizer = p.offload_optimizer;
   s.offload_params = p.offload_params;
   s.offload_dir = p.offload_dir.empty() ? cfg.output.dir + "/offload" : p.offload_dir;
   return s;
 }
 
-int64_t memory_budget_from(const TrainConfig& cfg, comm::ProcessGroup* world) {
+int64_t memory_budget_from(const config::TrainConfig& cfg, comm::ProcessGroup* world) {
   if (!cfg.memory.budget.empty()) return parse_bytes(cfg.memory.budget);
-  int64_t budget = available_memory_bytes() / 10 * 9 / std::max(1, local_world_size());
+  int64_t budget = available_memory_bytes() / 10 * 9 / std::max(1, launch::local_world_size());
   if (world && world->size() > 1) {
     Tensor t = Tensor::empty(Shape{1}, DType::i64, MemCategory::communication);
     t.data<int64_t>()[0] = budget;

@@ -5,16 +5,16 @@
 #include <cstdint>
 
 #include "braid/comm/process_group.h"
+#include "braid/config/config.h"
 #include "braid/parallel/plan.h"
-#include "braid/train/config.h"
 
 namespace braid::train {
 
-parallel::ParallelPlan parallel_plan_from(const TrainConfig& cfg);
+parallel::ParallelPlan parallel_plan_from(const config::TrainConfig& cfg);
 
 // memory.budget in bytes (0: none). Empty: 90% of the node's available memory (MemAvailable,
 // less a tenth for what is not tensors) shared among the node's ranks; the ranks agree on the
 // smallest. Collective over world (may be null).
-int64_t memory_budget_from(const TrainConfig& cfg, comm::ProcessGroup* world);
+int64_t memory_budget_from(const config::TrainConfig& cfg, comm::ProcessGroup* world);
 
 }  // namespace braid::train

@@ -1,4 +1,4 @@
-// Mixed precision in training (DESIGN.md "Precision"): fp16 loss scaling across ranks, and
+// Mixed precision in training (docs/design.md "Precision"): fp16 loss scaling across ranks, and
 // non-finite steps (Note [Non-finite steps]): a NaN in one rank's batch is named in one line
 // (rank, step, tensor) on every rank, or skipped and counted.
 #include <gtest/gtest.h>
@@ -7,9 +7,9 @@
 #include <mutex>
 
 #include "braid/kernels/ops.h"
-#include "braid/train/strategy_parity_util.h"
 #include "testing/run_ranks.h"
 #include "testing/tensor_compare.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {
@@ -22,7 +22,7 @@ struct NanRun {
   std::vector<Tensor> weights;
 };
 
-NanRun run_with_nan(int n, const TrainConfig& cfg, int nan_rank, int64_t nan_step) {
+NanRun run_with_nan(int n, const config::TrainConfig& cfg, int nan_rank, int64_t nan_step) {
   NanRun out;
   out.results.resize(static_cast<size_t>(n));
   out.weights.resize(static_cast<size_t>(n));
@@ -44,7 +44,7 @@ NanRun run_with_nan(int n, const TrainConfig& cfg, int nan_rank, int64_t nan_ste
 
 TEST(NonFinite, ANanInOneRanksBatchIsNamedWithRankStepAndTensorOnEveryRank) {
   for (const char* strategy : {"ddp", "zero3"}) {
-    TrainConfig c = parity_config("true");
+    config::TrainConfig c = parity_config("true");
     c.parallel.strategy = strategy;
     c.training.detect_anomaly = true;
     const NanRun run = run_with_nan(2, c, 1, 3);
@@ -59,14 +59,14 @@ TEST(NonFinite, ANanInOneRanksBatchIsNamedWithRankStepAndTensorOnEveryRank) {
 }
 
 TEST(NonFinite, WithoutAnomalyDetectionTheRankWithTheNonFiniteLossIsNamed) {
-  TrainConfig c = parity_config("false");
+  config::TrainConfig c = parity_config("false");
   const NanRun run = run_with_nan(2, c, 0, 2);
   for (const std::string& e : run.errors)
     EXPECT_NE(e.find("step 2: inf/nan in training: first on rank 0: loss"), std::string::npos) << e;
 }
 
 TEST(NonFinite, SkipSkipsTheStepOnEveryRankAndCountsIt) {
-  TrainConfig c = parity_config("true");
+  config::TrainConfig c = parity_config("true");
   c.training.on_nonfinite = "skip";
   c.training.detect_anomaly = true;
   const NanRun run = run_with_nan(2, c, 1, 2);
@@ -82,7 +82,7 @@ TEST(NonFinite, SkipSkipsTheStepOnEveryRankAndCountsIt) {
 // fp16: an overflow on one rank skips the step on every rank; with DeepSpeed's default
 // hysteresis 2 the first overflow keeps the scale. A clean fp16 run tracks fp32.
 TEST(Fp16, AnOverflowOnOneRankSkipsTheStepEverywhereAndTheRunTracksFp32) {
-  TrainConfig c = parity_config("true");
+  config::TrainConfig c = parity_config("true");
   const Tensor fp32 = train_ranks(2, c);
   c.training.precision = "fp16";
   const Tensor fp16 = train_ranks(2, c);
@@ -99,11 +99,11 @@ TEST(Fp16, AnOverflowOnOneRankSkipsTheStepEverywhereAndTheRunTracksFp32) {
 }
 
 TEST(Fp16, BadScalerSettingsAreOneErrorNamingTheKey) {
-  TrainConfig c = parity_config("true");
+  config::TrainConfig c = parity_config("true");
   c.training.precision = "fp16";
   c.fp16.loss_scale_window = 0;
   try {
-    validate(c);
+    config::validate(c);
     FAIL() << "accepted loss_scale_window 0";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("loss_scale_window = 0"), std::string::npos) << e.what();

@@ -3,7 +3,7 @@
 # by SIGKILL, and every job ends with weights bit-identical to a run that was never killed.
 # KILLS deaths in all, spread over four jobs (ddp, zero3 with checkpoint.async, zero2, zero1 with
 # checkpoint.async); each death strikes a random rank at a random step and point: forward,
-# backward, optimizer, or a stage of a checkpoint save (train/fault_plan.h; stages only rank 0
+# backward, optimizer, or a stage of a checkpoint save (launch/fault_plan.h; stages only rank 0
 # reaches go to rank 0). The jobs read GPT-2 tokens of a few State of the Union addresses
 # through the real data loader, accumulate 2 micro-steps, clip, evaluate and save every 2 steps.
 #   restart_kill_loop_test.sh BRAID DATA_DIR [KILLS=20] [SEED=$RANDOM]   (BRAID_DATA_DIR wins)

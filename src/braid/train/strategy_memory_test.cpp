@@ -1,6 +1,6 @@
 // The ZeRO memory claims, measured: each rank's tracker peaks per category against the
-// estimator (parallel/memory_estimate.h, whose header has the formulas) for every strategy on
-// 2 and 4 thread ranks: ddp, fsdp NO_SHARD / FULL_SHARD / SHARD_GRAD_OP / HYBRID_SHARD(_ZERO2),
+// estimator (parallel/estimate/memory_estimate.h, whose header has the formulas) for every strategy
+// on 2 and 4 thread ranks: ddp, fsdp NO_SHARD / FULL_SHARD / SHARD_GRAD_OP / HYBRID_SHARD(_ZERO2),
 // zero1-3, with and without sync_each_batch, and offloaded. Every category must agree within
 // 10%: parameters, gradients, optimizer state, activations, communication (the groups and the
 // staging, given run_ranks' local groups) and scratch (given the Trainer's threads per rank).
@@ -12,8 +12,8 @@
 #include <mutex>
 
 #include "braid/train/memory_estimate_table.h"
-#include "braid/train/memory_test_util.h"
-#include "braid/train/strategy_parity_util.h"
+#include "testing/train/memory_test_util.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {
@@ -26,8 +26,8 @@ struct Case {
   bool offload = false;  // optimizer state and parameters to files
 };
 
-TrainConfig config_of(const Case& k) {
-  TrainConfig c = tiny(1, 2, k.strategy);
+config::TrainConfig config_of(const Case& k) {
+  config::TrainConfig c = tiny(1, 2, k.strategy);
   c.model.preset = "";
   c.model.config = six_block_model_config();
   if (!k.how.empty()) c.parallel.sharding_strategy = k.how;
@@ -68,7 +68,7 @@ TEST(StrategyMemory, TrackerPeaksMatchTheEstimator) {
       {"zero3", "", 2, 0, "auto", true},
   };
   for (const Case& k : cases) {
-    const TrainConfig c = config_of(k);
+    const config::TrainConfig c = config_of(k);
     const Peaks p = measure_peaks(c, k.ranks);
     const parallel::MemoryEstimate e = parallel::estimate_memory(thread_rank_inputs(c, k.ranks));
     const std::string name = k.strategy + " " + k.how + " x" + std::to_string(k.ranks) +

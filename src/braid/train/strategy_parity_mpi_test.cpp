@@ -3,25 +3,25 @@
 // weights bit for bit, in both accumulation modes, and every rank holds the same weights.
 #include <gtest/gtest.h>
 
-#include "braid/train/mpi_test_world.h"
-#include "braid/train/strategy_parity_util.h"
 #include "testing/tensor_compare.h"
+#include "testing/train/mpi_test_world.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {
 
-Tensor train(const TrainConfig& cfg) {
+Tensor train(const config::TrainConfig& cfg) {
   Trainer t(cfg, mpi_test_world(), quiet());
   return train_and_gather(t);
 }
 
 // Every strategy variant that fits the world size, trained from base, gives `ddp` bit for bit
 // on every rank.
-void expect_every_strategy_gives(const Tensor& ddp, const TrainConfig& base) {
+void expect_every_strategy_gives(const Tensor& ddp, const config::TrainConfig& base) {
   const int n = mpi_test_world()->size();
   for (const StrategyVariant& v : strategy_variants()) {
     if (n < v.min_ranks || n % v.rank_divisor != 0) continue;
-    TrainConfig c = base;
+    config::TrainConfig c = base;
     v.apply(c);
     const Tensor w = train(c);
     EXPECT_TRUE(braid::testing::bit_equal(w, ddp))
@@ -34,10 +34,10 @@ class StrategyParityMpi : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(StrategyParityMpi, EveryStrategyGivesDdpsWeightsBitForBit) {
   const int n = mpi_test_world()->size();
-  const TrainConfig base = parity_config(GetParam());
+  const config::TrainConfig base = parity_config(GetParam());
   const Tensor ddp = train(base);
   EXPECT_TRUE(same_on_every_rank(ddp));
-  TrainConfig one = base;
+  config::TrainConfig one = base;
   one.parallel.strategy = "none";
   one.training.micro_batch_size = n;
   EXPECT_TRUE(weights_match(ddp, train_one(one))) << "ddp vs one process";
@@ -52,7 +52,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, StrategyParityMpi, ::testing::Values("true", "fa
 class StrategyParityMixedMpi : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(StrategyParityMixedMpi, EveryStrategyGivesDdpsWeightsBitForBit) {
-  TrainConfig base = parity_config("true");
+  config::TrainConfig base = parity_config("true");
   base.training.precision = GetParam().substr(0, 4);
   if (GetParam() == "bf16_reduce_bf16") base.training.reduce_dtype = "bf16";
   const Tensor ddp = train(base);

@@ -9,9 +9,9 @@
 
 #include "braid/checkpoint/hf_model_io.h"
 
-#include "braid/train/strategy_parity_util.h"
 #include "testing/run_ranks.h"
 #include "testing/tensor_compare.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {
@@ -23,11 +23,11 @@ struct Case {
 
 // Every strategy variant that fits n ranks, trained from base, gives `ddp` bit for bit (and,
 // when given, `single`'s weights to fp32 tolerance).
-void expect_every_strategy_gives(const Tensor& ddp, const TrainConfig& base, int n,
+void expect_every_strategy_gives(const Tensor& ddp, const config::TrainConfig& base, int n,
                                  const Tensor* single = nullptr) {
   for (const StrategyVariant& v : strategy_variants()) {
     if (n < v.min_ranks || n % v.rank_divisor != 0) continue;
-    TrainConfig c = base;
+    config::TrainConfig c = base;
     v.apply(c);
     const Tensor w = train_ranks(n, c);
     EXPECT_TRUE(braid::testing::bit_equal(w, ddp)) << v.name << " vs ddp";
@@ -41,14 +41,14 @@ class StrategyParity : public ::testing::TestWithParam<Case> {};
 
 TEST_P(StrategyParity, EveryStrategyGivesDdpsWeightsBitForBit) {
   const auto [n, sync] = GetParam();
-  const TrainConfig base = parity_config(sync);
+  const config::TrainConfig base = parity_config(sync);
   const Tensor ddp = train_ranks(n, base);
-  TrainConfig one = base;
+  config::TrainConfig one = base;
   one.parallel.strategy = "none";
   one.training.micro_batch_size = n;
   const Tensor single = train_one(one);
   EXPECT_TRUE(weights_match(ddp, single)) << "ddp vs one process";
-  TrainConfig unclipped = one;
+  config::TrainConfig unclipped = one;
   unclipped.optimizer.grad_clip = 0;
   EXPECT_FALSE(braid::testing::bit_equal(train_one(unclipped), single)) << "clipping is active";
   expect_every_strategy_gives(ddp, base, n, &single);
@@ -79,11 +79,11 @@ TEST(StrategyExport, ShardedExportAndImportMatchDdp) {
   namespace fs = std::filesystem;
   const fs::path root = private_temp_dir("braid_strategy_export");
   fs::remove_all(root);
-  TrainConfig base = parity_config("true");
+  config::TrainConfig base = parity_config("true");
   base.output.export_model = true;
   std::vector<std::string> files;
   for (const char* strategy : {"ddp", "zero3"}) {
-    TrainConfig c = base;
+    config::TrainConfig c = base;
     c.parallel.strategy = strategy;
     c.output.dir = (root / strategy).string();
     train_ranks(2, c);
@@ -93,7 +93,7 @@ TEST(StrategyExport, ShardedExportAndImportMatchDdp) {
   EXPECT_TRUE(files[0] == files[1]) << "zero3's export differs from ddp's";
 
   for (const char* strategy : {"zero3", "zero2"}) {
-    TrainConfig c = base;
+    config::TrainConfig c = base;
     c.parallel.strategy = strategy;
     c.model.preset = "";
     c.model.init_from = (root / "ddp" / "model").string();
@@ -115,7 +115,7 @@ TEST(StrategyExport, ShardedExportAndImportMatchDdp) {
 namespace braid::train {
 namespace {
 
-// Mixed precision (DESIGN.md "Precision"): compute copies in bf16 or f16, f32 masters and
+// Mixed precision (docs/design.md "Precision"): compute copies in bf16 or f16, f32 masters and
 // gradients (fp16 with its loss scale). Every strategy still gives DDP's weights bit for bit at
 // the same world size (they all cast the same masters and reduce the same f32 gradients), and
 // the run really computes in the low dtype: its weights differ from the fp32 run's, but only by
@@ -129,13 +129,13 @@ class StrategyParityMixed : public ::testing::TestWithParam<PrecisionCase> {};
 
 TEST_P(StrategyParityMixed, EveryStrategyGivesDdpsWeightsBitForBit) {
   const auto& [precision, sync] = GetParam();
-  TrainConfig base = parity_config(sync);
+  config::TrainConfig base = parity_config(sync);
   const Tensor fp32 = train_ranks(2, base);
   base.training.precision = precision;
   const Tensor ddp = train_ranks(2, base);
   EXPECT_FALSE(braid::testing::bit_equal(ddp, fp32)) << precision << " must differ from fp32";
   EXPECT_TRUE(braid::testing::all_close(ddp, fp32, 0.0, 2.5e-3)) << precision << " vs fp32";
-  TrainConfig one = base;
+  config::TrainConfig one = base;
   one.parallel.strategy = "none";
   one.training.micro_batch_size = 2;
   EXPECT_TRUE(braid::testing::all_close(train_one(one), ddp, 0.0, 5e-4)) << "one process vs ddp";
@@ -160,7 +160,7 @@ namespace {
 // really round (the weights differ from an f32 reduction, within what bf16 explains), and
 // every strategy still gives DDP's weights bit for bit at 2 ranks.
 TEST(ReduceDtype, Bf16ReductionHalvesTheBytesAndKeepsStrategiesOnDdpsWeights) {
-  TrainConfig base = parity_config("true");
+  config::TrainConfig base = parity_config("true");
   base.training.precision = "bf16";
   const Tensor f32_reduce = train_ranks(2, base);
   base.training.reduce_dtype = "bf16";
@@ -171,7 +171,7 @@ TEST(ReduceDtype, Bf16ReductionHalvesTheBytesAndKeepsStrategiesOnDdpsWeights) {
   for (const char* strategy : {"ddp", "zero2"}) {
     std::vector<int64_t> bytes(2, 0);
     for (const char* reduce : {"fp32", "bf16"}) {
-      TrainConfig c = base;
+      config::TrainConfig c = base;
       c.parallel.strategy = strategy;
       c.training.reduce_dtype = reduce;
       std::mutex mu;

@@ -4,8 +4,8 @@
 // gathers the same weights.
 #include <gtest/gtest.h>
 
-#include "braid/train/mpi_test_world.h"
-#include "braid/train/tensor_parallel_parity_util.h"
+#include "testing/train/mpi_test_world.h"
+#include "testing/train/tensor_parallel_parity_util.h"
 
 namespace braid::train {
 namespace {

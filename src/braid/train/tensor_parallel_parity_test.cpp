@@ -8,7 +8,7 @@
 
 #include <ostream>
 
-#include "braid/train/tensor_parallel_parity_util.h"
+#include "testing/train/tensor_parallel_parity_util.h"
 
 namespace braid::train {
 namespace {
@@ -32,7 +32,7 @@ TEST_P(TensorParallelParity, WeightsMatchOneProcess) {
   const TpCase c = GetParam();
   const int dp = c.world / c.tp;
   const Tensor single = train_one(tp_reference_config(c.preset, dp));
-  const TrainConfig cfg = tp_parity_config(c.preset, c.tp, c.sp, c.strategy);
+  const config::TrainConfig cfg = tp_parity_config(c.preset, c.tp, c.sp, c.strategy);
   std::vector<Tensor> out(static_cast<size_t>(c.world));
   testing::run_ranks(c.world, [&](comm::ProcessGroup& pg) {
     Trainer t(cfg, borrow(pg), quiet());
@@ -59,7 +59,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<TpCase>& i) { return i.param.name; });
 
 TEST(TensorParallelErrors, BadLayoutsNameTheKey) {
-  TrainConfig c = tiny(2, 1, "ddp");
+  config::TrainConfig c = tiny(2, 1, "ddp");
   c.parallel.tensor_parallel_size = 4;
   for (const std::string& e : construction_errors(2, c))
     EXPECT_NE(e.find("parallel.tensor_parallel_size 4 is larger than the 2 launched rank(s)"),

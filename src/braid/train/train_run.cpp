@@ -3,23 +3,24 @@
 #include "braid/checkpoint/hf_model_io.h"
 #include "braid/core/error.h"
 #include "braid/data/bpe_tokenizer.h"
-#include "braid/train/fault_plan.h"
-#include "braid/train/threads.h"
+#include "braid/launch/fault_plan.h"
+#include "braid/launch/threads.h"
 #include "braid/train/trainer.h"
 
 namespace braid::train {
 
 void run_training(const RunConfigSources& sources, bool print_config) {
   std::string mapping;
-  TrainConfig cfg = load_run_config(sources, &mapping);
+  config::TrainConfig cfg = load_run_config(sources, &mapping);
   if (print_config) {
-    std::printf("%s%s", mapping.c_str(), dump_config(cfg).c_str());
+    std::printf("%s%s", mapping.c_str(), config::dump_config(cfg).c_str());
     return;
   }
   auto world = launched_world(cfg);
   TrainerOptions options;
-  // Fault tests only (train/fault_plan.h): deaths at chosen points of chosen steps.
-  auto plan = FaultPlan::from_environment(world ? world->rank() : 0, launch_attempt());
+  // Fault tests only (launch/fault_plan.h): deaths at chosen points of chosen steps.
+  auto plan =
+      launch::FaultPlan::from_environment(world ? world->rank() : 0, launch::launch_attempt());
   if (!plan.empty()) {
     options.fault = [plan](int64_t step, const std::string& point) { plan.at(step, point); };
     options.inject_nan = [plan](int64_t step) { return plan.has(step, "nan"); };
@@ -41,7 +42,7 @@ void generate_samples(const GenerateRequest& r, FILE* out) {
   BRAID_CHECK(r.sample.max_new_tokens > 0, "--tokens must be positive, got ",
               r.sample.max_new_tokens);
   BRAID_CHECK(r.sample.top_k >= 0, "--top-k must be >= 0, got ", r.sample.top_k);
-  apply_threads_per_rank();
+  launch::apply_threads_per_rank();
   auto model = checkpoint::import_hf(r.model_dir, /*allocate_grads=*/false);
   auto tok = data::BpeTokenizer::from_dir(r.tokenizer);
   BRAID_CHECK(tok.vocab_size() <= model->config().vocab_size, "tokenizer '", r.tokenizer, "' has ",

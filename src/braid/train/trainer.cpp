@@ -11,19 +11,19 @@
 #include <string_view>
 
 #include "braid/autograd/variable.h"
+#include "braid/comm/collective_guard.h"
+#include "braid/comm/gather_strings.h"
 #include "braid/comm/world.h"
+#include "braid/config/config_agreement.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
+#include "braid/launch/threads.h"
 #include "braid/optim/clip_grad.h"
 #include "braid/optim/lr_schedule.h"
 #include "braid/optim/param_groups.h"
-#include "braid/parallel/collective_guard.h"
-#include "braid/parallel/gather_strings.h"
-#include "braid/parallel/memory_estimate.h"
-#include "braid/train/config_agreement.h"
+#include "braid/parallel/estimate/memory_estimate.h"
 #include "braid/train/plan_config.h"
 #include "braid/train/progress.h"
-#include "braid/train/threads.h"
 #include "braid/train/trainer_output.h"
 
 namespace braid::train {
@@ -40,7 +40,7 @@ double steady_median(std::vector<double> v) {
 }
 }  // namespace
 
-nn::ModelConfig model_config_from(const TrainConfig& cfg) {
+nn::ModelConfig model_config_from(const config::TrainConfig& cfg) {
   nn::ModelConfig mc;
   if (!cfg.model.init_from.empty()) {
     mc = nn::ModelConfig::from_hf_file(fs::path(cfg.model.init_from) / "config.json");
@@ -49,20 +49,20 @@ nn::ModelConfig model_config_from(const TrainConfig& cfg) {
   } else {
     mc = nn::ModelConfig::preset(cfg.model.preset);
   }
-  mc.activation_checkpointing = checkpoint_policy(cfg);
+  mc.activation_checkpointing = config::checkpoint_policy(cfg);
   BRAID_CHECK(cfg.data.seq_len <= mc.max_seq_len, "data.seq_len ", cfg.data.seq_len,
               " exceeds the model's maximum sequence length ", mc.max_seq_len);
   return mc;
 }
 
-Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
+Trainer::Trainer(config::TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
                  TrainerOptions options)
     : cfg_(std::move(config)),
       world_(std::move(world)),
       options_(options),
       tracker_(std::make_shared<MemoryTracker>("cpu (rank " +
                                                std::to_string(world_ ? world_->rank() : 0) + ")")) {
-  validate(cfg_);
+  config::validate(cfg_);
   MemoryScope scope(tracker_);
   try {
     // The config's agreement across ranks, the memory budget, the parallel runtime and the
@@ -74,8 +74,7 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
     if (resume_) report_resume();  // after materialising: describe() names the buckets
     acc_->prepare_optimizer();
     if (resume_)
-      parallel::all_ranks_or_throw(world_.get(),
-                                   [&] { resume_->read_optimizer(acc_->optimizer()); });
+      comm::all_ranks_or_throw(world_.get(), [&] { resume_->read_optimizer(acc_->optimizer()); });
   } catch (const OutOfMemory& e) {
     throw OutOfMemory(std::string(e.what()) + " " + memory_advice());
   }
@@ -100,7 +99,8 @@ std::string Trainer::memory_advice() const {
   const nn::ParamLayout& layout = model.layout();
   int64_t largest = 0;
   for (const auto& u : layout.units()) largest = std::max(largest, u.numel);
-  const int n = acc_ ? acc_->dp_size() : static_cast<int>(data_parallel_size(cfg_, world_size()));
+  const int n =
+      acc_ ? acc_->dp_size() : static_cast<int>(config::data_parallel_size(cfg_, world_size()));
   const auto estimates = parallel::estimate_training_state(layout.num_parameters(), largest, n);
   std::string s = "Training state per rank on " + std::to_string(n) +
                   " rank(s) (parameters, gradients, AdamW state; activations not included): " +
@@ -217,7 +217,7 @@ double Trainer::evaluate() {
 
 TrainResult Trainer::run() {
   MemoryScope scope(tracker_);
-  apply_threads_per_rank();
+  launch::apply_threads_per_rank();
   const auto& t = cfg_.training;
   const int64_t T = cfg_.data.seq_len;
   const int64_t accum = t.gradient_accumulation_steps;

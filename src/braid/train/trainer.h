@@ -18,13 +18,13 @@
 #include "braid/checkpoint/checkpoint_reader.h"
 #include "braid/checkpoint/checkpoint_writer.h"
 #include "braid/comm/process_group.h"
+#include "braid/config/config.h"
 #include "braid/core/memory_tracker.h"
 #include "braid/nn/transformer.h"
 #include "braid/optim/optimizer.h"
 #include "braid/train/accelerator.h"
 #include "braid/train/anomaly.h"
 #include "braid/train/batch_source.h"
-#include "braid/train/config.h"
 
 namespace braid::train {
 
@@ -63,7 +63,7 @@ class Trainer {
  public:
   // world may be null (one process). The config's batch arithmetic is resolved against the
   // data-parallel size here.
-  Trainer(TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
+  Trainer(config::TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
           TrainerOptions options = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
@@ -78,7 +78,7 @@ class Trainer {
   // The whole model's parameters in one f32 tensor in the model's flat layout (padding to
   // ParamLayout::kAlign), gathered unit by unit from whatever this rank holds. Collective.
   Tensor gather_parameters();
-  const TrainConfig& config() const { return cfg_; }
+  const config::TrainConfig& config() const { return cfg_; }
   const std::shared_ptr<MemoryTracker>& memory() const { return tracker_; }
   int rank() const { return world_ ? world_->rank() : 0; }
   int world_size() const { return world_ ? world_->size() : 1; }
@@ -111,7 +111,7 @@ class Trainer {
   double sum_over_replicas(double v);
   void finish(TrainResult& result);
 
-  TrainConfig cfg_;
+  config::TrainConfig cfg_;
   std::shared_ptr<comm::ProcessGroup> world_;
   TrainerOptions options_;
   std::shared_ptr<MemoryTracker> tracker_;  // the Accelerator's
@@ -128,6 +128,6 @@ class Trainer {
 };
 
 // Builds the model a config names (preset, config.json, or an HF dir to start from).
-nn::ModelConfig model_config_from(const TrainConfig& cfg);
+nn::ModelConfig model_config_from(const config::TrainConfig& cfg);
 
 }  // namespace braid::train

@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "braid/data/token_shard.h"
-#include "braid/train/strategy_parity_util.h"
+#include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 namespace {
@@ -28,8 +28,8 @@ fs::path make_data(const std::string& name, int64_t train_tokens, int32_t last_i
   return dir;
 }
 
-TrainConfig shard_config(const fs::path& dir, int64_t micro) {
-  TrainConfig c = tiny(micro, 1, "ddp");
+config::TrainConfig shard_config(const fs::path& dir, int64_t micro) {
+  config::TrainConfig c = tiny(micro, 1, "ddp");
   c.data.random_tokens = false;
   c.data.train = dir.string();
   c.training.eval_batches = 0;
@@ -39,7 +39,7 @@ TrainConfig shard_config(const fs::path& dir, int64_t micro) {
 TEST(TrainerErrors, WorldLargerThanTheSamplesIsAClearErrorOnEveryRank) {
   // 3 samples of 17 tokens (seq_len 16), 4 ranks.
   fs::path dir = make_data("world", 3 * 16 + 1);
-  TrainConfig c = shard_config(dir, 1);
+  config::TrainConfig c = shard_config(dir, 1);
   std::vector<std::string> errors = construction_errors(4, c);
   for (size_t r = 0; r < errors.size(); ++r) {
     const std::string& msg = errors[r];
@@ -50,7 +50,7 @@ TEST(TrainerErrors, WorldLargerThanTheSamplesIsAClearErrorOnEveryRank) {
 
 TEST(TrainerErrors, TooFewSamplesForTheMicroBatch) {
   fs::path dir = make_data("micro", 4 * 16 + 1);
-  TrainConfig c = shard_config(dir, 4);
+  config::TrainConfig c = shard_config(dir, 4);
   std::vector<std::string> errors = construction_errors(2, c);
   for (size_t r = 0; r < errors.size(); ++r) {
     const std::string& msg = errors[r];
@@ -63,7 +63,7 @@ TEST(TrainerErrors, TooFewSamplesForTheMicroBatch) {
 TEST(TrainerErrors, TokenIdOutOfTheModelsVocabularyNamesFileAndOffset) {
   // Shards from a 4096-token tokenizer, one id of which gpt2-tiny (1024 ids) cannot embed.
   fs::path dir = make_data("vocab", 64 * 16 + 1, 3000, 4096);
-  TrainConfig ok = shard_config(dir, 1);
+  config::TrainConfig ok = shard_config(dir, 1);
   ok.parallel.strategy = "none";
   try {
     Trainer t(ok, nullptr, quiet());
@@ -76,13 +76,13 @@ TEST(TrainerErrors, TokenIdOutOfTheModelsVocabularyNamesFileAndOffset) {
 }
 
 TEST(TrainerErrors, StrategyNoneOnSeveralRanksIsRefused) {
-  TrainConfig c = tiny(1, 1, "none");
+  config::TrainConfig c = tiny(1, 1, "none");
   for (const std::string& msg : construction_errors(2, c))
     EXPECT_NE(msg.find("parallel.strategy is 'none' but 2 ranks"), std::string::npos) << msg;
 }
 
 TEST(TrainerErrors, ShardingFactorThatDoesNotDivideTheRanksIsRefusedOnEveryRank) {
-  TrainConfig c = tiny(1, 1, "fsdp");
+  config::TrainConfig c = tiny(1, 1, "fsdp");
   c.parallel.sharding_strategy = "HYBRID_SHARD";
   c.parallel.sharding_factor = 2;
   for (const std::string& msg : construction_errors(3, c))
@@ -100,7 +100,7 @@ TEST(TrainerErrors, ShardingFactorThatDoesNotDivideTheRanksIsRefusedOnEveryRank)
 }
 
 TEST(TrainerErrors, ABudgetTooSmallForAnyStrategyStopsEveryRankAtStartWithTheBreakdown) {
-  TrainConfig c = tiny(1, 1, "zero3");
+  config::TrainConfig c = tiny(1, 1, "zero3");
   c.memory.budget = "200KiB";
   for (const std::string& msg : construction_errors(2, c)) {
     EXPECT_NE(msg.find("out of memory on cpu (rank "), std::string::npos) << msg;
@@ -112,7 +112,7 @@ TEST(TrainerErrors, ABudgetTooSmallForAnyStrategyStopsEveryRankAtStartWithTheBre
 
 TEST(TrainerErrors, ABudgetDdpExceedsStopsDdpButZero3Trains) {
   // 1.3M parameters on 2 ranks: DDP keeps 16 bytes per parameter (21 MiB), zero3 about 15 MiB.
-  TrainConfig c = tiny(1, 1, "ddp");
+  config::TrainConfig c = tiny(1, 1, "ddp");
   c.model.preset = "";
   c.model.config = six_block_model_config();
   c.memory.budget = "18MiB";
@@ -130,7 +130,7 @@ TEST(TrainerErrors, ABudgetDdpExceedsStopsDdpButZero3Trains) {
 }
 
 // Builds a Trainer on each of 2 thread-backed ranks, rank r's config from make(r).
-std::vector<std::string> per_rank_errors(const std::function<TrainConfig(int)>& make) {
+std::vector<std::string> per_rank_errors(const std::function<config::TrainConfig(int)>& make) {
   auto errors = braid::testing::run_ranks_collect(
       2, [&](comm::ProcessGroup& pg) { Trainer t(make(pg.rank()), borrow(pg), quiet()); });
   std::vector<std::string> out;
@@ -140,7 +140,7 @@ std::vector<std::string> per_rank_errors(const std::function<TrainConfig(int)>& 
 
 TEST(TrainerErrors, ConfigThatDiffersAcrossRanksNamesTheFieldsOnEveryRank) {
   std::vector<std::string> errors = per_rank_errors([](int rank) {
-    TrainConfig c = tiny(2, 1, "ddp");
+    config::TrainConfig c = tiny(2, 1, "ddp");
     if (rank == 1) c.optimizer.lr = 2e-3, c.training.seed = 7;
     return c;
   });
@@ -158,7 +158,7 @@ TEST(TrainerErrors, ConfigThatDiffersAcrossRanksNamesTheFieldsOnEveryRank) {
 
 TEST(TrainerErrors, PerNodePathsMayDifferAcrossRanks) {
   std::vector<std::string> errors = per_rank_errors([](int rank) {
-    TrainConfig c = tiny(2, 1, "ddp");
+    config::TrainConfig c = tiny(2, 1, "ddp");
     c.output.dir = "out/node" + std::to_string(rank);
     c.data.tokenizer = "/mnt/node" + std::to_string(rank) + "/gpt2";
     return c;

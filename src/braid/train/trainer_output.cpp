@@ -9,13 +9,13 @@
 #include "braid/core/memory_tracker.h"
 #include "braid/data/bpe_tokenizer.h"
 #include "braid/kernels/ops.h"
+#include "braid/launch/threads.h"
 #include "braid/train/generate.h"
-#include "braid/train/threads.h"
 #include "braid/train/trainer.h"
 
 namespace braid::train {
 
-std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
+std::string describe_run(const config::TrainConfig& cfg, const nn::Transformer& model,
                          const Accelerator& acc, int world, const std::string& placement,
                          double peak_gflops, double flops_tok) {
   const auto& t = cfg.training;
@@ -23,10 +23,10 @@ std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
   os << "model: " << model.config().summary() << "\n"
      << "params: " << model.config().num_parameters() << " ("
      << format_bytes(model.layout().num_parameters() * 4) << " fp32)\n"
-     << "strategy: " << acc.describe() << "; " << world << " rank(s) x " << threads_per_rank()
-     << " thread(s); batch: global " << t.global_batch_size << " = micro " << t.micro_batch_size
-     << " x accumulation " << t.gradient_accumulation_steps << " x dp " << acc.dp_size() << ", seq "
-     << cfg.data.seq_len << "\n";
+     << "strategy: " << acc.describe() << "; " << world << " rank(s) x "
+     << launch::threads_per_rank() << " thread(s); batch: global " << t.global_batch_size
+     << " = micro " << t.micro_batch_size << " x accumulation " << t.gradient_accumulation_steps
+     << " x dp " << acc.dp_size() << ", seq " << cfg.data.seq_len << "\n";
   if (!placement.empty()) os << "hosts: " << placement << "\n";
   os << "precision: " << cfg.training.precision;
   if (cfg.compute_dtype() != DType::f32)
@@ -62,15 +62,15 @@ std::string format_summary(const TrainResult& r, double rss_mib, int world) {
   return buf;
 }
 
-std::function<void(int, Tensor&)> initial_weights(const TrainConfig& cfg,
+std::function<void(int, Tensor&)> initial_weights(const config::TrainConfig& cfg,
                                                   const nn::Transformer& model) {
   if (cfg.model.init_from.empty()) return {};
   auto reader = std::make_shared<checkpoint::HfWeightReader>(model, cfg.model.init_from);
   return [reader, &model](int u, Tensor& unit) { reader->read_unit(model.global_unit(u), unit); };
 }
 
-void write_outputs(const TrainConfig& cfg, nn::Transformer& model, Accelerator& acc, bool is_rank0,
-                   bool quiet) {
+void write_outputs(const config::TrainConfig& cfg, nn::Transformer& model, Accelerator& acc,
+                   bool is_rank0, bool quiet) {
   namespace fs = std::filesystem;
   const auto& out = cfg.output;
   if (out.export_model) {

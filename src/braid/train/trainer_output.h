@@ -6,16 +6,16 @@
 #include <functional>
 #include <string>
 
+#include "braid/config/config.h"
 #include "braid/nn/transformer.h"
 #include "braid/train/accelerator.h"
-#include "braid/train/config.h"
 
 namespace braid::train {
 
 struct TrainResult;
 
 // placement: the world's hosts (ProcessGroup::placement), "" on one host.
-std::string describe_run(const TrainConfig& cfg, const nn::Transformer& model,
+std::string describe_run(const config::TrainConfig& cfg, const nn::Transformer& model,
                          const Accelerator& acc, int world_size, const std::string& placement,
                          double peak_gflops, double flops_per_token);
 std::string format_loss(double loss);
@@ -24,12 +24,12 @@ std::string format_summary(const TrainResult& r, double peak_rss_mib, int world_
 // Fills a unit's parameters with the tensors of model.init_from (an HF model directory, opened
 // and checked once); empty without it: Accelerator::prepare's default, GPT-2-style
 // initialisation from training.seed.
-std::function<void(int, Tensor&)> initial_weights(const TrainConfig& cfg,
+std::function<void(int, Tensor&)> initial_weights(const config::TrainConfig& cfg,
                                                   const nn::Transformer& model);
 // Exports the model (output.export_model) to output.dir/model and prints samples
 // (output.samples) when a tokenizer is configured. Every rank calls it (the runtime may gather
 // units and parameters); only `is_rank0` writes and prints.
-void write_outputs(const TrainConfig& cfg, nn::Transformer& model, Accelerator& acc, bool is_rank0,
-                   bool quiet);
+void write_outputs(const config::TrainConfig& cfg, nn::Transformer& model, Accelerator& acc,
+                   bool is_rank0, bool quiet);
 
 }  // namespace braid::train

@@ -1,9 +1,9 @@
 #include "braid/parallel/ddp/replicated_data_parallel.h"
 
+#include "braid/comm/collective_guard.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
 #include "braid/optim/clip_grad.h"
-#include "braid/parallel/collective_guard.h"
 #include "braid/parallel/model_parallel_norm.h"
 
 namespace braid::parallel {

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <filesystem>
 
+#include "braid/comm/collective_guard.h"
+#include "braid/comm/gather_strings.h"
 #include "braid/core/error.h"
-#include "braid/parallel/collective_guard.h"
-#include "braid/parallel/gather_strings.h"
 #include "braid/parallel/pipeline/stage_balance.h"
 #include "braid/parallel/pipeline/stage_runner.h"
 
@@ -164,9 +164,9 @@ std::string PipelineParallelism::finish_training() {
 
 void PipelineParallelism::write_trace(const std::string& path) {
   const std::vector<std::string> all =
-      all_gather_strings(&mesh_->world(), timeline_->chrome_events_json());
+      comm::all_gather_strings(&mesh_->world(), timeline_->chrome_events_json());
   // Only rank 0 writes, but a failure (no such directory, a full disk) stops every rank.
-  all_ranks_or_throw(&mesh_->world(), [&] {
+  comm::all_ranks_or_throw(&mesh_->world(), [&] {
     if (mesh_->world().rank() != 0) return;
     const std::filesystem::path parent = std::filesystem::path(path).parent_path();
     std::error_code ec;

@@ -4,11 +4,11 @@
 #include <chrono>
 #include <filesystem>
 
+#include "braid/comm/collective_guard.h"
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
 #include "braid/kernels/ops.h"
 #include "braid/optim/clip_grad.h"
-#include "braid/parallel/collective_guard.h"
 #include "braid/parallel/model_parallel_norm.h"
 #include "braid/parallel/zero/offload_store.h"
 #include "braid/parallel/zero/unit_ordered_store.h"
@@ -114,7 +114,7 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
   const int c = g.grad->rank();
   auto& units = rt.units();
   units.resize(layout.units().size());
-  all_ranks_or_throw(g.grad.get(), [&] {
+  comm::all_ranks_or_throw(g.grad.get(), [&] {
     if (o.offload_optimizer) {
       const int file_rank = o.offload_rank >= 0 ? o.offload_rank : g.grad->rank();
       const std::string file = "rank" + std::to_string(file_rank) + ".bin";

@@ -9,7 +9,7 @@
 // block of S pieces), and after the optimizer step the replicas exchange their updated pieces
 // with one all-gather over the replicate group. With S = N (no hybrid) that is one piece and one
 // all-gather, as plain ZeRO-3. Gradients are always reduce-scattered over all N ranks, in rank
-// order, which is what makes every strategy agree with DDP bit for bit (DESIGN.md
+// order, which is what makes every strategy agree with DDP bit for bit (docs/design.md
 // "Determinism"); the price for hybrid is that this reduction crosses the replica groups.
 #pragma once
 

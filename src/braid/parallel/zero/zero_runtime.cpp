@@ -19,7 +19,7 @@ double ms_since(Clock::time_point t0) {
 ZeroRuntime::ZeroRuntime(ZeroOptions options, ZeroGroups groups)
     : opt_(std::move(options)), groups_(std::move(groups)) {}
 
-// Note [Mixed-precision units]: with a compute dtype other than f32 (DESIGN.md "Precision") a
+// Note [Mixed-precision units]: with a compute dtype other than f32 (docs/design.md "Precision") a
 // unit's parameters are views of `full` in that dtype and the f32 masters are only what this
 // rank's optimizer steps, as DeepSpeed's bf16/fp16 optimizers and FSDP's MixedPrecision keep
 // them: stage 1/2 hold their own f32 piece (`master`) and after each step cast it into their

@@ -1,0 +1,407 @@
+#include "braid/config/deepspeed_config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "braid/config/closest_key.h"
+#include "braid/config/dialect_reader.h"
+#include "braid/core/error.h"
+
+namespace braid::config {
+
+namespace {
+
+using dialect::DialectReader;
+using dialect::format_number;
+using dialect::json;
+using dialect::show;
+
+// DeepSpeed's batch arithmetic (runtime/config.py, _configure_train_batch_size): any two of
+// train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps give the
+// third; one alone takes accumulation 1; all three must agree with the data-parallel size.
+void resolve_deepspeed_batch(DialectReader& r, TrainConfig& cfg, int64_t dp) {
+  const int64_t big = int64_t{1} << 40;
+  const char* keys[] = {"train_batch_size", "train_micro_batch_size_per_gpu",
+                        "gradient_accumulation_steps"};
+  if (!r.find(keys[0]) && !r.find(keys[1]) && !r.find(keys[2])) {
+    r.note("train_batch_size", "absent, as the other two: the YAML's batch sizes hold");
+    return;
+  }
+  // "auto" takes the YAML's value (when it has one); absent is absent, as for DeepSpeed.
+  auto take = [&](const char* key, int64_t braid_value) -> std::optional<int64_t> {
+    auto v = r.integer(key, 1, big);
+    if (v) return v;
+    if (r.is_auto(r.find(key)) && braid_value > 0) return braid_value;
+    return std::nullopt;
+  };
+  auto tbs = take("train_batch_size", cfg.training.global_batch_size);
+  auto mb = take("train_micro_batch_size_per_gpu", cfg.training.micro_batch_size);
+  auto gas = take("gradient_accumulation_steps", cfg.training.gradient_accumulation_steps);
+  if (!tbs && !mb)
+    r.fail("train_batch_size",
+           "either train_batch_size or train_micro_batch_size_per_gpu must be given (here or as "
+           "training.global_batch_size / training.micro_batch_size in the YAML)");
+  if (tbs && mb && !gas) gas = *tbs / *mb / dp;
+  if (tbs && gas && !mb) mb = *tbs / *gas / dp;
+  if (mb && !tbs) {
+    if (!gas) gas = 1;
+    tbs = *mb * *gas * dp;
+  }
+  if (tbs && !mb) {
+    gas = 1;
+    mb = *tbs / dp;
+  }
+  if (*tbs != *mb * *gas * dp || *mb < 1 || *gas < 1)
+    r.fail("train_batch_size",
+           std::to_string(*tbs) + " != train_micro_batch_size_per_gpu " + std::to_string(*mb) +
+               " x gradient_accumulation_steps " + std::to_string(*gas) + " x data-parallel size " +
+               std::to_string(dp) + " (= " + std::to_string(*mb * *gas * dp) + ")");
+  cfg.training.global_batch_size = *tbs;
+  cfg.training.micro_batch_size = *mb;
+  cfg.training.gradient_accumulation_steps = *gas;
+  r.note("train_batch_size", "training.global_batch_size = " + std::to_string(*tbs));
+  r.note("train_micro_batch_size_per_gpu", "training.micro_batch_size = " + std::to_string(*mb));
+  r.note("gradient_accumulation_steps",
+         "training.gradient_accumulation_steps = " + std::to_string(*gas));
+}
+
+void read_precision(DialectReader& r, TrainConfig& cfg) {
+  const bool has_fp16 = r.section("fp16");
+  const std::string bf16_key = r.find("bfloat16") ? "bfloat16" : "bf16";  // both spellings
+  const bool has_bf16 = r.section(bf16_key);
+  r.section(bf16_key == "bf16" ? "bfloat16" : "bf16");
+  // -1: absent or "auto" (the YAML's precision holds), 0: off, 1: on.
+  auto state = [&](bool has, const std::string& key) {
+    if (!has) return -1;
+    const auto v = r.boolean(key);
+    return v ? (*v ? 1 : 0) : -1;
+  };
+  const int fp16 = state(has_fp16, "fp16.enabled");
+  const int bf16 = state(has_bf16, bf16_key + ".enabled");
+  if (fp16 == 1 && bf16 == 1)
+    r.fail("fp16.enabled", "and " + bf16_key + ".enabled are both true; choose one");
+  if (fp16 == 1) {
+    cfg.training.precision = "fp16";
+  } else if (bf16 == 1) {
+    cfg.training.precision = "bf16";
+  } else if (fp16 == 0 || bf16 == 0) {
+    cfg.training.precision = "fp32";  // mixed precision explicitly off
+  }
+  if (fp16 >= 0 || bf16 >= 0)
+    r.note(fp16 >= 0 ? "fp16.enabled" : bf16_key + ".enabled",
+           "training.precision = " + cfg.training.precision);
+  if (has_fp16) {
+    Fp16Section& f = cfg.fp16;
+    auto said = [&](const char* k, const std::string& value) {
+      r.note(std::string("fp16.") + k, std::string("fp16.") + k + " = " + value);
+    };
+    if (auto v = r.number("fp16.loss_scale", 0, 1e30))
+      f.loss_scale = *v, said("loss_scale", format_number(*v));
+    if (auto v = r.integer("fp16.initial_scale_power", 0, 126))
+      f.initial_scale_power = *v, said("initial_scale_power", std::to_string(*v));
+    if (auto v = r.integer("fp16.loss_scale_window", 1, INT64_MAX))
+      f.loss_scale_window = *v, said("loss_scale_window", std::to_string(*v));
+    if (auto v = r.integer("fp16.hysteresis", 1, INT64_MAX))
+      f.hysteresis = *v, said("hysteresis", std::to_string(*v));
+    if (auto v = r.boolean("fp16.consecutive_hysteresis"))
+      f.consecutive_hysteresis = *v, said("consecutive_hysteresis", *v ? "true" : "false");
+    if (auto v = r.number("fp16.min_loss_scale", 1e-30, 1e30))
+      f.min_loss_scale = *v, said("min_loss_scale", format_number(*v));
+    r.ignore("fp16.auto_cast", "braid casts every compute copy itself (training.precision)");
+    if (r.boolean("fp16.fp16_master_weights_and_grads").value_or(false))
+      r.unsupported("fp16.fp16_master_weights_and_grads",
+                    "braid keeps f32 master weights and gradients");
+  }
+  if (has_bf16) r.ignore(bf16_key + ".immediate_grad_update", "gradients are f32 in braid");
+}
+
+void read_zero(DialectReader& r, TrainConfig& cfg) {
+  const bool has = r.section("zero_optimization");
+  const int64_t stage = has ? r.integer("zero_optimization.stage", 0, 3, false).value_or(0) : 0;
+  static const char* kStrategy[] = {"ddp", "zero1", "zero2", "zero3"};
+  cfg.parallel.strategy = kStrategy[stage];
+  r.note(has ? "zero_optimization.stage" : "zero_optimization",
+         "parallel.strategy = " + cfg.parallel.strategy);
+  if (!has) return;
+  const std::string z = "zero_optimization.";
+  auto offload = [&](const std::string& what, int64_t min_stage, std::string& device_field,
+                     const std::string& braid_key) {
+    const std::string s = z + what;
+    if (!r.section(s)) return;
+    const std::string device = r.choice(s + ".device", {"none", "cpu", "nvme"}).value_or("none");
+    if (device != "none" && stage < min_stage)
+      r.fail(s + ".device", "'" + device + "' needs zero_optimization.stage >= " +
+                                std::to_string(min_stage) + ", got " + std::to_string(stage));
+    if (device == "cpu") {
+      r.note(s + ".device", "ignored: braid trains on the CPU; this is already in host memory");
+    } else if (device == "nvme") {
+      device_field = "nvme";
+      r.note(s + ".device", braid_key + " = nvme");
+      if (const json* p = r.find(s + ".nvme_path")) {
+        if (!p->is_string()) r.fail(s + ".nvme_path", "must be a path, got " + show(*p));
+        cfg.parallel.offload_dir = p->get<std::string>();
+        r.note(s + ".nvme_path", "parallel.offload_dir = " + cfg.parallel.offload_dir);
+      }
+    }
+    for (const char* k :
+         {"pin_memory", "buffer_count", "buffer_size", "fast_init", "max_in_cpu", "ratio"})
+      r.ignore(s + "." + k, "buffering of DeepSpeed's swapper; braid reads ahead by unit");
+    if (device != "nvme") r.ignore(s + ".nvme_path", "device is not nvme");
+  };
+  offload("offload_optimizer", 1, cfg.parallel.offload_optimizer, "parallel.offload_optimizer");
+  offload("offload_param", 3, cfg.parallel.offload_params, "parallel.offload_params");
+  if (cfg.parallel.offload_params == "nvme" && cfg.parallel.offload_optimizer != "nvme")
+    r.unsupported(z + "offload_param.device",
+                  "braid offloads parameters only together with the optimizer state: set "
+                  "zero_optimization.offload_optimizer.device to nvme too");
+  if (r.boolean(z + "cpu_offload").value_or(false))
+    r.note(z + "cpu_offload", "ignored: braid trains on the CPU; the state is in host memory");
+  r.ignore(z + "overlap_comm", "braid always overlaps gradient reduction with backward");
+  r.ignore(z + "contiguous_gradients", "gradients live in one flat buffer already");
+  if (auto v = r.integer(z + "reduce_bucket_size", 1, INT64_MAX)) {
+    cfg.parallel.bucket_mb = static_cast<double>(*v) * 4.0 / (1 << 20);  // f32 elements
+    r.note(z + "reduce_bucket_size",
+           "parallel.bucket_mb = " + format_number(cfg.parallel.bucket_mb));
+  }
+  if (r.find(z + "allgather_bucket_size") && !r.is_auto(r.find(z + "allgather_bucket_size")))
+    r.integer(z + "allgather_bucket_size", 1, INT64_MAX);
+  r.ignore(z + "allgather_bucket_size", "parameters are gathered unit by unit (a block)");
+  r.boolean(z + "allgather_partitions");
+  r.boolean(z + "reduce_scatter");
+  r.ignore(z + "allgather_partitions", "the same result either way; braid all-gathers");
+  r.ignore(z + "reduce_scatter", "the same result either way; braid reduce-scatters");
+  r.integer(z + "stage3_prefetch_bucket_size", 0, INT64_MAX);
+  r.ignore(z + "stage3_prefetch_bucket_size",
+           "braid prefetches by unit (parallel.forward_prefetch, backward_prefetch, "
+           "limit_all_gathers)");
+  if (auto v = r.integer(z + "stage3_param_persistence_threshold", 0, INT64_MAX)) {
+    cfg.parallel.param_persistence_threshold = *v;
+    r.note(z + "stage3_param_persistence_threshold",
+           "parallel.param_persistence_threshold = " + std::to_string(*v));
+  }
+  for (const char* k : {"stage3_max_live_parameters", "stage3_max_reuse_distance"}) {
+    r.integer(z + k, 0, INT64_MAX);
+    r.ignore(z + k, "braid frees a gathered unit after use and caps gathers by unit count");
+  }
+  for (const char* k :
+       {"stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save"}) {
+    r.boolean(z + k);
+    r.ignore(z + k, "braid's export always gathers the whole weights");
+  }
+  r.integer(z + "sub_group_size", 1, INT64_MAX);
+  r.ignore(z + "sub_group_size", "the optimizer already steps shard by shard");
+  for (const char* k : {"round_robin_gradients", "elastic_checkpoint", "ignore_unused_parameters",
+                        "load_from_fp32_weights", "use_multi_rank_bucket_allreduce"}) {
+    r.boolean(z + k);
+    r.ignore(z + k, "no effect on braid's result");
+  }
+  if (auto v = r.integer(z + "zero_hpz_partition_size", 1, INT64_MAX); v && *v > 1)
+    r.unsupported(z + "zero_hpz_partition_size",
+                  "ZeRO++ hierarchical partitioning; FSDP's HYBRID_SHARD is the nearest");
+  if (auto v = r.integer(z + "mics_shard_size", -1, INT64_MAX); v && *v > 0)
+    r.unsupported(z + "mics_shard_size", "MiCS; FSDP's HYBRID_SHARD is the nearest");
+}
+
+void read_optimizer(DialectReader& r, TrainConfig& cfg) {
+  if (!r.section("optimizer")) return;
+  const json* type = r.find("optimizer.type");
+  if (!type) r.fail("optimizer.type", "missing (AdamW, Adam or SGD)");
+  static const std::vector<std::string> kKnownOther = {
+      "Lamb", "OneBitAdam", "ZeroOneAdam", "OneBitLamb", "Adagrad", "Lion", "MuAdam", "MuAdamW"};
+  if (type->is_string())
+    for (const auto& k : kKnownOther)
+      if (edit_distance(k, type->get<std::string>()) == 0)
+        r.unsupported("optimizer.type", "'" + k + "'; braid has AdamW (Adam) and SGD");
+  const std::string t = *r.choice("optimizer.type", {"AdamW", "Adam", "SGD"});
+  cfg.optimizer.type = t == "SGD" ? "sgd" : "adamw";
+  r.note("optimizer.type", "optimizer.type = " + cfg.optimizer.type);
+  r.section("optimizer.params");
+  const std::string p = "optimizer.params.";
+  auto set = [&](const std::string& key, double& field, double lo, double hi) {
+    if (auto v = r.number(p + key, lo, hi)) {
+      field = *v;
+      r.note(p + key, "optimizer." + key + " = " + format_number(*v));
+    }
+  };
+  set("lr", cfg.optimizer.lr, 1e-30, 1e30);
+  set("weight_decay", cfg.optimizer.weight_decay, 0, 1e30);
+  if (cfg.optimizer.type == "adamw") {
+    set("eps", cfg.optimizer.eps, 1e-30, 1);
+    if (r.is_auto(r.find(p + "betas"))) r.keep_yaml(p + "betas");
+    if (const json* b = r.find(p + "betas"); b && !r.is_auto(b)) {
+      if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number() || !(*b)[1].is_number())
+        r.fail(p + "betas", "must be [beta1, beta2], got " + show(*b));
+      for (int i = 0; i < 2; ++i) {
+        const double x = (*b)[static_cast<size_t>(i)].get<double>();
+        if (!(x >= 0 && x < 1)) r.fail(p + "betas", "each must be in [0, 1), got " + show(*b));
+      }
+      cfg.optimizer.beta1 = (*b)[0].get<double>();
+      cfg.optimizer.beta2 = (*b)[1].get<double>();
+      r.note(p + "betas", "optimizer.beta1, beta2 = " + format_number(cfg.optimizer.beta1) + ", " +
+                              format_number(cfg.optimizer.beta2));
+    }
+    // DeepSpeed's Adam is AdamW unless adam_w_mode is false (L2 in the gradient).
+    if (!r.boolean(p + "adam_w_mode").value_or(true) && cfg.optimizer.weight_decay != 0)
+      r.unsupported(p + "adam_w_mode",
+                    "Adam with L2 weight decay; braid's Adam decays "
+                    "decoupled (AdamW), or set weight_decay 0");
+    if (!r.boolean(p + "bias_correction").value_or(true))
+      r.unsupported(p + "bias_correction", "braid's AdamW always corrects the bias");
+    if (r.boolean(p + "amsgrad").value_or(false)) r.unsupported(p + "amsgrad", "no AMSGrad");
+    r.ignore(p + "torch_adam", "one AdamW kernel");
+    r.ignore(p + "adam_w_mode", "AdamW");
+  } else {
+    set("momentum", cfg.optimizer.momentum, 0, 1);
+    if (auto v = r.boolean(p + "nesterov")) {
+      cfg.optimizer.nesterov = *v;
+      r.note(p + "nesterov", std::string("optimizer.nesterov = ") + (*v ? "true" : "false"));
+    }
+    if (r.number(p + "dampening", 0, 1).value_or(0) != 0)
+      r.unsupported(p + "dampening", "SGD without dampening only");
+  }
+}
+
+void read_scheduler(DialectReader& r, TrainConfig& cfg) {
+  if (!r.section("scheduler")) return;
+  if (const json* t = r.find("scheduler.type");
+      t && t->is_string() &&
+      (t->get<std::string>() == "OneCycle" || t->get<std::string>() == "LRRangeTest"))
+    r.unsupported("scheduler.type", "'" + t->get<std::string>() +
+                                        "'; braid has WarmupLR, WarmupDecayLR, WarmupCosineLR");
+  if (!r.find("scheduler.type")) r.fail("scheduler.type", "missing");
+  const std::string t =
+      *r.choice("scheduler.type", {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR"});
+  r.section("scheduler.params");
+  const std::string p = "scheduler.params.";
+  ScheduleSection& s = cfg.schedule;
+  s.type = t == "WarmupLR" ? "constant" : t == "WarmupDecayLR" ? "linear" : "cosine";
+  s.min_lr_ratio = 0;
+  r.note("scheduler.type", "schedule.type = " + s.type);
+  // DeepSpeed's defaults: 1000 warmup steps, logarithmic warmup.
+  s.warmup_steps = r.integer(p + "warmup_num_steps", 0, INT64_MAX)
+                       .value_or(r.is_auto(r.find(p + "warmup_num_steps")) ? s.warmup_steps : 1000);
+  r.note(p + "warmup_num_steps", "schedule.warmup_steps = " + std::to_string(s.warmup_steps));
+  s.warmup_type = r.choice(p + "warmup_type", {"log", "linear"}).value_or("log");
+  r.note(p + "warmup_type", "schedule.warmup_type = " + s.warmup_type);
+  if (t == "WarmupCosineLR") {
+    if (r.number(p + "warmup_min_ratio", 0, 1).value_or(0) != 0)
+      r.unsupported(p + "warmup_min_ratio", "warmup starts from 0 in braid");
+    if (auto v = r.number(p + "cos_min_ratio", 0, 1))
+      s.min_lr_ratio = *v;
+    else if (!r.is_auto(r.find(p + "cos_min_ratio")))
+      s.min_lr_ratio = 0.0001;  // DeepSpeed's
+    r.note(p + "cos_min_ratio", "schedule.min_lr_ratio = " + format_number(s.min_lr_ratio));
+  } else {
+    if (r.number(p + "warmup_min_lr", 0, 1e30).value_or(0) != 0)
+      r.unsupported(p + "warmup_min_lr", "warmup starts from 0 in braid");
+    if (auto v = r.number(p + "warmup_max_lr", 1e-30, 1e30)) {
+      cfg.optimizer.lr = *v;  // DeepSpeed's scheduler sets the peak learning rate
+      r.note(p + "warmup_max_lr", "optimizer.lr = " + format_number(*v));
+    }
+  }
+  if (t != "WarmupLR") {
+    if (auto v = r.integer(p + "total_num_steps", 1, INT64_MAX); v && *v != cfg.training.max_steps)
+      r.fail(p + "total_num_steps", std::to_string(*v) + " != training.max_steps " +
+                                        std::to_string(cfg.training.max_steps) +
+                                        " (the schedule decays over the run; say \"auto\")");
+    r.note(p + "total_num_steps", "= training.max_steps " + std::to_string(cfg.training.max_steps));
+  }
+  r.ignore(p + "last_batch_iteration", "the step comes from the checkpoint");
+}
+
+void read_rest(DialectReader& r, TrainConfig& cfg) {
+  if (auto v = r.number("gradient_clipping", 0, 1e30)) {
+    cfg.optimizer.grad_clip = *v;
+    r.note("gradient_clipping", "optimizer.grad_clip = " + format_number(*v));
+  }
+  if (auto v = r.integer("steps_per_print", 1, INT64_MAX)) {
+    cfg.training.log_interval = *v;
+    r.note("steps_per_print", "training.log_interval = " + std::to_string(*v));
+  }
+  if (auto v = r.choice("communication_data_type", {"fp32", "fp16", "bf16"})) {
+    cfg.training.reduce_dtype = *v;
+    r.note("communication_data_type", "training.reduce_dtype = " + *v);
+  }
+  if (r.section("data_types")) {
+    auto v = r.choice("data_types.grad_accum_dtype", {"fp32", "fp16", "bf16"});
+    if (v && *v != "fp32")
+      r.unsupported("data_types.grad_accum_dtype", "gradients accumulate in fp32 in braid");
+    r.ignore("data_types.grad_accum_dtype", "fp32, as braid");
+  }
+  r.boolean("prescale_gradients");
+  r.number("gradient_predivide_factor", 1e-30, 1e30);
+  for (const char* k : {"prescale_gradients", "gradient_predivide_factor"})
+    r.ignore(k, "braid sums in rank order in f32 and divides once");
+  for (const char* k : {"wall_clock_breakdown", "memory_breakdown", "flops_profiler", "tensorboard",
+                        "wandb", "csv_monitor", "comms_logger", "dump_state"})
+    r.ignore(k, "monitoring: braid prints its own step line, timings and memory table");
+  for (const char* k : {"zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer"})
+    r.ignore(k, "no effect in braid");
+  r.ignore("activation_checkpointing",
+           "set model.activation_checkpointing in the YAML (full, selective, interval)");
+  for (const char* k : {"amp", "pipeline", "elasticity", "autotuning", "compression_training",
+                        "sparse_attention", "curriculum_learning", "data_efficiency", "aio",
+                        "checkpoint", "sequence_parallel_size", "hybrid_engine"})
+    if (r.find(k)) {
+      if (std::string(k) == "aio" || std::string(k) == "checkpoint") {
+        r.note(k, "ignored: braid's own checkpoint and offload I/O");
+        continue;
+      }
+      r.unsupported(k, "a DeepSpeed feature braid does not have");
+    }
+}
+
+}  // namespace
+
+std::vector<DialectEntry> dialect::apply_deepspeed_object(TrainConfig& cfg, const json& root,
+                                                          const std::string& source,
+                                                          int64_t dp_size) {
+  BRAID_CHECK(root.is_object(), source, ": a DeepSpeed config must be a JSON object, got ",
+              show(root));
+  DialectReader r(root, source);
+  resolve_deepspeed_batch(r, cfg, std::max<int64_t>(1, dp_size));
+  read_precision(r, cfg);
+  read_zero(r, cfg);
+  read_optimizer(r, cfg);
+  read_scheduler(r, cfg);
+  read_rest(r, cfg);
+  r.reject_unknown();
+  validate_training(cfg);  // the model and data are the braid YAML's
+  return r.entries();
+}
+
+std::vector<DialectEntry> apply_deepspeed_config(TrainConfig& cfg, const std::string& json_text,
+                                                 const std::string& source, int64_t dp_size) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    BRAID_THROW(source, ": not valid JSON: ", e.what());
+  }
+  return dialect::apply_deepspeed_object(cfg, root, source, dp_size);
+}
+
+std::vector<DialectEntry> load_deepspeed_config(TrainConfig& cfg, const std::string& path,
+                                                int64_t dp_size) {
+  std::ifstream in(path);
+  BRAID_CHECK(in, "--deepspeed: cannot read '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return apply_deepspeed_config(cfg, ss.str(), path, dp_size);
+}
+
+std::string describe_dialect(const std::string& source, const std::vector<DialectEntry>& entries) {
+  std::string out = "# from " + source + "\n";
+  for (const auto& e : entries) out += "#   " + e.key + ": " + e.effect + "\n";
+  return out;
+}
+
+}  // namespace braid::config

@@ -1,0 +1,182 @@
+// The typed reader behind braid's config dialects (deepspeed_config.cpp, accelerate_config.cpp):
+// values by key path with ranges and "auto", notes of what each key became, and unknown keys as
+// errors naming the closest known one.
+#pragma once
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "braid/config/closest_key.h"
+#include "braid/config/deepspeed_config.h"
+#include "braid/core/error.h"
+
+namespace braid::config::dialect {
+
+using json = nlohmann::json;
+
+inline std::string show(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+}
+
+inline std::string format_number(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// Reads one config of another tool's dialect (DeepSpeed's JSON; Accelerate's YAML, converted):
+// every key asked for is remembered, so what is left over is unknown; every key read leaves a
+// DialectEntry saying what it became.
+class DialectReader {
+ public:
+  DialectReader(const json& root, std::string source) : root_(root), source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+    BRAID_THROW(source_, ": ", key, ": ", why);
+  }
+  [[noreturn]] void unsupported(const std::string& key, const std::string& why) const {
+    BRAID_THROW(source_, ": ", key, ": not supported yet (", why, ")");
+  }
+  void note(const std::string& key, const std::string& effect) {
+    entries_.push_back({key, effect});
+  }
+
+  // The value at "a.b.c", or nullptr when absent or null. Sections on the way must be objects.
+  const json* find(const std::string& key) {
+    known_.insert(key);
+    const json* node = &root_;
+    size_t start = 0;
+    while (true) {
+      const size_t dot = key.find('.', start);
+      const std::string part = key.substr(start, dot == std::string::npos ? dot : dot - start);
+      if (!node->is_object())
+        fail(key.substr(0, start ? start - 1 : 0), "must be an object, got " + show(*node));
+      auto it = node->find(part);
+      if (it == node->end()) return nullptr;
+      node = &*it;
+      if (dot == std::string::npos) return node->is_null() ? nullptr : node;  // null: absent
+      known_.insert(key.substr(0, dot));
+      start = dot + 1;
+    }
+  }
+  // "auto": the YAML's value holds (noted once per key).
+  std::nullopt_t keep_yaml(const std::string& key) {
+    if (auto_noted_.insert(key).second) note(key, "auto: the YAML's value");
+    return std::nullopt;
+  }
+  bool is_auto(const json* v) const {
+    return v && v->is_string() && v->get<std::string>() == "auto";
+  }
+
+  // An integer in [lo, hi]; nullopt when absent or "auto" (auto_ok).
+  std::optional<int64_t> integer(const std::string& key, int64_t lo, int64_t hi,
+                                 bool auto_ok = true) {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (auto_ok && is_auto(v)) return keep_yaml(key);
+    const bool whole =
+        v->is_number_integer() || v->is_number_unsigned() ||
+        (v->is_number_float() && std::isfinite(v->get<double>()) &&
+         v->get<double>() == std::floor(v->get<double>()) && std::fabs(v->get<double>()) < 9e18);
+    if (!whole || v->is_boolean())
+      fail(key,
+           "must be an integer" + std::string(auto_ok ? " or \"auto\"" : "") + ", got " + show(*v));
+    const auto x = v->is_number_float() ? static_cast<int64_t>(v->get<double>())
+                   : v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX ? INT64_MAX
+                                                                               : v->get<int64_t>();
+    if (x < lo || x > hi)
+      fail(key, "must be in [" + std::to_string(lo) + ", " +
+                    (hi == INT64_MAX ? std::string("...") : std::to_string(hi)) + "], got " +
+                    std::to_string(x));
+    return x;
+  }
+  // A finite number in [lo, hi].
+  std::optional<double> number(const std::string& key, double lo, double hi, bool auto_ok = true) {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (auto_ok && is_auto(v)) return keep_yaml(key);
+    if (!v->is_number() || v->is_boolean())
+      fail(key,
+           "must be a number" + std::string(auto_ok ? " or \"auto\"" : "") + ", got " + show(*v));
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi)
+      fail(key, "must be in [" + format_number(lo) + ", " +
+                    (hi > 1e300 ? std::string("...") : format_number(hi)) + "], got " + show(*v));
+    return x;
+  }
+  std::optional<bool> boolean(const std::string& key, bool auto_ok = true) {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (auto_ok && is_auto(v)) return keep_yaml(key);
+    if (!v->is_boolean()) fail(key, "must be true or false, got " + show(*v));
+    return v->get<bool>();
+  }
+  // One of `choices`, compared without case; returned as the matching choice.
+  std::optional<std::string> choice(const std::string& key,
+                                    const std::vector<std::string>& choices) {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    std::string list;
+    for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+    if (!v->is_string()) fail(key, "must be one of " + list + ", got " + show(*v));
+    std::string got = v->get<std::string>();
+    auto lower = [](std::string s) {
+      for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return s;
+    };
+    for (const auto& c : choices)
+      if (lower(c) == lower(got)) return c;
+    fail(key, "must be one of " + list + ", got \"" + got + "\"");
+  }
+  // A key braid reads but does not need: noted with why (any value).
+  void ignore(const std::string& key, const std::string& why) {
+    if (find(key)) note(key, "ignored: " + why);
+  }
+  // A section: must be an object when present.
+  bool section(const std::string& key) {
+    const json* v = find(key);
+    if (v && !v->is_object()) fail(key, "must be an object, got " + show(*v));
+    return v != nullptr;
+  }
+
+  // Every key of the file that was never asked for is an error naming the closest known one.
+  void reject_unknown() const { walk(root_, ""); }
+
+  std::vector<DialectEntry> entries() const { return entries_; }
+
+ private:
+  void walk(const json& node, const std::string& prefix) const {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+      if (!known_.count(key)) {
+        std::vector<std::string> known(known_.begin(), known_.end());
+        BRAID_THROW(source_, ": unknown key '", key, "'", did_you_mean(key, known));
+      }
+      const bool is_section = std::any_of(known_.begin(), known_.end(), [&](const std::string& k) {
+        return k.size() > key.size() && k.compare(0, key.size() + 1, key + ".") == 0;
+      });
+      if (is_section && it.value().is_object()) walk(it.value(), key);
+    }
+  }
+
+  const json& root_;
+  std::string source_;
+  std::set<std::string> known_;
+  std::set<std::string> auto_noted_;
+  std::vector<DialectEntry> entries_;
+};
+
+// apply_deepspeed_config on a parsed object (Accelerate's deepspeed_config block arrives as one).
+std::vector<DialectEntry> apply_deepspeed_object(TrainConfig& cfg, const json& root,
+                                                 const std::string& source, int64_t dp_size);
+
+}  // namespace braid::config::dialect

@@ -1,0 +1,352 @@
+#include "braid/parallel/estimate/memory_estimate.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "braid/core/error.h"
+#include "braid/core/memory_tracker.h"
+#include "braid/nn/param_layout.h"
+#include "braid/nn/tensor_parallel.h"
+#include "braid/nn/transformer.h"
+#include "braid/parallel/estimate/activation_estimate.h"
+#include "braid/parallel/estimate/scratch_estimate.h"
+#include "braid/parallel/pipeline/partition.h"
+
+namespace braid::parallel {
+
+namespace {
+
+// Elements of the layout a strategy materialises: P the whole padded buffer, E the embeddings
+// unit, H the head unit, B the largest block, n the real parameters; every unit's padded size in
+// order, and whether the LM head borrows the embedding.
+struct Units {
+  double P = 0, E = 0, H = 0, B = 0, n = 0;
+  std::vector<double> sizes;
+  bool tied = true;
+};
+
+// Rank 0 of a tp group as the model's declaration sees it: which slices it holds. Nothing runs
+// through it.
+class DeclaredTensorParallel : public nn::TensorParallel {
+ public:
+  explicit DeclaredTensorParallel(int tp) : tp_(tp) {}
+  int rank() const override { return 0; }
+  int size() const override { return tp_; }
+  bool sequence_parallel() const override { return false; }
+  std::string describe() const override { return "tp=" + std::to_string(tp_) + " (declared)"; }
+  nn::Variable enter(const nn::Variable&) override { unused(); }
+  nn::Variable exit(const nn::Variable&) override { unused(); }
+  nn::Variable sum_grad(const nn::Variable&, int) override { unused(); }
+  nn::Variable vocab_parallel_cross_entropy(const nn::Variable&, const nn::Variable&, const Tensor&,
+                                            double, int32_t, int64_t, int64_t) override {
+    unused();
+  }
+  Tensor vocab_parallel_logits(const Tensor&, const Tensor&, int64_t) override { unused(); }
+
+ private:
+  [[noreturn]] static void unused() {
+    BRAID_THROW("estimate-memory: a declared tensor-parallel model does not run");
+  }
+  int tp_;
+};
+
+// The units of tp rank 0's slices of the model (all ranks' are the same size but for the
+// padded vocabulary's last rows), or of a pipeline stage's part of them.
+Units units_of(const nn::ModelConfig& model, int64_t pad_multiple, int tp,
+               const std::optional<nn::PipelineStage>& stage) {
+  DeclaredTensorParallel declared_tp(tp);
+  nn::TransformerOptions declared;
+  declared.materialize = false;
+  if (tp > 1) declared.tensor_parallel = &declared_tp;
+  declared.pipeline = stage;
+  const nn::Transformer m(model, declared);
+  const nn::ParamLayout l = m.layout().with_padding(pad_multiple);
+  const auto& u = l.units();
+  Units s{static_cast<double>(l.total()),
+          static_cast<double>(u.front().padded),
+          static_cast<double>(u.back().padded),
+          0,
+          static_cast<double>(m.layout().num_parameters()),
+          {},
+          model.tie_word_embeddings};
+  for (size_t i = 1; i + 1 < u.size(); ++i) s.B = std::max(s.B, static_cast<double>(u[i].padded));
+  for (const auto& unit : u) s.sizes.push_back(static_cast<double>(unit.padded));
+  return s;
+}
+
+// What the formulas need to know of a strategy: its ZeRO stage (0 = replicated, DDP), whether
+// stage 3 keeps its gathered units from forward to backward (SHARD_GRAD_OP), the shard group
+// size S and the data-parallel size N.
+struct Sharding {
+  std::string label;
+  int stage = 0;
+  bool keeps_gathered = false;
+  int S = 1, N = 1, tp = 1, pp = 1;
+};
+
+Sharding shape_of(const ParallelPlan& spec, int world) {
+  BRAID_CHECK(world >= 1, "estimate-memory: world size must be >= 1, got ", world);
+  BRAID_CHECK(!spec.sequence_parallel, "estimate-memory: sequence_parallel is not modelled");
+  const int tp = std::max(1, spec.tensor_parallel_size),
+            pp = std::max(1, spec.pipeline_parallel_size);
+  BRAID_CHECK(world % (tp * pp) == 0, "estimate-memory: tensor_parallel_size ", tp,
+              " x pipeline_parallel_size ", pp, " does not divide the world size ", world);
+  if (pp > 1) {
+    BRAID_CHECK(spec.pipeline_schedule == "1f1b" || spec.pipeline_schedule == "gpipe",
+                "estimate-memory: pipeline_schedule '", spec.pipeline_schedule,
+                "' is not modelled (1f1b, gpipe)");
+    BRAID_CHECK(spec.pipeline_balance == "uniform", "estimate-memory: pipeline_balance '",
+                spec.pipeline_balance, "' is not modelled (uniform)");
+  }
+  Sharding s;
+  s.label = spec.name + (tp > 1 ? " tp" + std::to_string(tp) : "") +
+            (pp > 1 ? " pp" + std::to_string(pp) : "");
+  s.tp = tp;
+  s.pp = pp;
+  s.N = world / (tp * pp);  // the data-parallel strategy runs over dp = world / (tp x pp)
+  s.S = s.N;
+  const std::string& how = spec.sharding_strategy;
+  if (spec.name == "none") {
+    BRAID_CHECK(s.N == 1, "estimate-memory: strategy none is one data-parallel rank, not ", s.N,
+                " (pick ddp, zero1, zero2, zero3 or fsdp)");
+  } else if (spec.name == "zero1" || spec.name == "zero2" || spec.name == "zero3") {
+    s.stage = spec.name.back() - '0';
+  } else if (spec.name == "fsdp") {
+    s.label = "fsdp " + how + (tp > 1 ? " tp" + std::to_string(tp) : "") +
+              (pp > 1 ? " pp" + std::to_string(pp) : "");
+    if (how == "NO_SHARD") {
+      s.stage = 0;
+    } else if (how == "FULL_SHARD" || how == "SHARD_GRAD_OP" || how == "HYBRID_SHARD" ||
+               how == "HYBRID_SHARD_ZERO2") {
+      s.stage = 3;
+      s.keeps_gathered = how == "SHARD_GRAD_OP" || how == "HYBRID_SHARD_ZERO2";
+    } else {
+      BRAID_THROW("estimate-memory: unknown fsdp sharding strategy '", how,
+                  "' (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, HYBRID_SHARD_ZERO2)");
+    }
+  } else if (spec.name != "ddp") {
+    BRAID_THROW("estimate-memory: unknown strategy '", spec.name,
+                "' (none, ddp, zero1, zero2, zero3, fsdp)");
+  }
+  if (s.stage == 3 && spec.sharding_factor > 0) {
+    BRAID_CHECK(s.N % spec.sharding_factor == 0, "estimate-memory: sharding_factor ",
+                spec.sharding_factor, " does not divide the data-parallel size ", s.N);
+    s.S = spec.sharding_factor;
+  }
+  return s;
+}
+
+bool syncs_each_batch(const ParallelPlan& spec, const Sharding& s) {
+  if (s.pp > 1) return false;  // Note [Pipeline reduction]: reduced once, after the schedule
+  if (spec.sync_each_batch == "true") return true;
+  if (spec.sync_each_batch == "false") return false;
+  BRAID_CHECK(spec.sync_each_batch == "auto", "estimate-memory: sync_each_batch must be auto, ",
+              "true or false, got '", spec.sync_each_batch, "'");
+  return s.stage >= 2;
+}
+
+// Note [Units in flight]: the units a sharded strategy holds whole at its peak. Parameters
+// (stage 3): limit_all_gathers blocks gathered or being gathered, and with tied embeddings the
+// embedding (the LM head borrows it until its backward) and the head; untied, the embedding and
+// the head are each gathered beside one block at most (under a pipeline the stage's last unit
+// beside the others). Gradients (stages 2 and 3, reducing each
+// micro-step): two blocks (the one in backward and the one being reduced), and with tied
+// embeddings the embedding's (it collects from the head's backward to the end). Offloaded (Note
+// [Offload pages]): one block gathered while the next one's f32 shard is read ahead instead, the
+// reduced piece being written, and three blocks' optimizer pages (being updated, read ahead,
+// written back).
+// Under a pipeline a stage's last unit (its last block, or the head) stays gathered from one
+// micro-batch's forward to its backward while other micro-batches' forwards gather beside it.
+double gathered_params(const Units& u, double limit, bool pipelined) {
+  if (u.tied) return u.E + u.H + limit * u.B;
+  if (pipelined) return u.H + std::max(limit * u.B, u.E + u.B);
+  return std::max({limit * u.B, u.E + u.B, u.H + u.B});
+}
+
+double grads_in_flight(const Units& u) {
+  return u.tied ? u.E + 2 * u.B : std::max({2 * u.B, u.E + u.B, u.H + u.B});
+}
+
+// Materialising a sharded strategy fills each unit's f32 values in full before keeping this
+// rank's piece (sharded_data_parallel.cpp): after `before` bytes, the pieces kept so far (1/S of
+// each unit, f32) and the unit being filled.
+double fill_peak(const Units& u, double before, double S) {
+  double kept = 0, peak = 0;
+  for (double size : u.sizes) {
+    kept += 4 * size / S;
+    peak = std::max(peak, before + kept + 4 * size);
+  }
+  return peak;
+}
+
+MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& spec, int64_t a,
+                        int64_t opt_bytes) {
+  const double N = s.N, S = s.S, r = static_cast<double>(dtype_size(spec.reduce_dtype));
+  const bool sync = syncs_each_batch(spec, s);
+  const bool offload_opt = spec.offload_optimizer != "none" && s.stage >= 1;
+  const bool offload_params = spec.offload_params != "none" && s.stage == 3;
+  double params = 0, grads = 0, optimizer = opt_bytes * u.n / N, comm = 0;
+  // Mixed precision: f32 masters (whole, or this rank's piece) plus the compute copy.
+  const double whole_params = a == 4 ? 4 * u.P : (s.stage == 0 ? 4 * u.P : 4 * u.P / N) + a * u.P;
+  const double in_flight_grads = 4 * grads_in_flight(u);
+  switch (s.stage) {
+    case 0:
+      params = whole_params;
+      grads = 4 * u.P;
+      optimizer = opt_bytes * u.n;
+      if (r != 4) comm = r * u.P;  // every bucket's staging in the reduce dtype
+      break;
+    case 1:
+      params = a == 4 ? whole_params : fill_peak(u, a * u.P, N);
+      grads = 4 * u.P + (sync ? 4 * u.P / N : 0);
+      break;
+    case 2:
+      params = a == 4 ? whole_params : fill_peak(u, a * u.P, N);
+      grads = 4 * u.P / N + (sync ? in_flight_grads : 4 * u.P);
+      break;
+    case 3: {
+      const double gathered =
+          s.keeps_gathered
+              ? u.P
+              : gathered_params(u, static_cast<double>(spec.limit_all_gathers), s.pp > 1);
+      params = std::max(4 * u.P / S + a * gathered, fill_peak(u, 0, S));
+      grads = 4 * u.P / N + (sync ? in_flight_grads : 4 * u.P);
+      if (a != 4) comm = a * u.B / S;  // the shard cast for its all-gather
+      break;
+    }
+  }
+  if (s.stage > 0 && r != 4) comm += 2 * r * u.B;  // units being reduce-scattered
+  if (offload_params) {
+    params = a * (u.E + u.H + u.B) + 4 * u.B / N;
+    grads = in_flight_grads + 4 * u.E / N;  // the reduced piece being written
+  }
+  if (offload_opt) optimizer = 3 * opt_bytes * u.B / N;
+  MemoryEstimate e;
+  e.strategy = s.label;
+  e.parameters = static_cast<int64_t>(params);
+  e.gradients = static_cast<int64_t>(grads);
+  e.optimizer_state = static_cast<int64_t>(optimizer);
+  e.communication = static_cast<int64_t>(comm);  // the strategy's staging
+  return e;
+}
+
+// Note [Buffer estimate]: the staging buffers in use at once, of which the communication
+// category's peak holds the largest on top of the groups (Note [Communication estimate]): the
+// strategy's casts to the reduce dtype and the compute-dtype shard of an all-gather (state_of),
+// the collective guard's 1 KiB message per rank of the world (comm/collective_guard.cpp), the copy
+// of an activation's gradient all-reduced over the tp group (tp_group.cpp SumGradNode, a x
+// tokens x d_model; under stage 3 beside the shard cast of the unit gathered ahead, which lives
+// until its gather completes), and on a pipeline's ranks as threads the buffered send of a
+// micro-batch's activations or their gradient (local_group.cpp, a x tokens x d_model). A stage
+// may have sent more than one micro-batch before its peer takes the first (activations
+// forward; under gpipe also the last stage's gradients back): how many depends on the threads'
+// timing (up to its micro-batches in flight), so the estimate counts one and memory_estimate_test
+// holds the measurement between that and the most.
+int64_t staging_peak(const MemoryEstimateInputs& in, const Sharding& s, int64_t strategy) {
+  const int64_t a = static_cast<int64_t>(dtype_size(in.compute));
+  const int64_t stream = a * in.spec.micro_batch_size * in.spec.seq_len * in.model.d_model;
+  int64_t peak = std::max<int64_t>(strategy, 1024 * in.world_size);
+  if (s.tp > 1) peak = std::max(peak, stream + (s.stage == 3 ? strategy : 0));
+  if (s.pp > 1 && in.backend.kind == "local") peak = std::max(peak, stream);
+  return peak;
+}
+
+}  // namespace
+
+namespace {
+
+// Rank `stage` of the pipeline (0 without one): its units' training state, and the activations
+// of its micro-batches in flight.
+MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s, int stage) {
+  const int64_t micro = std::max<int64_t>(1, in.micro_batches);
+  std::optional<nn::PipelineStage> declared;
+  ActivationSpan span;
+  if (s.pp > 1) {
+    const auto parts = pipeline::uniform_partition(static_cast<int>(in.model.n_layer), s.pp, 1);
+    const pipeline::BlockRange r = parts[static_cast<size_t>(stage)];
+    declared = nn::PipelineStage{{{r.begin, r.end}}, stage == 0, stage == s.pp - 1};
+    const bool gpipe = in.spec.pipeline_schedule == "gpipe", last = stage == s.pp - 1;
+    span.begin = r.begin;
+    span.end = r.end;
+    span.first = stage == 0;
+    span.last = last;
+    span.in_flight = gpipe ? micro : std::min<int64_t>(s.pp - stage, micro);
+    span.batches_held = span.first || last ? micro : 0;
+    span.receives_during_backward = !last || !gpipe;
+  }
+  // DDP pads the whole buffer to kAlign; ZeRO every unit to equal shards of the N ranks.
+  const int64_t pad = s.stage == 0 ? nn::ParamLayout::kAlign : s.N * nn::ParamLayout::kAlign;
+  const auto a = static_cast<int64_t>(dtype_size(in.compute));
+  MemoryEstimate e = state_of(s, units_of(in.model, pad, s.tp, declared), in.spec, a,
+                              in.optimizer_bytes_per_param);
+  e.stage = stage;
+  if (!span.first) {
+    // The gradients of the received activations (leaves): one per micro-batch in flight, and
+    // the one still being sent back while the next is computed.
+    const int64_t tokens = in.spec.micro_batch_size * in.spec.seq_len;
+    e.gradients += a * tokens * in.model.d_model * std::min(span.in_flight + 1, micro);
+  }
+  e.activations = estimate_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len,
+                                       in.compute, s.tp, span);
+  GroupShape g{in.world_size,
+               s.N,
+               s.S,
+               s.tp,
+               s.pp,
+               s.stage >= 1,
+               s.stage == 3,
+               span.first || span.last,
+               in.spec.name != "none"};
+  e.communication = group_memory(in.backend, g) + staging_peak(in, s, e.communication);
+  e.scratch = estimate_scratch(in.model, in.spec.micro_batch_size, in.spec.seq_len, in.compute,
+                               s.tp, span, in.threads);
+  return e;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
+  const Sharding s = shape_of(in.spec, in.world_size);
+  BRAID_CHECK(in.spec.micro_batch_size >= 1, "estimate-memory: micro-batch size must be >= 1, got ",
+              in.spec.micro_batch_size);
+  BRAID_CHECK(in.optimizer_bytes_per_param >= 0,
+              "estimate-memory: optimizer bytes per parameter must be >= 0");
+  in.model.validate();
+  if (s.tp > 1) in.model.validate_tensor_parallel(s.tp);
+  BRAID_CHECK(in.pipeline_stage < s.pp, "estimate-memory: pipeline stage ", in.pipeline_stage,
+              " of ", s.pp);
+  if (in.pipeline_stage >= 0) return estimate_stage(in, s, in.pipeline_stage);
+  MemoryEstimate most;
+  for (int stage = 0; stage < s.pp; ++stage) {
+    MemoryEstimate e = estimate_stage(in, s, stage);
+    if (stage == 0 || e.total() > most.total()) most = e;
+  }
+  return most;
+}
+
+std::vector<std::string> estimated_strategy_names() {
+  return {"ddp", "zero1", "zero2", "zero3"};
+}
+
+std::vector<MemoryEstimate> estimate_training_state(int64_t params, int64_t largest_unit,
+                                                    int ranks) {
+  const Units u{static_cast<double>(params), 0,  0,   static_cast<double>(largest_unit),
+                static_cast<double>(params), {}, true};
+  std::vector<MemoryEstimate> out;
+  for (const std::string& name : estimated_strategy_names()) {
+    ParallelPlan spec;
+    spec.name = name;
+    out.push_back(state_of(shape_of(spec, std::max(ranks, 1)), u, spec, 4, 8));
+    out.back().communication = 0;
+  }
+  return out;
+}
+
+std::string describe_estimates(const std::vector<MemoryEstimate>& estimates) {
+  std::string s;
+  for (const MemoryEstimate& e : estimates)
+    s += (s.empty() ? "" : ", ") + e.strategy + " " + format_bytes(e.training_state());
+  return s;
+}
+
+}  // namespace braid::parallel

@@ -1,0 +1,84 @@
+// Shared by the checkpoint tests (thread-backed ranks and real processes under mpirun): a tiny
+// run on real token shards that saves training checkpoints, and checkpoint comparison.
+//
+// Note [Resume setting]: Note [Parity setting]'s 4 steps of 2 accumulated micro-steps with
+// clipping and frozen parameters, reading prepared token shards (train and validation) through
+// the real data loader, evaluating every 2 steps, and saving a checkpoint every 2 steps.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "braid/checkpoint/checkpoint_dir.h"
+#include "braid/checkpoint/checkpoint_reader.h"
+#include "braid/core/rng.h"
+#include "braid/data/token_shard.h"
+#include "testing/train/strategy_parity_util.h"
+
+namespace braid::train {
+
+// Prepared train and validation shards of random tokens under dir (made once per process).
+inline std::string resume_data_dir() {
+  namespace fs = std::filesystem;
+  const fs::path dir = private_temp_dir("braid_resume_data");
+  if (fs::exists(dir / "val_000000.bin")) return dir.string();
+  fs::create_directories(dir);
+  Rng rng(99);
+  std::vector<int32_t> ids(40000);
+  for (auto& id : ids) id = static_cast<int32_t>(rng.below(1024));
+  data::write_token_shard((dir / "train_000000.bin.tmp").string(), ids, 1024);
+  data::write_token_shard((dir / "val_000000.bin.tmp").string(), ids, 1024);
+  fs::rename(dir / "train_000000.bin.tmp", dir / "train_000000.bin");
+  fs::rename(dir / "val_000000.bin.tmp", dir / "val_000000.bin");
+  return dir.string();
+}
+
+// Note [Resume setting]; checkpoints under checkpoint_dir.
+inline config::TrainConfig resume_config(const std::string& checkpoint_dir) {
+  config::TrainConfig c = parity_config("true");
+  c.data.random_tokens = false;
+  c.data.train = resume_data_dir();
+  c.training.eval_interval = 2;
+  c.training.eval_batches = 2;
+  c.checkpoint.dir = checkpoint_dir;
+  c.checkpoint.interval = 2;
+  return c;
+}
+
+// Every tensor of two checkpoints (parameters and optimizer state), read whole: equal bits,
+// and the same training counters. Layouts may differ.
+inline ::testing::AssertionResult same_checkpoint_contents(const std::filesystem::path& a,
+                                                           const std::filesystem::path& b) {
+  checkpoint::CheckpointReader ra(a), rb(b);
+  const auto& ma = ra.manifest();
+  const auto& mb = rb.manifest();
+  if (ma.step != mb.step || ma.counters != mb.counters)
+    return ::testing::AssertionFailure()
+           << "steps or counters differ: " << ma.step << " vs " << mb.step;
+  if (ma.tensors.size() != mb.tensors.size())
+    return ::testing::AssertionFailure()
+           << ma.tensors.size() << " vs " << mb.tensors.size() << " tensors";
+  for (const auto& t : ma.tensors) {
+    Tensor x = Tensor::empty(Shape{t.shape.numel()}), y = Tensor::empty(Shape{t.shape.numel()});
+    ra.read(t.kind, t.name, t.shape, 0, x);
+    rb.read(t.kind, t.name, t.shape, 0, y);
+    if (!braid::testing::bit_equal(x, y))
+      return ::testing::AssertionFailure() << t.kind << " of '" << t.name << "' differs";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Makes dir look as if the run had died right after saving `step`: later step directories gone,
+// `latest` naming it.
+inline void roll_back_to(const std::filesystem::path& root, int64_t step) {
+  namespace fs = std::filesystem;
+  for (const auto& e : fs::directory_iterator(root))
+    if (checkpoint::step_of(e.path().filename().string()) > step) fs::remove_all(e.path());
+  std::ofstream(root / checkpoint::kLatestName) << checkpoint::step_dir_name(step) << "\n";
+}
+
+}  // namespace braid::train
