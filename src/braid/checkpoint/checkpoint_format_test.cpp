@@ -51,15 +51,25 @@ Manifest sample() {
   m.optimizer = "adamw";
   m.counters = {{"samples", 28}, {"optimizer_steps", 7}};
   m.config = "training:\n  max_steps: 9\n";
-  m.files = {{"rank-00000.bin", 0, kHeaderBytes + 24, 0xdeadbeef},
-             {"rank-00001.bin", 1, kHeaderBytes + 24, 0x01020304}};
-  m.tensors = {
-      {"param", "w", DType::f32, Shape{2, 3}, {{0, 0, 3, kHeaderBytes}, {1, 3, 3, kHeaderBytes}}},
-      {"exp_avg",
-       "w",
-       DType::f32,
-       Shape{2, 3},
-       {{0, 0, 3, kHeaderBytes + 12}, {1, 3, 3, kHeaderBytes + 12}}}};
+  m.files = {{"rank-00000.bin", 0, kHeaderBytes + 32, 0xdeadbeef},
+             {"rank-00001.bin", 1, kHeaderBytes + 32, 0x01020304}};
+  m.tensors = {{"param",
+                "w",
+                DType::f32,
+                Shape{2, 3},
+                {{0, 0, 3, kHeaderBytes, {}}, {1, 3, 3, kHeaderBytes, {}}}},
+               {"exp_avg",
+                "w",
+                DType::f32,
+                Shape{2, 3},
+                {{0, 0, 3, kHeaderBytes + 12, {}}, {1, 3, 3, kHeaderBytes + 12, {}}}},
+               // A tensor-parallel tensor: each rank's half of the rows (Note [Placements]).
+               {"param",
+                "v",
+                DType::f32,
+                Shape{2, 2},
+                {{0, 0, 2, kHeaderBytes + 24, {.dim = 0, .parts = 2, .part = 0}},
+                 {1, 0, 2, kHeaderBytes + 24, {.dim = 0, .parts = 2, .part = 1}}}}};
   return m;
 }
 
@@ -72,6 +82,20 @@ TEST(Manifest, RoundTripsThroughJson) {
   EXPECT_EQ(back.find("exp_avg", "v"), nullptr);
   EXPECT_EQ(back.counter("samples"), 28);
   EXPECT_THROW(back.counter("nope"), Error);
+  ASSERT_NE(back.find("param", "v"), nullptr);
+  EXPECT_TRUE(back.find("param", "v")->pieces[1].tp.same_cut({.dim = 0, .parts = 2, .part = 1}));
+  EXPECT_FALSE(back.find("param", "w")->pieces[0].tp.is_split());
+}
+
+// A version 1 manifest (before placements) reads as whole-tensor pieces.
+TEST(Manifest, ReadsVersionOne) {
+  Manifest m = sample();
+  m.tensors.pop_back();
+  std::string v1 = to_json(m);
+  v1.replace(v1.find("\"version\": 2"), 12, "\"version\": 1");
+  const Manifest back = manifest_from_json(v1, "v1.json");
+  EXPECT_EQ(back.find("param", "w")->pieces.size(), 2u);
+  EXPECT_FALSE(back.find("param", "w")->pieces[1].tp.is_split());
 }
 
 std::string error_of(const std::string& text) {
@@ -87,15 +111,22 @@ TEST(Manifest, BadManifestsNameTheFileAndTheProblem) {
   std::string good = to_json(sample());
   EXPECT_NE(error_of("{").find("m.json: not valid JSON"), std::string::npos);
   EXPECT_NE(error_of("{}").find("not a braid checkpoint manifest"), std::string::npos);
-  std::string v2 = good;
-  v2.replace(v2.find("\"version\": 1"), 12, "\"version\": 9");
-  EXPECT_NE(error_of(v2).find("manifest version 9"), std::string::npos);
+  std::string v9 = good;
+  v9.replace(v9.find("\"version\": 2"), 12, "\"version\": 9");
+  EXPECT_NE(error_of(v9).find("manifest version 9"), std::string::npos);
   std::string past = good;
   past.replace(past.find("4108"), 4, "9108");  // a piece's byte offset past the file's end
   EXPECT_NE(error_of(past).find("past the end of rank-0000"), std::string::npos) << error_of(past);
   std::string escape = good;
   escape.replace(escape.find("rank-00001.bin"), 14, "../../etc/x");
   EXPECT_NE(error_of(escape).find("not a plain name"), std::string::npos);
+  // A placement that does not cut the tensor's shape (3 parts of 2 rows).
+  std::string cut = good;
+  cut.replace(cut.find("\"parts\": 2"), 10, "\"parts\": 3");
+  EXPECT_NE(error_of(cut).find("has placement shard(dim=0, part 0 of 3), which does not cut its "
+                               "shape [2, 2]"),
+            std::string::npos)
+      << error_of(cut);
 }
 
 TEST(FileHeader, EncodesToOneBlockAndRejectsOtherBytes) {

@@ -1,6 +1,7 @@
 #include "braid/checkpoint/checkpoint_reader.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "braid/checkpoint/checkpoint_dir.h"
 #include "braid/checkpoint/crc32c.h"
@@ -53,8 +54,14 @@ void CheckpointReader::verify(comm::ProcessGroup* group) const {
   });
 }
 
+// Note [Resharding reads]: a rank asks for the elements its own placements name — elements
+// [offset, offset + n) of its tp slice `cut` of the whole tensor — whatever placements wrote
+// them. Both sides are walked as runs of whole-tensor elements (for_each_run, Note
+// [Placements]); each wanted run is filled from the pieces' runs that overlap it, one file read
+// per overlap, and padding (the vocabulary's) is zero. The same cut on both sides is one run per
+// piece, as plain flat ranges were.
 void CheckpointReader::read(const std::string& kind, const std::string& name, const Shape& shape,
-                            int64_t offset, Tensor dst) const {
+                            const TpSlice& cut, int64_t offset, Tensor dst) const {
   const TensorEntry* t = m_.find(kind, name);
   const std::string what = kind == "param" ? "parameter '" + name + "'"
                                            : "optimizer state " + kind + " of '" + name + "'";
@@ -64,30 +71,51 @@ void CheckpointReader::read(const std::string& kind, const std::string& name, co
               t->shape.str(), ", this model's is ", shape.str());
   BRAID_CHECK(dst.dtype() == DType::f32 && t->dtype == DType::f32, "checkpoint: ", what,
               " must be read as f32");
-  const int64_t lo = offset, hi = offset + dst.numel();
-  std::vector<std::pair<int64_t, int64_t>> covered;
+  struct Run {
+    int64_t whole, n;  // whole-tensor elements [whole, whole + n)
+    const PieceEntry* piece;
+    int64_t local;  // where they are in the piece's slice
+  };
+  std::vector<Run> have;
+  for (const PieceEntry& p : t->pieces)
+    for_each_run(shape, p.tp, p.offset, p.offset + p.numel, [&](int64_t l, int64_t w, int64_t n) {
+      if (w >= 0) have.push_back({w, n, &p, l});
+    });
+  std::sort(have.begin(), have.end(), [](const Run& a, const Run& b) { return a.whole < b.whole; });
   auto* out = static_cast<char*>(dst.raw_data());
-  for (const PieceEntry& p : t->pieces) {
-    const int64_t a = std::max(lo, p.offset), b = std::min(hi, p.offset + p.numel);
-    if (a >= b) continue;
-    files_[static_cast<size_t>(p.file)]->read(p.byte_offset + (a - p.offset) * 4,
-                                              out + (a - lo) * 4, static_cast<size_t>(b - a) * 4);
-    covered.emplace_back(a, b);
-  }
-  std::sort(covered.begin(), covered.end());
-  int64_t at = lo;
-  for (auto [a, b] : covered) {
-    if (a > at) break;
-    at = std::max(at, b);
-  }
-  BRAID_CHECK(at >= hi, "checkpoint ", dir_.string(), ": elements [", at, ", ", hi, ") of ", what,
-              " are in no file");
+  int64_t missing_at = -1;
+  for_each_run(shape, cut, offset, offset + dst.numel(), [&](int64_t l, int64_t w, int64_t n) {
+    char* to = out + (l - offset) * 4;
+    if (w < 0) {  // padding: zero, never saved
+      std::memset(to, 0, static_cast<size_t>(n) * 4);
+      return;
+    }
+    // The first run that may overlap [w, w + n), then every one that does, in order.
+    auto it = std::upper_bound(have.begin(), have.end(), w,
+                               [](int64_t x, const Run& r) { return x < r.whole; });
+    if (it != have.begin()) --it;
+    int64_t at = w;
+    for (; it != have.end() && it->whole < w + n && at < w + n; ++it) {
+      const int64_t a = std::max(at, it->whole), b = std::min(w + n, it->whole + it->n);
+      if (a > at || b <= a) continue;  // a gap before it, or it ends before `at`
+      const PieceEntry& p = *it->piece;
+      const int64_t from = it->local + (a - it->whole) - p.offset;  // element within the piece
+      files_[static_cast<size_t>(p.file)]->read(p.byte_offset + from * 4, to + (a - w) * 4,
+                                                static_cast<size_t>(b - a) * 4);
+      at = b;
+    }
+    if (at < w + n && missing_at < 0) missing_at = at;
+  });
+  BRAID_CHECK(missing_at < 0, "checkpoint ", dir_.string(), ": element ", missing_at, " of ", what,
+              " ", shape.str(), " is in no file (wanted: ", cut.str(), ", elements [", offset, ", ",
+              offset + dst.numel(), ") of it)");
 }
 
 void CheckpointReader::read_unit(const nn::ParamLayout& layout, int u, Tensor& unit) const {
   for (int p : layout.units()[static_cast<size_t>(u)].params) {
     const nn::ParamInfo& info = layout.params()[static_cast<size_t>(p)];
-    read("param", info.name, info.param->shape, 0, unit.flat_range(info.unit_offset, info.numel));
+    read("param", info.name, info.param->full_shape, TpSlice{}, 0,
+         unit.flat_range(info.unit_offset, info.numel));
   }
 }
 
@@ -98,7 +126,8 @@ void CheckpointReader::read_optimizer(optim::Optimizer& optimizer) const {
   optimizer.visit_slices(
       [&](const optim::ParamSlice& s, optim::SliceSlot& slot) {
         for (size_t k = 0; k < states.size(); ++k)
-          read(states[k], s.name(), s.shard.global_shape, s.shard.offset, slot.state[k]);
+          read(states[k], s.name(), s.shard.global_shape, s.shard.tp, s.shard.offset,
+               slot.state[k]);
       },
       /*write=*/true);
   optimizer.set_step_count(m_.counter("optimizer_steps"));
@@ -107,7 +136,7 @@ void CheckpointReader::read_optimizer(optim::Optimizer& optimizer) const {
 void CheckpointReader::read_parameters(optim::Optimizer& optimizer) const {
   optimizer.visit_slices(
       [&](const optim::ParamSlice& s, optim::SliceSlot& slot) {
-        read("param", s.name(), s.shard.global_shape, s.shard.offset, slot.param);
+        read("param", s.name(), s.shard.global_shape, s.shard.tp, s.shard.offset, slot.param);
       },
       /*write=*/true);
 }

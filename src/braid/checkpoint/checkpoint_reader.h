@@ -32,10 +32,11 @@ class CheckpointReader {
   const Manifest& manifest() const { return m_; }
   const std::filesystem::path& dir() const { return dir_; }
 
-  // Elements [offset, offset + dst.numel()) of a tensor into dst (f32, contiguous). Errors name
-  // the tensor when it is missing, has another shape, or the range is not wholly covered.
-  void read(const std::string& kind, const std::string& name, const Shape& shape, int64_t offset,
-            Tensor dst) const;
+  // Elements [offset, offset + dst.numel()) of slice `cut` of a tensor whose whole shape is
+  // `shape` into dst (f32, contiguous), whatever placements saved it (Note [Resharding reads]).
+  // Errors name the tensor when it is missing, has another shape, or an element is in no piece.
+  void read(const std::string& kind, const std::string& name, const Shape& shape,
+            const TpSlice& cut, int64_t offset, Tensor dst) const;
   // Unit u's parameters (MaterializeOptions::fill): each parameter whole, at its unit offset.
   void read_unit(const nn::ParamLayout& layout, int u, Tensor& unit) const;
   // The optimizer's state for its slices and its step count; its kind must match.

@@ -24,6 +24,23 @@ uint32_t parse_crc(const std::string& s, const std::string& where) {
               "' is not crc32c:<8 hex digits>");
   return static_cast<uint32_t>(std::stoul(s.substr(7), nullptr, 16));
 }
+// A piece's tp placement, checked against the tensor's shape (its local shape must exist).
+TpSlice placement_from(const json& j, const TensorEntry& t, const std::string& where) {
+  const json& tp = j.at("tp");
+  TpSlice s{.dim = tp.at("dim").get<int>(),
+            .sections = tp.at("sections").get<int64_t>(),
+            .parts = tp.at("parts").get<int>(),
+            .part = tp.at("part").get<int>(),
+            .padded = tp.at("padded").get<int64_t>()};
+  const bool sane = s.dim >= 0 && s.dim < t.shape.dim() && s.sections >= 1 && s.parts >= 1 &&
+                    s.part >= 0 && s.part < s.parts && s.padded >= 0 &&
+                    (s.padded == 0 || s.padded >= t.shape[s.dim]) &&
+                    (s.padded > 0 ? s.padded : t.shape[s.dim]) % (s.sections * s.parts) == 0;
+  BRAID_CHECK(sane, where, ": a piece of ", t.kind, " '", t.name, "' has placement ", s.str(),
+              ", which does not cut its shape ", t.shape.str());
+  return s;
+}
+
 }  // namespace
 
 const TensorEntry* Manifest::find(const std::string& kind, const std::string& name) const {
@@ -65,8 +82,17 @@ std::string to_json(const Manifest& m) {
   json tensors = json::array();
   for (const TensorEntry& t : m.tensors) {
     json pieces = json::array();
-    for (const PieceEntry& p : t.pieces)
-      pieces.push_back(json::array({p.file, p.offset, p.numel, p.byte_offset}));
+    for (const PieceEntry& p : t.pieces) {
+      json piece = json::array({p.file, p.offset, p.numel, p.byte_offset});
+      if (p.tp.is_split())
+        piece.push_back({{"tp",
+                          {{"dim", p.tp.dim},
+                           {"sections", p.tp.sections},
+                           {"parts", p.tp.parts},
+                           {"part", p.tp.part},
+                           {"padded", p.tp.padded}}}});
+      pieces.push_back(piece);
+    }
     tensors.push_back({{"kind", t.kind},
                        {"name", t.name},
                        {"dtype", std::string(dtype_name(t.dtype))},
@@ -87,8 +113,8 @@ Manifest manifest_from_json(const std::string& text, const std::string& where) {
   try {
     BRAID_CHECK(j.value("format", "") == kFormat, where, ": not a braid checkpoint manifest");
     const int version = j.at("version").get<int>();
-    BRAID_CHECK(version == kManifestVersion, where, ": manifest version ", version,
-                ", this braid reads version ", kManifestVersion);
+    BRAID_CHECK(version == 1 || version == kManifestVersion, where, ": manifest version ", version,
+                ", this braid reads versions 1 to ", kManifestVersion);
     Manifest m;
     m.id = j.at("id").get<std::string>();
     m.step = j.at("step").get<int64_t>();
@@ -115,10 +141,15 @@ Manifest manifest_from_json(const std::string& text, const std::string& where) {
       e.dtype = dtype_from(t.at("dtype").get<std::string>(), where);
       e.shape = Shape(t.at("shape").get<std::vector<int64_t>>());
       for (const json& p : t.at("pieces")) {
-        PieceEntry pe{p.at(0).get<int>(), p.at(1).get<int64_t>(), p.at(2).get<int64_t>(),
-                      p.at(3).get<int64_t>()};
+        PieceEntry pe{p.at(0).get<int>(),
+                      p.at(1).get<int64_t>(),
+                      p.at(2).get<int64_t>(),
+                      p.at(3).get<int64_t>(),
+                      {}};
+        if (p.size() > 4) pe.tp = placement_from(p.at(4), e, where);
         BRAID_CHECK(pe.file >= 0 && pe.file < static_cast<int>(m.files.size()) && pe.offset >= 0 &&
-                        pe.numel > 0 && pe.offset + pe.numel <= e.shape.numel() &&
+                        pe.numel > 0 &&
+                        pe.offset + pe.numel <= pe.tp.local_shape(e.shape).numel() &&
                         pe.byte_offset >= kHeaderBytes,
                     where, ": a piece of ", e.kind, " '", e.name, "' is out of range");
         BRAID_CHECK(pe.byte_offset + pe.numel * static_cast<int64_t>(dtype_size(e.dtype)) <=

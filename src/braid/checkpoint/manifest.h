@@ -13,10 +13,14 @@
 //       rank-00001.bin        step), then the rank's pieces back to back, f32, little-endian
 //     .tmp-step-00000200/     a save in progress (never read; removed by the next save)
 //
-// A piece is elements [offset, offset + numel) of one tensor in row-major order: the shard
-// record of the optimizer slice that wrote it. Tensors are named by their parameter name and
-// a kind: "param" (fp32 master weights) or an optimizer state ("exp_avg", "exp_avg_sq",
-// "momentum_buffer"). A range that several ranks hold (DDP's replicas) is written once.
+// A piece is the shard record of the optimizer slice that wrote it (Note [Placements],
+// core/shard_record.h): its tp placement (which slice of the whole tensor: Shard(dim) or the
+// whole) and elements [offset, offset + numel) of that slice in row-major order. Tensors are
+// named by their parameter name and a kind: "param" (fp32 master weights) or an optimizer state
+// ("exp_avg", "exp_avg_sq", "momentum_buffer"), with their whole shape. A range that several
+// ranks hold (DDP's replicas) is written once; a copy that does not count (a replicated
+// parameter past tp rank 0, a pipeline's tied-embedding replica) is not written. Version 1
+// manifests (before placements) hold whole-tensor pieces only and are read as such.
 #pragma once
 
 #include <cstdint>
@@ -26,10 +30,11 @@
 
 #include "braid/core/dtype.h"
 #include "braid/core/shape.h"
+#include "braid/core/shard_record.h"
 
 namespace braid::checkpoint {
 
-inline constexpr int kManifestVersion = 1;
+inline constexpr int kManifestVersion = 2;
 inline constexpr int64_t kHeaderBytes = 4096;
 
 struct FileEntry {
@@ -41,9 +46,10 @@ struct FileEntry {
 
 struct PieceEntry {
   int file = 0;             // index into Manifest::files
-  int64_t offset = 0;       // first element, in the tensor's row-major order
+  int64_t offset = 0;       // first element, in the row-major order of the tp slice below
   int64_t numel = 0;        // elements
   int64_t byte_offset = 0;  // where they start in the file
+  TpSlice tp;               // the tp placement: which slice of the whole tensor (or all of it)
 };
 
 struct TensorEntry {

@@ -17,21 +17,43 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Key = std::tuple<std::string, int64_t, int64_t>;
+using Key = std::tuple<std::string, std::string, int64_t, int64_t>;
+
+// The tp placement as text: "-" for the whole tensor, else "dim,sections,parts,part,padded".
+std::string encode_tp(const TpSlice& s) {
+  if (!s.is_split()) return "-";
+  std::ostringstream os;
+  os << s.dim << ',' << s.sections << ',' << s.parts << ',' << s.part << ',' << s.padded;
+  return os.str();
+}
+
+TpSlice decode_tp(const std::string& text) {
+  TpSlice s;
+  if (text == "-") return s;
+  char c = 0;
+  std::istringstream in(text);
+  in >> s.dim >> c >> s.sections >> c >> s.parts >> c >> s.part >> c >> s.padded;
+  return s;
+}
+
+Key key_of(const optim::ParamSlice& s) {
+  return {s.name(), encode_tp(s.shard.tp), s.shard.offset, s.shard.numel};
+}
 
 // Note [One writer per range]: a range several ranks hold (DDP's replicas, hybrid's
 // replicated shards) is written by one of them: ranges in name order, each to the holder with
 // the fewest bytes so far (ties: the lowest rank). Every rank computes the same assignment
-// from the same gathered lists.
+// from the same gathered lists. A copy that does not count (Note [Placements]) is held by no
+// one here: the counted copy of the same elements is written instead.
 std::map<Key, int> assign_writers(const std::vector<std::string>& held_by_rank) {
   std::map<Key, std::vector<int>> holders;
   for (size_t r = 0; r < held_by_rank.size(); ++r) {
     std::istringstream in(held_by_rank[r]);
-    std::string name;
+    std::string name, tp;
     int64_t offset = 0, numel = 0;
-    while (std::getline(in, name, '\t') && in >> offset >> numel) {
+    while (std::getline(in, name, '\t') && std::getline(in, tp, '\t') && in >> offset >> numel) {
       in.ignore(1);  // '\n'
-      holders[{name, offset, numel}].push_back(static_cast<int>(r));
+      holders[{name, tp, offset, numel}].push_back(static_cast<int>(r));
     }
   }
   std::vector<int64_t> load(held_by_rank.size(), 0);
@@ -40,7 +62,7 @@ std::map<Key, int> assign_writers(const std::vector<std::string>& held_by_rank) 
     int best = ranks.front();
     for (int r : ranks)
       if (load[static_cast<size_t>(r)] < load[static_cast<size_t>(best)]) best = r;
-    load[static_cast<size_t>(best)] += std::get<2>(key);
+    load[static_cast<size_t>(best)] += std::get<3>(key);
     writer[key] = best;
   }
   return writer;
@@ -57,18 +79,19 @@ std::string new_id() {
 }
 
 // A rank's file as the finish gathers it: "bytes crc\n", then a line per piece,
-// "kind\tname\tdims,\toffset numel byte_offset\n".
+// "kind\tname\tdims,\ttp\toffset numel byte_offset\n" (tp: encode_tp).
 void decode_into(const std::string& text, int file, Manifest& m,
                  std::map<std::pair<std::string, std::string>, size_t>& index) {
   std::istringstream in(text);
   FileEntry& f = m.files[static_cast<size_t>(file)];
   in >> f.bytes >> f.crc32c;
   in.ignore(1);
-  std::string kind, name, dims;
+  std::string kind, name, dims, tp;
   while (std::getline(in, kind, '\t') && std::getline(in, name, '\t') &&
-         std::getline(in, dims, '\t')) {
+         std::getline(in, dims, '\t') && std::getline(in, tp, '\t')) {
     PieceEntry p;
     p.file = file;
+    p.tp = decode_tp(tp);
     in >> p.offset >> p.numel >> p.byte_offset;
     in.ignore(1);
     auto [it, fresh] = index.try_emplace({kind, name}, m.tensors.size());
@@ -95,7 +118,9 @@ SavePlan::SavePlan(comm::ProcessGroup* group, const optim::Optimizer& optimizer,
   std::ostringstream held;
   for (const optim::ParamGroup& g : optimizer.groups())
     for (const optim::ParamSlice& s : g.params)
-      held << s.name() << '\t' << s.shard.offset << ' ' << s.shard.numel << '\n';
+      if (s.shard.tp.counts_in_norm)
+        held << s.name() << '\t' << encode_tp(s.shard.tp) << '\t' << s.shard.offset << ' '
+             << s.shard.numel << '\n';
   writer_ = assign_writers(comm::all_gather_strings(group, held.str()));
   comm::all_ranks_or_throw(group, [&] {
     if (rank_ != 0) return;
@@ -111,7 +136,7 @@ fs::path SavePlan::file_path() const {
 }
 
 bool SavePlan::writes(const optim::ParamSlice& s) const {
-  return writer_.at({s.name(), s.shard.offset, s.shard.numel}) == rank_;
+  return s.shard.tp.counts_in_norm && writer_.at(key_of(s)) == rank_;
 }
 
 int64_t SavePlan::file_bytes(optim::Optimizer& optimizer) const {
@@ -133,7 +158,7 @@ void SavePlan::serialize(optim::Optimizer& optimizer,
     BRAID_CHECK(t.dtype() == DType::f32 && t.numel() == s.shard.numel, "checkpoint: ", kind,
                 " of '", s.name(), "' is not ", s.shard.numel, " f32 elements");
     pieces_.emplace_back(kind, s.name(), s.shard.global_shape,
-                         PieceEntry{rank_, s.shard.offset, s.shard.numel, at});
+                         PieceEntry{rank_, s.shard.offset, s.shard.numel, at, s.shard.tp});
     const size_t n = static_cast<size_t>(t.numel()) * 4;
     out(t.raw_data(), n);
     at += static_cast<int64_t>(n);
@@ -160,7 +185,8 @@ SaveResult SavePlan::finish(comm::ProcessGroup* group) {
   for (const auto& [kind, name, shape, piece] : pieces_) {
     mine << kind << '\t' << name << '\t';
     for (int64_t d : shape.vec()) mine << d << ',';
-    mine << '\t' << piece.offset << ' ' << piece.numel << ' ' << piece.byte_offset << '\n';
+    mine << '\t' << encode_tp(piece.tp) << '\t' << piece.offset << ' ' << piece.numel << ' '
+         << piece.byte_offset << '\n';
   }
   const std::vector<std::string> all = comm::all_gather_strings(group, mine.str());
   SaveResult result;

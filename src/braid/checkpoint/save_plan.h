@@ -41,7 +41,7 @@ class SavePlan {
   }
 
  private:
-  using Key = std::tuple<std::string, int64_t, int64_t>;  // name, offset, numel
+  using Key = std::tuple<std::string, std::string, int64_t, int64_t>;  // name, tp, offset, numel
   bool writes(const optim::ParamSlice& s) const;
 
   SaveRequest req_;

@@ -292,20 +292,12 @@ void validate_training(const TrainConfig& c) {
   BRAID_CHECK(!c.parallel.sequence_parallel || c.parallel.tensor_parallel_size > 1,
               "parallel.sequence_parallel is true but parallel.tensor_parallel_size is 1 "
               "(sequence parallelism splits what tensor parallelism replicates)");
-  BRAID_CHECK(c.parallel.tensor_parallel_size == 1 || c.checkpoint.interval == 0,
-              "checkpoint.interval ", c.checkpoint.interval,
-              " with parallel.tensor_parallel_size > 1: training checkpoints of tensor-parallel "
-              "runs are not supported yet (the model export, output.export_model, is)");
   BRAID_CHECK(c.parallel.pipeline_parallel_size >= 1,
               "parallel.pipeline_parallel_size must be >= 1, got ",
               c.parallel.pipeline_parallel_size);
   BRAID_CHECK(c.parallel.pipeline_virtual_stages >= 1,
               "parallel.pipeline_virtual_stages must be >= 1, got ",
               c.parallel.pipeline_virtual_stages);
-  BRAID_CHECK(c.parallel.pipeline_parallel_size == 1 || c.checkpoint.interval == 0,
-              "checkpoint.interval ", c.checkpoint.interval,
-              " with parallel.pipeline_parallel_size > 1: training checkpoints of pipeline-"
-              "parallel runs are not supported yet (the model export, output.export_model, is)");
   BRAID_CHECK(c.parallel.sharding_factor >= 0, "parallel.sharding_factor must be >= 0, got ",
               c.parallel.sharding_factor);
   BRAID_CHECK(c.parallel.limit_all_gathers >= 1, "parallel.limit_all_gathers must be >= 1, got ",

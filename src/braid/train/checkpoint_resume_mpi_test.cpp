@@ -1,7 +1,8 @@
 // Bit-identical resume as real processes under mpirun (Note [Resume setting],
 // checkpoint_test_util.h): a run stopped after its step-2 checkpoint and started again ends
 // with the straight run's weights and step-4 checkpoint, for DDP and the ZeRO stages (and
-// hybrid sharding at 4 ranks); every rank reads and writes one shared checkpoint directory.
+// hybrid sharding at 4 ranks), tensor and pipeline parallelism (and both at 4 ranks); every rank
+// reads and writes one shared checkpoint directory.
 #include <gtest/gtest.h>
 
 #include "braid/comm/gather_strings.h"
@@ -39,6 +40,21 @@ TEST(ResumeMpi, StoppedAndResumedRunEqualsTheStraightRunBitForBit) {
          v.name.find("HYBRID") != std::string::npos) &&
         n >= v.min_ranks && n % v.rank_divisor == 0)
       variants.push_back(v);
+  // Tensor- and pipeline-parallel checkpoints (Note [Placements]), and their mix with sharding.
+  auto model_parallel = [](const char* strategy, int tp, int pp) {
+    return [=](config::TrainConfig& c) {
+      c.parallel.strategy = strategy;
+      c.parallel.tensor_parallel_size = tp;
+      c.parallel.pipeline_parallel_size = pp;
+      c.parallel.sync_each_batch = "false";
+    };
+  };
+  if (n % 2 == 0) {
+    variants.push_back({"tp2", 2, 2, model_parallel(n == 2 ? "none" : "zero1", 2, 1)});
+    variants.push_back({"pp2", 2, 2, model_parallel(n == 2 ? "none" : "zero3", 1, 2)});
+  }
+  if (n % 4 == 0)
+    variants.push_back({"pp2_tp2", 4, 4, model_parallel(n == 4 ? "none" : "zero2", 2, 2)});
   for (const StrategyVariant& v : variants) {
     SCOPED_TRACE(v.name);
     const fs::path root = shared_dir("braid_resume_mpi_" + v.name);

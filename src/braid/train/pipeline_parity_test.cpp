@@ -196,11 +196,6 @@ TEST(PipelineErrors, BadLayoutsNameTheKey) {
   expect_all(construction_errors(2, c),
              "config key 'parallel.pipeline_balance' is 'flops', expected one of: uniform, "
              "parameters, time");
-  c = pp_parity_config(layout("gpt2-tiny", 2, "1f1b"));
-  c.checkpoint.interval = 2;
-  expect_all(construction_errors(2, c),
-             "training checkpoints of pipeline-parallel runs are not "
-             "supported yet");
   // Interleaving needs the micro-batches in groups of pp: 3 do not split over 2 stages.
   c = pp_parity_config(layout("gpt2-tiny", 2, "interleaved_1f1b", 2));
   c.training.gradient_accumulation_steps = 3;

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The kill loop (label long): `braid launch -n 2 --max-restarts` restarts a job whose ranks die
 # by SIGKILL, and every job ends with weights bit-identical to a run that was never killed.
-# KILLS deaths in all, spread over four jobs (ddp, zero3 with checkpoint.async, zero2, zero1 with
-# checkpoint.async); each death strikes a random rank at a random step and point: forward,
-# backward, optimizer, or a stage of a checkpoint save (launch/fault_plan.h; stages only rank 0
-# reaches go to rank 0). The jobs read GPT-2 tokens of a few State of the Union addresses
+# KILLS deaths in all, spread over six jobs (ddp, zero3 with checkpoint.async, zero2, zero1 with
+# checkpoint.async, tensor parallelism tp 2, pipeline parallelism pp 2 with checkpoint.async);
+# each death strikes a random rank at a random step and point: forward, backward, optimizer, or a
+# stage of a checkpoint save (launch/fault_plan.h; stages only rank 0 reaches go to rank 0). The jobs read GPT-2 tokens of a few State of the Union addresses
 # through the real data loader, accumulate 2 micro-steps, clip, evaluate and save every 2 steps.
 #   restart_kill_loop_test.sh BRAID DATA_DIR [KILLS=20] [SEED=$RANDOM]   (BRAID_DATA_DIR wins)
 set -uo pipefail
@@ -72,13 +72,21 @@ train() {
 
 points=(forward backward optimizer save:create save:write save:sync save:manifest save:rename
         save:publish)
-jobs=("ddp false" "zero3 true" "zero2 false" "zero1 true")
-per_job=$(( (KILLS + ${#jobs[@]} - 1) / ${#jobs[@]} ))
+# NAME ASYNC: the data-parallel strategies, and tensor (tp 2) and pipeline (pp 2) parallelism.
+jobs=("ddp false" "zero3 true" "zero2 false" "zero1 true" "tp false" "pp true")
+layout_args() {
+  case $1 in
+    tp) echo "--set parallel.strategy=none --set parallel.tensor_parallel_size=2" ;;
+    pp) echo "--set parallel.strategy=none --set parallel.pipeline_parallel_size=2" ;;
+    *) echo "--set parallel.strategy=$1" ;;
+  esac
+}
 killed=0
 for j in "${!jobs[@]}"; do
   read -r strategy async <<< "${jobs[$j]}"
-  n=$(( KILLS - killed < per_job ? KILLS - killed : per_job ))
-  (( n > 0 )) || break
+  # KILLS spread over the jobs, the first ones taking the remainder.
+  n=$(( KILLS / ${#jobs[@]} + (j < KILLS % ${#jobs[@]} ? 1 : 0) ))
+  (( n > 0 )) || continue
   # Deaths at strictly increasing steps, one per attempt, so each attempt (which resumes at or
   # before the previous death's step) reaches its own; a save point strikes a step that saves.
   plan="" step=0 describe=""
@@ -96,11 +104,13 @@ for j in "${!jobs[@]}"; do
   name=job$j-$strategy
   # The uninterrupted run of the same config (zero2 and zero3 reduce every micro-step, so they
   # equal DDP only with parallel.sync_each_batch false).
-  train "$name-reference" 0 --set parallel.strategy="$strategy" --set checkpoint.async="$async" ||
+  # shellcheck disable=SC2046
+  train "$name-reference" 0 $(layout_args "$strategy") --set checkpoint.async="$async" ||
     { cat "$work/$name-reference.log"; fail "$name: the uninterrupted run failed"; }
   reference=$work/$name-reference/model/model.safetensors
   echo "$name (checkpoint.async $async): kills$describe"
-  BRAID_FAULT_PLAN=$plan train "$name" "$n" --set parallel.strategy="$strategy" \
+  # shellcheck disable=SC2046
+  BRAID_FAULT_PLAN=$plan train "$name" "$n" $(layout_args "$strategy") \
     --set checkpoint.async="$async"
   status=$?
   deaths=$(grep -c 'BRAID_FAULT_PLAN: killing myself' "$work/$name.log")

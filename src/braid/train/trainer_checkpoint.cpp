@@ -23,9 +23,6 @@ void Trainer::open_resume() {
       checkpoint::open_resume_checkpoint(cfg_.training.resume, cfg_.checkpoint_dir(), world_.get(),
                                          [this](const std::string& s) { say(s); });
   if (!resume_) return;
-  BRAID_CHECK(cfg_.parallel.tensor_parallel_size == 1, "resuming from ", resume_->dir().string(),
-              " with parallel.tensor_parallel_size ", cfg_.parallel.tensor_parallel_size,
-              ": training checkpoints of tensor-parallel runs are not supported yet");
   start_step_ = resume_->manifest().step;
 }
 

@@ -1,0 +1,130 @@
+// Training checkpoints of tensor-, pipeline-parallel and 3-D runs (Note [Placements], Note
+// [Resharding reads]): stopped and resumed at the same layout they equal the straight run bit
+// for bit (weights and the next checkpoint); saved under one layout they load under any other,
+// saving again at once gives the same bits, and the next steps match the straight run to fp32
+// tolerance.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <mutex>
+
+#include "testing/train/checkpoint_test_util.h"
+
+namespace braid::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Layout {
+  std::string name;
+  int ranks;
+  std::string strategy;
+  int tp = 1, pp = 1;
+  std::string schedule = "1f1b";
+};
+
+void PrintTo(const Layout& l, std::ostream* os) {
+  *os << l.name;
+}
+
+void apply(const Layout& l, config::TrainConfig& c) {
+  c.parallel.strategy = l.strategy;
+  c.parallel.tensor_parallel_size = l.tp;
+  c.parallel.pipeline_parallel_size = l.pp;
+  c.parallel.pipeline_schedule = l.schedule;
+  // A pipeline reduces once per step (Note [Pipeline reduction]): the same accumulation order
+  // everywhere keeps layouts comparable.
+  c.parallel.sync_each_batch = "false";
+}
+
+class LayoutResume : public ::testing::TestWithParam<Layout> {};
+
+// Note [Resume setting] at the layout: 4 steps saving at 2 and 4; the directory rolled back to
+// step 2 resumes by itself; weights and the step-4 checkpoint are the straight run's bits.
+TEST_P(LayoutResume, StoppedAndResumedRunEqualsTheStraightRunBitForBit) {
+  const Layout& l = GetParam();
+  const fs::path root = private_temp_dir("braid_layout_resume_" + l.name);
+  fs::remove_all(root);
+  config::TrainConfig c = resume_config((root / "run").string());
+  apply(l, c);
+  const Tensor straight = train_ranks(l.ranks, c);
+  fs::rename(root / "run" / checkpoint::step_dir_name(4), root / "straight-step-4");
+  roll_back_to(root / "run", 2);
+  std::vector<int64_t> started(static_cast<size_t>(l.ranks), -1);
+  Tensor resumed;
+  std::mutex mu;
+  braid::testing::run_ranks(l.ranks, [&](comm::ProcessGroup& pg) {
+    Trainer t(c, borrow(pg), quiet());
+    Tensor w = train_and_gather(t);
+    std::lock_guard<std::mutex> lock(mu);
+    started[static_cast<size_t>(pg.rank())] = t.start_step();
+    if (pg.rank() == 0) resumed = w;
+  });
+  for (int64_t s : started) EXPECT_EQ(s, 2);
+  EXPECT_TRUE(braid::testing::bit_equal(resumed, straight));
+  EXPECT_TRUE(same_checkpoint_contents(root / "run" / checkpoint::step_dir_name(4),
+                                       root / "straight-step-4"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, LayoutResume,
+    ::testing::Values(Layout{"tp2", 2, "none", 2}, Layout{"dp2_tp2_zero1", 4, "zero1", 2},
+                      Layout{"pp2", 2, "none", 1, 2}, Layout{"pp2_gpipe", 2, "none", 1, 2, "gpipe"},
+                      Layout{"pp2_tp2", 4, "none", 2, 2}, Layout{"dp2_pp2_zero3", 4, "zero3", 1, 2},
+                      Layout{"dp2_pp2_tp2_zero2", 8, "zero2", 2, 2}),
+    [](const auto& info) { return info.param.name; });
+
+// Saved under `from` at step 2 and loaded under `to`: saving again at once gives the same bits,
+// and training on to step 4 matches `from`'s straight run to fp32 tolerance.
+void expect_loads(const Layout& from, const Layout& to, const std::string& preset = "gpt2-tiny") {
+  SCOPED_TRACE(from.name + " -> " + to.name + " (" + preset + ")");
+  const fs::path root =
+      private_temp_dir("braid_layout_reshard_" + preset + from.name + "_" + to.name);
+  fs::remove_all(root);
+  config::TrainConfig base = resume_config((root / "from").string());
+  if (preset != "gpt2-tiny") {
+    base.model.preset = preset;
+    base.model.freeze = "";  // GPT-2's names
+  }
+  base.training.global_batch_size = 4;
+  base.training.micro_batch_size = 1;
+  base.training.gradient_accumulation_steps = 0;  // derived per data-parallel size
+  config::TrainConfig a = base;
+  apply(from, a);
+  const Tensor straight = train_ranks(from.ranks, a);
+  const fs::path saved = root / "from" / checkpoint::step_dir_name(2);
+  config::TrainConfig b = base;
+  apply(to, b);
+  b.training.resume = saved.string();
+  b.checkpoint.dir = (root / "to").string();
+  Tensor out;
+  std::mutex mu;
+  braid::testing::run_ranks(to.ranks, [&](comm::ProcessGroup& pg) {
+    Trainer t(b, borrow(pg), quiet());
+    EXPECT_EQ(t.start_step(), 2);
+    t.save_checkpoint(2);  // what was loaded, saved by this layout
+    Tensor w = train_and_gather(t);
+    std::lock_guard<std::mutex> lock(mu);
+    if (pg.rank() == 0) out = w;
+  });
+  EXPECT_TRUE(same_checkpoint_contents(root / "to" / checkpoint::step_dir_name(2), saved));
+  EXPECT_TRUE(weights_match(out, straight, 1e-5, preset));
+}
+
+TEST(LayoutReshard, TensorAndPipelineCheckpointsLoadUnderAnyLayout) {
+  const Layout one{"one", 1, "none"}, dp2_tp2{"dp2_tp2", 4, "ddp", 2}, pp2{"pp2", 2, "none", 1, 2},
+      pp2_tp2{"pp2_tp2", 4, "none", 2, 2}, zero1x4{"zero1_x4", 4, "zero1"},
+      three_d{"dp2_pp2_tp2_zero3", 8, "zero3", 2, 2}, tp2{"tp2", 2, "none", 2};
+  expect_loads(dp2_tp2, pp2);
+  expect_loads(pp2_tp2, zero1x4);
+  expect_loads(three_d, one);
+  expect_loads(one, three_d);
+  expect_loads(zero1x4, tp2);
+  // LLaMA: untied head, and at tp 4 each of the 2 kv heads is held by 2 ranks (one copy saved).
+  const Layout tp4{"tp4", 4, "none", 4};
+  expect_loads(tp4, pp2_tp2, "llama-tiny");
+  expect_loads(pp2, tp4, "llama-tiny");
+}
+
+}  // namespace
+}  // namespace braid::train
