@@ -1,6 +1,6 @@
 // A user's training loop on braid's Accelerator: an MLP classifier (a model braid knows nothing
-// about) on a synthetic Gaussian-mixture dataset, trained under whatever strategy the config
-// names (ddp, zero1-3, fsdp), on however many ranks `braid launch` started.
+// about) on a synthetic Gaussian-mixture dataset, trained under whatever layout the config
+// names (ddp, zero1-3, fsdp, and pipeline stages), on however many ranks `braid launch` started.
 //
 //   train_mlp CONFIG.yaml [--deepspeed DS.json | --accelerate-config ACC.yaml]
 //             [--set section.key=value ...] [--save DIR] [--resume DIR] [--steps N]
@@ -21,6 +21,7 @@
 
 #include "braid/autograd/functions.h"
 #include "braid/nn/linear.h"
+#include "braid/nn/staged_model.h"
 #include "braid/train/accelerator.h"
 
 namespace {
@@ -30,43 +31,58 @@ using braid::Tensor;
 using braid::autograd::Variable;
 
 constexpr int64_t kFeatures = 16, kHidden = 64, kClasses = 4;
+constexpr int kLayers = 2;  // hidden layers
 constexpr int64_t kTrainSamples = 2048, kTestSamples = 512;
 
-// The model: declared modules and parameters, then its units (one per layer: ZeRO-3 and FSDP
-// gather one layer at a time). No storage until the Accelerator prepares it.
-class Mlp : public braid::nn::Model {
+// The model: declared modules and parameters, then its units, one per layer: ZeRO-3 and FSDP
+// gather one layer at a time, and a pipeline (parallel.pipeline_parallel_size) splits the layers
+// into stages. As an nn::StagedModel it says its parts: the first layer takes the features, the
+// hidden layers follow one another, the output layer turns the activation into the loss. No
+// storage until the Accelerator prepares it.
+class Mlp : public braid::nn::StagedModel {
  public:
   // compute: the dtype the prepared parameters are in (Accelerator::compute_dtype()).
   explicit Mlp(braid::DType compute) : compute_(compute) {
     fc1_ = register_module("fc1",
                            std::make_unique<braid::nn::Linear>(kFeatures, kHidden, true, 0.25f));
-    fc2_ =
-        register_module("fc2", std::make_unique<braid::nn::Linear>(kHidden, kHidden, true, 0.12f));
+    for (int i = 0; i < kLayers; ++i)
+      hidden_.push_back(
+          register_module("fc" + std::to_string(i + 2),
+                          std::make_unique<braid::nn::Linear>(kHidden, kHidden, true, 0.12f)));
     out_ = register_module("out",
                            std::make_unique<braid::nn::Linear>(kHidden, kClasses, false, 0.12f));
-    declare_units({{"fc1", {fc1_}}, {"fc2", {fc2_}}, {"out", {out_}}});
+    std::vector<braid::nn::UnitDecl> units = {{"fc1", {fc1_}}};
+    for (int i = 0; i < kLayers; ++i) units.push_back({"fc" + std::to_string(i + 2), {hidden_[i]}});
+    units.push_back({"out", {out_}});
+    declare_units(units);
   }
 
-  Variable hidden(const Tensor& x) {
+  int64_t num_layers() const override { return kLayers; }
+  Variable embed(const Tensor& x) override {
     Variable in = braid::autograd::cast(Variable(x), compute_);  // bf16 / fp16 runs
-    Variable h = braid::autograd::gelu((*fc1_)(in));
-    return braid::autograd::gelu((*fc2_)(h));
+    return braid::autograd::gelu((*fc1_)(in));
   }
-  // Mean cross-entropy of x[B, kFeatures] against labels[B] (i32).
-  Variable loss(const Tensor& x, const Tensor& labels) {
-    Variable h = hidden(x);
+  Variable run_layers(Variable h, int64_t begin, int64_t end) override {
+    for (int64_t i = begin; i < end; ++i) h = braid::autograd::gelu((*hidden_[i])(h));
+    return h;
+  }
+  // Cross-entropy of the activation against labels[B] (i32), summed and divided by
+  // `denominator` (0: the mean over the micro-batch).
+  Variable head_loss(const Variable& h, const Tensor& labels, double denominator) override {
     out_->enter_forward();  // the output layer's hooks (a sharded strategy gathers it)
-    return out_->exit_forward(braid::autograd::lm_head_cross_entropy(h, out_->weight(), labels));
+    return out_->exit_forward(
+        braid::autograd::lm_head_cross_entropy(h, out_->weight(), labels, denominator));
   }
-  // Logits [B, kClasses], without recording.
+  // Logits [B, kClasses], without recording (a model held whole by this process).
   Tensor logits(const Tensor& x) {
     braid::autograd::NoGradGuard no_grad;
-    return braid::autograd::cast((*out_)(hidden(x)), braid::DType::f32).value();
+    Variable h = run_layers(embed(x), 0, kLayers);
+    return braid::autograd::cast((*out_)(h), braid::DType::f32).value();
   }
 
  private:
   braid::nn::Linear* fc1_;
-  braid::nn::Linear* fc2_;
+  std::vector<braid::nn::Linear*> hidden_;
   braid::nn::Linear* out_;
   braid::DType compute_;
 };
@@ -153,22 +169,38 @@ int run(int argc, char** argv) {
   const int64_t per_epoch = sampler.size() / micro;
   const int64_t last_step =
       steps >= 0 ? std::min(first_step + steps, cfg.training.max_steps) : cfg.training.max_steps;
+  // This rank's micro-batch k of the run.
+  auto micro_batch = [&](int64_t k) {
+    sampler.set_epoch(k / per_epoch);
+    std::vector<int64_t> idx;
+    for (int64_t r = 0; r < micro; ++r) idx.push_back(sampler[(k % per_epoch) * micro + r]);
+    return make_batch(idx);
+  };
   for (int64_t step = first_step; step < last_step; ++step) {
-    double loss_sum = 0;
-    for (int64_t m = 0; m < accum; ++m) {
-      const int64_t k = step * accum + m;
-      sampler.set_epoch(k / per_epoch);
-      std::vector<int64_t> idx;
-      for (int64_t r = 0; r < micro; ++r) idx.push_back(sampler[(k % per_epoch) * micro + r]);
-      auto [x, y] = make_batch(idx);
-      acc.accumulate();
-      Variable loss = model.loss(x, y);
-      loss_sum += loss.value().item();
-      acc.backward(loss);
+    double loss = 0, norm = 0;
+    if (acc.parallelism().is_pipelined()) {
+      // A pipeline runs the forwards itself (its schedule): the whole step is train_step's.
+      braid::parallel::MicroBatches batches;
+      batches.count = accum;
+      batches.next = [&](int64_t m) { return micro_batch(step * accum + m); };
+      batches.denominator = static_cast<double>(cfg.training.global_batch_size);
+      const auto r = acc.train_step(model, batches, step);
+      loss = acc.reduce_mean(r.loss) * static_cast<double>(acc.dp_size());
+      norm = r.grad_norm;
+    } else {
+      // The loop HuggingFace Accelerate users write.
+      double loss_sum = 0;
+      for (int64_t m = 0; m < accum; ++m) {
+        auto [x, y] = micro_batch(step * accum + m);
+        acc.accumulate();
+        Variable l = model.loss(x, y, 0.0);
+        loss_sum += l.value().item();
+        acc.backward(l);
+      }
+      norm = acc.clip_grad_norm(cfg.optimizer.grad_clip);
+      acc.step();
+      loss = acc.reduce_mean(loss_sum / static_cast<double>(accum));
     }
-    const double norm = acc.clip_grad_norm(cfg.optimizer.grad_clip);
-    acc.step();
-    const double loss = acc.reduce_mean(loss_sum / static_cast<double>(accum));
     if (step == first_step || (step + 1) % 10 == 0 || step + 1 == last_step) {
       char line[160];
       std::snprintf(line, sizeof line, "step %lld | loss %.4f | grad norm %.3f | lr %.2e",
@@ -177,14 +209,20 @@ int run(int argc, char** argv) {
     }
   }
 
-  // Held-out accuracy: each rank scores its share, the counts are summed over ranks.
+  // Held-out accuracy on a local copy of the whole trained model (f32; whatever the layout held
+  // of it, gathered): each rank scores its share, the counts are summed over ranks.
+  const Tensor weights = acc.gather_parameters(model);
+  Mlp whole(braid::DType::f32);
+  whole.materialize(/*allocate_grads=*/false);
+  whole.flat().params().copy_(weights);
+  whole.flat().sync_compute();
   braid::data::SamplerOptions test;
   test.shuffle = false;
   braid::data::DistributedSampler held = acc.prepare_sampler(kTestSamples, test);
   std::vector<int64_t> idx;
   for (int64_t i = 0; i < held.size(); ++i) idx.push_back(kTrainSamples + held[i]);
   auto [x, y] = make_batch(idx);
-  const Tensor logits = model.logits(x);
+  const Tensor logits = whole.logits(x);
   float correct = 0;
   for (int64_t r = 0; r < logits.size(0); ++r) {
     const float* row = logits.data<float>() + r * kClasses;
@@ -203,7 +241,7 @@ int run(int argc, char** argv) {
     const auto r = acc.save_state(save);
     acc.print("saved " + r.dir.string());
   }
-  const uint64_t hash = weights_hash(acc.gather_parameters(model));
+  const uint64_t hash = weights_hash(weights);
   std::snprintf(line, sizeof line, "weights fnv1a %016llx", static_cast<unsigned long long>(hash));
   acc.print(line);
   return 0;

@@ -7,6 +7,8 @@
 namespace braid::nn {
 
 namespace {
+constexpr int32_t kIgnoreIndex = -100;  // targets rows of -100 count nowhere (HF's convention)
+
 // A plain named container ("transformer", "model").
 class Container : public Module {
  public:
@@ -42,7 +44,7 @@ Transformer::Transformer(const ModelConfig& cfg, const TransformerOptions& opts)
     for (auto& [name, p] : named_parameter_slots())
       if (!p->tp.is_split()) p->tp.counts_in_norm = tp_->rank() == 0;
   }
-  if (tp_ || opts.pipeline) {
+  if (tp_) {
     TransformerOptions whole;
     whole.materialize = false;
     full_ = std::make_unique<Transformer>(cfg, whole);
@@ -56,11 +58,8 @@ Transformer::Transformer(const ModelConfig& cfg, const TransformerOptions& opts)
   for (size_t i = 0; i < blocks_->size(); ++i)
     units.push_back({"block." + std::to_string(i), {&(*blocks_)[i]}});
   units.push_back({"head", {final_norm_, lm_head_}});
-  if (opts.pipeline) {
-    declare_stage(*opts.pipeline, units);
-  } else {
-    declare_units(units);
-  }
+  declare_units(units);
+  if (opts.pipeline) keep_stage(*opts.pipeline);
 
   if (opts.materialize) {
     materialize(opts.allocate_grads);
@@ -68,40 +67,16 @@ Transformer::Transformer(const ModelConfig& cfg, const TransformerOptions& opts)
   }
 }
 
-void Transformer::declare_stage(const PipelineStage& stage, const std::vector<UnitDecl>& units) {
-  stage_ = stage;
-  BRAID_CHECK(!stage.chunks.empty(), "Transformer: a pipeline stage needs at least one chunk");
-  std::vector<UnitDecl> mine;
-  // Note [Pipeline stage]: with tied embeddings the last stage keeps a replica for its head.
-  const bool replica = stage.last && !stage.first && lm_head_->is_tied();
-  if (stage.first || replica) {
-    mine.push_back(units.front());
-    global_units_.push_back(0);
-  }
-  int64_t next = 0;
-  for (const auto& [begin, end] : stage.chunks) {
-    BRAID_CHECK(begin >= next && begin < end && end <= cfg_.n_layer,
-                "Transformer: pipeline chunk [", begin, ", ", end,
-                ") is empty, out of order or beyond n_layer ", cfg_.n_layer);
-    for (int64_t i = begin; i < end; ++i) {
-      mine.push_back(units[static_cast<size_t>(1 + i)]);
-      global_units_.push_back(static_cast<int>(1 + i));
-    }
-    next = end;
-  }
-  if (stage.last) {
-    mine.push_back(units.back());
-    global_units_.push_back(static_cast<int>(units.size()) - 1);
-  }
-  set_layout(ParamLayout(*this, mine, ParamLayout::kAlign, /*subset=*/true));
-  if (!replica) return;
-  for (auto& [name, p] : wte_->named_parameter_slots()) p->tp.counts_in_norm = false;
-  if (wpe_) {
-    for (auto& [name, p] : wpe_->named_parameter_slots()) {
-      p->tp.counts_in_norm = false;
-      p->requires_grad = false;
-    }
-  }
+// The last stage's replica of the embeddings (Note [Pipeline stage]): the LM head reads the
+// token table only, so GPT-2's position table there is frozen.
+void Transformer::freeze_replica_extras() {
+  if (!wpe_) return;
+  for (auto& [name, p] : wpe_->named_parameter_slots()) p->requires_grad = false;
+}
+
+std::vector<std::string> Transformer::tied_parameters() const {
+  if (!lm_head_->is_tied()) return {};
+  return {full_layout().params().front().name};  // the token table
 }
 
 void Transformer::check_ids(const Tensor& ids, const char* what) const {
@@ -124,7 +99,7 @@ Variable Transformer::hidden(const Tensor& ids) {
 
 Variable Transformer::trunk(const Tensor& ids) {
   begin_forward(ids);
-  return run_blocks(embed(ids), 0, cfg_.n_layer);
+  return run_layers(embed(ids), 0, cfg_.n_layer);
 }
 
 void Transformer::begin_forward(const Tensor& ids) {
@@ -149,7 +124,7 @@ Variable Transformer::embed(const Tensor& ids) {
 // [Selective recompute], block.cpp).
 // Either way each parameter sits in exactly one checkpointed function and gradients are
 // bit-identical to keeping everything. Without recording (eval, logits) nothing is kept anyway.
-Variable Transformer::run_blocks(Variable x, int64_t begin, int64_t end) {
+Variable Transformer::run_layers(Variable x, int64_t begin, int64_t end) {
   const CheckpointPolicy& ac = cfg_.activation_checkpointing;
   const bool recording = autograd::grad_enabled();
   for (int64_t i = begin; i < end; ++i) {
@@ -165,11 +140,10 @@ Variable Transformer::run_blocks(Variable x, int64_t begin, int64_t end) {
   return x;
 }
 
-Variable Transformer::head_loss(const Variable& x, const Tensor& targets, double denominator,
-                                int32_t ignore_index) {
+Variable Transformer::head_loss(const Variable& x, const Tensor& targets, double denominator) {
   Variable h = (*final_norm_)(x);
   Variable rows = autograd::reshape(h, Shape{h.shape().numel() / cfg_.d_model, cfg_.d_model});
-  return lm_head_->loss(rows, targets.view(Shape{targets.numel()}), denominator, ignore_index);
+  return lm_head_->loss(rows, targets.view(Shape{targets.numel()}), denominator, kIgnoreIndex);
 }
 
 Tensor Transformer::head_logits(const Variable& x) {
@@ -179,13 +153,12 @@ Tensor Transformer::head_logits(const Variable& x) {
       autograd::reshape(h, Shape{h.shape().numel() / cfg_.d_model, cfg_.d_model}));
 }
 
-Variable Transformer::loss(const Tensor& ids, const Tensor& targets, double denominator,
-                           int32_t ignore_index) {
+Variable Transformer::loss(const Tensor& ids, const Tensor& targets, double denominator) {
   check_ids(targets, "targets");
   BRAID_CHECK(targets.shape() == ids.shape(), "Transformer::loss: targets ", targets.shape().str(),
               " do not match ids ", ids.shape().str());
   // [B, T, C], or this rank's rows under sequence parallelism
-  return head_loss(trunk(ids), targets, denominator, ignore_index);
+  return head_loss(trunk(ids), targets, denominator);
 }
 
 Tensor Transformer::logits(const Tensor& ids) {

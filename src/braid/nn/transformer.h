@@ -27,24 +27,11 @@
 #include "braid/nn/embedding.h"
 #include "braid/nn/flat_buffer.h"
 #include "braid/nn/lm_head.h"
-#include "braid/nn/model.h"
 #include "braid/nn/model_config.h"
 #include "braid/nn/param_layout.h"
+#include "braid/nn/staged_model.h"
 
 namespace braid::nn {
-
-// Note [Pipeline stage]: a pipeline stage declares the whole model (names and global indices
-// stay those of one process) but its layout() holds only its units: the blocks of its chunks,
-// the embeddings on the first stage, the final norm and LM head on the last. With tied
-// embeddings the last stage also holds a replica of the "embeddings" unit for its LM head (as
-// Megatron's embedding group does): the pipeline strategy sums the token table's gradient over
-// the first and last stage, so both copies take the same steps; the replica counts nowhere in
-// the global norm, and its position table (GPT-2), which the head does not read, is frozen.
-struct PipelineStage {
-  std::vector<std::pair<int64_t, int64_t>> chunks;  // block ranges [begin, end), increasing
-  bool first = false;  // holds the embeddings (the first virtual stage is here)
-  bool last = false;   // holds the final norm and the LM head (the last virtual stage)
-};
 
 struct TransformerOptions {
   uint64_t seed = 0;
@@ -54,24 +41,26 @@ struct TransformerOptions {
   // Tensor parallelism (Note [Tensor-parallel layout]): declare this rank's slices. The object
   // must outlive the model.
   TensorParallel* tensor_parallel = nullptr;
-  // Pipeline parallelism: the part of the model this rank holds (Note [Pipeline stage]).
+  // Pipeline parallelism: the part of the model this rank holds (Note [Pipeline stage],
+  // staged_model.h; the same as keep_stage() after construction).
   std::optional<PipelineStage> pipeline = std::nullopt;
 };
 
-class Transformer : public Model {
+class Transformer : public StagedModel {
  public:
   explicit Transformer(const ModelConfig& cfg, const TransformerOptions& opts = {});
 
   const ModelConfig& config() const { return cfg_; }
-  // layout() (Model): what this rank holds. full_layout(): the model declared whole.
-  const ParamLayout& full_layout() const override { return full_ ? full_->layout() : layout(); }
+  // layout() (Model): what this rank holds. full_layout(): the model declared whole (and
+  // unsplit under tensor parallelism).
+  const ParamLayout& full_layout() const override {
+    return full_ ? full_->layout() : StagedModel::full_layout();
+  }
   TensorParallel* tensor_parallel() const { return tp_; }
-  const std::optional<PipelineStage>& pipeline_stage() const { return stage_; }
-  // The index in full_layout() of this rank's unit u (layout().units()[u]); u without a pipeline.
-  int global_unit(int u) const override { return global_units_.empty() ? u : global_units_.at(u); }
   // Whether this rank holds the (real) token embeddings / the final norm and LM head.
-  bool holds_embeddings() const { return !stage_ || stage_->first; }
-  bool holds_head() const { return !stage_ || stage_->last; }
+  bool holds_embeddings() const { return holds_first(); }
+  bool holds_head() const { return holds_last(); }
+  int64_t num_layers() const override { return cfg_.n_layer; }
   size_t num_blocks() const { return blocks_->size(); }
   Block& block(size_t i) { return (*blocks_)[i]; }
   Variable& token_embedding() { return wte_->weight(); }
@@ -80,22 +69,21 @@ class Transformer : public Model {
 
   // ids[B,T] i32 -> the final norm's output [B,T,C].
   Variable hidden(const Tensor& ids);
-  // The pieces of a forward, for a pipeline stage. begin_forward checks ids and tells tensor
-  // parallelism the micro-batch's sequence length: every stage calls it once per micro-batch
-  // before its other pieces. embed: ids -> the residual stream [B, T, C] (or this rank's rows
-  // under sequence parallelism); run_blocks: blocks [begin, end) with their checkpoint policy;
-  // head_loss: the final norm, LM head and loss (as loss()); head_logits: the logits of x's rows
-  // [N, V] f32 without recording.
-  void begin_forward(const Tensor& ids);
-  Variable embed(const Tensor& ids);
-  Variable run_blocks(Variable x, int64_t begin, int64_t end);
-  Variable head_loss(const Variable& x, const Tensor& targets, double denominator = 0.0,
-                     int32_t ignore_index = -100);
+  // The pieces of a forward (StagedModel), for a pipeline stage. begin_forward checks ids and
+  // tells tensor parallelism the micro-batch's sequence length; embed: ids -> the residual
+  // stream [B, T, C] (or this rank's rows under sequence parallelism); run_layers: blocks
+  // [begin, end) with their checkpoint policy; head_loss: the final norm, LM head and loss (as
+  // loss()); head_logits: the logits of x's rows [N, V] f32 without recording.
+  void begin_forward(const Tensor& ids) override;
+  Variable embed(const Tensor& ids) override;
+  Variable run_layers(Variable x, int64_t begin, int64_t end) override;
+  Variable head_loss(const Variable& x, const Tensor& targets, double denominator = 0.0) override;
   Tensor head_logits(const Variable& x);
-  // Summed next-token cross-entropy over targets[B,T] (i32; ignore_index rows skipped)
-  // divided by `denominator` (0: the number of counted targets, i.e. the mean). A scalar [1].
-  Variable loss(const Tensor& ids, const Tensor& targets, double denominator = 0.0,
-                int32_t ignore_index = -100);
+  // Summed next-token cross-entropy over targets[B,T] (i32; rows of -100 skipped) divided by
+  // `denominator` (0: the number of counted targets, i.e. the mean). A scalar [1].
+  Variable loss(const Tensor& ids, const Tensor& targets, double denominator = 0.0) override;
+  std::vector<std::string> tied_parameters() const override;
+  std::optional<int64_t> activation_width() const override { return cfg_.d_model; }
   // logits[B,T,V] f32, computed without recording (generation, evaluation).
   Tensor logits(const Tensor& ids);
   // The logits [1, V] f32 of the last position of ids [1, T], without recording (generation);
@@ -110,7 +98,7 @@ class Transformer : public Model {
 
  private:
   void check_ids(const Tensor& ids, const char* what) const;
-  void declare_stage(const PipelineStage& stage, const std::vector<UnitDecl>& units);
+  void freeze_replica_extras() override;
   // The whole model's forward up to the final norm: begin_forward, embed, every block.
   Variable trunk(const Tensor& ids);
 
@@ -121,9 +109,7 @@ class Transformer : public Model {
   UnaryModule* final_norm_ = nullptr;
   LmHead* lm_head_ = nullptr;
   TensorParallel* tp_ = nullptr;
-  std::unique_ptr<Transformer> full_;  // with tp or pp: the model declared whole (no memory)
-  std::optional<PipelineStage> stage_;
-  std::vector<int> global_units_;  // with pp: layout() unit -> full_layout() unit
+  std::unique_ptr<Transformer> full_;  // with tp: the model declared whole (no memory)
 };
 
 }  // namespace braid::nn

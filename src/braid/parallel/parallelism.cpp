@@ -34,28 +34,34 @@ std::string Parallelism::describe() const {
   return s;
 }
 
-std::optional<nn::PipelineStage> Parallelism::pipeline_stage(const nn::ModelConfig& config) {
-  if (!pipeline_) return std::nullopt;
-  return pipeline_->declare(config);
-}
-
-nn::Transformer& Parallelism::split_model(const char* what) const {
+nn::Transformer& Parallelism::transformer(const char* what) const {
   BRAID_CHECK(model_ != nullptr, "Parallelism: materialize() has not been called");
   return transformer_for(*model_, what);
+}
+
+nn::StagedModel& Parallelism::staged(const char* what) const {
+  BRAID_CHECK(model_ != nullptr, "Parallelism: materialize() has not been called");
+  auto* m = dynamic_cast<nn::StagedModel*>(model_);
+  BRAID_CHECK(m != nullptr, what,
+              " splits a model declared as a sequence of units (nn::StagedModel: a first part, "
+              "layers, a last part); this model is not one");
+  return *m;
 }
 
 void Parallelism::materialize(nn::Model& model, const MaterializeOptions& options) {
   BRAID_CHECK(model_ == nullptr, "Parallelism: materialize() called twice");
   model_ = &model;
-  MaterializeOptions local = options;
-  if (tensor_ && local.fill)
-    local.fill = tensor_->slicing(split_model("tensor parallelism"), std::move(local.fill));
   if (pipeline_) {
-    BRAID_CHECK(split_model("pipeline parallelism").pipeline_stage(),
-                "pipeline parallelism: declare the model with pipeline_stage() "
-                "(TransformerOptions::pipeline)");
+    nn::StagedModel& m = staged("pipeline parallelism");
+    BRAID_CHECK(!m.pipeline_stage(),
+                "pipeline parallelism splits a model declared whole; this one was declared "
+                "with a stage (TransformerOptions::pipeline)");
+    pipeline_->split(m);  // Note [Pipeline stage]
     pipeline_->set_compute_dtype(options.param_dtype);
   }
+  MaterializeOptions local = options;
+  if (tensor_ && local.fill)
+    local.fill = tensor_->slicing(transformer("tensor parallelism"), std::move(local.fill));
   data_->materialize(model, local);
 }
 
@@ -64,7 +70,7 @@ void Parallelism::zero_grad() {
   data_->zero_grad();
 }
 
-StepLoss Parallelism::forward_backward(nn::Transformer& model, const MicroBatches& batches) {
+StepLoss Parallelism::forward_backward(nn::StagedModel& model, const MicroBatches& batches) {
   if (pipeline_) {
     // Note [Pipeline reduction]: the schedule calls the data-parallel hooks around each of its
     // backwards (accumulating only); once it has drained, each gradient is reduced once.
@@ -101,7 +107,7 @@ void Parallelism::end_micro_step() {
   data_->end_micro_step();
 }
 
-double Parallelism::eval_loss(nn::Transformer& model, const Tensor& ids, const Tensor& targets) {
+double Parallelism::eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets) {
   if (pipeline_) return pipeline_->eval_loss(model, ids, targets);
   autograd::NoGradGuard no_grad;
   return model.loss(ids, targets, 1.0).value().item();
@@ -121,7 +127,7 @@ void Parallelism::for_each_held_unit(const UnitVisitor& fn, const std::vector<in
     data_->for_each_held_unit(fn, units);
     return;
   }
-  const nn::Transformer& model = split_model("tensor parallelism");
+  const nn::Transformer& model = transformer("tensor parallelism");
   // Data parallelism names units by their global index; pair them with this rank's again.
   size_t next = 0;
   data_->for_each_held_unit(
@@ -140,7 +146,7 @@ void Parallelism::for_each_full_unit(const UnitVisitor& fn) {
     return;
   }
   pipeline_->whole_units(
-      split_model("pipeline parallelism"),
+      staged("pipeline parallelism"),
       [this](const UnitVisitor& held, const std::vector<int>& units) {
         for_each_held_unit(held, units);
       },

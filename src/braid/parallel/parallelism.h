@@ -55,13 +55,14 @@ class Parallelism {
   int dp_size() const { return data_->dp_size(); }
   bool is_pipelined() const { return pipeline_ != nullptr; }
 
-  // What a model must be declared with before materialize(): this rank's tensor-parallel split
-  // (null without) and its pipeline stage for a model of `config` (none without; collective).
+  // What a Transformer must be declared with before materialize(): this rank's tensor-parallel
+  // split (null without; Note [Tensor-parallel layout]).
   nn::TensorParallel* tensor_parallel() { return tensor_ ? tensor_->model_split() : nullptr; }
-  std::optional<nn::PipelineStage> pipeline_stage(const nn::ModelConfig& config);
 
-  // Allocates what this rank holds of the declared model, fills it (each unit whole, as one
-  // process would, then sliced for tensor parallelism) and hooks it. Collective.
+  // Applies the plan to the declared model: a pipeline splits it first (a StagedModel declared
+  // whole keeps this rank's stage, Note [Pipeline stage]); then what this rank holds is
+  // allocated, filled (each unit whole, as one process would, then sliced for tensor
+  // parallelism) and hooked. Collective.
   void materialize(nn::Model& model, const MaterializeOptions& options);
   std::vector<optim::ParamSlice> optimizer_slices() { return data_->optimizer_slices(); }
   std::unique_ptr<optim::StateStore> optimizer_state_store() {
@@ -71,13 +72,13 @@ class Parallelism {
   void zero_grad();
   // The forward and backward of every micro-batch of a step, after zero_grad() and before
   // clip_grad_norm(): the micro-step loop, or the pipeline's schedule and its finish.
-  StepLoss forward_backward(nn::Transformer& model, const MicroBatches& batches);
+  StepLoss forward_backward(nn::StagedModel& model, const MicroBatches& batches);
   // One micro-step of a loop the caller runs (its own forward and backward between them); not
   // for a pipelined model, whose forward runs inside the schedule.
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps);
   void end_micro_step();
   // The summed loss (denominator 1) of one batch, without recording (evaluation).
-  double eval_loss(nn::Transformer& model, const Tensor& ids, const Tensor& targets);
+  double eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets);
   // The logits [1, V] f32 of the last position of ids [1, T], without recording (generation).
   Tensor last_logits(nn::Transformer& model, const Tensor& ids);
   // The exact global norm over every rank's gradients (Note [Model-parallel norm]), clipping to
@@ -105,7 +106,8 @@ class Parallelism {
   PipelineParallelism* pipeline() { return pipeline_.get(); }
 
  private:
-  nn::Transformer& split_model(const char* what) const;
+  nn::Transformer& transformer(const char* what) const;
+  nn::StagedModel& staged(const char* what) const;
 
   std::shared_ptr<DeviceMesh> mesh_;
   std::unique_ptr<DataParallel> data_;
@@ -116,7 +118,7 @@ class Parallelism {
 };
 
 // The model as a Transformer, for what only a transformer can be split by (`what`: "tensor
-// parallelism", "pipeline parallelism"); throws naming it for any other model.
+// parallelism"); throws naming it for any other model.
 nn::Transformer& transformer_for(nn::Model& model, const char* what);
 
 }  // namespace braid::parallel

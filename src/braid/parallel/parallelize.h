@@ -8,8 +8,8 @@
 //                            dp_shard, with a policy per unit)
 // Activation checkpointing is the model's (Transformer::set_activation_checkpointing). Every
 // check names the config key and the numbers. The result is the runtime the Accelerator drives
-// (parallelism.h); the model is then declared with its tensor_parallel() and pipeline_stage()
-// (as Megatron's model_provider(pre_process, post_process)) and materialised by it.
+// (parallelism.h); a Transformer is then declared with its tensor_parallel() slices and
+// materialised by it, which first splits a pipeline's stages off the model declared whole.
 #pragma once
 
 #include <memory>

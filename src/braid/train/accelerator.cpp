@@ -119,12 +119,10 @@ Accelerator::Accelerator(config::TrainConfig config, std::shared_ptr<comm::Proce
 
 Accelerator::~Accelerator() = default;
 
-nn::TransformerOptions Accelerator::model_options(const nn::ModelConfig& config) {
-  MemoryScope scope(tracker_);
+nn::TransformerOptions Accelerator::model_options() {
   nn::TransformerOptions o;
   o.materialize = false;  // declared only: the runtime decides what this rank holds
   o.tensor_parallel = parallelism_->tensor_parallel();
-  o.pipeline = parallelism_->pipeline_stage(config);
   return o;
 }
 

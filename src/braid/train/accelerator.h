@@ -5,9 +5,10 @@
 // runtime the config's parallel section plans (parallel::parallelize: the one mesh, data, tensor
 // and pipeline parallelism), and then prepares what a training loop uses. Two ways to step:
 //
-//   // a model whose forward the runtime runs (a Transformer; any layout, pipelines included):
+//   // a model whose forward the runtime runs (an nn::StagedModel, e.g. the Transformer; any
+//   // layout, pipelines included):
 //   braid::train::Accelerator acc(braid::train::load_run_config({.yaml = "run.yaml"}));
-//   nn::Transformer model(cfg, acc.model_options(cfg));   // this rank's split, declared only
+//   nn::Transformer model(cfg, acc.model_options());   // this rank's tp slices, declared only
 //   acc.prepare(model);  acc.prepare_optimizer();
 //   for (...) acc.train_step(model, micro_batches);        // zero_grad ... optimizer step
 //
@@ -111,10 +112,9 @@ class Accelerator {
   const std::shared_ptr<MemoryTracker>& memory() const { return tracker_; }
   optim::LossScaler* loss_scaler() const { return scaler_.get(); }  // fp16 only
 
-  // A Transformer of `config` declared (not materialised) with this rank's split: its
-  // tensor-parallel slices and pipeline stage, for prepare(). Collective (a pipeline plans its
-  // stages).
-  nn::TransformerOptions model_options(const nn::ModelConfig& config);
+  // How a Transformer is declared for prepare(): not materialised, with this rank's
+  // tensor-parallel slices (a pipeline splits the model declared whole in prepare()).
+  nn::TransformerOptions model_options();
 
   // Materialises the declared model as the plan says, in training.precision, and hooks it.
   // fill(u, unit) fills unit u of model.layout() with the whole unit, as one process holds it
@@ -157,14 +157,14 @@ class Accelerator {
   };
   // step: the 0-based index of this step in the run's schedule (its learning rate; a resumed
   // run's first step is the checkpoint's; skipped steps count).
-  StepResult train_step(nn::Transformer& model, parallel::MicroBatches batches, int64_t step,
+  StepResult train_step(nn::StagedModel& model, parallel::MicroBatches batches, int64_t step,
                         const StepHooks& hooks = {});
   int64_t skipped_steps() const { return skipped_steps_; }  // non-finite steps skipped so far
   // The last step's communication statistics (waits, bytes, a pipeline's bubble).
   parallel::ParallelStats last_step_stats() const { return parallelism_->last_step_stats(); }
   // The summed loss (denominator 1) of a batch, without recording; the logits [1, V] of the last
   // position of ids [1, T] (generation). Collective (a sharded model gathers).
-  double eval_loss(nn::Transformer& model, const Tensor& ids, const Tensor& targets);
+  double eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets);
   Tensor last_logits(nn::Transformer& model, const Tensor& ids);
   // fn(g, unit g whole) for every unit of the whole model, in order (export). Collective.
   void for_each_full_unit(const parallel::Parallelism::UnitVisitor& fn);

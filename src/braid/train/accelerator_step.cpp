@@ -11,7 +11,7 @@
 
 namespace braid::train {
 
-Accelerator::StepResult Accelerator::train_step(nn::Transformer& model,
+Accelerator::StepResult Accelerator::train_step(nn::StagedModel& model,
                                                 parallel::MicroBatches batches, int64_t step,
                                                 const StepHooks& hooks) {
   BRAID_CHECK(model_ == &model, "Accelerator: train_step() on a model prepare() has not seen");
@@ -109,7 +109,7 @@ std::string Accelerator::locate_nonfinite(const std::string& own, bool local_los
   return "gradient norm " + std::to_string(gnorm);
 }
 
-double Accelerator::eval_loss(nn::Transformer& model, const Tensor& ids, const Tensor& targets) {
+double Accelerator::eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets) {
   MemoryScope scope(tracker_);
   return parallelism_->eval_loss(model, ids, targets);
 }

@@ -116,7 +116,7 @@ Trainer::~Trainer() = default;
 
 void Trainer::build_model() {
   nn::ModelConfig mc = model_config_from(cfg_);
-  model_ = std::make_unique<nn::Transformer>(mc, acc_->model_options(mc));
+  model_ = std::make_unique<nn::Transformer>(mc, acc_->model_options());
   freeze_parameters();
   std::function<void(int, Tensor&)> fill;
   if (resume_) {

@@ -35,8 +35,8 @@ std::string PipelineParallelism::describe() const {
   return s + ")";
 }
 
-nn::PipelineStage PipelineParallelism::declare(const nn::ModelConfig& config) {
-  partition_ = pipeline::plan_stages(config, options_, stages(), mesh_->world());
+void PipelineParallelism::split(nn::StagedModel& model) {
+  partition_ = pipeline::plan_stages(model, options_, stages(), mesh_->world());
   pipeline::ScheduleShape shape{options_.schedule, stages(), stages(), options_.chunks};
   runner_ = std::make_unique<pipeline::StageRunner>(mesh_->group_ptr("pp"), shape, partition_,
                                                     timeline_.get());
@@ -47,7 +47,7 @@ nn::PipelineStage PipelineParallelism::declare(const nn::ModelConfig& config) {
   }
   mine.first = stage() == 0;
   mine.last = stage() == stages() - 1;
-  return mine;
+  model.keep_stage(mine);
 }
 
 void PipelineParallelism::set_compute_dtype(DType dtype) {
@@ -55,21 +55,21 @@ void PipelineParallelism::set_compute_dtype(DType dtype) {
   runner_->set_compute_dtype(dtype);
 }
 
-StepLoss PipelineParallelism::run_schedule(nn::Transformer& model, const MicroBatches& batches,
+StepLoss PipelineParallelism::run_schedule(nn::StagedModel& model, const MicroBatches& batches,
                                            const BackwardHooks& hooks) {
   BRAID_CHECK(runner_ && model.pipeline_stage(),
-              "pipeline parallelism: declare the model with its declare() "
-              "(TransformerOptions::pipeline)");
+              "pipeline parallelism: the model was not split (Parallelism::materialize)");
   timeline_->begin_step(++steps_);
   return runner_->run(model, batches, hooks.begin, hooks.end);
 }
 
 // Megatron's embedding group: the first stage's token table and the last stage's replica (which
 // its LM head reads) get the sum of both gradients, so both take the same optimizer step.
-StepLoss PipelineParallelism::finish_step(const nn::Transformer& model, DataParallel& data,
+StepLoss PipelineParallelism::finish_step(const nn::StagedModel& model, DataParallel& data,
                                           StepLoss local) {
-  if (model.config().tie_word_embeddings && stages() > 1 && embedding_group_)
-    data.sum_gradient(model.full_layout().params().front().name, *embedding_group_);
+  if (stages() > 1 && embedding_group_)
+    for (const std::string& name : model.tied_parameters())
+      data.sum_gradient(name, *embedding_group_);
   timeline_->end_step();
   // The last stage's loss, to every stage (as bits: no rounding on the way).
   Tensor t = Tensor::empty(Shape{2}, DType::i64, MemCategory::communication);
@@ -79,7 +79,7 @@ StepLoss PipelineParallelism::finish_step(const nn::Transformer& model, DataPara
   return {std::bit_cast<double>(t.data<int64_t>()[0]), t.data<int64_t>()[1] != 0};
 }
 
-double PipelineParallelism::eval_loss(nn::Transformer& model, const Tensor& ids,
+double PipelineParallelism::eval_loss(nn::StagedModel& model, const Tensor& ids,
                                       const Tensor& targets) {
   double sum = 0;
   runner_->forward_only(model, ids, [&](const autograd::Variable& h) {
@@ -102,7 +102,7 @@ Tensor PipelineParallelism::last_logits(nn::Transformer& model, const Tensor& id
 
 // Every unit of the whole model in order: virtual stage by virtual stage, each unit broadcast
 // over pp from the stage that holds it (its dp and tp peers gather it there first).
-void PipelineParallelism::whole_units(const nn::Transformer& model, const HeldUnits& held,
+void PipelineParallelism::whole_units(const nn::StagedModel& model, const HeldUnits& held,
                                       const UnitVisitor& fn) {
   comm::ProcessGroup& pp = mesh_->group("pp");
   const nn::ParamLayout& full = model.full_layout();

@@ -3,7 +3,7 @@
 // never wraps. The model's blocks are split into contiguous stages (partition.h), pp * v of them
 // for v chunks per rank; rank s of the pp group holds the virtual stages s, s + pp, ...
 // (Megatron's interleaving), the embeddings on the first and the final norm and LM head on the
-// last (Note [Pipeline stage], transformer.h). A step's micro-batches (= gradient accumulation
+// last (Note [Pipeline stage], nn/staged_model.h). A step's micro-batches (= gradient accumulation
 // steps) flow through the stages under a schedule (schedule.h: gpipe, 1f1b, interleaved_1f1b),
 // activations forward and their gradients backward by send/recv over the pp group (StageRunner,
 // stage_runner.h).
@@ -66,24 +66,24 @@ class PipelineParallelism {
   int stage() const { return mesh_->coord("pp"); }
   int stages() const { return mesh_->size("pp"); }
 
-  // The part of a model of this config this rank holds, which the model must be declared with
-  // (TransformerOptions::pipeline). Collective over the world ("time" balance measures).
-  nn::PipelineStage declare(const nn::ModelConfig& config);
-  // Virtual stage k's blocks (k = chunk * stages + stage), known after declare().
+  // Note [Pipeline stage]: splits a model declared whole into the stages and keeps this rank's
+  // (StagedModel::keep_stage). Collective over the world ("time" balance measures).
+  void split(nn::StagedModel& model);
+  // Virtual stage k's blocks (k = chunk * stages + stage), known after split().
   const std::vector<pipeline::BlockRange>& partition() const { return partition_; }
 
-  // The dtype the declared model is materialised in (its activations'), after declare().
+  // The dtype the declared model is materialised in (its activations'), after split().
   void set_compute_dtype(DType dtype);
   // Runs the schedule over the step's micro-batches, calling `hooks` around each backward.
   // Returns this rank's summed loss (0 but on the last stage) and whether it was finite.
-  StepLoss run_schedule(nn::Transformer& model, const MicroBatches& batches,
+  StepLoss run_schedule(nn::StagedModel& model, const MicroBatches& batches,
                         const BackwardHooks& hooks);
   // After the schedule and the data-parallel reduction: sums the tied token table's reduced
   // gradient over the first and last stage (DataParallel::sum_gradient), and broadcasts the last
   // stage's loss over pp. Collective over pp.
-  StepLoss finish_step(const nn::Transformer& model, DataParallel& data, StepLoss local);
+  StepLoss finish_step(const nn::StagedModel& model, DataParallel& data, StepLoss local);
 
-  double eval_loss(nn::Transformer& model, const Tensor& ids, const Tensor& targets);
+  double eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets);
   Tensor last_logits(nn::Transformer& model, const Tensor& ids);
 
   // fn(g, unit) for every unit of the whole model in order, on every rank: each stage's units
@@ -91,7 +91,7 @@ class PipelineParallelism {
   // there) and are broadcast over pp. Collective over the world.
   using UnitVisitor = std::function<void(int, const Tensor&)>;
   using HeldUnits = std::function<void(const UnitVisitor&, const std::vector<int>&)>;
-  void whole_units(const nn::Transformer& model, const HeldUnits& held, const UnitVisitor& fn);
+  void whole_units(const nn::StagedModel& model, const HeldUnits& held, const UnitVisitor& fn);
 
   double last_wait_ms() const;  // waiting for activations and gradients in the last step
   double last_bubble() const;   // the last step's idle fraction (< 0: no step yet)

@@ -101,7 +101,6 @@ Stage build(const Case& c, const nn::ModelConfig& cfg, comm::ProcessGroup& pg) {
   nn::TransformerOptions to;
   to.materialize = false;
   to.tensor_parallel = s.parallelism->tensor_parallel();
-  to.pipeline = s.parallelism->pipeline_stage(cfg);
   s.model = std::make_unique<nn::Transformer>(cfg, to);
   MaterializeOptions mo;
   nn::Transformer* model = s.model.get();

@@ -77,7 +77,7 @@ Costs measured_costs(nn::ModelConfig config, int64_t batch, int64_t seq_len) {
   c.block = time_ms([&] {
     model.zero_grad();
     autograd::Variable x = leaf();
-    autograd::Variable y = model.run_blocks(x, 0, 1);
+    autograd::Variable y = model.run_layers(x, 0, 1);
     y.backward(ones_like(y));
   });
   c.head = time_ms([&] {
@@ -88,7 +88,38 @@ Costs measured_costs(nn::ModelConfig config, int64_t batch, int64_t seq_len) {
   return c;
 }
 
+// A model of the user's, declared whole: its own units (the tied parameters count on the last
+// stage too, which reads them).
+std::vector<BlockRange> plan_declared(const nn::StagedModel& model, const PipelineOptions& options,
+                                      int pp) {
+  const int n = static_cast<int>(model.num_layers());
+  if (options.balance == "uniform") return uniform_partition(n, pp, options.chunks);
+  BRAID_CHECK(options.balance == "parameters", "parallel.pipeline_balance '", options.balance,
+              "' measures a Transformer's blocks; this model is split by 'uniform' or "
+              "'parameters'");
+  const auto& units = model.layout().units();
+  BRAID_CHECK(static_cast<int>(units.size()) == n + 2,
+              "a pipeline splits a model declared as its "
+              "first part, one unit per layer and its last part (",
+              n + 2, " units for ", n, " layers); this one declares ", units.size());
+  std::vector<double> layers;
+  for (int i = 1; i <= n; ++i)
+    layers.push_back(static_cast<double>(units[static_cast<size_t>(i)].numel));
+  double last = static_cast<double>(units.back().numel);
+  for (const std::string& name : model.tied_parameters())
+    last += static_cast<double>(model.layout().param(name).numel);
+  return balanced_partition(layers, static_cast<double>(units.front().numel), last, pp,
+                            options.chunks);
+}
+
 }  // namespace
+
+std::vector<BlockRange> plan_stages(const nn::StagedModel& model, const PipelineOptions& options,
+                                    int pp, comm::ProcessGroup& world) {
+  if (const auto* t = dynamic_cast<const nn::Transformer*>(&model))
+    return plan_stages(t->config(), options, pp, world);
+  return plan_declared(model, options, pp);
+}
 
 std::vector<std::string> balance_names() {
   return {"uniform", "parameters", "time"};

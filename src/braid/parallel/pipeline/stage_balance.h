@@ -15,6 +15,7 @@
 
 #include "braid/comm/process_group.h"
 #include "braid/nn/model_config.h"
+#include "braid/nn/staged_model.h"
 #include "braid/parallel/pipeline/partition.h"
 #include "braid/parallel/pipeline/pipeline_parallelism.h"
 
@@ -22,6 +23,10 @@ namespace braid::parallel::pipeline {
 
 // Every virtual stage's blocks, the same on every rank. Collective over world for "time".
 std::vector<BlockRange> plan_stages(const nn::ModelConfig& config, const PipelineOptions& options,
+                                    int pp, comm::ProcessGroup& world);
+// The same for a model declared whole: a Transformer by its config; another StagedModel by its
+// own units ("uniform" or "parameters"; "time" measures a Transformer's blocks).
+std::vector<BlockRange> plan_stages(const nn::StagedModel& model, const PipelineOptions& options,
                                     int pp, comm::ProcessGroup& world);
 
 // The names parallel.pipeline_balance takes.

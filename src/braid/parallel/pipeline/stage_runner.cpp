@@ -48,7 +48,7 @@ struct StageRunner::State {
   int stage = 0, p = 1, V = 1;
 
   // One run.
-  nn::Transformer* model = nullptr;
+  nn::StagedModel* model = nullptr;
   const MicroBatches* batches = nullptr;
   std::vector<std::pair<Tensor, Tensor>> data;  // micro-batches read so far
   struct Slot {
@@ -105,11 +105,12 @@ struct StageRunner::State {
     const Shape got(dims);
     const DType dtype = static_cast<DType>(d[5]);
     const DType want = expected_dtype();
-    BRAID_CHECK(dtype == want && got.numel() > 0 && got[-1] == model->config().d_model &&
+    const std::optional<int64_t> width = model->activation_width();
+    BRAID_CHECK(dtype == want && got.numel() > 0 && (!width || got[-1] == *width) &&
                     (!act_shape || *act_shape == got),
                 "pipeline stage ", stage, " (virtual stage ", vs, ") expected activations of ",
                 act_shape ? describe(*act_shape, want)
-                          : "[..., " + std::to_string(model->config().d_model) + "] " +
+                          : (width ? "[..., " + std::to_string(*width) + "] " : std::string()) +
                                 std::string(dtype_name(want)),
                 " from stage ", rank_of(vs - 1), " but received ", describe(got, dtype),
                 ": the stages run different models, batch shapes or precisions");
@@ -179,7 +180,7 @@ StageRunner::StageRunner(std::shared_ptr<comm::ProcessGroup> pp, ScheduleShape s
 
 StageRunner::~StageRunner() = default;
 
-StepLoss StageRunner::run(nn::Transformer& model, const MicroBatches& batches,
+StepLoss StageRunner::run(nn::StagedModel& model, const MicroBatches& batches,
                           const std::function<void(int64_t, int64_t)>& begin_backward,
                           const std::function<void()>& end_backward) {
   State& s = *s_;
@@ -225,7 +226,7 @@ StepLoss StageRunner::run(nn::Transformer& model, const MicroBatches& batches,
         x.zero_grad();
         slot.input = x;
       }
-      Variable y = model.run_blocks(x, blocks.begin, blocks.end);
+      Variable y = model.run_layers(x, blocks.begin, blocks.end);
       if (vs == s.V - 1) {
         slot.output = model.head_loss(y, targets, batches.denominator);
         const double l = slot.output.value().item();
@@ -268,7 +269,7 @@ void StageRunner::set_compute_dtype(DType dtype) {
   s_->compute = dtype;
 }
 
-void StageRunner::forward_only(nn::Transformer& model, const Tensor& ids,
+void StageRunner::forward_only(nn::StagedModel& model, const Tensor& ids,
                                const std::function<void(const Variable&)>& head) {
   State& s = *s_;
   autograd::NoGradGuard no_grad;
@@ -282,7 +283,7 @@ void StageRunner::forward_only(nn::Transformer& model, const Tensor& ids,
     const int vs = s.virtual_stage(c);
     const BlockRange& blocks = s.partition[static_cast<size_t>(vs)];
     Variable x = vs == 0 ? model.embed(ids) : Variable(s.receive({Action::Kind::forward, 0, c}));
-    Variable y = model.run_blocks(x, blocks.begin, blocks.end);
+    Variable y = model.run_layers(x, blocks.begin, blocks.end);
     if (vs == s.V - 1) {
       head(y);
     } else {

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "braid/comm/process_group.h"
-#include "braid/nn/transformer.h"
+#include "braid/nn/staged_model.h"
 #include "braid/parallel/pipeline/partition.h"
 #include "braid/parallel/pipeline/schedule.h"
 #include "braid/parallel/pipeline/timeline.h"
@@ -40,12 +40,12 @@ class StageRunner {
   // Runs the schedule over the step's micro-batches. Around each backward it calls
   // begin_backward(k, n) (the k-th backward of n this rank runs) and end_backward(). Returns the
   // summed loss of the micro-batches on the last stage (0 elsewhere) and whether it was finite.
-  StepLoss run(nn::Transformer& model, const MicroBatches& batches,
+  StepLoss run(nn::StagedModel& model, const MicroBatches& batches,
                const std::function<void(int64_t k, int64_t n)>& begin_backward,
                const std::function<void()>& end_backward);
   // A forward without recording through every virtual stage; on the last virtual stage calls
   // head(hidden) with the last chunk's output.
-  void forward_only(nn::Transformer& model, const Tensor& ids,
+  void forward_only(nn::StagedModel& model, const Tensor& ids,
                     const std::function<void(const autograd::Variable&)>& head);
 
   double last_wait_ms() const { return wait_ms_; }  // waiting for receives in the last run
