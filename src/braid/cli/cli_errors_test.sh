@@ -45,8 +45,6 @@ expect "unknown option '--world_size'" estimate-memory --model gpt2-small --worl
 expect "--seq-len expects an integer, got 'long'" estimate-memory --model gpt2-small --seq-len long
 expect "--seq-len 4096 exceeds the model's maximum sequence length 1024" estimate-memory --model gpt2-small --seq-len 4096
 expect "--tp 3 must divide --world-size 8" estimate-memory --model llama-7b --world-size 8 --tp 3
-expect "zero3 pp2 shards parameters, which does not pipeline" estimate-memory --model llama-7b \
-  --world-size 8 --pp 2 --strategy zero3
 expect "--pipeline-schedule: unknown 'zigzag'" estimate-memory --model llama-7b --world-size 8 \
   --pp 2 --pipeline-schedule zigzag
 expect "--threads must be in [1, 65536], got 0" estimate-memory --model gpt2-small --threads 0
