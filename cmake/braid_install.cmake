@@ -19,13 +19,15 @@ install(TARGETS ${braid_layers} braid_all EXPORT braidTargets
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS braid RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS braid_netguard LIBRARY DESTINATION ${CMAKE_INSTALL_BINDIR})
-# Headers, without the tests' helpers (they include gtest and testing/).
+# Headers, without the tests' helpers (they include gtest and testing/) and without cli/'s, which
+# belong to the binary alone (they include CLI11, which the package does not depend on).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/braid/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/braid
   FILES_MATCHING PATTERN "*.h"
   PATTERN "*_test.h" EXCLUDE
   PATTERN "*test_util.h" EXCLUDE
   PATTERN "test_nodes.h" EXCLUDE
-  PATTERN "netguard" EXCLUDE)
+  PATTERN "netguard" EXCLUDE
+  PATTERN "cli" EXCLUDE)
 install(EXPORT braidTargets NAMESPACE braid:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/braid)
 
 get_property(braid_gemm GLOBAL PROPERTY BRAID_GEMM)

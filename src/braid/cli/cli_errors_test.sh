@@ -4,14 +4,15 @@
 set -uo pipefail
 BRAID=$1
 failures=0
-# expect WANT ARGS...: `braid ARGS` exits non-zero and its stderr contains WANT.
+# expect WANT ARGS...: `braid ARGS` exits non-zero and its stderr is one line containing WANT.
 expect() {
   local want=$1
   shift
   local err rc
   err=$(timeout 60 "$BRAID" "$@" 2>&1 >/dev/null)
   rc=$?
-  if [[ $rc == 0 || $rc == 124 ]] || ! grep -qF -- "$want" <<<"$err"; then
+  if [[ $rc == 0 || $rc == 124 ]] || ! grep -qF -- "$want" <<<"$err" ||
+    [[ $(wc -l <<<"$err") != 1 ]]; then
     echo "FAIL: braid $*: exit $rc, stderr: $err (wanted: $want)"
     failures=$((failures + 1))
   else
@@ -19,21 +20,33 @@ expect() {
   fi
 }
 expect "unknown command 'trian'" trian x.yaml
-expect "--iters expects an integer, got 'x'" bench comm --iters x
+expect "--iters: expects an integer, got 'x'" bench comm --iters x
 expect "unknown benchmark 'disk'" bench disk
-expect "-n expects an integer, got '2.5'" launch -n 2.5 -- true
-expect "--timeout expects a number, got 'soon'" launch --timeout soon -- true
+expect "-n: expects an integer, got '2.5'" launch -n 2.5 -- true
+expect "--timeout: expects a number, got 'soon'" launch --timeout soon -- true
 expect "launch: -n 0 must be at least 1" launch -n 0 -- true
-expect "--threads 4294967297 is out of range" launch --threads 4294967297 -- true
-expect "--tokens expects an integer, got '3x'" generate --model /nonexistent --tokens 3x
-expect "--threads expects an integer, got 'z'" prepare-data --threads z
+expect "--threads: 4294967297 is out of range [-2147483648, 2147483647]" launch --threads 4294967297 \
+  -- true
+expect "--tokens: expects an integer, got '3x'" generate --model /nonexistent --tokens 3x
+expect "--threads: expects an integer, got 'z'" prepare-data --threads z
 expect "unknown option '--sett'" train configs/demo.yaml --sett a=b
+expect "unknown option '--sett' (see braid train --help)" train --sett=a=b configs/demo.yaml
+expect "unexpected argument 'b.yaml'" train a.yaml b.yaml
+expect "--deepspeed needs a value (see braid train --help)" train configs/demo.yaml --deepspeed
+expect "unexpected argument 'true': the program goes after --" launch -n 2 true
+expect "no program given" launch -n 2 --
+expect "-n: expects an integer, got 'p'" launch -n p -- true
+expect "--min-bytes: size '4X': unknown unit 'X'" bench comm --min-bytes 4X
+expect "unknown option '--iters' (see braid bench tp --help)" bench tp --iters 3
+expect "unexpected argument 'extra' (see braid checkpoint verify --help)" checkpoint verify /tmp extra
+expect "unknown option '--decod'" tokenize --decod 15496
+expect "unexpected argument 'now'" version now
 expect "--set expects key=value, got 'training.max_steps'" train configs/demo.yaml \
   --set training.max_steps
-expect "missing CONFIG.yaml" train
+expect "CONFIG.yaml is required (see braid train --help)" train
 expect "/nonexistent is not a directory" checkpoint verify /nonexistent
 expect "unknown checkpoint action 'check'" checkpoint check /tmp
-expect "checkpoint export needs --out OUT" checkpoint export /tmp
+expect "--out is required (see braid checkpoint export --help)" checkpoint export /tmp
 expect "--model: unknown model preset 'llama-9b'" estimate-memory --model llama-9b
 expect "--world-size must be in [1, 1048576], got 0" estimate-memory --model gpt2-small \
   --world-size 0
@@ -42,15 +55,13 @@ expect "--precision: unknown 'fp8'" estimate-memory --model gpt2-small --precisi
 expect "--activation-checkpointing: unknown 'some'" estimate-memory --model gpt2-small \
   --activation-checkpointing some
 expect "unknown option '--world_size'" estimate-memory --model gpt2-small --world_size 8
-expect "--seq-len expects an integer, got 'long'" estimate-memory --model gpt2-small --seq-len long
+expect "--seq-len: expects an integer, got 'long'" estimate-memory --model gpt2-small --seq-len long
 expect "--seq-len 4096 exceeds the model's maximum sequence length 1024" estimate-memory --model gpt2-small --seq-len 4096
 expect "--tp 3 must divide --world-size 8" estimate-memory --model llama-7b --world-size 8 --tp 3
-expect "zero3 pp2 shards parameters, which does not pipeline" estimate-memory --model llama-7b \
-  --world-size 8 --pp 2 --strategy zero3
 expect "--pipeline-schedule: unknown 'zigzag'" estimate-memory --model llama-7b --world-size 8 \
   --pp 2 --pipeline-schedule zigzag
 expect "--threads must be in [1, 65536], got 0" estimate-memory --model gpt2-small --threads 0
-expect "--threads expects an integer, got 'many'" estimate-memory --model gpt2-small --threads many
+expect "--threads: expects an integer, got 'many'" estimate-memory --model gpt2-small --threads many
 expect "--backend: unknown 'nccl' (local, mpi)" estimate-memory --model gpt2-small --backend nccl
 expect "--model PRESET|config.json or --config FILE is required" estimate-memory
 expect "unknown fsdp sharding strategy 'HALF_SHARD'" estimate-memory --model gpt2-small \

@@ -1,6 +1,7 @@
-// The braid binary's subcommands. Each lives in its own cli/<name>_command.cpp, parses its
-// arguments only, and calls into train/ (or below). Registration happens at static
-// initialisation into a constant table; nothing mutable is shared at run time.
+// The braid binary's commands. Each lives in its own cli/<name>_command.cpp, parses its
+// arguments only (with CLI11, through command_line.h), and calls into train/ (or below).
+// Registration happens at static initialisation into a constant table; nothing mutable is
+// shared at run time.
 #pragma once
 
 #include <string>
@@ -8,6 +9,8 @@
 
 namespace braid::cli {
 
+// Runs the command on the arguments after its name; returns the exit status. A bad command
+// line, like any failure, is an exception: main prints "braid <name>: error: <what>".
 using CommandFn = int (*)(const std::vector<std::string>& args);
 
 struct Command {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "braid/cli/command.h"
+#include "braid/cli/command_line.h"
 #include "braid/config/accelerate_questions.h"
 #include "braid/core/error.h"
 
@@ -15,22 +16,16 @@ namespace {
 
 int run_config(const std::vector<std::string>& args) {
   std::string path = braid::config::default_accelerate_config_path();
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--help" || args[i] == "-h") {
-      std::printf(
-          "usage: braid config [--config_file PATH]\n"
-          "Asks what `accelerate config` asks (machine, processes, DeepSpeed or FSDP, precision)\n"
-          "and writes the answers as an Accelerate config (default %s) for\n"
-          "braid launch --config_file PATH -- braid train x.yaml.\n",
-          path.c_str());
-      return 0;
-    } else if (args[i] == "--config_file" || args[i] == "--config-file") {
-      BRAID_CHECK(i + 1 < args.size(), args[i], " needs a path");
-      path = args[++i];
-    } else {
-      BRAID_THROW("unknown option '", args[i], "' (see braid config --help)");
-    }
-  }
+  braid::cli::CommandLine cl(
+      "config",
+      "Asks what `accelerate config` asks (machine, processes, DeepSpeed or FSDP, precision) and "
+      "writes the answers as an Accelerate config for braid launch --config_file PATH -- braid "
+      "train x.yaml.");
+  cl.app()
+      .add_option("--config_file,--config-file", path, "where to write the config")
+      ->type_name("PATH")
+      ->capture_default_str();
+  if (auto status = cl.parse(args)) return *status;
   const std::string yaml = braid::config::ask_accelerate_config(std::cin, std::cout);
   const std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());

@@ -1,50 +1,57 @@
 // braid generate --model DIR [--tokenizer DIR] [--prompt TEXT] [--tokens N] [--temperature T]
 //                [--top-k K] [--samples S] [--seed N]
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "braid/cli/args.h"
 #include "braid/cli/command.h"
-#include "braid/core/error.h"
+#include "braid/cli/command_line.h"
+#include "braid/cli/option_values.h"
 #include "braid/train/train_run.h"
 
 namespace {
 
 int run_generate(const std::vector<std::string>& args) {
+  using braid::cli::integer;
+  braid::cli::CommandLine cl(
+      "generate",
+      "Samples text from an exported model directory (model.safetensors + config.json).");
+  CLI::App& app = cl.app();
   braid::train::GenerateRequest r;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::printf(
-          "usage: braid generate --model DIR [--tokenizer DIR (data/gpt2)] [--prompt TEXT]\n"
-          "                      [--tokens N (48)] [--temperature T (0.8; 0 = greedy)]\n"
-          "                      [--top-k K (40; 0 = all)] [--samples S (1)] [--seed N (1)]\n"
-          "Samples text from an exported model directory (model.safetensors + config.json).\n");
-      return 0;
-    }
-    BRAID_CHECK(i + 1 < args.size(), "option '", a, "' needs a value (see braid generate --help)");
-    const std::string& v = args[++i];
-    if (a == "--model")
-      r.model_dir = v;
-    else if (a == "--tokenizer")
-      r.tokenizer = v;
-    else if (a == "--prompt")
-      r.prompt = v;
-    else if (a == "--tokens")
-      r.sample.max_new_tokens = braid::cli::parse_int(a, v);
-    else if (a == "--temperature")
-      r.sample.temperature = static_cast<float>(braid::cli::parse_number(a, v));
-    else if (a == "--top-k")
-      r.sample.top_k = braid::cli::parse_int(a, v);
-    else if (a == "--samples")
-      r.samples = braid::cli::parse_int(a, v);
-    else if (a == "--seed")
-      r.seed = static_cast<uint64_t>(braid::cli::parse_int(a, v));
-    else
-      BRAID_THROW("unknown option '", a, "' (see braid generate --help)");
-  }
+  // A negative seed wraps around, as it always has.
+  int64_t seed = static_cast<int64_t>(r.seed);
+  app.add_option("--model", r.model_dir,
+                 "the model directory (braid checkpoint export, or a run's exported model)")
+      ->type_name("DIR")
+      ->required();
+  app.add_option("--tokenizer", r.tokenizer, "GPT-2 vocabulary directory (encoder.json, vocab.bpe)")
+      ->type_name("DIR")
+      ->capture_default_str();
+  app.add_option("--prompt", r.prompt, "the text every sample continues (default: a new line)")
+      ->type_name("TEXT");
+  app.add_option("--tokens", r.sample.max_new_tokens, "tokens to sample")
+      ->type_name("N")
+      ->transform(integer<int64_t>())
+      ->capture_default_str();
+  app.add_option("--temperature", r.sample.temperature, "sampling temperature; 0 = greedy")
+      ->type_name("T")
+      ->transform(braid::cli::number())
+      ->capture_default_str();
+  app.add_option("--top-k", r.sample.top_k, "sample among the K likeliest tokens; 0 = all")
+      ->type_name("K")
+      ->transform(integer<int64_t>())
+      ->capture_default_str();
+  app.add_option("--samples", r.samples, "samples to print")
+      ->type_name("S")
+      ->transform(integer<int64_t>())
+      ->capture_default_str();
+  app.add_option("--seed", seed, "the sampler's random seed")
+      ->type_name("N")
+      ->transform(integer<int64_t>())
+      ->capture_default_str();
+  if (auto status = cl.parse(args)) return *status;
+  r.seed = static_cast<uint64_t>(seed);
   braid::train::generate_samples(r, stdout);
   return 0;
 }

@@ -1,43 +1,27 @@
-// braid launch -n N [--hostfile F] [--launch-agent A] [--network NET] [--max-restarts K] [--timeout
-// S] [--job-timeout S]
-//              [--threads T] [--no-tag] [--mpirun-arg ARG]... -- PROGRAM ARGS...
+// braid launch -n N [options] -- PROGRAM [ARGS...]
 #include <unistd.h>
 
 #include <climits>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "braid/cli/args.h"
 #include "braid/cli/command.h"
+#include "braid/cli/command_line.h"
+#include "braid/cli/option_values.h"
 #include "braid/config/accelerate_config.h"
 #include "braid/core/error.h"
 #include "braid/launch/launcher.h"
 
 namespace {
 
-const char* kUsage =
-    "usage: braid launch -n N [options] -- PROGRAM [ARGS...]\n"
-    "Starts N ranks of PROGRAM through mpirun (here, across a hostfile's hosts, or inside a\n"
-    "Slurm allocation, whose hosts mpirun takes itself). PROGRAM 'braid' means this braid.\n"
-    "  -n N               ranks (default: the config file's num_processes, SLURM_NTASKS inside\n"
-    "                     a Slurm allocation, else 1)\n"
-    "  --config_file F    HF Accelerate's config (accelerate config): num_processes from it,\n"
-    "                     and every rank's braid train reads it (as --accelerate-config F)\n"
-    "  --hostfile F       hosts and slots, as mpirun reads them\n"
-    "  --launch-agent A   starts ranks on the other hosts in ssh's place (A HOST COMMAND)\n"
-    "  --network NET      the job's network, CIDRs or interfaces: MPI's traffic uses only it\n"
-    "                     and every listener binds there (default: loopback on one host; the\n"
-    "                     local networks that reach a hostfile's hosts)\n"
-    "  --max-restarts K   restart the whole job up to K times after a failure (default 0)\n"
-    "  --timeout S        collective timeout of every rank in seconds (BRAID_COMM_TIMEOUT)\n"
-    "  --job-timeout S    end the job after S seconds\n"
-    "  --threads T        compute threads per rank (default: cores / ranks here)\n"
-    "  --no-tag           do not prefix output lines with [rank R]\n"
-    "  --mpirun-arg ARG   pass ARG to mpirun (repeatable)\n"
+constexpr const char* kDescription =
+    "Starts N ranks of PROGRAM through mpirun (here, across a hostfile's hosts, or inside a Slurm "
+    "allocation, whose hosts mpirun takes itself). PROGRAM 'braid' means this braid. Everything "
+    "after -- is the program's, passed on untouched.";
+constexpr const char* kFooter =
     "Exits with the failing rank's status and prints a one-line cause.\n"
-    "Under Slurm you may also skip the launcher: srun -n N braid ... (srun --mpi=pmix).\n";
+    "Under Slurm you may also skip the launcher: srun -n N braid ... (srun --mpi=pmix).";
 
 std::string self_path() {
   char buf[PATH_MAX];
@@ -46,51 +30,69 @@ std::string self_path() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-int run_launch(const std::vector<std::string>& args) {
-  braid::launch::LaunchOptions o;
-  bool nprocs_given = false;
-  std::string config_file;
-  size_t i = 0;
-  auto value = [&]() -> const std::string& {
-    BRAID_CHECK(i + 1 < args.size(), args[i], " needs a value (see braid launch --help)");
-    return args[++i];
-  };
-  for (; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--") {
-      o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-      break;
-    } else if (a == "--help" || a == "-h") {
-      std::printf("%s", kUsage);
-      return 0;
-    } else if (a == "-n" || a == "-np" || a == "--nprocs") {
-      o.nprocs = braid::cli::parse_int32(a, value());
-      nprocs_given = true;
-    } else if (a == "--hostfile") {
-      o.hostfile = value();
-    } else if (a == "--config_file" || a == "--config-file") {
-      config_file = value();
-    } else if (a == "--launch-agent") {
-      o.launch_agent = value();
-    } else if (a == "--network") {
-      o.network = value();
-    } else if (a == "--max-restarts") {
-      o.max_restarts = braid::cli::parse_int32(a, value());
-    } else if (a == "--timeout") {
-      o.comm_timeout_s = braid::cli::parse_number(a, value());
-    } else if (a == "--job-timeout") {
-      o.job_timeout_s = braid::cli::parse_number(a, value());
-    } else if (a == "--threads") {
-      o.threads = braid::cli::parse_int32(a, value());
-    } else if (a == "--no-tag") {
-      o.tag_output = false;
-    } else if (a == "--mpirun-arg") {
-      o.mpirun_args.push_back(value());
-    } else {
-      BRAID_THROW("unknown option '", a, "' (the program goes after --; see braid launch --help)");
-    }
+// Note [mpirun's -np]: -n is also spelt -np (mpirun's) and --nprocs. CLI11 names a one-dash option
+// with one letter and would read -np as -n with the value "p", so -np becomes -n before parsing;
+// --nprocs too, so that the errors name -n whichever was typed (CLI11 names an option by its long
+// name). Only up to the `--`: the program's arguments are never touched.
+std::vector<std::string> with_plain_nprocs(std::vector<std::string> args) {
+  for (auto& a : args) {
+    if (a == "--") break;
+    if (a == "-np" || a == "--nprocs") a = "-n";
   }
+  return args;
+}
+
+int run_launch(const std::vector<std::string>& args) {
+  using braid::cli::integer;
+  using braid::cli::number;
+  braid::cli::CommandLine cl("launch", kDescription, kFooter, "-- PROGRAM [ARGS...]");
+  CLI::App& app = cl.app();
+  braid::launch::LaunchOptions o;
+  std::string config_file;
+  bool no_tag = false;
+  const CLI::Option* nprocs =
+      app.add_option("-n", o.nprocs,
+                     "ranks, also -np or --nprocs (default: the config file's num_processes, "
+                     "SLURM_NTASKS inside a Slurm allocation, else 1)")
+          ->type_name("N")
+          ->transform(integer<int>());
+  app.add_option("--config_file,--config-file", config_file,
+                 "HF Accelerate's config (accelerate config): num_processes from it, and every "
+                 "rank's braid train reads it (as --accelerate-config F)")
+      ->type_name("F");
+  app.add_option("--hostfile", o.hostfile, "hosts and slots, as mpirun reads them")->type_name("F");
+  app.add_option("--launch-agent", o.launch_agent,
+                 "starts ranks on the other hosts in ssh's place (A HOST COMMAND)")
+      ->type_name("A");
+  app.add_option("--network", o.network,
+                 "the job's network, CIDRs or interfaces: MPI's traffic uses only it and every "
+                 "listener binds there (default: loopback on one host; the local networks that "
+                 "reach a hostfile's hosts)")
+      ->type_name("NET");
+  app.add_option("--max-restarts", o.max_restarts,
+                 "restart the whole job up to K times after a failure")
+      ->type_name("K")
+      ->transform(integer<int>())
+      ->capture_default_str();
+  app.add_option("--timeout", o.comm_timeout_s,
+                 "collective timeout of every rank in seconds (BRAID_COMM_TIMEOUT)")
+      ->type_name("S")
+      ->transform(number());
+  app.add_option("--job-timeout", o.job_timeout_s, "end the job after S seconds")
+      ->type_name("S")
+      ->transform(number());
+  app.add_option("--threads", o.threads, "compute threads per rank (default: cores / ranks here)")
+      ->type_name("T")
+      ->transform(integer<int>());
+  app.add_flag("--no-tag", no_tag, "do not prefix output lines with [rank R]");
+  braid::cli::repeatable(
+      app.add_option("--mpirun-arg", o.mpirun_args, "pass ARG to mpirun (repeatable)")
+          ->type_name("ARG"));
+  cl.pass_through(o.command);
+  if (auto status = cl.parse(with_plain_nprocs(args))) return *status;
+  o.tag_output = !no_tag;
   BRAID_CHECK(!o.command.empty(), "no program given: braid launch -n N -- PROGRAM [ARGS...]");
+  bool nprocs_given = nprocs->count() > 0;
   if (!config_file.empty()) {
     const auto acc = braid::config::accelerate_launch_settings(config_file);
     BRAID_CHECK(acc.num_machines == 1 || !o.hostfile.empty(), config_file, ": num_machines ",

@@ -1,4 +1,5 @@
 // braid tokenize: prints the GPT-2 token ids of a text (or of stdin), or decodes ids.
+#include <charconv>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -6,37 +7,29 @@
 #include <string>
 #include <vector>
 
-#include "braid/cli/args.h"
 #include "braid/cli/command.h"
+#include "braid/cli/command_line.h"
 #include "braid/core/error.h"
 #include "braid/data/bpe_tokenizer.h"
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: braid tokenize [--tokenizer DIR] [--decode] [TEXT...]\n"
-    "\n"
-    "Prints the token ids of TEXT (the arguments joined by spaces; stdin when there are none),\n"
-    "one line, space-separated. With --decode, TEXT is ids and the decoded text is printed.\n"
-    "  --tokenizer DIR   encoder.json + vocab.bpe (default data/gpt2)\n";
-
 int run_tokenize(const std::vector<std::string>& args) {
+  braid::cli::CommandLine cl(
+      "tokenize",
+      "Prints the token ids of TEXT (the arguments joined by spaces; stdin when there are none), "
+      "one line, space-separated. With --decode, TEXT is ids and the decoded text is printed.");
+  CLI::App& app = cl.app();
   std::string dir = "data/gpt2";
   bool decode = false;
   std::vector<std::string> words;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--help" || args[i] == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (args[i] == "--tokenizer") {
-      BRAID_CHECK(i + 1 < args.size(), "--tokenizer needs a directory (see braid tokenize --help)");
-      dir = args[++i];
-    } else if (args[i] == "--decode") {
-      decode = true;
-    } else {
-      words.push_back(args[i]);
-    }
-  }
+  app.add_option("--tokenizer", dir, "GPT-2 vocabulary directory (encoder.json, vocab.bpe)")
+      ->type_name("DIR")
+      ->capture_default_str();
+  app.add_flag("--decode", decode, "TEXT is token ids: print the text they stand for");
+  app.add_option("TEXT", words, "the text, or with --decode the ids")->type_name("");
+  if (auto status = cl.parse(args)) return *status;
+
   std::string text;
   if (words.empty()) {
     text.assign(std::istreambuf_iterator<char>(std::cin), {});
@@ -47,9 +40,12 @@ int run_tokenize(const std::vector<std::string>& args) {
   if (decode) {
     std::vector<int32_t> ids;
     std::istringstream in(text);
-    std::string w;
-    while (in >> w) {
-      ids.push_back(static_cast<int32_t>(braid::cli::parse_int("--decode", w)));
+    for (std::string w; in >> w;) {
+      int32_t id = 0;
+      const auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), id);
+      BRAID_CHECK(ec == std::errc() && end == w.data() + w.size(),
+                  "--decode expects integer token ids, got '", w, "'");
+      ids.push_back(id);
     }
     std::string out = tok.decode(ids);
     std::fwrite(out.data(), 1, out.size(), stdout);
