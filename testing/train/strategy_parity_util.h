@@ -86,6 +86,14 @@ inline std::vector<StrategyVariant> strategy_variants() {
          c.parallel.backward_prefetch = false;
          c.parallel.param_persistence_threshold = 200;  // the tied head (ln_f) stays whole
        }},
+      // FSDP2's per-module policy: the embeddings whole on every rank, the first block kept
+      // gathered from its forward to its backward, the rest FULL_SHARD.
+      {"zero3_per_unit_policy", 1, 1,
+       [](config::TrainConfig& c) {
+         c.parallel.strategy = "zero3";
+         c.parallel.unsharded_units = "embeddings";
+         c.parallel.keep_gathered_units = "block.0";
+       }},
       {"zero3_activation_checkpointing", 1, 1,
        [](config::TrainConfig& c) {
          c.parallel.strategy = "zero3";

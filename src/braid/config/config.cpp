@@ -82,6 +82,8 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("parallel.backward_prefetch", &c.parallel.backward_prefetch);
   f("parallel.limit_all_gathers", &c.parallel.limit_all_gathers);
   f("parallel.param_persistence_threshold", &c.parallel.param_persistence_threshold);
+  f("parallel.unsharded_units", &c.parallel.unsharded_units);
+  f("parallel.keep_gathered_units", &c.parallel.keep_gathered_units);
   f("parallel.offload_optimizer", &c.parallel.offload_optimizer);
   f("parallel.offload_params", &c.parallel.offload_params);
   f("parallel.offload_dir", &c.parallel.offload_dir);

@@ -113,6 +113,11 @@ struct ParallelSection {
   bool backward_prefetch = true;
   int64_t limit_all_gathers = 2;
   int64_t param_persistence_threshold = 0;  // zero3/fsdp: units this small stay unsharded
+  // zero3/fsdp, per unit (FSDP2's per-module policy; unit names as "embeddings,block.11,head"):
+  // units whose parameters stay whole on every rank, and units kept gathered from their forward
+  // to their backward (not resharded after forward).
+  std::string unsharded_units;
+  std::string keep_gathered_units;
   // Offload to files (DeepSpeed's device nvme): none | nvme. The optimizer state, and with
   // offload_params (zero3/fsdp; needs offload_optimizer) the parameter shards.
   std::string offload_optimizer = "none";

@@ -171,8 +171,10 @@ std::unique_ptr<TensorParallelism> apply_tensor_parallel(const ParallelPlan& pla
 std::unique_ptr<DataParallel> apply_data_parallel(const ParallelPlan& plan,
                                                   const DataParallelShape& shape,
                                                   const DeviceMesh& mesh) {
-  BRAID_CHECK(!shape.replicated || plan.unit_policies.empty(), "parallel.unit_policy: per-unit ",
-              "parameter sharding applies to sharded parameters (zero3 / fsdp), not ", plan.name);
+  BRAID_CHECK(!shape.replicated || plan.unit_policies.empty(),
+              "parallel.unsharded_units / keep_gathered_units: per-unit policies apply to "
+              "sharded parameters (zero3 / fsdp), not ",
+              plan.name);
   if (shape.replicated) {
     if (plan.name == "none")
       return std::make_unique<ReplicatedDataParallel>(nullptr, ReplicatedOptions{});

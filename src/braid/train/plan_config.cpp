@@ -1,6 +1,8 @@
 #include "braid/train/plan_config.h"
 
 #include <algorithm>
+#include <functional>
+#include <sstream>
 
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
@@ -32,6 +34,19 @@ parallel::ParallelPlan parallel_plan_from(const config::TrainConfig& cfg) {
   s.backward_prefetch = p.backward_prefetch;
   s.limit_all_gathers = static_cast<int>(p.limit_all_gathers);
   s.param_persistence_threshold = p.param_persistence_threshold;
+  // Per-unit policies: comma-separated unit names.
+  auto each_unit = [](const std::string& list, const std::function<void(const std::string&)>& fn) {
+    std::stringstream in(list);
+    for (std::string name; std::getline(in, name, ',');) {
+      name.erase(0, name.find_first_not_of(' '));
+      name.erase(name.find_last_not_of(' ') + 1);
+      if (!name.empty()) fn(name);
+    }
+  };
+  each_unit(p.unsharded_units,
+            [&](const std::string& u) { s.unit_policies[u].shard_parameters = false; });
+  each_unit(p.keep_gathered_units,
+            [&](const std::string& u) { s.unit_policies[u].reshard_after_forward = false; });
   s.ranks_per_node = launch::local_world_size();
   s.offload_optimizer = p.offload_optimizer;
   s.offload_params = p.offload_params;

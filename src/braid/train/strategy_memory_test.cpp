@@ -79,5 +79,49 @@ TEST(StrategyMemory, TrackerPeaksMatchTheEstimator) {
   }
 }
 
+// Rank 0's parameter bytes held between steps (after training: nothing gathered).
+int64_t resident_parameters(const config::TrainConfig& c) {
+  int64_t out = 0;
+  braid::testing::run_ranks(2, [&](comm::ProcessGroup& pg) {
+    Trainer t(c, borrow(pg), quiet());
+    t.run();
+    if (pg.rank() == 0) out = t.memory()->current(MemCategory::parameters);
+  });
+  return out;
+}
+
+// FSDP2's per-module policy through the config: a block left whole on every rank holds the half
+// of its f32 values a shard of 2 would not, between steps; a unit that stays gathered anyway
+// (the tied embeddings, which the head borrows) costs less whole than sharded, at the peak; a
+// block kept gathered from its forward to its backward cannot lower the peak. The weights are
+// ZeRO-3's bit for bit (strategy_parity_test's zero3_per_unit_policy).
+TEST(StrategyMemory, PerUnitPoliciesChangeWhatEachUnitHolds) {
+  config::TrainConfig c = config_of({"zero3", "", 2});
+  nn::TransformerOptions declared;
+  declared.materialize = false;
+  const nn::Transformer m(model_config_from(c), declared);
+  const nn::ParamLayout padded = m.layout().with_padding(2 * nn::ParamLayout::kAlign);
+  const auto& units = padded.units();
+  const int64_t sharded = resident_parameters(c);
+  c.parallel.unsharded_units = "block.3";
+  EXPECT_EQ(resident_parameters(c) - sharded, 4 * units[4].padded / 2);
+  c.parallel.unsharded_units = "";
+  const Peaks peak = measure_peaks(c, 2);
+  c.parallel.unsharded_units = "embeddings";
+  EXPECT_EQ(measure_peaks(c, 2).parameters, peak.parameters - 4 * units[0].padded / 2);
+  c.parallel.unsharded_units = "";
+  c.parallel.keep_gathered_units = "block.0,block.1";
+  EXPECT_GE(measure_peaks(c, 2).parameters, peak.parameters);
+  // A name that is no unit is refused, naming the key and the units there are.
+  c.parallel.keep_gathered_units = "block.99";
+  auto errors = braid::testing::run_ranks_collect(
+      2, [&](comm::ProcessGroup& pg) { Trainer t(c, borrow(pg), quiet()); });
+  for (auto& e : errors)
+    EXPECT_NE(braid::testing::what(e).find("keep_gathered_units: 'block.99' names no unit of the "
+                                           "model (embeddings, block.0"),
+              std::string::npos)
+        << braid::testing::what(e);
+}
+
 }  // namespace
 }  // namespace braid::train

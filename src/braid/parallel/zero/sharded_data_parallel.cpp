@@ -89,8 +89,8 @@ UnitPolicy unit_policy(const ZeroOptions& o, const std::string& name) {
 // what its stage can do.
 void check_unit_policies(const ZeroOptions& o, const nn::ParamLayout& layout) {
   for (const auto& [name, policy] : o.unit_policies) {
-    BRAID_CHECK(o.stage == 3, "parallel.unit_policy '", name, "': per-unit parameter sharding ",
-                "applies to sharded parameters (zero3 / fsdp), not ", o.label);
+    BRAID_CHECK(o.stage == 3, "parallel.unsharded_units / keep_gathered_units name '", name,
+                "': per-unit policies apply to sharded parameters (zero3 / fsdp), not ", o.label);
     std::string names;
     bool found = false;
     for (const nn::UnitInfo& u : layout.units()) {
@@ -98,8 +98,8 @@ void check_unit_policies(const ZeroOptions& o, const nn::ParamLayout& layout) {
       names += (names.empty() ? "" : ", ") + u.name;
     }
     (void)policy;
-    BRAID_CHECK(found, "parallel.unit_policy '", name, "' names no unit of the model (", names,
-                ")");
+    BRAID_CHECK(found, "parallel.unsharded_units / keep_gathered_units: '", name,
+                "' names no unit of the model (", names, ")");
   }
 }
 }  // namespace
