@@ -1,7 +1,7 @@
 // Pipeline parallelism as real processes under mpirun, against one process (the thread-rank
 // version: pipeline_parity_test.cpp): every schedule over all ranks as stages and, on 4 ranks,
-// dp2 x pp2 (ZeRO-1) and tp2 x pp2; on 8, dp2 x pp2 x tp2 (ZeRO-2). Every rank gathers the same
-// weights.
+// dp2 x pp2 (ZeRO-1, ZeRO-3 and FSDP FULL_SHARD) and tp2 x pp2; on 8, dp2 x pp2 x tp2 (ZeRO-2,
+// ZeRO-3). Every rank gathers the same weights.
 #include <gtest/gtest.h>
 
 #include "testing/train/mpi_test_world.h"
@@ -29,9 +29,14 @@ TEST(PipelineParallelMpi, WeightsMatchOneProcess) {
   }
   if (n == 4) {
     layouts.push_back(make(2, "1f1b", 1, 1, "zero1"));
+    layouts.push_back(make(2, "1f1b", 1, 1, "zero3"));
+    layouts.push_back(make(2, "gpipe", 1, 1, "fsdp"));
     layouts.push_back(make(2, "interleaved_1f1b", 2, 2, "none"));
   }
-  if (n == 8) layouts.push_back(make(2, "1f1b", 1, 2, "zero2"));
+  if (n == 8) {
+    layouts.push_back(make(2, "1f1b", 1, 2, "zero2"));
+    layouts.push_back(make(2, "1f1b", 1, 2, "zero3"));
+  }
   for (const PipelineLayout& l : layouts) {
     const int dp = n / (l.pp * l.tp);
     Trainer t(pp_parity_config(l), mpi_test_world(), quiet());
