@@ -10,6 +10,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -79,6 +81,35 @@ inline void roll_back_to(const std::filesystem::path& root, int64_t step) {
   for (const auto& e : fs::directory_iterator(root))
     if (checkpoint::step_of(e.path().filename().string()) > step) fs::remove_all(e.path());
   std::ofstream(root / checkpoint::kLatestName) << checkpoint::step_dir_name(step) << "\n";
+}
+
+// Note [Resume setting] under `apply` on n thread ranks, checkpoints under root/run: 4 steps
+// saving at 2 and 4; the directory rolled back to step 2 (as if the run had died right after
+// that save) and the same config run again resumes at step 2 by itself; its weights and step-4
+// checkpoint (weights and optimizer state) are the straight run's bits.
+inline void expect_resume_bit_identical(int n, const std::filesystem::path& root,
+                                        const std::function<void(config::TrainConfig&)>& apply) {
+  namespace fs = std::filesystem;
+  fs::remove_all(root);
+  config::TrainConfig c = resume_config((root / "run").string());
+  apply(c);
+  const Tensor straight = train_ranks(n, c);
+  fs::rename(root / "run" / checkpoint::step_dir_name(4), root / "straight-step-4");
+  roll_back_to(root / "run", 2);
+  std::vector<int64_t> started(static_cast<size_t>(n), -1);
+  Tensor resumed;
+  std::mutex mu;
+  braid::testing::run_ranks(n, [&](comm::ProcessGroup& pg) {
+    Trainer t(c, borrow(pg), quiet());
+    Tensor w = train_and_gather(t);
+    std::lock_guard<std::mutex> lock(mu);
+    started[static_cast<size_t>(pg.rank())] = t.start_step();
+    if (pg.rank() == 0) resumed = w;
+  });
+  for (int64_t s : started) EXPECT_EQ(s, 2);
+  EXPECT_TRUE(braid::testing::bit_equal(resumed, straight));
+  EXPECT_TRUE(same_checkpoint_contents(root / "run" / checkpoint::step_dir_name(4),
+                                       root / "straight-step-4"));
 }
 
 }  // namespace braid::train

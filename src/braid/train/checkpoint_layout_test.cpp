@@ -39,31 +39,12 @@ void apply(const Layout& l, config::TrainConfig& c) {
 
 class LayoutResume : public ::testing::TestWithParam<Layout> {};
 
-// Note [Resume setting] at the layout: 4 steps saving at 2 and 4; the directory rolled back to
-// step 2 resumes by itself; weights and the step-4 checkpoint are the straight run's bits.
+// Note [Resume setting] at the layout: resumed after its step-2 checkpoint, the run ends with
+// the straight run's bits (expect_resume_bit_identical).
 TEST_P(LayoutResume, StoppedAndResumedRunEqualsTheStraightRunBitForBit) {
   const Layout& l = GetParam();
-  const fs::path root = private_temp_dir("braid_layout_resume_" + l.name);
-  fs::remove_all(root);
-  config::TrainConfig c = resume_config((root / "run").string());
-  apply(l, c);
-  const Tensor straight = train_ranks(l.ranks, c);
-  fs::rename(root / "run" / checkpoint::step_dir_name(4), root / "straight-step-4");
-  roll_back_to(root / "run", 2);
-  std::vector<int64_t> started(static_cast<size_t>(l.ranks), -1);
-  Tensor resumed;
-  std::mutex mu;
-  braid::testing::run_ranks(l.ranks, [&](comm::ProcessGroup& pg) {
-    Trainer t(c, borrow(pg), quiet());
-    Tensor w = train_and_gather(t);
-    std::lock_guard<std::mutex> lock(mu);
-    started[static_cast<size_t>(pg.rank())] = t.start_step();
-    if (pg.rank() == 0) resumed = w;
-  });
-  for (int64_t s : started) EXPECT_EQ(s, 2);
-  EXPECT_TRUE(braid::testing::bit_equal(resumed, straight));
-  EXPECT_TRUE(same_checkpoint_contents(root / "run" / checkpoint::step_dir_name(4),
-                                       root / "straight-step-4"));
+  expect_resume_bit_identical(l.ranks, private_temp_dir("braid_layout_resume_" + l.name),
+                              [&l](config::TrainConfig& c) { apply(l, c); });
 }
 
 INSTANTIATE_TEST_SUITE_P(

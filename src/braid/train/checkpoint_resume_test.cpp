@@ -60,33 +60,11 @@ std::vector<ResumeCase> resume_cases() {
 
 class Resume : public ::testing::TestWithParam<ResumeCase> {};
 
-// Run 4 steps saving at 2 and 4; roll the checkpoint directory back to step 2 (as if the run
-// had died right after that save); rerun the same config, which resumes at step 2 by itself.
-// Weights and the step-4 checkpoint (weights and optimizer state) are the same bits.
+// Note [Resume setting]: stopped after its step-2 checkpoint and run again, the run resumes by
+// itself and ends with the straight run's bits (expect_resume_bit_identical).
 TEST_P(Resume, StoppedAndResumedRunEqualsTheStraightRunBitForBit) {
   const ResumeCase& rc = GetParam();
-  const fs::path root = private_temp_dir("braid_resume_" + rc.name);
-  fs::remove_all(root);
-  config::TrainConfig c = resume_config((root / "run").string());
-  rc.apply(c);
-  const Tensor straight = train_ranks(rc.ranks, c);
-  fs::rename(root / "run" / checkpoint::step_dir_name(4), root / "straight-step-4");
-  roll_back_to(root / "run", 2);
-
-  std::vector<int64_t> started(static_cast<size_t>(rc.ranks), -1);
-  std::vector<Tensor> resumed(static_cast<size_t>(rc.ranks));
-  std::mutex mu;
-  braid::testing::run_ranks(rc.ranks, [&](comm::ProcessGroup& pg) {
-    Trainer t(c, borrow(pg), quiet());
-    Tensor w = train_and_gather(t);
-    std::lock_guard<std::mutex> lock(mu);
-    started[static_cast<size_t>(pg.rank())] = t.start_step();
-    resumed[static_cast<size_t>(pg.rank())] = w;
-  });
-  for (int64_t s : started) EXPECT_EQ(s, 2);
-  EXPECT_TRUE(braid::testing::bit_equal(resumed[0], straight));
-  EXPECT_TRUE(same_checkpoint_contents(root / "run" / checkpoint::step_dir_name(4),
-                                       root / "straight-step-4"));
+  expect_resume_bit_identical(rc.ranks, private_temp_dir("braid_resume_" + rc.name), rc.apply);
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, Resume, ::testing::ValuesIn(resume_cases()),

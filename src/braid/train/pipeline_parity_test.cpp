@@ -96,15 +96,7 @@ INSTANTIATE_TEST_SUITE_P(
 // HYBRID_SHARD's 2 x 2 shard groups against zero1 over the same dp4 x pp2).
 TEST(PipelineParity, ShardedStrategiesEqualZero1BitForBit) {
   auto weights = [](int world, const PipelineLayout& l) {
-    const config::TrainConfig cfg = pp_parity_config(l);
-    Tensor w;
-    testing::run_ranks(world, [&](comm::ProcessGroup& pg) {
-      Trainer t(cfg, borrow(pg), quiet());
-      t.run();
-      Tensor mine = t.gather_parameters();
-      if (pg.rank() == 0) w = mine;
-    });
-    return w;
+    return train_ranks(world, pp_parity_config(l));
   };
   struct Layout {
     int world, tp;
@@ -142,14 +134,7 @@ TEST(PipelineParity, OffloadComposesWithTensorAndPipelineParallelism) {
       cfg.parallel.offload_params = offload == "params" ? "nvme" : "none";
       cfg.parallel.offload_dir = private_temp_dir("braid_offload_pp_test").string();
     }
-    Tensor w;
-    testing::run_ranks(world, [&](comm::ProcessGroup& pg) {
-      Trainer t(cfg, borrow(pg), quiet());
-      t.run();
-      Tensor mine = t.gather_parameters();
-      if (pg.rank() == 0) w = mine;
-    });
-    return w;
+    return train_ranks(world, cfg);
   };
   struct Case {
     int world, pp, tp;
