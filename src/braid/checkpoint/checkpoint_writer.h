@@ -25,7 +25,7 @@ struct SaveRequest {
   std::filesystem::path root;  // checkpoint.dir
   int64_t step = 0;
   int64_t keep_last = 0;  // step directories kept (0: all)
-  std::string layout;     // Strategy::describe()
+  std::string layout;     // parallel::Parallelism::describe()
   int dp_size = 1;
   std::map<std::string, int64_t> counters;  // training state that is not a tensor
   std::string config;                       // the run's config, for inspection
