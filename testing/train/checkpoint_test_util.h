@@ -74,6 +74,17 @@ inline ::testing::AssertionResult same_checkpoint_contents(const std::filesystem
   return ::testing::AssertionSuccess();
 }
 
+// Flips one bit of the byte at `at` in file.
+inline void flip_bit(const std::filesystem::path& file, int64_t at) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(at);
+  char ch = 0;
+  f.read(&ch, 1);
+  ch = static_cast<char>(ch ^ 0x10);
+  f.seekp(at);
+  f.write(&ch, 1);
+}
+
 // Makes dir look as if the run had died right after saving `step`: later step directories gone,
 // `latest` naming it.
 inline void roll_back_to(const std::filesystem::path& root, int64_t step) {

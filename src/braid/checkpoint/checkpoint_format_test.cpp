@@ -1,5 +1,5 @@
-// The checkpoint format's pieces on their own: CRC-32C, the manifest's JSON and its errors,
-// the rank-file header, step directory names and publishing.
+// The checkpoint format's pieces on their own: CRC-32C, the manifest's JSON, its checksum and
+// its errors, the rank-file header and table, step directory names, `latest`, publishing.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,6 +10,7 @@
 #include "braid/checkpoint/checkpoint_dir.h"
 #include "braid/checkpoint/crc32c.h"
 #include "braid/checkpoint/file_io.h"
+#include "braid/checkpoint/file_table.h"
 #include "braid/checkpoint/manifest.h"
 #include "braid/core/error.h"
 #include "braid/core/rng.h"
@@ -87,13 +88,21 @@ TEST(Manifest, RoundTripsThroughJson) {
   EXPECT_FALSE(back.find("param", "w")->pieces[0].tp.is_split());
 }
 
+// The manifest as an older braid wrote it: version `v`, no checksum.
+std::string as_version(std::string text, int v) {
+  text.replace(text.find("\"version\": 3"), 12, "\"version\": " + std::to_string(v));
+  const size_t at = text.find(" \"checksum\"");
+  text.erase(at, text.find('\n', at) + 1 - at);
+  return text;
+}
+
 // A version 1 manifest (before placements) reads as whole-tensor pieces.
 TEST(Manifest, ReadsVersionOne) {
   Manifest m = sample();
   m.tensors.pop_back();
-  std::string v1 = to_json(m);
-  v1.replace(v1.find("\"version\": 2"), 12, "\"version\": 1");
+  const std::string v1 = as_version(to_json(m), 1);
   const Manifest back = manifest_from_json(v1, "v1.json");
+  EXPECT_EQ(back.version, 1);
   EXPECT_EQ(back.find("param", "w")->pieces.size(), 2u);
   EXPECT_FALSE(back.find("param", "w")->pieces[1].tp.is_split());
 }
@@ -107,8 +116,26 @@ std::string error_of(const std::string& text) {
   return "";
 }
 
+// Note [File table]: the manifest's checksum covers its content, not its whitespace.
+TEST(Manifest, CarriesAChecksumOfItsContent) {
+  const std::string good = to_json(sample());
+  ASSERT_NE(good.find("\"checksum\": \"crc32c:"), std::string::npos);
+  std::string spaced = good;
+  spaced.replace(spaced.find("\"step\": 7"), 9, "\"step\":     7");
+  EXPECT_EQ(manifest_from_json(spaced, "m.json").step, 7);
+  std::string edited = good;
+  edited.replace(edited.find("\"step\": 7"), 9, "\"step\": 9");
+  EXPECT_NE(error_of(edited).find("m.json: its checksum says crc32c:"), std::string::npos)
+      << error_of(edited);
+  EXPECT_NE(error_of(edited).find("(the manifest was edited or damaged)"), std::string::npos);
+  std::string unsealed = good;  // version 3 without its checksum
+  const size_t at = unsealed.find(" \"checksum\"");
+  unsealed.erase(at, unsealed.find('\n', at) + 1 - at);
+  EXPECT_NE(error_of(unsealed).find("checksum"), std::string::npos) << error_of(unsealed);
+}
+
 TEST(Manifest, BadManifestsNameTheFileAndTheProblem) {
-  std::string good = to_json(sample());
+  std::string good = as_version(to_json(sample()), 2);  // unsealed: edits reach the checks
   EXPECT_NE(error_of("{").find("m.json: not valid JSON"), std::string::npos);
   EXPECT_NE(error_of("{}").find("not a braid checkpoint manifest"), std::string::npos);
   std::string v9 = good;
@@ -141,6 +168,104 @@ TEST(FileHeader, EncodesToOneBlockAndRejectsOtherBytes) {
   EXPECT_THROW(decode_header(other, "f"), Error);
 }
 
+// A rank file as the writer lays it out: header, pieces, table (Note [File table]).
+fs::path write_rank_file(const fs::path& path, const FileTable& t, int64_t piece_bytes) {
+  FileSink sink(path);
+  const std::string header = encode_header({t.id, t.rank, t.world_size, t.step});
+  sink.append(header.data(), header.size());
+  const std::string pieces(static_cast<size_t>(piece_bytes), '\x01');
+  sink.append(pieces.data(), pieces.size());
+  const std::string table = encode_table(t, kHeaderBytes + piece_bytes);
+  sink.append(table.data(), table.size());
+  sink.finish();
+  return path;
+}
+
+// Rank 0's table of sample(): what the manifest says file 0 holds.
+FileTable table_of_rank0(const Manifest& m) {
+  FileTable t{m.id, 0, m.world_size, m.step, m.optimizer, m.counters, {}};
+  for (const TensorEntry& e : m.tensors)
+    for (const PieceEntry& p : e.pieces)
+      if (p.file == 0) t.pieces.push_back({e.kind, e.name, e.dtype, e.shape, p});
+  return t;
+}
+
+std::string table_error(const FileTable& t, const Manifest& m) {
+  try {
+    check_table(t, m, 0, "ck");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(FileTable, RoundTripsAndAgreesWithTheManifestOrSaysWhereNot) {
+  const fs::path dir = fs::temp_directory_path() / ("braid_table_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const Manifest m = sample();
+  const FileTable t = table_of_rank0(m);
+  const fs::path file = write_rank_file(dir / "rank-00000.bin", t, 32);
+  {
+    const FileSource src(file);
+    const std::optional<FileTable> back = read_table(src, "f");
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->pieces.size(), 3u);
+    EXPECT_TRUE(back->pieces[2].piece.tp.same_cut({.dim = 0, .parts = 2, .part = 0}));
+    EXPECT_EQ(table_error(*back, m), "");
+  }
+  // What the manifest could be edited to say, each named against the file's own table.
+  Manifest moved = m;
+  moved.tensors[0].pieces[0].byte_offset += 4;
+  EXPECT_NE(table_error(t, moved).find("ck: manifest.json says rank-00000.bin holds param 'w' "
+                                       "[2, 3] elements [0, 3) of replicate at byte 4100; the "
+                                       "file's own table says param 'w' [2, 3] elements [0, 3) "
+                                       "of replicate at byte 4096 (manifest.json was edited)"),
+            std::string::npos)
+      << table_error(t, moved);
+  Manifest renamed = m;
+  renamed.tensors[0].name = "v";
+  EXPECT_NE(table_error(t, renamed).find("says rank-00000.bin holds param 'v'"), std::string::npos);
+  Manifest later = m;
+  later.step = 9;
+  EXPECT_NE(table_error(t, later).find("rank-00000.bin was saved at step 7, manifest.json says "
+                                       "step 9"),
+            std::string::npos)
+      << table_error(t, later);
+  Manifest state = m;
+  state.counters["samples"] = 40;
+  EXPECT_NE(table_error(t, state).find("saved training state 'samples' = 28"), std::string::npos);
+  Manifest other = m;
+  other.id = "ffffffffffffffff";
+  EXPECT_NE(table_error(t, other).find("another save"), std::string::npos);
+  Manifest fewer = m;
+  fewer.tensors.pop_back();
+  EXPECT_NE(table_error(t, fewer).find("lists 2 pieces in rank-00000.bin, the file's own table 3"),
+            std::string::npos)
+      << table_error(t, fewer);
+
+  // A damaged table or footer is refused; a file without one (before version 3) has none.
+  const int64_t size = static_cast<int64_t>(fs::file_size(file));
+  auto flipped_at = [&](int64_t at) {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(at);
+    f.put('#');
+    f.close();
+    try {
+      read_table(FileSource(file), "f");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(flipped_at(kHeaderBytes + 32 + 5).find("f: its table of contents has checksum"),
+            std::string::npos);
+  write_rank_file(file, t, 32);
+  EXPECT_NE(flipped_at(size - 30).find("f: its table footer is damaged"), std::string::npos);
+  fs::resize_file(file, kHeaderBytes + 32);
+  EXPECT_FALSE(read_table(FileSource(file), "f").has_value());
+  fs::remove_all(dir);
+}
+
 TEST(CheckpointDir, NamesListingAndPruning) {
   EXPECT_EQ(step_dir_name(100), "step-00000100");
   EXPECT_EQ(step_of("step-00000100"), 100);
@@ -165,6 +290,70 @@ TEST(CheckpointDir, NamesListingAndPruning) {
   EXPECT_EQ(list[1].filename(), step_dir_name(6));
   EXPECT_FALSE(fs::exists(root / temp_dir_name(10)));
   EXPECT_EQ(read_small_file(root / kLatestName), step_dir_name(4) + "\n");
+  fs::remove_all(root);
+}
+
+// Whatever `latest` is, the step directories are listed; what was passed over is said.
+TEST(CheckpointDir, AnUnusableLatestOrAStepWithoutManifestIsPassedOverWithALine) {
+  const fs::path root = fs::temp_directory_path() / ("braid_latest_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  for (int s : {2, 4}) {
+    fs::create_directories(root / step_dir_name(s));
+    std::ofstream(root / step_dir_name(s) / kManifestName) << "{}";
+  }
+  fs::create_directories(root / step_dir_name(6));  // no manifest
+  auto listed = [&](std::vector<std::string>& notes) {
+    notes.clear();
+    const auto list = checkpoints_newest_first(root, &notes);
+    std::string names;
+    for (const auto& p : list) names += p.filename().string() + " ";
+    return names;
+  };
+  const std::string both = step_dir_name(4) + " " + step_dir_name(2) + " ";
+  std::vector<std::string> notes;
+  EXPECT_EQ(listed(notes), both);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "skipping " + (root / step_dir_name(6)).string() +
+                          ": no manifest.json (not a checkpoint, or a save that did not finish)");
+  const std::string latest = (root / kLatestName).string();
+  fs::create_directories(root / kLatestName);  // a directory
+  EXPECT_EQ(listed(notes), both);
+  EXPECT_EQ(notes[0], latest + " is not a file; taking the newest step directory instead");
+  fs::remove_all(root / kLatestName);
+  std::ofstream(root / kLatestName) << "\x7f\x01garbage";
+  EXPECT_EQ(listed(notes), both);
+  EXPECT_NE(notes[0].find("not a step directory; taking the newest"), std::string::npos);
+  std::ofstream(root / kLatestName) << step_dir_name(8) << "\n";  // dangling
+  EXPECT_EQ(listed(notes), both);
+  EXPECT_EQ(notes[0], latest + " names " + step_dir_name(8) +
+                          ", which is not a saved checkpoint; taking the newest step directory "
+                          "instead");
+  fs::remove(root / kLatestName);
+  fs::create_symlink(root / "nowhere", root / kLatestName);
+  EXPECT_EQ(listed(notes), both);
+  EXPECT_EQ(notes[0], latest + " is a dangling link; taking the newest step directory instead");
+  // Publishing replaces whatever `latest` was.
+  fs::remove(root / kLatestName);
+  fs::create_directories(root / kLatestName / "x");
+  publish(root, step_dir_name(2), 0);
+  EXPECT_EQ(read_small_file(root / kLatestName), step_dir_name(2) + "\n");
+  fs::remove_all(root);
+}
+
+TEST(CheckpointDir, UnfinishedSavesAreRemovedSayingSo) {
+  const fs::path root = fs::temp_directory_path() / ("braid_tmp_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / temp_dir_name(6) / "sub");
+  std::ofstream(root / temp_dir_name(6) / "rank-00000.bin") << "partial";
+  fs::create_directories(root / step_dir_name(4));
+  std::vector<std::string> notes;
+  remove_unfinished_saves(root, &notes);
+  EXPECT_FALSE(fs::exists(root / temp_dir_name(6)));
+  EXPECT_TRUE(fs::exists(root / step_dir_name(4)));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0],
+            "removed " + (root / temp_dir_name(6)).string() + ", a save that did not finish");
+  remove_unfinished_saves(root / "absent", &notes);  // never throws
   fs::remove_all(root);
 }
 

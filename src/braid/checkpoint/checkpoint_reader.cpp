@@ -5,6 +5,7 @@
 
 #include "braid/checkpoint/checkpoint_dir.h"
 #include "braid/checkpoint/crc32c.h"
+#include "braid/checkpoint/file_table.h"
 #include "braid/comm/collective_guard.h"
 #include "braid/core/error.h"
 
@@ -17,7 +18,12 @@ CheckpointReader::CheckpointReader(fs::path dir) : dir_(std::move(dir)) {
   BRAID_CHECK(fs::exists(manifest), "checkpoint ", dir_.string(), ": no ", kManifestName,
               " (not a checkpoint, or a save that did not finish)");
   m_ = manifest_from_json(read_small_file(manifest), manifest.string());
-  for (const FileEntry& f : m_.files) {
+  const int64_t named = step_of(dir_.filename().string());
+  BRAID_CHECK(named < 0 || named == m_.step, "checkpoint ", dir_.string(), ": ", kManifestName,
+              " says step ", m_.step, " but the directory is ", dir_.filename().string(),
+              " (the manifest was edited or moved)");
+  for (size_t i = 0; i < m_.files.size(); ++i) {
+    const FileEntry& f = m_.files[i];
     const fs::path path = dir_ / f.name;
     const std::string where = "checkpoint " + dir_.string() + ": " + f.name;
     BRAID_CHECK(fs::exists(path), where, " is missing");
@@ -32,8 +38,16 @@ CheckpointReader::CheckpointReader(fs::path dir) : dir_(std::move(dir)) {
                 "): files or manifest from another save");
     BRAID_CHECK(h.rank == f.rank, where, " holds rank ", h.rank,
                 "'s shards, the manifest says rank ", f.rank, " (files swapped?)");
+    BRAID_CHECK(h.step == m_.step, where, " was saved at step ", h.step,
+                ", the manifest says step ", m_.step, " (the manifest was edited)");
     BRAID_CHECK(src->size() == f.bytes, where, " is ", src->size(), " bytes, the manifest says ",
-                f.bytes, src->size() < f.bytes ? " (truncated)" : " (appended to)");
+                f.bytes, src->size() < f.bytes ? " (truncated" : " (appended to",
+                ", or the manifest edited)");
+    // Note [File table]: what the file says it holds must be what the manifest says it holds.
+    const std::optional<FileTable> table = read_table(*src, where);
+    BRAID_CHECK(table || m_.version < 3, where, " has no table of contents, which a version ",
+                m_.version, " manifest promises (the file is damaged or from an older save)");
+    if (table) check_table(*table, m_, static_cast<int>(i), dir_.string());
     files_.push_back(std::move(src));
   }
 }
@@ -43,7 +57,7 @@ void CheckpointReader::verify_file(size_t i) const {
   const uint32_t crc = files_.at(i)->crc32c();
   BRAID_CHECK(crc == f.crc32c, "checkpoint ", dir_.string(), ": ", f.name, " has checksum ",
               format_crc32c(crc), ", the manifest says ", format_crc32c(f.crc32c),
-              " (the file is corrupt)");
+              " (the file is corrupt, or the manifest was edited)");
 }
 
 void CheckpointReader::verify(comm::ProcessGroup* group) const {

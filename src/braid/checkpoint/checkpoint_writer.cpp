@@ -27,15 +27,23 @@ SaveResult save_checkpoint(comm::ProcessGroup* group, optim::Optimizer& optimize
                            const SaveRequest& req) {
   const auto t0 = Clock::now();
   SavePlan plan(group, optimizer, req);
-  comm::all_ranks_or_throw(group, [&] {
-    plan.stage("write");
-    FileSink sink(plan.file_path());
-    plan.serialize(optimizer, [&](const void* p, size_t n) { sink.append(p, n); });
-    plan.stage("sync");
-    sink.finish();
-    plan.file_written(sink.bytes(), sink.crc32c());
-  });
-  SaveResult r = plan.finish(group);
+  SaveResult r;
+  try {
+    comm::all_ranks_or_throw(group, [&] {
+      plan.stage("write");
+      FileSink sink(plan.file_path());
+      plan.serialize(optimizer, [&](const void* p, size_t n) { sink.append(p, n); });
+      const std::string table = plan.table();
+      sink.append(table.data(), table.size());
+      plan.stage("sync");
+      sink.finish();
+      plan.file_written(sink.bytes(), sink.crc32c());
+    });
+    r = plan.finish(group);
+  } catch (...) {
+    plan.abandon();  // every rank has stopped writing: the collective above failed on all
+    throw;
+  }
   r.seconds = r.blocked_seconds = since(t0);
   return r;
 }
@@ -78,11 +86,12 @@ std::optional<SaveResult> AsyncSaver::start(comm::ProcessGroup* group, optim::Op
   error_.clear();
   SavePlan* p = plan_.get();
   const char* data = static_cast<const char*>(buffer_.raw_data());
-  writer_ = std::thread([this, p, data, bytes] {
+  writer_ = std::thread([this, p, data, bytes, table = p->table()] {
     try {
       p->stage("write");
       FileSink sink(p->file_path(), /*direct=*/true);
       sink.append(data, static_cast<size_t>(bytes));
+      sink.append(table.data(), table.size());
       p->stage("sync");
       sink.finish();
       p->file_written(sink.bytes(), sink.crc32c());
@@ -111,14 +120,25 @@ std::optional<SaveResult> AsyncSaver::poll(comm::ProcessGroup* group, bool wait)
     join();  // the writer thread uses the plan
     std::unique_ptr<SavePlan> plan = std::move(plan_);
     const std::string step = std::to_string(plan->request().step);
-    comm::all_ranks_or_throw(group, [&] {
-      if (state_ == kFailed) BRAID_THROW(error_, " (checkpoint of step ", step, ")");
-    });
+    try {
+      comm::all_ranks_or_throw(group, [&] {
+        if (state_ == kFailed) BRAID_THROW(error_, " (checkpoint of step ", step, ")");
+      });
+    } catch (...) {
+      plan->abandon();  // every rank joined its writer before the collective
+      throw;
+    }
   }
   if (!done) return std::nullopt;
   join();
   std::unique_ptr<SavePlan> plan = std::move(plan_);
-  SaveResult r = plan->finish(group);
+  SaveResult r;
+  try {
+    r = plan->finish(group);
+  } catch (...) {
+    plan->abandon();
+    throw;
+  }
   r.seconds = since(started_);
   r.blocked_seconds = blocked_seconds_ + since(t0);
   return r;

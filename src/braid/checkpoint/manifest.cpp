@@ -1,8 +1,7 @@
 #include "braid/checkpoint/manifest.h"
 
-#include <nlohmann/json.hpp>
-
 #include "braid/checkpoint/crc32c.h"
+#include "braid/checkpoint/manifest_json.h"
 #include "braid/core/error.h"
 
 namespace braid::checkpoint {
@@ -24,24 +23,37 @@ uint32_t parse_crc(const std::string& s, const std::string& where) {
               "' is not crc32c:<8 hex digits>");
   return static_cast<uint32_t>(std::stoul(s.substr(7), nullptr, 16));
 }
-// A piece's tp placement, checked against the tensor's shape (its local shape must exist).
-TpSlice placement_from(const json& j, const TensorEntry& t, const std::string& where) {
-  const json& tp = j.at("tp");
+// Its content's checksum: the CRC-32C of the compact JSON of everything but "checksum" (keys in
+// order, so the same content has the same text whatever whitespace a file was given).
+uint32_t content_crc(const json& j) {
+  const std::string text = j.dump();
+  return crc32c(0, text.data(), text.size());
+}
+
+}  // namespace
+
+json placement_to_json(const TpSlice& s) {
+  return {{"dim", s.dim},
+          {"sections", s.sections},
+          {"parts", s.parts},
+          {"part", s.part},
+          {"padded", s.padded}};
+}
+
+TpSlice placement_from_json(const json& tp, const Shape& shape, const std::string& what) {
   TpSlice s{.dim = tp.at("dim").get<int>(),
             .sections = tp.at("sections").get<int64_t>(),
             .parts = tp.at("parts").get<int>(),
             .part = tp.at("part").get<int>(),
             .padded = tp.at("padded").get<int64_t>()};
-  const bool sane = s.dim >= 0 && s.dim < t.shape.dim() && s.sections >= 1 && s.parts >= 1 &&
+  const bool sane = s.dim >= 0 && s.dim < shape.dim() && s.sections >= 1 && s.parts >= 1 &&
                     s.part >= 0 && s.part < s.parts && s.padded >= 0 &&
-                    (s.padded == 0 || s.padded >= t.shape[s.dim]) &&
-                    (s.padded > 0 ? s.padded : t.shape[s.dim]) % (s.sections * s.parts) == 0;
-  BRAID_CHECK(sane, where, ": a piece of ", t.kind, " '", t.name, "' has placement ", s.str(),
-              ", which does not cut its shape ", t.shape.str());
+                    (s.padded == 0 || s.padded >= shape[s.dim]) &&
+                    (s.padded > 0 ? s.padded : shape[s.dim]) % (s.sections * s.parts) == 0;
+  BRAID_CHECK(sane, what, " has placement ", s.str(), ", which does not cut its shape ",
+              shape.str());
   return s;
 }
-
-}  // namespace
 
 const TensorEntry* Manifest::find(const std::string& kind, const std::string& name) const {
   for (const TensorEntry& t : tensors)
@@ -84,13 +96,7 @@ std::string to_json(const Manifest& m) {
     json pieces = json::array();
     for (const PieceEntry& p : t.pieces) {
       json piece = json::array({p.file, p.offset, p.numel, p.byte_offset});
-      if (p.tp.is_split())
-        piece.push_back({{"tp",
-                          {{"dim", p.tp.dim},
-                           {"sections", p.tp.sections},
-                           {"parts", p.tp.parts},
-                           {"part", p.tp.part},
-                           {"padded", p.tp.padded}}}});
+      if (p.tp.is_split()) piece.push_back({{"tp", placement_to_json(p.tp)}});
       pieces.push_back(piece);
     }
     tensors.push_back({{"kind", t.kind},
@@ -100,6 +106,7 @@ std::string to_json(const Manifest& m) {
                        {"pieces", pieces}});
   }
   j["tensors"] = tensors;
+  j["checksum"] = format_crc32c(content_crc(j));
   return j.dump(1) + "\n";
 }
 
@@ -113,9 +120,18 @@ Manifest manifest_from_json(const std::string& text, const std::string& where) {
   try {
     BRAID_CHECK(j.value("format", "") == kFormat, where, ": not a braid checkpoint manifest");
     const int version = j.at("version").get<int>();
-    BRAID_CHECK(version == 1 || version == kManifestVersion, where, ": manifest version ", version,
+    BRAID_CHECK(version >= 1 && version <= kManifestVersion, where, ": manifest version ", version,
                 ", this braid reads versions 1 to ", kManifestVersion);
     Manifest m;
+    m.version = version;
+    if (version >= 3) {
+      const uint32_t said = parse_crc(j.at("checksum").get<std::string>(), where);
+      j.erase("checksum");
+      const uint32_t crc = content_crc(j);
+      BRAID_CHECK(crc == said, where, ": its checksum says ", format_crc32c(said),
+                  ", its content's is ", format_crc32c(crc),
+                  " (the manifest was edited or damaged)");
+    }
     m.id = j.at("id").get<std::string>();
     m.step = j.at("step").get<int64_t>();
     m.layout = j.at("layout").at("strategy").get<std::string>();
@@ -146,7 +162,9 @@ Manifest manifest_from_json(const std::string& text, const std::string& where) {
                       p.at(2).get<int64_t>(),
                       p.at(3).get<int64_t>(),
                       {}};
-        if (p.size() > 4) pe.tp = placement_from(p.at(4), e, where);
+        if (p.size() > 4)
+          pe.tp = placement_from_json(p.at(4).at("tp"), e.shape,
+                                      where + ": a piece of " + e.kind + " '" + e.name + "'");
         BRAID_CHECK(pe.file >= 0 && pe.file < static_cast<int>(m.files.size()) && pe.offset >= 0 &&
                         pe.numel > 0 &&
                         pe.offset + pe.numel <= pe.tp.local_shape(e.shape).numel() &&

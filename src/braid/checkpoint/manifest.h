@@ -10,7 +10,8 @@
 //     step-00000100/
 //       manifest.json
 //       rank-00000.bin        a 4096-byte header (magic, checkpoint id, rank, world size,
-//       rank-00001.bin        step), then the rank's pieces back to back, f32, little-endian
+//       rank-00001.bin        step), the rank's pieces back to back (f32, little-endian), then
+//                             its table of contents and footer (Note [File table])
 //     .tmp-step-00000200/     a save in progress (never read; removed by the next save)
 //
 // A piece is the shard record of the optimizer slice that wrote it (Note [Placements],
@@ -20,7 +21,9 @@
 // ("exp_avg", "exp_avg_sq", "momentum_buffer"), with their whole shape. A range that several
 // ranks hold (DDP's replicas) is written once; a copy that does not count (a replicated
 // parameter past tp rank 0, a pipeline's tied-embedding replica) is not written. Version 1
-// manifests (before placements) hold whole-tensor pieces only and are read as such.
+// manifests (before placements) hold whole-tensor pieces only and are read as such. Version 3
+// adds the manifest's own checksum and each rank file's table (Note [File table],
+// file_table.h).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +37,7 @@
 
 namespace braid::checkpoint {
 
-inline constexpr int kManifestVersion = 2;
+inline constexpr int kManifestVersion = 3;
 inline constexpr int64_t kHeaderBytes = 4096;
 
 struct FileEntry {
@@ -61,7 +64,8 @@ struct TensorEntry {
 };
 
 struct Manifest {
-  std::string id;  // 16 hex digits, unique per save; also in every file's header
+  int version = kManifestVersion;  // as read; 3 and later carry a checksum and file tables
+  std::string id;                  // 16 hex digits, unique per save; also in every file's header
   int64_t step = 0;
   std::string layout;  // the strategy that wrote it ("zero3 (FULL_SHARD) over dp=4 ...")
   int world_size = 1;

@@ -22,6 +22,11 @@ std::unique_ptr<CheckpointReader> open_verified(const fs::path& dir, comm::Proce
 std::unique_ptr<CheckpointReader> open_resume_checkpoint(
     const std::string& resume, const fs::path& root, comm::ProcessGroup* group,
     const std::function<void(const std::string&)>& say) {
+  std::vector<std::string> notes;
+  if (!root.empty() && (group == nullptr || group->rank() == 0))
+    remove_unfinished_saves(root, &notes);
+  for (const std::string& n : notes) say("checkpoint: " + n);
+  notes.clear();
   if (resume == "never") return nullptr;
   const bool automatic = resume == "auto";
   const fs::path where = automatic ? root : fs::path(resume);
@@ -33,8 +38,9 @@ std::unique_ptr<CheckpointReader> open_resume_checkpoint(
               " is neither a checkpoint nor a directory of checkpoints");
   // Rank 0's listing, so every rank tries the same candidates in the same order.
   std::string listing;
-  for (const fs::path& p : checkpoints_newest_first(where)) listing += p.string() + "\n";
+  for (const fs::path& p : checkpoints_newest_first(where, &notes)) listing += p.string() + "\n";
   listing = comm::all_gather_strings(group, listing)[0];
+  for (const std::string& n : notes) say("resume: " + n);
   std::string first_error;
   int rejected = 0;
   for (size_t at = 0; at < listing.size();) {
@@ -52,7 +58,8 @@ std::unique_ptr<CheckpointReader> open_resume_checkpoint(
   }
   BRAID_CHECK(rejected == 0, "training.resume: none of the ", rejected, " checkpoint(s) under ",
               where.string(), " is valid; the newest: ", first_error);
-  BRAID_CHECK(automatic, "training.resume: no checkpoint under ", where.string());
+  BRAID_CHECK(automatic, "training.resume: ", where.string(), " is not a checkpoint (no ",
+              kManifestName, ") and holds none");
   return nullptr;
 }
 

@@ -15,7 +15,10 @@
 namespace braid::checkpoint {
 
 // Collective over group: every rank opens the same checkpoint, whose files the ranks verify
-// between them. `say` gets one line per checkpoint passed over. Null: start fresh.
+// between them. `say` gets one line per checkpoint passed over (and per thing passed over in
+// the root: an unusable `latest`, a step directory without a manifest; checkpoint_dir.h). First,
+// rank 0 removes what saves that did not finish left under root (saying so), whatever `resume` is.
+// Null: start fresh.
 std::unique_ptr<CheckpointReader> open_resume_checkpoint(
     const std::string& resume, const std::filesystem::path& root, comm::ProcessGroup* group,
     const std::function<void(const std::string&)>& say);

@@ -1,5 +1,6 @@
 #include "braid/checkpoint/save_plan.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -7,6 +8,7 @@
 
 #include "braid/checkpoint/checkpoint_dir.h"
 #include "braid/checkpoint/file_io.h"
+#include "braid/checkpoint/file_table.h"
 #include "braid/comm/collective_guard.h"
 #include "braid/comm/gather_strings.h"
 #include "braid/core/error.h"
@@ -114,7 +116,16 @@ SavePlan::SavePlan(comm::ProcessGroup* group, const optim::Optimizer& optimizer,
       world_(group ? group->size() : 1),
       optimizer_name_(optimizer.name()),
       tmp_(req_.root / temp_dir_name(req_.step)) {
-  id_ = comm::all_gather_strings(group, new_id())[0];
+  // The checkpoint id is rank 0's; the training state must be the same on every rank (each
+  // rank's file table carries it).
+  std::ostringstream state;
+  for (const auto& [k, v] : req_.counters) state << k << '=' << v << ' ';
+  const std::vector<std::string> ids = comm::all_gather_strings(group, new_id() + state.str());
+  id_ = ids[0].substr(0, 16);
+  for (size_t r = 1; r < ids.size(); ++r)
+    BRAID_CHECK(ids[r].substr(16) == ids[0].substr(16), "checkpoint of step ", req_.step,
+                ": the training state to save differs between ranks: rank 0 has '",
+                ids[0].substr(16), "', rank ", r, " has '", ids[r].substr(16), "'");
   std::ostringstream held;
   for (const optim::ParamGroup& g : optimizer.groups())
     for (const optim::ParamSlice& s : g.params)
@@ -171,6 +182,22 @@ void SavePlan::serialize(optim::Optimizer& optimizer,
         for (size_t k = 0; k < states.size(); ++k) put(states[k], s, slot.state[k]);
       },
       /*write=*/false);
+}
+
+std::string SavePlan::table() const {
+  FileTable t{id_, rank_, world_, req_.step, optimizer_name_, req_.counters, {}};
+  int64_t end = kHeaderBytes;
+  for (const auto& [kind, name, shape, piece] : pieces_) {
+    t.pieces.push_back({kind, name, DType::f32, shape, piece});
+    end = std::max(end, piece.byte_offset + piece.numel * 4);
+  }
+  return encode_table(t, end);
+}
+
+void SavePlan::abandon() const {
+  if (rank_ != 0) return;
+  std::error_code ec;
+  fs::remove_all(tmp_, ec);
 }
 
 void SavePlan::file_written(int64_t bytes, uint32_t crc32c) {

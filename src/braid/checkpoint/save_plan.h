@@ -3,7 +3,8 @@
 //   1. the plan (collective): the checkpoint id, which rank writes which range, the temporary
 //      directory;
 //   2. this rank's file (local): a header, then the pieces this rank writes, either straight
-//      from the optimizer into the file or from the optimizer into memory and later to the file;
+//      from the optimizer into the file or from the optimizer into memory and later to the file,
+//      then the file's table of what it holds (Note [File table], file_table.h);
 //   3. the finish (collective): every rank's piece list and checksum gathered into the manifest,
 //      which rank 0 writes before it renames the directory, moves `latest` and prunes.
 #pragma once
@@ -25,14 +26,19 @@ class SavePlan {
   // Part 1. Collective over group (null: one process); the optimizer must be between steps.
   SavePlan(comm::ProcessGroup* group, const optim::Optimizer& optimizer, SaveRequest request);
 
-  // The bytes this rank's file will have (header and pieces).
+  // The bytes of this rank's header and pieces.
   int64_t file_bytes(optim::Optimizer& optimizer) const;
-  // Part 2: this rank's file, front to back, into `out`; the pieces are recorded.
+  // Part 2: this rank's header and pieces, front to back, into `out`; the pieces are recorded.
   void serialize(optim::Optimizer& optimizer, const std::function<void(const void*, size_t)>& out);
+  // Part 2, after serialize: the rest of the file, its table of the pieces recorded.
+  std::string table() const;
   // Part 2, at the end: the file as written (size and CRC-32C). Local.
   void file_written(int64_t bytes, uint32_t crc32c);
   // Part 3. Collective; every rank must have called file_written.
   SaveResult finish(comm::ProcessGroup* group);
+  // After a failed save (every rank's part of it stopped): rank 0 removes the temporary
+  // directory, so a failed save leaves nothing on disk. Never throws.
+  void abandon() const;
 
   const SaveRequest& request() const { return req_; }
   std::filesystem::path file_path() const;  // this rank's file in the temporary directory
