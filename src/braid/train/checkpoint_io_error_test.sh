@@ -50,6 +50,8 @@ for async in false true; do
   ckpt=$work/$name/checkpoints
   [[ $(cat "$ckpt/latest") == step-00000002 ]] || fail "$name: latest moved: $(cat "$ckpt/latest")"
   [[ ! -e $ckpt/step-00000004 ]] || fail "$name: a step-4 directory exists"
+  left=$(ls -A "$ckpt" | grep '^\.tmp-' || true)
+  [[ -z $left ]] || fail "$name: the failed save left $left (the disk stays full)"
   "$BRAID" checkpoint verify "$ckpt/step-00000002" > /dev/null || fail "$name: step 2 is damaged"
   echo "$name: exit $status after ${took}s: $(grep -m1 'error:' "$log")"
   run "$name" 0 4 --set checkpoint.async=$async || { cat "$work/$name.log"; fail "$name: rerun"; }
