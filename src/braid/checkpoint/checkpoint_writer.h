@@ -29,6 +29,7 @@ struct SaveRequest {
   int dp_size = 1;
   std::map<std::string, int64_t> counters;  // training state that is not a tensor
   std::string config;                       // the run's config, for inspection
+  std::string model_config;                 // a Transformer's config.json (export reads it)
   // Tests: called before each stage of the save ("create", "write", "sync", "manifest",
   // "rename", "publish") on this rank (for an async save "write" and "sync" on its writer
   // thread); throwing from it fails the save there.

@@ -84,6 +84,7 @@ std::string to_json(const Manifest& m) {
   j["optimizer"] = m.optimizer;
   j["counters"] = m.counters;
   j["config"] = m.config;
+  if (!m.model_config.empty()) j["model_config"] = m.model_config;
   json files = json::array();
   for (const FileEntry& f : m.files)
     files.push_back({{"name", f.name},
@@ -140,6 +141,7 @@ Manifest manifest_from_json(const std::string& text, const std::string& where) {
     m.optimizer = j.at("optimizer").get<std::string>();
     m.counters = j.at("counters").get<std::map<std::string, int64_t>>();
     m.config = j.at("config").get<std::string>();
+    m.model_config = j.value("model_config", "");
     for (const json& f : j.at("files")) {
       FileEntry e;
       e.name = f.at("name").get<std::string>();

@@ -73,7 +73,8 @@ struct Manifest {
   std::string optimizer;  // "adamw" | "sgd"
   // Training state that is not a tensor (optimizer step count, batches read, ...).
   std::map<std::string, int64_t> counters;
-  std::string config;  // the run's config (YAML), for inspection
+  std::string config;        // the run's config (YAML), for inspection
+  std::string model_config;  // the model's config.json (HF) as trained; "" for other models
   std::vector<FileEntry> files;
   std::vector<TensorEntry> tensors;
 

@@ -228,6 +228,7 @@ SaveResult SavePlan::finish(comm::ProcessGroup* group) {
   m.optimizer = optimizer_name_;
   m.counters = req_.counters;
   m.config = req_.config;
+  m.model_config = req_.model_config;
   std::map<std::pair<std::string, std::string>, size_t> index;
   for (int r = 0; r < world_; ++r) {
     m.files.push_back({rank_file_name(r), r, 0, 0});

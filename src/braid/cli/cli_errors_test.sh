@@ -66,5 +66,18 @@ expect "--backend: unknown 'nccl' (local, mpi)" estimate-memory --model gpt2-sma
 expect "--model PRESET|config.json or --config FILE is required" estimate-memory
 expect "unknown fsdp sharding strategy 'HALF_SHARD'" estimate-memory --model gpt2-small \
   --strategy fsdp --sharding-strategy HALF_SHARD
+# Not an error, but the same kind of promise: `tokenize --decode` prints what HF's decode does,
+# U+FFFD for ill-formed UTF-8 (158 is the byte 0xE2 alone, the start of a 3-byte character).
+gpt2=${BRAID_DATA_DIR:-data}/gpt2
+if [[ -f $gpt2/encoder.json ]]; then
+  got=$("$BRAID" tokenize --tokenizer "$gpt2" --decode 15496 158 | od -An -tx1 | tr -d ' \n')
+  want=$(printf 'Hello\xef\xbf\xbd\n' | od -An -tx1 | tr -d ' \n')
+  if [[ $got == "$want" ]]; then
+    echo "ok: braid tokenize --decode 15496 158: Hello + U+FFFD"
+  else
+    echo "FAIL: braid tokenize --decode 15496 158 printed bytes $got, wanted $want"
+    failures=$((failures + 1))
+  fi
+fi
 [[ $failures == 0 ]] || { echo "cli_errors_test: $failures failed"; exit 1; }
 echo "cli_errors_test: all passed"

@@ -47,7 +47,7 @@ int run_tokenize(const std::vector<std::string>& args) {
                   "--decode expects integer token ids, got '", w, "'");
       ids.push_back(id);
     }
-    std::string out = tok.decode(ids);
+    const std::string out = tok.decode_text(ids);  // as HF prints it: U+FFFD for broken UTF-8
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fputc('\n', stdout);
     return 0;

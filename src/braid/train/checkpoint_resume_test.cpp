@@ -215,5 +215,37 @@ TEST(CheckpointTools, ExportOfTheLastCheckpointIsTheRunsOwnExport) {
   EXPECT_THROW(verify_checkpoint(root / "run" / checkpoint::step_dir_name(2)), Error);
 }
 
+// The manifest carries the model as trained: export needs no config file (here deleted after
+// the run), and resuming as another model (an epsilon changed: no shape differs) is refused
+// naming the field.
+TEST(CheckpointTools, TheCheckpointCarriesTheModelItWasTrainedAs) {
+  const fs::path root = private_temp_dir("braid_ckpt_model");
+  fs::remove_all(root);
+  fs::create_directories(root);
+  config::TrainConfig c = resume_config((root / "run").string());
+  nn::ModelConfig mc = model_config_from(c);
+  mc.save_hf_file(root / "model.json");
+  c.model.config = (root / "model.json").string();
+  c.output.export_model = true;
+  c.output.dir = (root / "out").string();
+  train_ranks(2, c);
+  fs::remove(root / "model.json");
+  export_checkpoint(root / "run", root / "exported");
+  EXPECT_EQ(checkpoint::read_small_file(root / "exported" / "model.safetensors"),
+            checkpoint::read_small_file(root / "out" / "model" / "model.safetensors"));
+  mc.norm_eps = 1e-6;
+  mc.save_hf_file(root / "model.json");
+  c.training.max_steps = 6;
+  const auto errors = braid::testing::run_ranks_collect(
+      2, [&](comm::ProcessGroup& pg) { Trainer t(c, borrow(pg), quiet()); });
+  for (const auto& e : errors) {
+    const std::string what = braid::testing::what(e);
+    EXPECT_NE(what.find("was trained as another model: \"layer_norm_epsilon\": 1e-05 there, "
+                        "\"layer_norm_epsilon\": 1e-06 in this run's model"),
+              std::string::npos)
+        << what;
+  }
+}
+
 }  // namespace
 }  // namespace braid::train

@@ -65,11 +65,16 @@ std::string verify_checkpoint(const fs::path& path) {
 
 std::string export_checkpoint(const fs::path& path, const fs::path& out) {
   const checkpoint::CheckpointReader reader(resolve_checkpoint(path));
-  const config::TrainConfig cfg = config::parse_config(
-      reader.manifest().config, (reader.dir() / checkpoint::kManifestName).string());
+  const std::string where = (reader.dir() / checkpoint::kManifestName).string();
+  // The model as trained, carried by the manifest; older checkpoints name its config instead,
+  // which is read again (and must still be there).
+  const std::string& saved = reader.manifest().model_config;
+  const nn::ModelConfig mc =
+      saved.empty() ? model_config_from(config::parse_config(reader.manifest().config, where))
+                    : nn::ModelConfig::from_hf_json(saved, where + " (model_config)");
   nn::TransformerOptions declared;
   declared.materialize = false;
-  const nn::Transformer model(model_config_from(cfg), declared);
+  const nn::Transformer model(mc, declared);
   const nn::ParamLayout& layout = model.layout();
   auto units = [&](const std::function<void(int, const Tensor&)>& visit) {
     for (size_t u = 0; u < layout.units().size(); ++u) {

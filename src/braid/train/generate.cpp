@@ -8,6 +8,10 @@
 
 namespace braid::train {
 
+int32_t stop_token_of(const nn::ModelConfig& config, int32_t tokenizer_eot) {
+  return config.eos_token_id >= 0 ? static_cast<int32_t>(config.eos_token_id) : tokenizer_eot;
+}
+
 std::vector<int32_t> sample(nn::Transformer& model, std::vector<int32_t> prompt,
                             const SampleOptions& options, Rng& rng) {
   auto logits = [&model](const Tensor& ids) { return model.last_logits(ids); };

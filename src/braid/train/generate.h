@@ -16,8 +16,12 @@ struct SampleOptions {
   int64_t max_new_tokens = 48;
   float temperature = 0.8f;  // 0 = greedy
   int64_t top_k = 40;        // 0 = the whole vocabulary
-  int32_t stop_token = -1;   // stop after emitting it (e.g. <|endoftext|>)
+  int32_t stop_token = -1;   // stop after emitting it (stop_token_of)
 };
+
+// The token sampling stops at, as HF's generate: the model config's eos_token_id, or for a
+// config without one the tokenizer's <|endoftext|> (tokenizer_eot; -1: never stop early).
+int32_t stop_token_of(const nn::ModelConfig& config, int32_t tokenizer_eot);
 
 // The logits [1, V] f32 of the last position of ids [1, T].
 using LastLogits = std::function<Tensor(const Tensor& ids)>;

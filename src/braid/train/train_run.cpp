@@ -49,7 +49,7 @@ void generate_samples(const GenerateRequest& r, FILE* out) {
               tok.vocab_size(), " tokens but the model's vocab_size is ",
               model->config().vocab_size);
   SampleOptions so = r.sample;
-  so.stop_token = tok.eot_id();
+  so.stop_token = stop_token_of(model->config(), tok.eot_id());
   Rng rng(r.seed);
   const std::vector<int32_t> ids = tok.encode(r.prompt);
   for (int64_t s = 0; s < r.samples; ++s) {

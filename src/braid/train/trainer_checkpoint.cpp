@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <sstream>
 
 #include "braid/checkpoint/checkpoint_writer.h"
 #include "braid/checkpoint/resume.h"
@@ -14,6 +15,35 @@
 namespace braid::train {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// The model a checkpoint was trained as must be the model it resumes as: a field that changes
+// no shape (rope_theta, an epsilon, a token id) would otherwise change its meaning silently.
+// Checkpoints of older versions carry no model config and are not checked.
+void check_same_model(const std::string& saved, const std::string& now, const std::string& dir) {
+  if (saved.empty() || saved == now) return;
+  auto lines = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) {
+      l.erase(0, l.find_first_not_of(' '));
+      if (!l.empty() && l.back() == ',') l.pop_back();
+      out.push_back(l);
+    }
+    return out;
+  };
+  const std::vector<std::string> a = lines(saved), b = lines(now);
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  auto at = [i](const std::vector<std::string>& v) { return i < v.size() ? v[i] : "(nothing)"; };
+  BRAID_THROW("resume: checkpoint ", dir, " was trained as another model: ", at(a), " there, ",
+              at(b),
+              " in this run's model (model.*); resume it as the model it was "
+              "trained as");
+}
+
+}  // namespace
 
 // Note [Resume]: the weights come in through the runtime's fill (each rank reads the units
 // it materialises from whatever files hold them), the optimizer state through the optimizer's
@@ -24,6 +54,8 @@ void Trainer::open_resume() {
                                          [this](const std::string& s) { say(s); });
   if (!resume_) return;
   start_step_ = resume_->manifest().step;
+  check_same_model(resume_->manifest().model_config, model_config_from(cfg_).to_hf_json(),
+                   resume_->dir().string());
 }
 
 void Trainer::report_resume() const {
@@ -60,6 +92,7 @@ void Trainer::save_checkpoint(int64_t step, TrainResult* result) {
       {"val_batches", val_batches_},
       {"global_batch_size", cfg_.training.global_batch_size}};
   checkpoint::SaveRequest req = acc_->save_request(cfg_.checkpoint_dir(), step, counters);
+  req.model_config = model_->config().to_hf_json();
   if (options_.fault)
     req.fault = [f = options_.fault, step](const std::string& s) { f(step, "save:" + s); };
   if (!cfg_.checkpoint.async) {

@@ -89,7 +89,7 @@ void write_outputs(const config::TrainConfig& cfg, nn::Transformer& model, Accel
   Rng rng(cfg.training.seed + 17);
   SampleOptions so;
   so.max_new_tokens = out.sample_tokens;
-  so.stop_token = tok.eot_id();
+  so.stop_token = stop_token_of(model.config(), tok.eot_id());
   std::vector<int32_t> prompt = tok.encode(out.sample_prompt);
   for (int64_t i = 0; i < out.samples; ++i) {
     auto logits = [&](const Tensor& ids) { return acc.last_logits(model, ids); };
