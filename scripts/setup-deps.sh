@@ -3,7 +3,8 @@
 # skipped, and apt is not touched at all when nothing is missing. Needs root or sudo.
 #   scripts/setup-deps.sh [demo|test]
 # demo (the default): building, running and the demo. test: also what only the tests use,
-# PyTorch and NumPy for the parity tests (a large dependency tree) and clang-format.
+# PyTorch and NumPy for the parity tests (a large dependency tree), clang-format, and Chromium
+# (headless) for the report test.
 set -euo pipefail
 MODE=${1:-demo}
 
@@ -18,7 +19,7 @@ PACKAGES=(
 )
 case $MODE in
   demo) ;;
-  test) PACKAGES+=(python3-torch python3-numpy clang-format) ;;
+  test) PACKAGES+=(python3-torch python3-numpy clang-format chromium) ;;  # chromium: braid report
   *) echo "setup-deps: unknown mode '$MODE' (demo or test)" >&2; exit 2 ;;
 esac
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <sstream>
 #include <string_view>
@@ -236,6 +237,22 @@ TrainResult Trainer::run() {
 
   progress.header(describe_run(cfg_, *model_, *acc_, world_size(),
                                world_ ? world_->placement() : "", result.peak_gflops, flops_tok));
+  if (!options_.quiet) {
+    comm::all_ranks_or_throw(world_.get(), [&] {
+      if (rank() != 0) return;
+      metrics_ = std::make_unique<MetricsLog>(fs::path(cfg_.output.dir) / "metrics.jsonl",
+                                              /*append=*/start_step_ > 0);
+      metrics_->write(MetricsLine("run")
+                          .add("time", static_cast<int64_t>(std::time(nullptr)))
+                          .add("model", model_->config().summary())
+                          .add("layout", acc_->describe())
+                          .add("world_size", static_cast<int64_t>(world_size()))
+                          .add("max_steps", t.max_steps)
+                          .add("start_step", start_step_)
+                          .add("tokens_per_step", tokens_per_step)
+                          .add("peak_gflops", result.peak_gflops));
+    });
+  }
   result.resumed_from = start_step_ > 0 ? start_step_ : -1;
   if (val_data_ && t.eval_interval > 0 && start_step_ == 0) {
     result.first_val_loss = evaluate();
@@ -296,12 +313,16 @@ TrainResult Trainer::run() {
       s.mfu = result.peak_gflops > 0 ? s.tokens_per_s * flops_tok / (result.peak_gflops * 1e9) : 0;
       if (stats.bubble >= 0) s.bubble = all_reduce_sum(stats.bubble) / world_size();
       progress.step(s, last || (t.log_interval > 0 && (step + 1) % (t.log_interval * 10) == 0));
+      if (!options_.quiet) log_step(s, dt, result.skipped_steps);
     }
     bool eval = val_data_ && ((t.eval_interval > 0 && (step + 1) % t.eval_interval == 0) || last);
     if (eval) {
       result.last_val_loss = evaluate();
       progress.message("step " + std::to_string(step + 1) + " | val loss " +
                        format_loss(result.last_val_loss));
+      if (metrics_)
+        metrics_->write(
+            MetricsLine("eval").add("step", step + 1).add("val_loss", result.last_val_loss));
     }
     poll_async_save(/*wait=*/false, result);
     if (interval > 0 && ((step + 1) % interval == 0 || last)) save_checkpoint(step + 1, &result);
@@ -322,8 +343,57 @@ TrainResult Trainer::run() {
   result.exposed_comm_ms = world_size() > 1 && !exposed_ms.empty() ? steady_median(exposed_ms) : 0;
   if (!bubbles.empty()) result.bubble = all_reduce_sum(steady_median(bubbles)) / world_size();
   result.peak_tracked_bytes = tracker_->total_peak();
+  if (!options_.quiet) log_end(result);
   finish(result);
   return result;
+}
+
+void Trainer::log_step(const StepStats& s, double step_s, int64_t skipped) {
+  std::vector<double> ranks;
+  for (const std::string& v : comm::all_gather_strings(world_.get(), std::to_string(step_s * 1e3)))
+    ranks.push_back(std::stod(v));
+  if (!metrics_) return;
+  std::string memory = "{";
+  for (int c = 0; c < kNumMemCategories; ++c)
+    memory += std::string(c ? "," : "") +
+              json_quote(mem_category_name(static_cast<MemCategory>(c))) + ":" +
+              std::to_string(tracker_->current(static_cast<MemCategory>(c)));
+  const parallel::ParallelStats stats = acc_->last_step_stats();
+  metrics_->write(MetricsLine("step")
+                      .add("step", s.step)
+                      .add("loss", s.loss)
+                      .add("lr", s.lr)
+                      .add("grad_norm", s.grad_norm)
+                      .add("tokens_per_s", s.tokens_per_s)
+                      .add("mfu", s.mfu)
+                      .add("step_ms", s.step_ms)
+                      .add("step_ms_ranks", ranks)
+                      .add("exposed_comm_ms", stats.exposed_comm_ms)
+                      .add("bubble", s.bubble)
+                      .add("skipped_steps", skipped)
+                      .add_json("memory", memory + "}")
+                      .add("memory_peak", tracker_->total_peak()));
+}
+
+void Trainer::log_end(const TrainResult& r) {
+  if (parallel::PipelineParallelism* pp = acc_->parallelism().pipeline()) {
+    const std::vector<std::string> ranks =
+        comm::all_gather_strings(world_.get(), pp->timeline().last_step_json());
+    std::string all = "[";
+    for (size_t i = 0; i < ranks.size(); ++i) all += (i ? "," : "") + ranks[i];
+    if (metrics_) metrics_->write(MetricsLine("timeline").add_json("ranks", all + "]"));
+  }
+  if (!metrics_) return;
+  metrics_->write(MetricsLine("end")
+                      .add("steps", r.steps)
+                      .add("tokens_per_s", r.tokens_per_s)
+                      .add("step_ms", r.step_ms)
+                      .add("mfu", r.mfu)
+                      .add("exposed_comm_ms", r.exposed_comm_ms)
+                      .add("bubble", r.bubble)
+                      .add("peak_tracked_bytes", r.peak_tracked_bytes)
+                      .add("checkpoints_saved", r.checkpoints_saved)
+                      .add("skipped_steps", r.skipped_steps));
 }
 
 void Trainer::finish(TrainResult& r) {

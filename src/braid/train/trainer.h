@@ -25,6 +25,8 @@
 #include "braid/train/accelerator.h"
 #include "braid/train/anomaly.h"
 #include "braid/train/batch_source.h"
+#include "braid/train/metrics_log.h"
+#include "braid/train/progress.h"
 
 namespace braid::train {
 
@@ -48,7 +50,7 @@ struct TrainResult {
 };
 
 struct TrainerOptions {
-  bool quiet = false;        // no progress output (tests)
+  bool quiet = false;        // no progress output and no metrics log (tests)
   bool measure_peak = true;  // time a GEMM for the MFU denominator
   // Tests: called at each point of a step ("forward" and "backward" of micro-step 0,
   // "optimizer") and of a checkpoint save ("save:" + checkpoint::SaveRequest::fault's stage),
@@ -110,6 +112,10 @@ class Trainer {
   double all_reduce_sum(double v);
   double sum_over_replicas(double v);
   void finish(TrainResult& result);
+  // Note [Metrics log] (metrics_log.h): rank 0's lines; the step line gathers every rank's step
+  // time, and the end adds a pipeline's last step. Collective where it gathers.
+  void log_step(const StepStats& s, double step_s, int64_t skipped);
+  void log_end(const TrainResult& r);
 
   config::TrainConfig cfg_;
   std::shared_ptr<comm::ProcessGroup> world_;
@@ -123,6 +129,7 @@ class Trainer {
   std::unique_ptr<checkpoint::AsyncSaver> async_save_;    // checkpoint.async
   std::unique_ptr<AnomalyDetector> anomaly_;              // training.detect_anomaly
   std::unique_ptr<NanInjector> nan_injector_;             // options.inject_nan
+  std::unique_ptr<MetricsLog> metrics_;                   // rank 0, unless quiet
   int64_t start_step_ = 0;
   int64_t val_batches_ = 0;  // validation batches read so far (each rank)
 };

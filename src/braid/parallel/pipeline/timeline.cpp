@@ -78,6 +78,20 @@ const Timeline::Step* Timeline::last_ended() const {
   return nullptr;
 }
 
+std::string Timeline::last_step_json() const {
+  const Step* s = last_ended();
+  std::string out = "[";
+  if (s)
+    for (const TimelineEvent& e : s->events) {
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "%s[\"%s\",%d,%d,%.4f,%.4f]", out.size() > 1 ? "," : "",
+                    kind_name(e.kind), e.micro, e.chunk, (e.start_us - s->start_us) / 1e3,
+                    e.dur_us / 1e3);
+      out += buf;
+    }
+  return out + "]";
+}
+
 double Timeline::last_step_ms() const {
   const Step* s = last_ended();
   return s ? (s->end_us - s->start_us) / 1e3 : 0;

@@ -47,6 +47,10 @@ class Timeline {
   // "F m3 c0", "B m3 c1", "send", "recv", "recv wait" or "optimizer", with the step, micro-batch
   // and chunk in its args.
   std::string chrome_events_json() const;
+  // The last completed step's events as a JSON array of [kind, micro, chunk, start_ms,
+  // duration_ms], times from the step's start (kind: "forward", "backward", "send", "recv",
+  // "idle" or "optimizer"); "[]" before the first.
+  std::string last_step_json() const;
 
  private:
   struct Step {
