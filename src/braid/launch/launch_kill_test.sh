@@ -104,6 +104,7 @@ case $MODE in
     start launcher
     wait_steps launcher 3
     note_files launcher
+    disown $launcher  # no "Killed" notice from bash
     kill -9 $launcher
     check_gone launcher 2
     echo "launcher: SIGKILLed; every process of the job, $jobdir and its $(wc -w <<< "$files")" \
