@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,11 +16,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <sstream>
 #include <thread>
 
 #include "braid/core/error.h"
+#include "braid/launch/job_guard.h"
 
 namespace braid::launch {
 
@@ -82,9 +83,16 @@ Child spawn(const std::vector<std::string>& argv, const std::map<std::string, st
             const sigset_t& child_mask) {
   int out[2], err[2];
   BRAID_CHECK(pipe(out) == 0 && pipe(err) == 0, "launch: pipe failed: ", std::strerror(errno));
+  const pid_t launcher = getpid();
   pid_t pid = fork();
   BRAID_CHECK(pid >= 0, "launch: fork failed: ", std::strerror(errno));
   if (pid == 0) {
+    // Note [Launcher death]: mpirun dies with the launcher, however the launcher dies (a SIGKILL
+    // runs no handler), and takes its ranks with it (the guardian, job_guard.h, kills the ones
+    // that linger). Before this, a SIGKILLed launcher's job ran on for 1.1 s here (output to a
+    // file), 5-10 s in other runs (issue 26); now it is gone within 0.1 s (launch_kill_test.sh).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) _exit(127);  // the launcher died before prctl
     pthread_sigmask(SIG_SETMASK, &child_mask, nullptr);
     dup2(out[1], 1);
     dup2(err[1], 2);
@@ -144,7 +152,19 @@ struct PumpResult {
   int status = 0;          // the child's exit status (128 + signal for a signal)
   bool timed_out = false;  // ended by --job-timeout
   int interrupted = 0;     // the signal that stopped the job (Note [Launcher signals])
+  int mpirun_signal = 0;   // the signal that killed mpirun itself (0: it exited)
 };
+
+// The ranks' pids, learnt while they run: mpirun's notice of a death says "PID 0". With
+// `stops`, also the ranks that are stopped (state T or t) now.
+void look_at_ranks(const LaunchOptions& o, FailureCause& cause, bool stops) {
+  if (o.job_dir.empty()) return;
+  for (const JobProcess& p : job_processes(o.job_dir)) {
+    if (p.rank < 0) continue;
+    cause.know_pid(p.rank, p.pid);
+    if (stops && (p.state == 'T' || p.state == 't')) cause.stopped(p.rank, p.pid);
+  }
+}
 
 // Forwards the child's output line by line (retagged) until both pipes close; ends the job when
 // it outlives the deadline or the launcher is signalled.
@@ -160,6 +180,8 @@ PumpResult pump(Child& c, const LaunchOptions& o, FailureCause& cause,
   int status = 0;
   bool reaped = false;
   Clock::time_point drained_by = Clock::time_point::max();
+  Clock::time_point next_look = start;
+  bool looked_for_stops = false;
   while (fds[0] >= 0 || fds[1] >= 0) {
     pollfd p[3];
     int n = 0;
@@ -196,6 +218,12 @@ PumpResult pump(Child& c, const LaunchOptions& o, FailureCause& cause,
         pending[i].erase(0, nl + 1);
         if (o.tag_output) line = retag_line(line);
         cause.observe(line);
+        if (cause.failure_seen() && !looked_for_stops) {
+          // A rank stopped now (SIGSTOP, a debugger) is why its peers time out; once mpirun
+          // resumes it to end the job it may blame them (failure_cause.h names it first).
+          look_at_ranks(o, cause, true);
+          looked_for_stops = true;
+        }
         std::fprintf(sinks[i], "%s\n", line.c_str());
         if (cause.job_failing() && kill_at == Clock::time_point::max()) {
           // mpirun is ending the job; a host it cannot reach must not keep it (and us) waiting.
@@ -204,8 +232,18 @@ PumpResult pump(Child& c, const LaunchOptions& o, FailureCause& cause,
       }
       std::fflush(sinks[i]);
     }
+    if (!reaped && Clock::now() >= next_look && static_cast<int>(cause.pids().size()) < o.nprocs) {
+      // Every 250 ms until every rank is known (only this host's ranks can be: with other hosts
+      // every 5 s after the first minute).
+      look_at_ranks(o, cause, false);
+      next_look = Clock::now() + (Clock::now() - start < std::chrono::minutes(1)
+                                      ? std::chrono::milliseconds(250)
+                                      : std::chrono::milliseconds(5000));
+    }
     if (o.job_timeout_s > 0 && !r.timed_out && r.interrupted == 0 &&
         std::chrono::duration<double>(Clock::now() - start).count() > o.job_timeout_s) {
+      if (!looked_for_stops) look_at_ranks(o, cause, true);
+      looked_for_stops = true;
       r.timed_out = true;
       kill(c.pid, SIGTERM);  // mpirun forwards it to every rank
       kill_at = Clock::now() + std::chrono::seconds(10);
@@ -231,6 +269,7 @@ PumpResult pump(Child& c, const LaunchOptions& o, FailureCause& cause,
     }
   }
   if (!reaped) waitpid(c.pid, &status, 0);
+  if (WIFSIGNALED(status)) r.mpirun_signal = WTERMSIG(status);
   r.status = WIFEXITED(status)     ? WEXITSTATUS(status)
              : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                    : 1;
@@ -250,46 +289,6 @@ std::string retag_line(const std::string& line) {
   std::string rank = line.substr(comma + 1, close - comma - 1);
   if (rank.empty() || rank.find_first_not_of("0123456789") != std::string::npos) return line;
   return "[rank " + rank + "] " + line.substr(colon + 2);
-}
-
-void FailureCause::observe(const std::string& line) {
-  // ORTE, when a host's daemon dies or its link goes down:
-  //   ORTE has lost communication with a remote daemon.
-  //     HNP daemon   : [[1234,0],0] on node vm
-  //     Remote daemon: [[1234,0],2] on node h2
-  static const std::regex remote_daemon("Remote daemon: *\\S+ on node (\\S+)");
-  if (line.find("lost communication with a remote daemon") != std::string::npos) {
-    lost_host_pending_ = true;
-    return;
-  }
-  if (lost_host_pending_ && host_line_.empty()) {
-    std::smatch m;
-    if (std::regex_search(line, m, remote_daemon)) {
-      host_line_ = "lost host " + m[1].str() +
-                   ": its daemon died or its network link went down (mpirun lost contact)";
-      return;
-    }
-  }
-  static const std::regex noticed(
-      "process rank [0-9]+ with PID [0-9]+ on node \\S+ exited on "
-      "signal [0-9]+[^.]*|process rank [0-9]+ .*exited.*");
-  if (line.find("aborting the job after a communication failure") != std::string::npos) {
-    if (abort_line_.empty()) abort_line_ = line;
-  } else if (line.rfind("[rank ", 0) == 0 &&
-             (line.find("error") != std::string::npos || line.find("Error") != std::string::npos)) {
-    if (rank_error_.empty()) rank_error_ = line;
-  } else if (mpirun_line_.empty()) {
-    std::smatch m;
-    if (std::regex_search(line, m, noticed)) mpirun_line_ = m.str();
-  }
-}
-
-std::string FailureCause::cause(int exit_status) const {
-  if (!abort_line_.empty()) return abort_line_;
-  if (!host_line_.empty()) return host_line_;
-  if (!rank_error_.empty()) return rank_error_;
-  if (!mpirun_line_.empty()) return mpirun_line_;
-  return "exit status " + std::to_string(exit_status) + " (no rank printed an error)";
 }
 
 int launch(const LaunchOptions& options) {
@@ -313,8 +312,11 @@ int launch(const LaunchOptions& options) {
   if (mpirun.empty())
     BRAID_CHECK(o.nprocs == 1 && o.hostfile.empty(), "launch: mpirun not found, and ", o.nprocs,
                 " ranks need it (apt-get install openmpi-bin, or scripts/setup-deps.sh)");
+  JobGuard guard;  // Note [Job leftovers]
+  o.job_dir = guard.dir();
   SignalCatcher signals;
   int status = 0;
+  FailureCause previous;
   for (int attempt = 0; attempt <= o.max_restarts; ++attempt) {
     auto env = launch_environment(o, cores, attempt);
     std::vector<std::string> argv = mpirun.empty() ? o.command : mpirun_command(o, mpirun, env);
@@ -324,6 +326,9 @@ int launch(const LaunchOptions& options) {
     FailureCause cause;
     PumpResult r = pump(child, local, cause, signals);
     status = r.status;
+    if (int left = guard.end_attempt(); left > 0)
+      std::fprintf(stderr, "braid launch: %d process(es) of the job outlived %s; killed them\n",
+                   left, mpirun.empty() ? "the program" : "mpirun");
     if (r.interrupted) {
       // Stopped from outside: not a failure to retry. The status says which signal.
       std::fprintf(stderr, "braid launch: interrupted by %s; the job stopped (exit %d)\n",
@@ -333,7 +338,20 @@ int launch(const LaunchOptions& options) {
     if (status == 0) return 0;
     std::string why =
         r.timed_out ? "the job ran past --job-timeout " + format_seconds(o.job_timeout_s) + " s"
-                    : cause.cause(status);
+        : r.mpirun_signal && !cause.failure_seen()
+            ? std::string(mpirun.empty() ? "the program" : "mpirun") + " (pid " +
+                  std::to_string(child.pid) + ") was killed by " + signal_name(r.mpirun_signal)
+            : cause.cause(status);
+    if (attempt > 0 && !r.timed_out && cause.repeats(previous)) {
+      // Note [Deterministic failures]: another attempt would fail the same way again.
+      const std::string at =
+          cause.step() >= 0 ? "at step " + std::to_string(cause.step()) : "before any step";
+      std::fprintf(stderr,
+                   "braid launch: job failed (exit %d): deterministic failure, not restarting: "
+                   "attempts %d and %d failed the same way %s: %s\n",
+                   status, attempt, attempt + 1, at.c_str(), why.c_str());
+      return status;
+    }
     if (attempt < o.max_restarts) {
       std::fprintf(stderr, "braid launch: attempt %d of %d failed (exit %d): %s; restarting\n",
                    attempt + 1, o.max_restarts + 1, status, why.c_str());
@@ -344,6 +362,7 @@ int launch(const LaunchOptions& options) {
           o.max_restarts ? (", after " + std::to_string(o.max_restarts) + " restarts").c_str() : "",
           why.c_str());
     }
+    previous = std::move(cause);
   }
   return status;
 }

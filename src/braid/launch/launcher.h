@@ -3,8 +3,10 @@
 // mpirun needs on this kind of machine: running as root, more ranks than cores, no core binding,
 // the faster shared-memory copy. Each rank gets cores / ranks compute threads unless told
 // otherwise (BRAID_NUM_THREADS, OMP_NUM_THREADS; launch/threads.h), output lines carry their rank,
-// a failed job is restarted up to max_restarts times, and the result is the failing rank's exit
-// status plus a one-line cause. Without mpirun, a 1-rank job runs the program directly.
+// a failed job is restarted up to max_restarts times (not when it fails the same way twice:
+// Note [Deterministic failures]), and the result is the failing rank's exit status plus a
+// one-line cause (failure_cause.h). Nothing of the job outlives the launcher, killed or not
+// (job_guard.h). Without mpirun, a 1-rank job runs the program directly.
 // launcher.cpp runs the job (its output, failure cause, signals and restarts); mpirun_command.cpp
 // builds what it runs (mpirun's command line, the ranks' environment, the job's network).
 #pragma once
@@ -12,6 +14,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include "braid/launch/failure_cause.h"
 
 namespace braid::launch {
 
@@ -30,6 +34,10 @@ struct LaunchOptions {
   double job_timeout_s = 0;   // end the job after this long; 0: never
   int threads = 0;            // compute threads per rank; 0: cores / ranks (local runs)
   bool tag_output = true;     // prefix every output line with "[rank R] "
+  // The job's private directory (JobGuard, set by launch()): its processes carry it in
+  // kJobVariable, and when every rank runs on this host OpenMPI's shared-memory segments and
+  // session directory go there (Note [Job leftovers]). Empty: neither.
+  std::string job_dir;
   std::vector<std::string> mpirun_args;  // passed through to mpirun before the program
   std::vector<std::string> command;      // PROGRAM ARGS...
 };
@@ -44,24 +52,12 @@ std::vector<std::string> mpirun_command(const LaunchOptions& o, const std::strin
 // Rewrites mpirun's "[1,3]<stderr>:text" into "[rank 3] text"; other lines are unchanged.
 std::string retag_line(const std::string& line);
 
-// Remembers the lines that explain a failure and picks the best one-line cause.
-class FailureCause {
- public:
-  void observe(const std::string& line);  // a (retagged) output line
-  std::string cause(int exit_status) const;
-  // A rank aborted the job or a host was lost: mpirun should end the job now.
-  bool job_failing() const { return !abort_line_.empty() || !host_line_.empty(); }
-
- private:
-  std::string rank_error_;          // first "[rank R] ... error ..." line
-  std::string abort_line_;          // "braid: rank R: aborting the job ..."
-  std::string mpirun_line_;         // "mpirun noticed that process rank R ... exited on signal 9"
-  std::string host_line_;           // a lost host: "lost the daemon of host h2 ..."
-  bool lost_host_pending_ = false;  // ORTE's "lost communication" seen, its "Remote daemon" next
-};
-
 // The ranks of a job given no -n: SLURM_NTASKS inside a Slurm allocation, else 1.
 int default_nprocs();
+
+// Whether every rank runs on this host: no hostfile and no Slurm allocation of several nodes, or
+// a hostfile of this machine only.
+bool all_ranks_here(const LaunchOptions& o);
 
 // The local IPv4 networks ("10.0.0.0/24,...") through which this machine reaches every host of
 // a hostfile (kLoopbackNetwork when every host is this machine), or "" when some host does not

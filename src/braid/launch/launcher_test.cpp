@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "braid/core/error.h"
+#include "braid/launch/job_guard.h"
 
 namespace braid::launch {
 namespace {
@@ -66,7 +67,14 @@ TEST(Launcher, CausePrefersTheRanksOwnError) {
   c.observe(
       "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 "
       "(Killed).");
-  EXPECT_EQ(c.cause(137), "process rank 1 with PID 0 on node vm exited on signal 9 (Killed)");
+  // OpenMPI 4.1 says PID 0 for every rank it started here: the launcher names the pid it saw,
+  // or says it is not known.
+  EXPECT_EQ(c.cause(137),
+            "process rank 1 (PID not known: it died before the launcher saw it) on node vm exited "
+            "on signal 9 (Killed)");
+  c.know_pid(0, 4241);
+  c.know_pid(1, 4242);
+  EXPECT_EQ(c.cause(137), "process rank 1 with PID 4242 on node vm exited on signal 9 (Killed)");
   c.observe("[rank 0] braid train: error: group 'world' rank 0: all_reduce seq 7 timed out");
   EXPECT_EQ(c.cause(1),
             "[rank 0] braid train: error: group 'world' rank 0: all_reduce seq 7 "
@@ -74,6 +82,75 @@ TEST(Launcher, CausePrefersTheRanksOwnError) {
   c.observe("[rank 2] braid: rank 2: aborting the job after a communication failure: boom");
   EXPECT_NE(c.cause(1).find("aborting the job"), std::string::npos);
   EXPECT_EQ(FailureCause().cause(3), "exit status 3 (no rank printed an error)");
+}
+
+TEST(Launcher, CauseNamesAStoppedRankFirst) {
+  // Rank 1 was SIGSTOPped; once mpirun resumed it to end the job, it blamed healthy rank 0.
+  FailureCause c;
+  c.observe(
+      "[rank 0] braid train: error: group 'world' rank 0: all_reduce seq 57 timed out after "
+      "2 s: ranks [1] stopped inside it");
+  c.stopped(1, 23360);
+  c.observe(
+      "[rank 1] braid train: error: group 'world' rank 1: all_reduce seq 57 timed out after "
+      "2.34 s: ranks [0] stopped inside it");
+  const std::string why = c.cause(1);
+  EXPECT_EQ(why.rfind("rank 1 (pid 23360) was stopped (SIGSTOP, or held by a debugger) when the "
+                      "job began to fail: [rank 0] ",
+                      0),
+            0u)
+      << why;
+  EXPECT_EQ(why.find("ranks [0] stopped"), std::string::npos) << why;
+}
+
+TEST(Launcher, FollowsTheReportedStep) {
+  FailureCause c;
+  EXPECT_EQ(c.step(), -1);
+  c.observe("[rank 0] resuming from /w/checkpoints/step-00000004 (step 4, 1.2 MiB)");
+  EXPECT_EQ(c.step(), 4);
+  c.observe("[rank 0] step     8/16 | loss 5.1 | lr 1e-3");
+  EXPECT_EQ(c.step(), 8);
+  c.observe("[rank 0] step 10 | checkpoint /w/checkpoints/step-00000010: 1 MiB in 0.1 s");
+  EXPECT_EQ(c.step(), 10);
+  c.observe("[rank 1] stepping 99");
+  c.observe("step 12/16 | loss 4.0");  // --no-tag
+  EXPECT_EQ(c.step(), 12);
+}
+
+// Note [Deterministic failures]
+TEST(Launcher, TellsADeterministicFailure) {
+  const std::string enospc =
+      "[rank 1] braid train: error: checkpoint step 4: write rank-00001.bin: No space left";
+  FailureCause first, second;
+  first.observe("[rank 0] step 4/16 | loss 5.0");
+  first.observe(enospc);
+  first.observe("[rank 0] braid train: error: rank 1 failed to save step 4");
+  // The same error at the same step, though another rank's line came first.
+  second.observe("[rank 0] step 4/16 | loss 5.0");
+  second.observe("[rank 0] braid train: error: rank 1 failed to save step 4");
+  EXPECT_TRUE(second.repeats(first));
+  // Progress: a later step.
+  FailureCause later;
+  later.observe("[rank 0] step 6/16 | loss 4.0");
+  later.observe(enospc);
+  EXPECT_FALSE(later.repeats(first));
+  // Another error at the same step.
+  FailureCause other;
+  other.observe("[rank 0] step 4/16 | loss 5.0");
+  other.observe("[rank 1] braid train: error: something else");
+  EXPECT_FALSE(other.repeats(first));
+  // A config error before any step, twice.
+  FailureCause config1, config2;
+  config1.observe("[rank 0] braid train: error: config: training.lr: 'x' is not a number");
+  config2.observe("[rank 0] braid train: error: config: training.lr: 'x' is not a number");
+  EXPECT_TRUE(config2.repeats(config1));
+  // Deaths by a signal at the same step are never deterministic.
+  FailureCause killed1, killed2;
+  for (FailureCause* c : {&killed1, &killed2}) {
+    c->observe("[rank 0] step 4/16 | loss 5.0");
+    c->observe("mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9.");
+  }
+  EXPECT_FALSE(killed2.repeats(killed1));
 }
 
 TEST(Launcher, CauseNamesALostHost) {
@@ -90,6 +167,26 @@ TEST(Launcher, CauseNamesALostHost) {
   // A rank's own abort line says more and wins.
   c.observe("[rank 0] braid: rank 0: aborting the job after a communication failure: x");
   EXPECT_NE(c.cause(1).find("aborting the job"), std::string::npos);
+}
+
+// Note [Job leftovers]
+TEST(Launcher, SharedMemoryFilesGoToTheJobsDirectory) {
+  ::unsetenv("SLURM_JOB_NUM_NODES");
+  LaunchOptions o;
+  o.nprocs = 2;
+  o.command = {"prog"};
+  o.job_dir = "/dev/shm/braid-launch.1.abc";
+  auto env = launch_environment(o, 2, 0);
+  EXPECT_EQ(env.at(kJobVariable), o.job_dir);
+  auto cmd = mpirun_command(o, "mpirun", env);
+  EXPECT_TRUE(contains(cmd, {"--mca", "btl_vader_backing_directory", o.job_dir}));
+  EXPECT_TRUE(contains(cmd, {"--mca", "osc_sm_backing_directory", o.job_dir}));
+  EXPECT_TRUE(contains(cmd, {"--mca", "orte_tmpdir_base", o.job_dir}));
+  // Other hosts have no such directory: OpenMPI's defaults there.
+  o.hostfile = ::testing::TempDir() + "braid_hosts_elsewhere";
+  std::ofstream(o.hostfile) << "no-such-host.invalid slots=2\n";
+  EXPECT_FALSE(all_ranks_here(o));
+  EXPECT_FALSE(contains(mpirun_command(o, "mpirun", env), {"--mca", "orte_tmpdir_base"}));
 }
 
 TEST(Launcher, HostsAgentAndNetwork) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "braid/core/error.h"
+#include "braid/launch/job_guard.h"
 
 namespace braid::launch {
 
@@ -70,6 +71,7 @@ std::map<std::string, std::string> launch_environment(const LaunchOptions& o, in
         std::string(asan && *asan ? std::string(asan) + ":" : "") + "verify_asan_link_order=0";
   }
   env["BRAID_RESTART_COUNT"] = std::to_string(attempt);
+  if (!o.job_dir.empty()) env[kJobVariable] = o.job_dir;
   if (geteuid() == 0) {
     env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
     env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
@@ -84,6 +86,13 @@ std::vector<std::string> mpirun_command(const LaunchOptions& o, const std::strin
                                   // Measured faster here than CMA single-copy (bench comm).
                                   "--mca", "btl_vader_single_copy_mechanism", "none"};
   if (o.tag_output) cmd.push_back("--tag-output");
+  // Note [Job leftovers]: the shared-memory segments (btl vader, and osc sm's windows) and the
+  // session directory in the job's own directory, which the launcher empties after every
+  // attempt; only when every rank is here, as the other hosts have no such directory.
+  if (!o.job_dir.empty() && all_ranks_here(o))
+    cmd.insert(cmd.end(),
+               {"--mca", "btl_vader_backing_directory", o.job_dir, "--mca",
+                "osc_sm_backing_directory", o.job_dir, "--mca", "orte_tmpdir_base", o.job_dir});
   if (!o.hostfile.empty()) cmd.insert(cmd.end(), {"--hostfile", o.hostfile});
   if (!o.launch_agent.empty())
     cmd.insert(cmd.end(),
@@ -157,6 +166,12 @@ std::string default_network(const std::string& hostfile) {
   const char* nodes = std::getenv("SLURM_JOB_NUM_NODES");
   if (nodes && std::strtol(nodes, nullptr, 10) > 1) return "";
   return kLoopbackNetwork;
+}
+
+bool all_ranks_here(const LaunchOptions& o) {
+  if (!o.hostfile.empty()) return hostfile_networks(o.hostfile) == kLoopbackNetwork;
+  const char* nodes = std::getenv("SLURM_JOB_NUM_NODES");
+  return !(nodes && std::strtol(nodes, nullptr, 10) > 1);
 }
 
 // Note [Job network]: a job's traffic rides the networks that join its hosts (one host:

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # A rank that dies mid-step (SIGKILL) during DDP training: the job must end non-zero within the
 # collective timeout + 5 s, and the launcher's one-line cause must name the dead rank.
-#   ddp_kill_test.sh BRAID CONFIG [REPEATS=1] [--set key=value ...]
+# With SIGNAL=STOP the rank is SIGSTOPped instead: the cause must name it as the stopped rank
+# (its peer times out; once mpirun resumes it to end the job, it may blame its healthy peer).
+#   [SIGNAL=KILL|STOP] ddp_kill_test.sh BRAID CONFIG [REPEATS=1] [--set key=value ...]
 # (the extra settings choose another layout, e.g. a pipeline whose stage dies)
 set -uo pipefail
 BRAID=$1
 CONFIG=$2
 REPEATS=${3:-1}
+SIGNAL=${SIGNAL:-KILL}
 shift $(( $# < 3 ? $# : 3 ))
 TIMEOUT_S=4
 log=$(mktemp)
@@ -21,7 +24,7 @@ for rep in $(seq "$REPEATS"); do
     --set parallel.comm_timeout_s=$TIMEOUT_S --set output.dir="$marker" "$@" \
     > "$log" 2>&1 &
   launcher=$!
-  # Wait for training to be under way (a few logged steps), then kill rank 1.
+  # Wait for training to be under way (a few logged steps), then kill (or stop) rank 1.
   for _ in $(seq 600); do
     [ "$(grep -c 'step ' "$log")" -ge 3 ] && break
     kill -0 $launcher 2>/dev/null || { echo "FAIL: job ended before the kill:"; cat "$log"; exit 1; }
@@ -32,8 +35,10 @@ for rep in $(seq "$REPEATS"); do
     tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$' && victim=$p
   done
   [ -n "$victim" ] || { echo "FAIL: rank 1 not found"; kill $launcher; exit 1; }
+  # Anywhere in a step (inside a collective or not).
+  sleep "0.$(( RANDOM % 10 ))"
   start=$(date +%s.%N)
-  kill -9 "$victim"
+  kill -"$SIGNAL" "$victim"
   # The job must end by itself within timeout + 5 s.
   deadline=$(awk "BEGIN{print $TIMEOUT_S + 5}")
   while kill -0 $launcher 2>/dev/null; do
@@ -51,6 +56,10 @@ for rep in $(seq "$REPEATS"); do
   [ $status -ne 0 ] || { echo "FAIL: exit status 0"; cat "$log"; exit 1; }
   awk "BEGIN{exit !($elapsed <= $deadline)}" || { echo "FAIL: took ${elapsed}s > ${deadline}s"; exit 1; }
   echo "$cause" | grep -q 'rank 1' || { echo "FAIL: the cause does not name rank 1"; cat "$log"; exit 1; }
+  if [[ $SIGNAL == STOP ]]; then
+    echo "$cause" | grep -q "): rank 1 (pid $victim) was stopped" ||
+      { echo "FAIL: the cause does not name rank 1 as the stopped rank"; cat "$log"; exit 1; }
+  fi
   if pgrep -f "braid train .*$marker" > /dev/null; then
     echo "FAIL: ranks left running"; pkill -9 -f "braid train .*$marker"; exit 1
   fi

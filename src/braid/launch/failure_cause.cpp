@@ -1,0 +1,131 @@
+#include "braid/launch/failure_cause.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <regex>
+
+namespace braid::launch {
+
+namespace {
+
+// A rank's error lines kept for repeats(); a job that prints thousands says no more with them.
+constexpr size_t kMaxErrorLines = 64;
+
+// "[rank 3] text" -> "text"; other lines are unchanged.
+std::string without_rank_tag(const std::string& line) {
+  if (line.rfind("[rank ", 0) != 0) return line;
+  size_t close = line.find("] ");
+  return close == std::string::npos ? line : line.substr(close + 2);
+}
+
+// The step a line reports: "step    12/16 | loss ...", "step 4 | checkpoint ...",
+// "resuming from DIR (step 4, 1.2 MiB)"; -1 for any other line.
+int64_t reported_step(const std::string& line) {
+  const std::string text = without_rank_tag(line);
+  size_t at = std::string::npos;
+  if (text.rfind("step ", 0) == 0) {
+    at = text.find_first_not_of(' ', 5);
+  } else if (text.rfind("resuming from ", 0) == 0) {
+    at = text.rfind("(step ");
+    if (at != std::string::npos) at += 6;
+  }
+  if (at == std::string::npos || at >= text.size() || !std::isdigit(text[at])) return -1;
+  return std::strtoll(text.c_str() + at, nullptr, 10);
+}
+
+}  // namespace
+
+void FailureCause::observe(const std::string& line) {
+  if (int64_t s = reported_step(line); s > step_) step_ = s;
+  // ORTE, when a host's daemon dies or its link goes down:
+  //   ORTE has lost communication with a remote daemon.
+  //     HNP daemon   : [[1234,0],0] on node vm
+  //     Remote daemon: [[1234,0],2] on node h2
+  static const std::regex remote_daemon("Remote daemon: *\\S+ on node (\\S+)");
+  if (line.find("lost communication with a remote daemon") != std::string::npos) {
+    lost_host_pending_ = true;
+    return;
+  }
+  if (lost_host_pending_ && host_line_.empty()) {
+    std::smatch m;
+    if (std::regex_search(line, m, remote_daemon)) {
+      host_line_ = "lost host " + m[1].str() +
+                   ": its daemon died or its network link went down (mpirun lost contact)";
+      return;
+    }
+  }
+  static const std::regex noticed(
+      "process rank ([0-9]+) with PID [0-9]+ on node \\S+ exited on "
+      "signal [0-9]+[^.]*|process rank ([0-9]+) .*exited.*");
+  const bool is_abort =
+      line.find("aborting the job after a communication failure") != std::string::npos;
+  const bool is_rank_error =
+      line.rfind("[rank ", 0) == 0 &&
+      (line.find("error") != std::string::npos || line.find("Error") != std::string::npos);
+  if ((is_abort || is_rank_error) && errors_.size() < kMaxErrorLines) errors_.insert(line);
+  if (is_abort) {
+    if (abort_line_.empty()) abort_line_ = line;
+  } else if (is_rank_error) {
+    if (rank_error_.empty()) rank_error_ = line;
+  } else if (mpirun_line_.empty()) {
+    std::smatch m;
+    if (std::regex_search(line, m, noticed)) {
+      mpirun_line_ = m.str();
+      mpirun_rank_ = std::atoi((m[1].matched ? m[1] : m[2]).str().c_str());
+    }
+  }
+}
+
+std::string FailureCause::error_line() const {
+  if (!abort_line_.empty()) return abort_line_;
+  return rank_error_;
+}
+
+std::string FailureCause::cause(int exit_status) const {
+  std::string why;
+  if (!abort_line_.empty()) {
+    why = abort_line_;
+  } else if (!host_line_.empty()) {
+    why = host_line_;
+  } else if (!rank_error_.empty()) {
+    why = rank_error_;
+  } else if (!mpirun_line_.empty()) {
+    // OpenMPI 4.1's notice says "with PID 0" for a rank it started here, whenever it died: name
+    // the pid the launcher saw, or say that it is not known.
+    why = mpirun_line_;
+    const std::string zero = " with PID 0 ";
+    if (size_t at = why.find(zero); at != std::string::npos) {
+      auto pid = pids_.find(mpirun_rank_);
+      why.replace(at, zero.size(),
+                  pid != pids_.end() ? " with PID " + std::to_string(pid->second) + " "
+                                     : " (PID not known: it died before the launcher saw it) ");
+    }
+  } else {
+    why = "exit status " + std::to_string(exit_status) + " (no rank printed an error)";
+  }
+  if (stopped_.empty()) return why;
+  // A stopped rank makes its peers time out, and once mpirun resumes it to end the job, it may
+  // time out too and blame a healthy peer: the stopped one is named first.
+  std::string note;
+  for (const auto& [rank, pid] : stopped_)
+    note += (note.empty() ? "" : ", ") + ("rank " + std::to_string(rank)) + " (pid " +
+            std::to_string(pid) + ")";
+  return note + (stopped_.size() == 1 ? " was" : " were") +
+         " stopped (SIGSTOP, or held by a debugger) when the job began to fail: " + why;
+}
+
+// Note [Deterministic failures]: a failure that a restart replays exactly (a full disk, a bad
+// config, a file the program cannot read) would fail every one of --max-restarts attempts. An
+// attempt repeats the previous one when one of its ranks printed an error line (or abort line)
+// that the previous attempt printed too, word for word, and the latest step the job reported
+// (a step, checkpoint or resume line) is the same: the job made no progress a restart could keep.
+// Deaths by a signal and timeouts are never called deterministic (an OOM killer, an operator or
+// a lost host strike from outside), and the lines that name a pid or a time differ every attempt.
+bool FailureCause::repeats(const FailureCause& previous) const {
+  if (step_ != previous.step_) return false;
+  for (const std::string& line : errors_)
+    if (previous.errors_.count(line)) return true;
+  return false;
+}
+
+}  // namespace braid::launch
