@@ -3,10 +3,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "braid/config/dialect_reader.h"
+#include "braid/config/duplicate_keys.h"
 #include "braid/core/error.h"
 
 namespace braid::config {
@@ -51,6 +53,7 @@ json to_json(const YAML::Node& n) {
 json parse_yaml(const std::string& text, const std::string& source) {
   try {
     YAML::Node root = YAML::Load(text);
+    reject_duplicate_keys(root, source);
     json j = to_json(root);
     BRAID_CHECK(j.is_object(), source, ": an Accelerate config must be a YAML mapping, got ",
                 dialect::show(j));
@@ -61,6 +64,9 @@ json parse_yaml(const std::string& text, const std::string& source) {
 }
 
 std::string read_file(const std::string& path, const char* what) {
+  std::error_code ec;
+  BRAID_CHECK(!std::filesystem::is_directory(path, ec), what, ": '", path,
+              "' is a directory, not a file");
   std::ifstream in(path);
   BRAID_CHECK(in, what, ": cannot read '", path, "'");
   std::stringstream ss;
@@ -150,12 +156,14 @@ std::vector<DialectEntry> read_deepspeed(DialectReader& r, TrainConfig& cfg, con
                "is set in deepspeed_config_file's config when that is given (Accelerate "
                "ignores it there); remove one");
     const std::string path = file->get<std::string>();
+    const std::string text = read_file(path, (d + "deepspeed_config_file").c_str());
     json ds;
     try {
-      ds = json::parse(read_file(path, (d + "deepspeed_config_file").c_str()));
+      ds = json::parse(text);
     } catch (const json::parse_error& e) {
       BRAID_THROW(path, ": not valid JSON: ", e.what());
     }
+    reject_duplicate_json_keys(text, path);
     r.note(d + "deepspeed_config_file", "read as DeepSpeed's config (below)");
     return dialect::apply_deepspeed_object(cfg, ds, path, dp);
   }

@@ -82,6 +82,28 @@ TEST(AccelerateConfig, DeepSpeedConfigFileAndHybridShard) {
   EXPECT_EQ(launch("num_processes: 4\nnum_machines: 2\n").num_machines, 2);
   EXPECT_EQ(launch("distributed_type: NO\n").num_processes, 0);
   EXPECT_THROW(launch("num_processes: two\n"), Error);
+  std::string e = braid::testing::error_of([&] { launch("num_processes: 2\nnum_processes: 4\n"); });
+  EXPECT_NE(e.find("braid_acc_launch.yaml:2: duplicate key 'num_processes' at lines 1 and 2"),
+            std::string::npos)
+      << e;
+}
+
+TEST(AccelerateConfig, DuplicateKeysInItsDeepSpeedFileAndADirectoryAreNamed) {
+  const std::string ds = ::testing::TempDir() + "braid_acc_twice.json";
+  std::ofstream(ds) << "{\"train_batch_size\": 16,\n \"train_batch_size\": 32}\n";
+  TrainConfig c = yaml();
+  std::string e = braid::testing::error_of([&] {
+    apply_accelerate_config(
+        c, "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: " + ds + "\n",
+        "acc.yaml", 2);
+  });
+  EXPECT_NE(e.find(ds + ":2: duplicate key 'train_batch_size' at lines 1 and 2"), std::string::npos)
+      << e;
+  const std::string dir = ::testing::TempDir();
+  e = braid::testing::error_of([&] { load_accelerate_config(c, dir, 2); });
+  EXPECT_NE(e.find("Accelerate config: '" + dir + "' is a directory, not a file"),
+            std::string::npos)
+      << e;
 }
 
 TEST(AccelerateConfig, MalformedConfigsNameTheKey) {
@@ -146,6 +168,12 @@ TEST(AccelerateConfig, MalformedConfigsNameTheKey) {
        "megatron_lm_config: not supported yet"},
       {"- a\n- b\n", "acc.yaml: an Accelerate config must be a YAML mapping"},
       {"distributed_type: [FSDP\n", "acc.yaml: not valid YAML: "},
+      // yaml-cpp keeps both of two equal keys, to_json the last; braid refuses them.
+      {"mixed_precision: bf16\ndistributed_type: MULTI_CPU\nmixed_precision: 'no'\n",
+       "acc.yaml:3: duplicate key 'mixed_precision' at lines 1 and 3"},
+      {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
+       "  fsdp_forward_prefetch: true\n  fsdp_sharding_strategy: NO_SHARD\n",
+       "acc.yaml:5: duplicate key 'fsdp_config.fsdp_sharding_strategy' at lines 3 and 5"},
   };
   for (const auto& [text, want] : cases) {
     TrainConfig c = yaml();

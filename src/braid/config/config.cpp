@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "braid/config/closest_key.h"
+#include "braid/config/duplicate_keys.h"
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
 
@@ -171,14 +172,21 @@ void parse_node(const YAML::Node& node, const std::string& prefix,
 
 }  // namespace
 
-TrainConfig parse_config(const std::string& text, const std::string& source) {
-  TrainConfig cfg;
+namespace {
+
+YAML::Node load_yaml(const std::string& text, const std::string& source) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     BRAID_THROW(source, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
   }
+  reject_duplicate_keys(root, source);
+  return root;
+}
+
+TrainConfig parse_root(const YAML::Node& root, const std::string& source) {
+  TrainConfig cfg;
   if (root.IsNull()) return cfg;
   BRAID_CHECK(root.IsMap(), source, ": the config must be a mapping of sections");
   auto fields = field_map(cfg);
@@ -186,12 +194,26 @@ TrainConfig parse_config(const std::string& text, const std::string& source) {
   return cfg;
 }
 
+}  // namespace
+
+TrainConfig parse_config(const std::string& text, const std::string& source) {
+  return parse_root(load_yaml(text, source), source);
+}
+
 TrainConfig load_config(const std::string& path) {
+  std::error_code ec;
+  BRAID_CHECK(!std::filesystem::is_directory(path, ec), "config file '", path,
+              "' is a directory, not a YAML file");
   std::ifstream in(path);
   BRAID_CHECK(in.good(), "cannot open config file '", path, "'");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_config(ss.str(), path);
+  BRAID_CHECK(!in.bad(), "cannot read config file '", path, "'");
+  const YAML::Node root = load_yaml(ss.str(), path);
+  // Defaults alone never train (no model, no data): an empty file is a wrong path or a lost
+  // write, and saying so beats "set one of model.preset ...".
+  BRAID_CHECK(!root.IsNull(), "config file '", path, "' is empty (no keys)");
+  return parse_root(root, path);
 }
 
 void apply_override(TrainConfig& cfg, const std::string& assignment) {

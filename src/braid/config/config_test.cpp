@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "braid/config/duplicate_keys.h"
 #include "braid/core/error.h"
 
 namespace braid::config {
@@ -64,6 +68,71 @@ TEST(Config, UnknownKeysAndBadTypesNameThePath) {
   c.parallel.strategy = "zero9";
   e = error_of([&] { validate(c); });
   EXPECT_NE(e.find("parallel.strategy"), std::string::npos) << e;
+}
+
+TEST(Config, DuplicateKeysNameBothLines) {
+  std::string e = error_of(
+      [] { parse_config("training:\n  max_steps: 3\n  seed: 1\n  max_steps: 5\n", "c.yaml"); });
+  EXPECT_NE(e.find("c.yaml:4: duplicate key 'training.max_steps' at lines 2 and 4"),
+            std::string::npos)
+      << e;
+  // A section given twice, each half valid on its own.
+  e = error_of([] {
+    parse_config("training: {max_steps: 3}\noptimizer: {lr: 1}\ntraining: {seed: 2}\n", "c.yaml");
+  });
+  EXPECT_NE(e.find("c.yaml:3: duplicate key 'training' at lines 1 and 3"), std::string::npos) << e;
+  e = error_of([] { parse_config("model: {preset: gpt2-tiny, preset: gpt2-small}\n", "c.yaml"); });
+  EXPECT_NE(e.find("c.yaml:1: duplicate key 'model.preset' twice on line 1 (columns 9 and 28)"),
+            std::string::npos)
+      << e;
+  // The same key in two sections, or in two mappings of a list, is no duplicate.
+  EXPECT_NO_THROW(parse_config("training: {seed: 1}\nmodel: {preset: gpt2-tiny}\n", "c.yaml"));
+}
+
+TEST(Config, DuplicateJsonKeysNameBothLinesAndTheirPath) {
+  std::string e = error_of([] {
+    reject_duplicate_json_keys("{\n \"zero_optimization\": {\"stage\": 2,\n  \"stage\": 3}\n}",
+                               "ds.json");
+  });
+  EXPECT_NE(e.find("ds.json:3: duplicate key 'zero_optimization.stage' at lines 2 and 3"),
+            std::string::npos)
+      << e;
+  // Escapes decode as the parser decodes them: "b\u0066\u0031\u0036" is "bf16".
+  e = error_of([] {
+    reject_duplicate_json_keys(R"({"bf16": {"enabled": true}, "b\u0066\u0031\u0036": {}})",
+                               "ds.json");
+  });
+  EXPECT_NE(e.find("ds.json:1: duplicate key 'bf16' twice on line 1 (columns 2 and 29)"),
+            std::string::npos)
+      << e;
+  // Quotes, braces and commas inside strings, and equal keys in sibling objects, are no
+  // duplicates.
+  EXPECT_NO_THROW(reject_duplicate_json_keys(
+      R"({"a": "} { \"a\": ,", "b": [{"a": 1}, {"a": 2}], "c": {"a": [1, {"a": 2}]}})", "t.json"));
+}
+
+TEST(Config, ARunYamlThatIsADirectoryOrEmptyNamesTheFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "braid_config_test_dir.yaml";
+  fs::create_directories(dir);
+  std::string e = error_of([&] { load_config(dir.string()); });
+  EXPECT_NE(e.find("config file '" + dir.string() + "' is a directory, not a YAML file"),
+            std::string::npos)
+      << e;
+  const fs::path empty = fs::path(::testing::TempDir()) / "braid_config_test_empty.yaml";
+  for (const char* text : {"", "# only a comment\n\n"}) {
+    std::ofstream(empty) << text;
+    e = error_of([&] { load_config(empty.string()); });
+    EXPECT_NE(e.find("config file '" + empty.string() + "' is empty (no keys)"), std::string::npos)
+        << e;
+  }
+  const fs::path twice = fs::path(::testing::TempDir()) / "braid_config_test_twice.yaml";
+  std::ofstream(twice) << "model:\n  preset: gpt2-tiny\ntraining:\n  max_steps: 3\n"
+                          "  max_steps: 300\n";
+  e = error_of([&] { load_config(twice.string()); });
+  EXPECT_NE(e.find(twice.string() + ":5: duplicate key 'training.max_steps' at lines 4 and 5"),
+            std::string::npos)
+      << e;
 }
 
 TEST(Config, BatchArithmeticDerivesAndChecks) {

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <climits>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 
 #include "braid/config/closest_key.h"
 #include "braid/config/dialect_reader.h"
+#include "braid/config/duplicate_keys.h"
 #include "braid/core/error.h"
 
 namespace braid::config {
@@ -386,11 +388,15 @@ std::vector<DialectEntry> apply_deepspeed_config(TrainConfig& cfg, const std::st
   } catch (const json::parse_error& e) {
     BRAID_THROW(source, ": not valid JSON: ", e.what());
   }
+  reject_duplicate_json_keys(json_text, source);
   return dialect::apply_deepspeed_object(cfg, root, source, dp_size);
 }
 
 std::vector<DialectEntry> load_deepspeed_config(TrainConfig& cfg, const std::string& path,
                                                 int64_t dp_size) {
+  std::error_code ec;
+  BRAID_CHECK(!std::filesystem::is_directory(path, ec), "--deepspeed: '", path,
+              "' is a directory, not a JSON file");
   std::ifstream in(path);
   BRAID_CHECK(in, "--deepspeed: cannot read '", path, "'");
   std::stringstream ss;

@@ -90,6 +90,14 @@ TEST(DeepSpeedConfig, AutoKeepsTheYamlAndAbsentBlocksKeepItToo) {
             std::string::npos);
 }
 
+TEST(DeepSpeedConfig, AFileThatIsADirectoryIsNamed) {
+  TrainConfig c = yaml();
+  const std::string dir = ::testing::TempDir();
+  const std::string e = braid::testing::error_of([&] { load_deepspeed_config(c, dir, 2); });
+  EXPECT_NE(e.find("--deepspeed: '" + dir + "' is a directory, not a JSON file"), std::string::npos)
+      << e;
+}
+
 TEST(DeepSpeedConfig, BatchArithmeticAsDeepSpeed) {
   auto batch = [](const std::string& ds, int64_t dp) {
     TrainConfig c = yaml();
@@ -205,6 +213,11 @@ TEST(DeepSpeedConfig, MalformedConfigsNameTheKey) {
       {R"([1, 2])", "ds.json: a DeepSpeed config must be a JSON object, got [1,2]"},
       {R"({"train_batch_size": 16,})", "ds.json: not valid JSON: "},
       {"", "ds.json: not valid JSON: "},
+      // nlohmann::json keeps the last of two equal keys; braid refuses them.
+      {"{\"gradient_clipping\": 1.0,\n \"train_batch_size\": 16,\n \"gradient_clipping\": 0.5}",
+       "ds.json:3: duplicate key 'gradient_clipping' at lines 1 and 3"},
+      {"{\"train_batch_size\": 16,\n \"zero_optimization\": {\n  \"stage\": 2,\n  \"stage\": 3}}",
+       "ds.json:4: duplicate key 'zero_optimization.stage' at lines 3 and 4"},
   };
   for (const auto& [ds, want] : cases) {
     const std::string e = error_of(ds);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <numeric>
 #include <set>
 
@@ -123,6 +124,28 @@ TEST(DataLoader, OutOfRangeTokenNamesShardAndOffset) {
   });
   EXPECT_NE(msg.find(shards[1]), std::string::npos) << msg;
   EXPECT_NE(msg.find("token 700 at token offset 17"), std::string::npos) << msg;
+}
+
+// Note [First-touch verification]: the prefetch thread verifies each chunk it reads first, and
+// next() gives its error, naming the shard and the chunk's bytes.
+TEST(DataLoader, AFlippedByteFailsTheBatchThatReadsItNamingShardAndChunk) {
+  TempDir dir;
+  auto shards = counting_shards(dir, {50});
+  std::vector<int32_t> ids(500);
+  std::iota(ids.begin(), ids.end(), 0);
+  write_token_shard(shards[0], ids, 1000, /*chunk_bytes=*/128);
+  {
+    std::fstream f(shards[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(64 + 130);  // token 65, in chunk 1
+    f.put('\x55');
+  }
+  DataLoaderOptions o{.batch_size = 1, .seq_len = 9, .shuffle = false};
+  DataLoader loader(shards, o);
+  for (int i = 0; i < 7; ++i) EXPECT_NO_THROW(loader.next()) << i;  // tokens [0, 64): chunk 0
+  auto msg = error_of([&] { loader.next(); });                      // tokens [63, 73)
+  EXPECT_EQ(msg, "token shard '" + shards[0] +
+                     "': corrupt: chunk 1 (file bytes [192, 320)) does not match its checksum at "
+                     "offset 1072");
 }
 
 TEST(DataLoader, TooLittleDataIsAnError) {

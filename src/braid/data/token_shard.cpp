@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -55,10 +56,20 @@ uint64_t shard_checksum(const void* data, size_t nbytes) {
   return h;
 }
 
-void write_token_shard(const std::string& path, std::span<const int32_t> ids, int64_t vocab_size) {
+namespace {
+size_t chunks_of(size_t payload_bytes, size_t chunk_bytes) {
+  return payload_bytes / chunk_bytes + (payload_bytes % chunk_bytes != 0 ? 1 : 0);
+}
+}  // namespace
+
+void write_token_shard(const std::string& path, std::span<const int32_t> ids, int64_t vocab_size,
+                       size_t chunk_bytes) {
+  BRAID_CHECK(chunk_bytes > 0, "token shard '", path, "': chunk bytes must be positive");
   const TokenDType dtype = token_dtype_for_vocab(vocab_size);
   const size_t elem = token_dtype_size(dtype);
-  std::vector<unsigned char> buf(kTokenShardHeaderBytes + ids.size() * elem, 0);
+  const size_t payload_bytes = ids.size() * elem;
+  const size_t num_chunks = chunks_of(payload_bytes, chunk_bytes);
+  std::vector<unsigned char> buf(kTokenShardHeaderBytes + payload_bytes + num_chunks * 8, 0);
   unsigned char* payload = buf.data() + kTokenShardHeaderBytes;
   for (size_t i = 0; i < ids.size(); ++i) {
     BRAID_CHECK(ids[i] >= 0 && ids[i] < vocab_size, "token shard '", path, "': token ", i, " is ",
@@ -74,7 +85,15 @@ void write_token_shard(const std::string& path, std::span<const int32_t> ids, in
   store(buf.data() + 12, static_cast<uint32_t>(dtype));
   store(buf.data() + 16, static_cast<uint64_t>(ids.size()));
   store(buf.data() + 24, static_cast<uint64_t>(vocab_size));
-  store(buf.data() + 32, shard_checksum(payload, ids.size() * elem));
+  store(buf.data() + 32, shard_checksum(payload, payload_bytes));
+  unsigned char* table = payload + payload_bytes;
+  for (size_t c = 0; c < num_chunks; ++c) {
+    const size_t begin = c * chunk_bytes;
+    store(table + c * 8,
+          shard_checksum(payload + begin, std::min(chunk_bytes, payload_bytes - begin)));
+  }
+  store(buf.data() + 40, static_cast<uint64_t>(chunk_bytes));
+  store(buf.data() + 48, shard_checksum(table, num_chunks * 8));
 
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
@@ -118,9 +137,10 @@ TokenShard::TokenShard(const std::string& path, bool verify_checksum) : path_(pa
   try {
     BRAID_CHECK(std::memcmp(map_, kMagic, 8) == 0, "token shard '", path,
                 "': bad magic at offset 0 (expected \"BRAIDTOK\"; not a braid token shard)");
-    const auto version = load<uint32_t>(map_ + 8);
-    BRAID_CHECK(version == kTokenShardVersion, "token shard '", path, "': version ", version,
-                " at offset 8, this build reads version ", kTokenShardVersion);
+    version_ = load<uint32_t>(map_ + 8);
+    BRAID_CHECK(version_ == 1 || version_ == kTokenShardVersion, "token shard '", path,
+                "': version ", version_, " at offset 8, this build reads versions 1 and ",
+                kTokenShardVersion);
     const auto dtype = load<uint32_t>(map_ + 12);
     BRAID_CHECK(dtype == 1 || dtype == 2, "token shard '", path, "': dtype ", dtype,
                 " at offset 12, expected 1 (u16) or 2 (i32)");
@@ -131,14 +151,32 @@ TokenShard::TokenShard(const std::string& path, bool verify_checksum) : path_(pa
                 " at offset 24 outside [1, ", INT32_MAX, "]");
     BRAID_CHECK(dtype_ != TokenDType::u16 || vocab <= 65536, "token shard '", path,
                 "': vocab size ", vocab, " at offset 24 does not fit dtype u16");
-    const size_t payload = file_bytes - kTokenShardHeaderBytes;
+    // Everything after the header: the payload, then (version 2) its chunk table.
+    const size_t body = file_bytes - kTokenShardHeaderBytes;
     const size_t elem = token_dtype_size(dtype_);
-    BRAID_CHECK(count <= payload / elem && count * elem == payload, "token shard '", path,
-                "': token count ", count, " at offset 16 needs ", count, " x ", elem,
-                " payload bytes, the file holds ", payload, " (truncated or corrupt)");
+    chunk_bytes_ = version_ == 1 ? 0 : load<uint64_t>(map_ + 40);
+    BRAID_CHECK(version_ == 1 || chunk_bytes_ > 0, "token shard '", path,
+                "': chunk bytes 0 at offset 40, expected a positive size");
+    BRAID_CHECK(count <= body / elem, "token shard '", path, "': token count ", count,
+                " at offset 16 needs ", count, " x ", elem, " payload bytes, the file holds ", body,
+                " after the header (truncated or corrupt)");
+    payload_bytes_ = count * elem;
+    num_chunks_ = version_ == 1 ? 1 : chunks_of(payload_bytes_, chunk_bytes_);
+    const size_t table = version_ == 1 ? 0 : num_chunks_ * 8;
+    BRAID_CHECK(payload_bytes_ + table == body, "token shard '", path, "': token count ", count,
+                " at offset 16 needs ", count, " x ", elem, " payload bytes",
+                version_ == 1 ? "" : " and a chunk table of " + std::to_string(table) + " bytes",
+                ", the file holds ", body, " after the header (truncated or corrupt)");
     num_tokens_ = static_cast<int64_t>(count);
     vocab_size_ = static_cast<int64_t>(vocab);
     checksum_ = load<uint64_t>(map_ + 32);
+    if (version_ == 1) chunk_bytes_ = payload_bytes_;
+    chunk_table_ = map_ + kTokenShardHeaderBytes + payload_bytes_;
+    BRAID_CHECK(version_ == 1 || shard_checksum(chunk_table_, table) == load<uint64_t>(map_ + 48),
+                "token shard '", path, "': the chunk table (file bytes [",
+                kTokenShardHeaderBytes + payload_bytes_, ", ", file_bytes,
+                ")) does not match its checksum at offset 48: corrupt file");
+    verified_ = std::make_unique<std::atomic<bool>[]>(num_chunks_);
     BRAID_CHECK(!verify_checksum || this->verify_checksum(), "token shard '", path,
                 "': payload checksum does not match the header's (offset 32): corrupt file");
   } catch (...) {
@@ -164,7 +202,13 @@ TokenShard& TokenShard::operator=(TokenShard&& o) noexcept {
     num_tokens_ = o.num_tokens_;
     vocab_size_ = o.vocab_size_;
     dtype_ = o.dtype_;
+    version_ = o.version_;
     checksum_ = o.checksum_;
+    payload_bytes_ = o.payload_bytes_;
+    chunk_bytes_ = o.chunk_bytes_;
+    num_chunks_ = o.num_chunks_;
+    chunk_table_ = std::exchange(o.chunk_table_, nullptr);
+    verified_ = std::move(o.verified_);
   }
   return *this;
 }
@@ -176,14 +220,39 @@ void TokenShard::close() {
 }
 
 bool TokenShard::verify_checksum() const {
-  return shard_checksum(map_ + kTokenShardHeaderBytes, map_bytes_ - kTokenShardHeaderBytes) ==
-         checksum_;
+  return shard_checksum(map_ + kTokenShardHeaderBytes, payload_bytes_) == checksum_;
+}
+
+// Note [First-touch verification].
+void TokenShard::verify_chunks(size_t byte_begin, size_t byte_end) const {
+  if (byte_begin >= byte_end) return;
+  const unsigned char* payload = map_ + kTokenShardHeaderBytes;
+  for (size_t c = byte_begin / chunk_bytes_; c <= (byte_end - 1) / chunk_bytes_; ++c) {
+    if (verified_[c].load(std::memory_order_acquire)) continue;
+    const size_t begin = c * chunk_bytes_;
+    const size_t end = std::min(begin + chunk_bytes_, payload_bytes_);
+    const uint64_t sum = shard_checksum(payload + begin, end - begin);
+    if (version_ == 1) {
+      BRAID_CHECK(sum == checksum_, "token shard '", path_, "': corrupt: the payload (file bytes [",
+                  kTokenShardHeaderBytes, ", ", kTokenShardHeaderBytes + end,
+                  ")) does not match the checksum at offset 32 (a version 1 shard, checksummed "
+                  "whole; braid prepare-data --force rewrites it with a checksum per chunk)");
+    } else {
+      const size_t entry = kTokenShardHeaderBytes + payload_bytes_ + c * 8;
+      BRAID_CHECK(sum == load<uint64_t>(chunk_table_ + c * 8), "token shard '", path_,
+                  "': corrupt: chunk ", c, " (file bytes [", kTokenShardHeaderBytes + begin, ", ",
+                  kTokenShardHeaderBytes + end, ")) does not match its checksum at offset ", entry);
+    }
+    verified_[c].store(true, std::memory_order_release);
+  }
 }
 
 void TokenShard::read(int64_t begin, int64_t count, int32_t* out) const {
   BRAID_CHECK(begin >= 0 && count >= 0 && begin + count <= num_tokens_, "token shard '", path_,
               "': read of tokens [", begin, ", ", begin + count, ") past its ", num_tokens_,
               " tokens");
+  const size_t elem = token_dtype_size(dtype_);
+  verify_chunks(static_cast<size_t>(begin) * elem, static_cast<size_t>(begin + count) * elem);
   const unsigned char* p = map_ + kTokenShardHeaderBytes;
   if (dtype_ == TokenDType::i32) {
     std::memcpy(out, p + begin * 4, static_cast<size_t>(count) * 4);

@@ -13,6 +13,41 @@ cp "$2" "$CONFIG"
 sed 's/global_batch_size/global_bach_size/' "$CONFIG" > "$work/misspelt.yaml"
 mkdir -p "$work/garbage"
 head -c 4096 /dev/urandom > "$work/garbage/train_000000.bin"
+# Paths that are the wrong kind of thing: a directory for a file, a file for a directory, an
+# empty config, and keys given twice (YAML, DeepSpeed's JSON, Accelerate's YAML).
+mkdir -p "$work/adir.yaml" "$work/model_dir"
+echo "not a directory" > "$work/afile"
+: > "$work/empty.yaml"
+max_steps_line=$(grep -n '^  max_steps:' "$CONFIG" | cut -d: -f1)
+sed "${max_steps_line}a\\  max_steps: 3" "$CONFIG" > "$work/twice.yaml"
+printf '{\n  "train_batch_size": 8,\n  "train_batch_size": 16\n}\n' > "$work/twice.json"
+printf 'distributed_type: MULTI_CPU\nmixed_precision: bf16\nmixed_precision: "no"\n' \
+  > "$work/twice_acc.yaml"
+# A real prepared shard (a byte-level tokenizer without merges: GPT-2's byte symbols, token id =
+# byte), then one with a byte flipped in its payload: 201 u16 tokens, file bytes [64, 466), the
+# chunk's checksum at 466.
+mkdir -p "$work/tokenizer" "$work/text"
+{
+  printf '{'
+  shifted=0
+  for b in $(seq 0 255); do
+    if ((b >= 33 && b <= 126 || b >= 161 && b <= 172 || b >= 174)); then
+      symbol=$b
+    else
+      symbol=$((256 + shifted))
+      shifted=$((shifted + 1))
+    fi
+    printf '"\\u%04x": %d, ' "$symbol" "$b"
+  done
+  printf '"<|endoftext|>": 256}\n'
+} > "$work/tokenizer/encoder.json"
+echo '#version: 0.2' > "$work/tokenizer/vocab.bpe"
+printf 'a%.0s' $(seq 200) > "$work/text/doc.txt"
+"$BRAID" prepare-data --input "$work/text" --tokenizer "$work/tokenizer" --out "$work/tok" \
+  --val-fraction 0 > "$work/prepare.log" 2>&1 || { cat "$work/prepare.log"; exit 1; }
+cp -r "$work/tok" "$work/flipped"
+printf '\x01' | dd of="$work/flipped/train_000000.bin" bs=1 seek=100 conv=notrunc status=none
+tiny=(--set model.preset=gpt2-tiny --set data.seq_len=16 --set training.global_batch_size=2)
 
 failures=0
 # check NAME WANT ARGS...: runs `braid train ARGS` on 2 ranks, wants a non-zero exit and /WANT/
@@ -76,5 +111,46 @@ check_program differing-strategy \
   "the config differs across ranks: rank\(s\) 1 differ from rank 0 in parallel.strategy" \
   sh -c "exec '$BRAID' train '$CONFIG' --set parallel.strategy=\$([ \$OMPI_COMM_WORLD_RANK = 0 ] && echo zero3 || echo ddp)"
 
+# Checks that used to come too late (after the run) or never (issue 26).
+check yaml-directory "config file '$work/adir.yaml' is a directory, not a YAML file" \
+  "$work/adir.yaml"
+check yaml-empty "config file '$work/empty.yaml' is empty \(no keys\)" "$work/empty.yaml"
+check duplicate-key "twice.yaml:$((max_steps_line + 1)): duplicate key 'training.max_steps' at lines $max_steps_line and $((max_steps_line + 1))" \
+  "$work/twice.yaml"
+check duplicate-deepspeed-key "twice.json:3: duplicate key 'train_batch_size' at lines 2 and 3" \
+  "$CONFIG" --deepspeed "$work/twice.json"
+check duplicate-accelerate-key "twice_acc.yaml:3: duplicate key 'mixed_precision' at lines 2 and 3" \
+  "$CONFIG" --accelerate-config "$work/twice_acc.yaml"
+check model-config-directory "model.config '$work/model_dir' is a directory, not an HF config.json file" \
+  "$CONFIG" --set model.config="$work/model_dir"
+check output-dir-file "output.dir '$work/afile': cannot write the exported model to '$work/afile/model': '$work/afile' is a file, not a directory" \
+  "$CONFIG" --set output.dir="$work/afile" --set output.export_model=true
+check corrupt-chunk "flipped/train_000000.bin': corrupt: chunk 0 \(file bytes \[64, 466\)\) does not match its checksum at offset 466" \
+  "$CONFIG" "${tiny[@]}" --set data.random_tokens=false --set data.train="$work/flipped"
+
+# Resume: a checkpoint at step 2, then max_steps 1 (an error naming both) and 2 (nothing left to
+# train, exit 0). The intact shard trains, so the flipped one above failed for its byte alone.
+resume=("${tiny[@]}" --set data.random_tokens=false --set data.train="$work/tok"
+  --set checkpoint.dir="$work/ckpt" --set checkpoint.interval=2)
+if ! out=$(timeout 120 "$BRAID" launch -n 2 -- "$BRAID" train "$CONFIG" "${resume[@]}" \
+  --set training.max_steps=2 2>&1); then
+  echo "FAIL resume setup: training 2 steps on the intact shard failed"
+  echo "$out" | tail -20
+  failures=$((failures + 1))
+fi
+check resume-beyond-max-steps "resume: checkpoint '$work/ckpt/[^']+' is at step 2, beyond training.max_steps = 1" \
+  "$CONFIG" "${resume[@]}" --set training.max_steps=1
+out=$(timeout 120 "$BRAID" launch -n 2 -- "$BRAID" train "$CONFIG" "${resume[@]}" \
+  --set training.max_steps=2 2>&1)
+rc=$?
+if [[ $rc != 0 ]] || ! grep -q "nothing left to train: training.max_steps is 2" <<<"$out" ||
+  ! grep -q "summary: steps=0 " <<<"$out"; then
+  echo "FAIL resume-at-max-steps: exit $rc"
+  echo "$out" | tail -20
+  failures=$((failures + 1))
+else
+  echo "ok resume-at-max-steps: exit 0: $(grep -m1 'nothing left to train' <<<"$out")"
+fi
+
 [[ $failures == 0 ]] || { echo "bad_input_test: $failures case(s) failed"; exit 1; }
-echo "bad_input_test: 10 cases passed"
+echo "bad_input_test: 20 cases passed"

@@ -50,8 +50,12 @@ parallel::ParallelPlan parallel_plan_from(const config::TrainConfig& cfg) {
   s.ranks_per_node = launch::local_world_size();
   s.offload_optimizer = p.offload_optimizer;
   s.offload_params = p.offload_params;
-  s.offload_dir = p.offload_dir.empty() ? cfg.output.dir + "/offload" : p.offload_dir;
+  s.offload_dir = offload_dir_from(cfg);
   return s;
+}
+
+std::string offload_dir_from(const config::TrainConfig& cfg) {
+  return cfg.parallel.offload_dir.empty() ? cfg.output.dir + "/offload" : cfg.parallel.offload_dir;
 }
 
 int64_t memory_budget_from(const config::TrainConfig& cfg, comm::ProcessGroup* world) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "braid/comm/process_group.h"
 #include "braid/config/config.h"
@@ -11,6 +12,9 @@
 namespace braid::train {
 
 parallel::ParallelPlan parallel_plan_from(const config::TrainConfig& cfg);
+
+// Where offload files go: parallel.offload_dir, or its default <output.dir>/offload.
+std::string offload_dir_from(const config::TrainConfig& cfg);
 
 // memory.budget in bytes (0: none). Empty: 90% of the node's available memory (MemAvailable,
 // less a tenth for what is not tensors) shared among the node's ranks; the ranks agree on the

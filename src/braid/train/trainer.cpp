@@ -43,10 +43,24 @@ double steady_median(std::vector<double> v) {
 
 nn::ModelConfig model_config_from(const config::TrainConfig& cfg) {
   nn::ModelConfig mc;
+  std::error_code ec;
   if (!cfg.model.init_from.empty()) {
+    BRAID_CHECK(fs::is_directory(cfg.model.init_from, ec), "model.init_from '", cfg.model.init_from,
+                "' is not a directory (an HF model directory: model.safetensors + config.json)");
     mc = nn::ModelConfig::from_hf_file(fs::path(cfg.model.init_from) / "config.json");
   } else if (!cfg.model.config.empty()) {
-    mc = nn::ModelConfig::from_hf_file(cfg.model.config);
+    if (fs::is_directory(cfg.model.config, ec)) {
+      const fs::path inside = fs::path(cfg.model.config) / "config.json";
+      BRAID_THROW("model.config '", cfg.model.config,
+                  "' is a directory, not an HF config.json file",
+                  fs::is_regular_file(inside, ec) ? " (did you mean '" + inside.string() + "'?)"
+                                                  : std::string());
+    }
+    try {
+      mc = nn::ModelConfig::from_hf_file(cfg.model.config);
+    } catch (const Error& e) {
+      BRAID_THROW("model.config: ", e.what());
+    }
   } else {
     mc = nn::ModelConfig::preset(cfg.model.preset);
   }
@@ -70,6 +84,7 @@ Trainer::Trainer(config::TrainConfig config, std::shared_ptr<comm::ProcessGroup>
     // resolved batch arithmetic.
     acc_ = std::make_unique<Accelerator>(cfg_, world_, tracker_);
     cfg_ = acc_->config();
+    comm::all_ranks_or_throw(world_.get(), [&] { check_output_paths(cfg_); });
     open_resume();
     build_model();
     if (resume_) report_resume();  // after materialising: describe() names the buckets
@@ -116,7 +131,9 @@ std::string Trainer::memory_advice() const {
 Trainer::~Trainer() = default;
 
 void Trainer::build_model() {
-  nn::ModelConfig mc = model_config_from(cfg_);
+  // Each node may keep model.config at its own place: one that cannot read it fails every rank.
+  nn::ModelConfig mc;
+  comm::all_ranks_or_throw(world_.get(), [&] { mc = model_config_from(cfg_); });
   model_ = std::make_unique<nn::Transformer>(mc, acc_->model_options());
   freeze_parameters();
   std::function<void(int, Tensor&)> fill;

@@ -54,6 +54,12 @@ void Trainer::open_resume() {
                                          [this](const std::string& s) { say(s); });
   if (!resume_) return;
   start_step_ = resume_->manifest().step;
+  // Every rank opened the same checkpoint, so every rank stops here.
+  BRAID_CHECK(start_step_ <= cfg_.training.max_steps, "resume: checkpoint '",
+              resume_->dir().string(), "' is at step ", start_step_,
+              ", beyond training.max_steps = ", cfg_.training.max_steps,
+              " (raise training.max_steps to train on from it, or set training.resume: never to "
+              "start over)");
   check_same_model(resume_->manifest().model_config, model_config_from(cfg_).to_hf_json(),
                    resume_->dir().string());
 }
@@ -65,6 +71,8 @@ void Trainer::report_resume() const {
   if (m.layout != acc_->describe() || m.world_size != world_size())
     line += "; layout changed: saved by " + m.layout + " on " + std::to_string(m.world_size) +
             " rank(s), now " + acc_->describe() + " on " + std::to_string(world_size());
+  if (m.step == cfg_.training.max_steps)
+    line += "; nothing left to train: training.max_steps is " + std::to_string(m.step);
   say(line);
 }
 

@@ -129,6 +129,66 @@ TEST(TrainerErrors, ABudgetDdpExceedsStopsDdpButZero3Trains) {
   });
 }
 
+// Note [Output paths checked at start]: a path no rank can write stops every rank before the
+// first step, naming the key, the path and the part that fails.
+TEST(TrainerErrors, OutputPathsThatCannotBeWrittenFailEveryRankAtStart) {
+  const fs::path dir = private_temp_dir("braid_trainer_errors_outputs");
+  fs::create_directories(dir);
+  const std::string file = (dir / "a_file").string();
+  std::ofstream(file) << "not a directory\n";
+  const auto expect_on_every_rank = [](const config::TrainConfig& c, const std::string& want) {
+    for (const std::string& msg : construction_errors(2, c))
+      EXPECT_NE(msg.find(want), std::string::npos) << "want: " << want << "\n got: " << msg;
+  };
+  config::TrainConfig c = tiny(1, 1, "ddp");
+  c.output.export_model = true;
+  c.output.dir = file;
+  expect_on_every_rank(c, "output.dir '" + file + "': cannot write the exported model to '" + file +
+                              "/model': '" + file + "' is a file, not a directory");
+  c.output.export_model = false;
+  c.checkpoint.interval = 5;  // checkpoint.dir defaults to <output.dir>/checkpoints
+  expect_on_every_rank(c, "output.dir '" + file + "': cannot write training checkpoints to '" +
+                              file + "/checkpoints': '" + file + "' is a file, not a directory");
+  c.output.dir = (dir / "out").string();
+  c.checkpoint.dir = file + "/deeper/ckpt";
+  expect_on_every_rank(c, "checkpoint.dir '" + file +
+                              "/deeper/ckpt': cannot write training "
+                              "checkpoints to '" +
+                              file + "/deeper/ckpt': '" + file + "' is a file, not a directory");
+  // A directory no one can create a file in, even root: /proc.
+  c.checkpoint.dir = "/proc/braid_no_such_dir/ckpt";
+  expect_on_every_rank(c,
+                       "checkpoint.dir '/proc/braid_no_such_dir/ckpt': cannot write training "
+                       "checkpoints to '/proc/braid_no_such_dir/ckpt': cannot create a file in "
+                       "'/proc': ");
+  c.checkpoint.dir = "";
+  c.checkpoint.interval = 0;
+  c.parallel.strategy = "zero2";
+  c.parallel.offload_optimizer = "nvme";
+  c.parallel.offload_dir = file + "/offload";
+  expect_on_every_rank(c, "parallel.offload_dir '" + file +
+                              "/offload': cannot write offload files "
+                              "to '" +
+                              file + "/offload': '" + file + "' is a file, not a directory");
+  c.parallel.strategy = "ddp";
+  c.parallel.offload_optimizer = "none";
+  c.parallel.offload_dir = "";
+  c.parallel.pipeline_parallel_size = 2;
+  c.training.gradient_accumulation_steps = 2;
+  c.parallel.pipeline_trace = file + "/trace.json";
+  expect_on_every_rank(c, "parallel.pipeline_trace '" + file +
+                              "/trace.json': cannot write the "
+                              "pipeline trace to '" +
+                              file + "': '" + file + "' is a file, not a directory");
+  // Writable paths, which do not exist yet: nothing is created before the run writes.
+  c.parallel.pipeline_trace = (dir / "new/trace.json").string();
+  c.output.export_model = true;
+  c.checkpoint.interval = 5;
+  for (const std::string& msg : construction_errors(2, c)) EXPECT_EQ(msg, "");
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  EXPECT_FALSE(fs::exists(dir / "new"));
+}
+
 // Builds a Trainer on each of 2 thread-backed ranks, rank r's config from make(r).
 std::vector<std::string> per_rank_errors(const std::function<config::TrainConfig(int)>& make) {
   auto errors = braid::testing::run_ranks_collect(
@@ -136,6 +196,100 @@ std::vector<std::string> per_rank_errors(const std::function<config::TrainConfig
   std::vector<std::string> out;
   for (auto& e : errors) out.push_back(braid::testing::what(e));
   return out;
+}
+
+TEST(TrainerErrors, AnOutputPathOnlyOneRankCannotWriteFailsEveryRank) {
+  const fs::path dir = private_temp_dir("braid_trainer_errors_one_rank");
+  fs::create_directories(dir);
+  const std::string file = (dir / "a_file").string();
+  std::ofstream(file) << "not a directory\n";
+  std::vector<std::string> errors = per_rank_errors([&](int rank) {
+    config::TrainConfig c = tiny(2, 1, "ddp");
+    c.output.export_model = true;
+    c.output.dir = rank == 1 ? file : (dir / "out0").string();  // per node: may differ
+    return c;
+  });
+  const std::string why =
+      "output.dir '" + file + "': cannot write the exported model to '" + file + "/model'";
+  EXPECT_NE(errors[0].find("rank(s) 1 of group"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find(why), std::string::npos) << errors[0];
+  EXPECT_EQ(errors[1].find(why), 0u) << errors[1];
+}
+
+// A checkpoint past training.max_steps is an error naming both; one at it trains no step.
+TEST(TrainerErrors, AResumeBeyondMaxStepsNamesTheCheckpointStepAndMaxSteps) {
+  config::TrainConfig c = tiny(1, 1, "ddp");
+  c.training.max_steps = 4;
+  c.checkpoint.interval = 4;
+  c.checkpoint.dir = private_temp_dir("braid_trainer_errors_resume").string();
+  braid::testing::run_ranks(2, [&](comm::ProcessGroup& pg) {
+    Trainer t(c, borrow(pg), quiet());
+    t.run();
+  });
+  c.training.max_steps = 3;
+  for (const std::string& msg : construction_errors(2, c)) {
+    EXPECT_NE(msg.find("resume: checkpoint '" + c.checkpoint.dir), std::string::npos) << msg;
+    EXPECT_NE(msg.find("' is at step 4, beyond training.max_steps = 3 (raise training.max_steps "
+                       "to train on from it, or set training.resume: never to start over)"),
+              std::string::npos)
+        << msg;
+  }
+  c.training.max_steps = 4;
+  TrainerOptions says = quiet();
+  says.quiet = false;
+  ::testing::internal::CaptureStdout();
+  braid::testing::run_ranks(2, [&](comm::ProcessGroup& pg) {
+    Trainer t(c, borrow(pg), says);
+    EXPECT_EQ(t.start_step(), 4);
+    const TrainResult r = t.run();
+    EXPECT_EQ(r.steps, 0);
+    EXPECT_EQ(r.resumed_from, 4);
+  });
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("(step 4, "), std::string::npos) << out;
+  EXPECT_NE(out.find("; nothing left to train: training.max_steps is 4"), std::string::npos) << out;
+}
+
+// Note [First-touch verification]: a flipped byte in a shard is found by the first read of its
+// chunk, on every rank that reads it, naming the file and the chunk's bytes.
+TEST(TrainerErrors, AFlippedByteInAShardFailsEveryRankNamingTheFileAndChunk) {
+  fs::path dir = make_data("flip", 64 * 16 + 1);  // 1025 u16 tokens: one chunk, file bytes
+                                                  // [64, 2114), its checksum at 2114
+  const std::string shard = (dir / "train_000000.bin").string();
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(64 + 100);  // token 50, 0 -> 1: still a valid id, so nothing else would notice
+    f.put(1);
+  }
+  config::TrainConfig c = shard_config(dir, 1);
+  auto errors = braid::testing::run_ranks_collect(2, [&](comm::ProcessGroup& pg) {
+    Trainer t(c, borrow(pg), quiet());
+    t.run();
+  });
+  for (auto& e : errors)
+    EXPECT_EQ(braid::testing::what(e),
+              "token shard '" + shard +
+                  "': corrupt: chunk 0 (file bytes [64, 2114)) does not match its checksum at "
+                  "offset 2114");
+}
+
+TEST(TrainerErrors, AModelConfigThatIsADirectoryIsNamed) {
+  const fs::path dir = private_temp_dir("braid_trainer_errors_model_dir");
+  fs::create_directories(dir);
+  config::TrainConfig c = tiny(1, 1, "ddp");
+  c.model.preset = "";
+  c.model.config = dir.string();
+  for (const std::string& msg : construction_errors(2, c))
+    EXPECT_NE(
+        msg.find("model.config '" + dir.string() + "' is a directory, not an HF config.json file"),
+        std::string::npos)
+        << msg;
+  fs::copy_file(six_block_model_config(), dir / "config.json");
+  for (const std::string& msg : construction_errors(2, c))
+    EXPECT_NE(msg.find("' is a directory, not an HF config.json file (did you mean '" +
+                       (dir / "config.json").string() + "'?)"),
+              std::string::npos)
+        << msg;
 }
 
 TEST(TrainerErrors, ConfigThatDiffersAcrossRanksNamesTheFieldsOnEveryRank) {

@@ -1,9 +1,16 @@
 #include "braid/train/trainer_output.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <sstream>
+#include <thread>
 
 #include "braid/checkpoint/hf_model_io.h"
 #include "braid/core/memory_tracker.h"
@@ -11,9 +18,77 @@
 #include "braid/kernels/ops.h"
 #include "braid/launch/threads.h"
 #include "braid/train/generate.h"
+#include "braid/train/plan_config.h"
 #include "braid/train/trainer.h"
 
 namespace braid::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Note [Output paths checked at start]. `key` = `value` is the config entry that puts `what` in
+// `dir`.
+void check_writable_dir(const std::string& key, const std::string& value, const std::string& what,
+                        const fs::path& dir) {
+  const std::string where =
+      key + " '" + value + "': cannot write " + what + " to '" + dir.string() + "': ";
+  fs::path existing = dir;
+  std::error_code ec;
+  while (!existing.empty() && !fs::exists(existing, ec)) existing = existing.parent_path();
+  if (existing.empty()) existing = ".";
+  if (!fs::is_directory(existing, ec))
+    BRAID_THROW(where, "'", existing.string(), "' is ",
+                fs::is_regular_file(existing, ec) ? "a file" : "something else",
+                ", not a directory");
+  // Named by process and thread, so the ranks sharing a directory, as threads or processes,
+  // probe apart (and another host's process of the same number makes the next name be tried).
+  const std::string stem =
+      ".braid-write-check-" + std::to_string(::getpid()) + "-" +
+      std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())) + "-";
+  for (int attempt = 0;; ++attempt) {
+    const fs::path probe = existing / (stem + std::to_string(attempt));
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(probe.c_str());
+      return;
+    }
+    const int saved = errno;
+    if (saved != EEXIST || attempt == 100)
+      BRAID_THROW(where, "cannot create a file in '", existing.string(),
+                  "': ", std::strerror(saved));
+  }
+}
+
+}  // namespace
+
+void check_output_paths(const config::TrainConfig& cfg) {
+  const auto& out = cfg.output;
+  if (out.export_model)
+    check_writable_dir("output.dir", out.dir, "the exported model", fs::path(out.dir) / "model");
+  // Keys left at their defaults under output.dir are named as output.dir, which the user set.
+  auto under_output = [&](const char* key, const std::string& value) {
+    return value.empty() ? std::pair<std::string, std::string>{"output.dir", out.dir}
+                         : std::pair<std::string, std::string>{key, value};
+  };
+  if (cfg.checkpoint.interval > 0) {
+    const auto [key, value] = under_output("checkpoint.dir", cfg.checkpoint.dir);
+    check_writable_dir(key, value, "training checkpoints", cfg.checkpoint_dir());
+  }
+  if (cfg.parallel.offload_optimizer == "nvme") {
+    const auto [key, value] = under_output("parallel.offload_dir", cfg.parallel.offload_dir);
+    check_writable_dir(key, value, "offload files", offload_dir_from(cfg));
+  }
+  const std::string& trace = cfg.parallel.pipeline_trace;
+  if (!trace.empty() && cfg.parallel.pipeline_parallel_size > 1) {
+    std::error_code ec;
+    BRAID_CHECK(!fs::is_directory(trace, ec), "parallel.pipeline_trace '", trace,
+                "' is a directory; it names the trace file to write");
+    check_writable_dir("parallel.pipeline_trace", trace, "the pipeline trace",
+                       fs::path(trace).parent_path());
+  }
+}
 
 std::string describe_run(const config::TrainConfig& cfg, const nn::Transformer& model,
                          const Accelerator& acc, int world, const std::string& placement,
@@ -71,7 +146,6 @@ std::function<void(int, Tensor&)> initial_weights(const config::TrainConfig& cfg
 
 void write_outputs(const config::TrainConfig& cfg, nn::Transformer& model, Accelerator& acc,
                    bool is_rank0, bool quiet) {
-  namespace fs = std::filesystem;
   const auto& out = cfg.output;
   if (out.export_model) {
     fs::path dir = fs::path(out.dir) / "model";

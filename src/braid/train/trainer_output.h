@@ -26,6 +26,17 @@ std::string format_summary(const TrainResult& r, double peak_rss_mib, int world_
 // initialisation from training.seed.
 std::function<void(int, Tensor&)> initial_weights(const config::TrainConfig& cfg,
                                                   const nn::Transformer& model);
+// Note [Output paths checked at start]: every path the run will write — the export under
+// output.dir, checkpoint.dir (with checkpoint.interval), the offload directory (with
+// parallel.offload_optimizer), parallel.pipeline_trace (with a pipeline) — is checked before
+// training, so a run does not find out at its end, or at its first save, that it cannot write.
+// Walking up each path to its nearest part that exists, that part must be a directory in which
+// a file can be created (a probe file, created and removed at once, so permissions, read-only
+// mounts and full disks all show). Nothing else is created: directories appear when the run
+// writes them. Errors name the key, its value, what goes there and the part that fails:
+//   output.dir 'out/f': cannot write the exported model to 'out/f/model': 'out/f' is a file,
+//   not a directory
+void check_output_paths(const config::TrainConfig& cfg);
 // Exports the model (output.export_model) to output.dir/model and prints samples
 // (output.samples) when a tokenizer is configured. Every rank calls it (the runtime may gather
 // units and parameters); only `is_rank0` writes and prints.
