@@ -5,6 +5,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "braid/config/dialect_reader.h"
@@ -78,16 +79,26 @@ void read_fsdp(DialectReader& r, TrainConfig& cfg) {
   if (!r.section("fsdp_config")) return;
   const std::string f = "fsdp_config.";
   // Accelerate writes the strategy by name, older versions by number (1 = FULL_SHARD, ...).
+  // Accelerate takes the number quoted too ('1'), as its FSDP plugin does.
   static const std::vector<std::string> kStrategies = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD",
                                                        "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"};
-  if (const json* v = r.find(f + "fsdp_sharding_strategy"); v && v->is_number_integer()) {
-    const auto i = r.integer(f + "fsdp_sharding_strategy", 1, 5, false);
-    cfg.parallel.sharding_strategy = kStrategies[static_cast<size_t>(*i - 1)];
-  } else if (auto s = r.choice(f + "fsdp_sharding_strategy", kStrategies)) {
-    cfg.parallel.sharding_strategy = *s;
-  }
-  if (auto v = r.boolean(f + "fsdp_reshard_after_forward")) {  // FSDP2's spelling
-    cfg.parallel.sharding_strategy = *v ? "FULL_SHARD" : "SHARD_GRAD_OP";
+  auto strategy = [&](const std::string& key) -> std::optional<std::string> {
+    const json* v = r.find(key);
+    if (v && v->is_string() && v->get<std::string>().size() == 1 &&
+        v->get<std::string>()[0] >= '1' && v->get<std::string>()[0] <= '5')
+      return kStrategies[static_cast<size_t>(v->get<std::string>()[0] - '1')];
+    if (v && v->is_number_integer())
+      return kStrategies[static_cast<size_t>(*r.integer(key, 1, 5, false) - 1)];
+    return r.choice(key, kStrategies);
+  };
+  if (auto s = strategy(f + "fsdp_sharding_strategy")) cfg.parallel.sharding_strategy = *s;
+  // FSDP2's true/false; FSDP1 configs of Accelerate >= 1.6 (TRL's fsdp1.yaml) give a strategy.
+  if (const json* v = r.find(f + "fsdp_reshard_after_forward"); v && !v->is_boolean()) {
+    cfg.parallel.sharding_strategy = *strategy(f + "fsdp_reshard_after_forward");
+    r.note(f + "fsdp_reshard_after_forward",
+           "parallel.sharding_strategy = " + cfg.parallel.sharding_strategy);
+  } else if (auto b = r.boolean(f + "fsdp_reshard_after_forward")) {
+    cfg.parallel.sharding_strategy = *b ? "FULL_SHARD" : "SHARD_GRAD_OP";
     r.note(f + "fsdp_reshard_after_forward",
            "parallel.sharding_strategy = " + cfg.parallel.sharding_strategy);
   }
@@ -129,6 +140,62 @@ void read_fsdp(DialectReader& r, TrainConfig& cfg) {
   r.ignore(f + "fsdp_cpu_ram_efficient_loading", "each rank loads only what it holds");
   r.integer(f + "fsdp_version", 1, 2, false);
   r.ignore(f + "fsdp_version", "the same sharding either way");
+  r.ignore(f + "fsdp_float8_all_gather", "braid has no fp8");
+  if (const json* v = r.find(f + "fsdp_ignored_modules");
+      v && !(v->is_array() && v->empty()) && !(v->is_string() && v->get<std::string>().empty()))
+    r.unsupported(f + "fsdp_ignored_modules", "every module is sharded by its unit");
+  r.ignore(f + "fsdp_ignored_modules", "empty");
+}
+
+// The keys of the blocks a file's distributed_type does not read, for "did you mean" (a top-level
+// fsdp_sharding_strategy means fsdp_config.fsdp_sharding_strategy).
+const std::vector<std::string>& block_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k;
+    for (const char* f :
+         {"fsdp_sharding_strategy", "fsdp_reshard_after_forward", "fsdp_backward_prefetch",
+          "fsdp_forward_prefetch", "fsdp_activation_checkpointing", "fsdp_offload_params",
+          "fsdp_auto_wrap_policy", "fsdp_transformer_layer_cls_to_wrap", "fsdp_min_num_params",
+          "fsdp_state_dict_type", "fsdp_sync_module_states", "fsdp_use_orig_params",
+          "fsdp_cpu_ram_efficient_loading", "fsdp_version"})
+      k.push_back(std::string("fsdp_config.") + f);
+    for (const char* d :
+         {"zero_stage", "offload_optimizer_device", "offload_param_device", "zero3_init_flag",
+          "zero3_save_16bit_model", "deepspeed_config_file", "deepspeed_multinode_launcher"})
+      k.push_back(std::string("deepspeed_config.") + d);
+    for (const char* p :
+         {"parallelism_config_tp_size", "parallelism_config_cp_size",
+          "parallelism_config_dp_shard_size", "parallelism_config_dp_replicate_size"})
+      k.push_back(std::string("parallelism_config.") + p);
+    return k;
+  }();
+  return keys;
+}
+
+// Accelerate's parallelism_config (1.10+; TRL's context-parallel and ALST recipes): the tensor
+// parallel size is braid's; context and sequence parallelism are not there yet.
+void read_parallelism(DialectReader& r, TrainConfig& cfg) {
+  if (!r.section("parallelism_config") || r.switched_off("parallelism_config", true)) return;
+  const std::string p = "parallelism_config.parallelism_config_";
+  if (auto v = r.integer(p + "tp_size", 1, INT32_MAX, false)) {
+    cfg.parallel.tensor_parallel_size = *v;
+    r.note(p + "tp_size", "parallel.tensor_parallel_size = " + std::to_string(*v));
+  }
+  if (r.integer(p + "cp_size", 1, INT32_MAX, false).value_or(1) > 1)
+    r.unsupported(p + "cp_size", "context parallelism");
+  if (r.integer(p + "sp_size", 1, INT32_MAX, false).value_or(1) > 1)
+    r.unsupported(p + "sp_size", "ALST/Ulysses sequence parallelism");
+  const auto replicate = r.integer(p + "dp_replicate_size", 1, INT32_MAX, false);
+  const auto shard = r.integer(p + "dp_shard_size", 1, INT32_MAX, false);
+  if (replicate.value_or(1) > 1 && shard.value_or(1) > 1) {
+    cfg.parallel.sharding_factor = *shard;  // HSDP: shard within groups, replicate across
+    r.note(p + "dp_shard_size", "parallel.sharding_factor = " + std::to_string(*shard));
+  }
+  r.ignore(p + "dp_replicate_size", "the data-parallel size is the ranks over tp");
+  r.ignore(p + "dp_shard_size", "the data-parallel size is the ranks over tp");
+  for (const char* k : {"cp_backend", "cp_comm_strategy", "sp_backend", "sp_seq_length",
+                        "sp_seq_length_is_variable", "sp_attn_implementation"})
+    r.ignore(p + k, "for context or sequence parallelism, which is off");
 }
 
 // Accelerate's deepspeed_config block: a DeepSpeed config file, or plugin keys that Accelerate
@@ -148,6 +215,13 @@ std::vector<DialectEntry> read_deepspeed(DialectReader& r, TrainConfig& cfg, con
   r.ignore(d + "zero3_save_16bit_model", "braid's export always gathers the whole weights");
   r.ignore(d + "deepspeed_multinode_launcher", "braid launches through mpirun");
   r.ignore(d + "deepspeed_hostfile", "give braid launch --hostfile");
+  for (const char* k : {"deepspeed_exclusion_filter", "deepspeed_inclusion_filter"})
+    r.ignore(d + k, "give braid launch --hostfile");
+  r.ignore(d + "deepspeed_moe_layer_cls_names", "braid's models have no mixture of experts");
+  // A DeepSpeed JSON key put in the plugin block (TRL's ALST recipe): Accelerate does not read it.
+  r.ignore(d + "seq_parallel_communication_data_type",
+           "a DeepSpeed JSON key that Accelerate does not read here (and for sequence "
+           "parallelism only)");
   if (const json* file = r.find(d + "deepspeed_config_file")) {
     if (!file->is_string()) r.fail(d + "deepspeed_config_file", "must be a path");
     for (const auto& k : kPlugin)
@@ -156,6 +230,17 @@ std::vector<DialectEntry> read_deepspeed(DialectReader& r, TrainConfig& cfg, con
                "is set in deepspeed_config_file's config when that is given (Accelerate "
                "ignores it there); remove one");
     const std::string path = file->get<std::string>();
+    std::ifstream probe(path);
+    if (!probe) {
+      std::error_code ec;
+      const auto cwd = std::filesystem::current_path(ec).string();
+      r.fail(d + "deepspeed_config_file",
+             "cannot read '" + path + "'" +
+                 (std::filesystem::path(path).is_relative()
+                      ? " (a relative path is taken from the current directory, " + cwd +
+                            ", as Accelerate does)"
+                      : ""));
+    }
     const std::string text = read_file(path, (d + "deepspeed_config_file").c_str());
     json ds;
     try {
@@ -205,7 +290,9 @@ std::vector<DialectEntry> read_deepspeed(DialectReader& r, TrainConfig& cfg, con
 std::vector<DialectEntry> apply_accelerate_config(TrainConfig& cfg, const std::string& yaml_text,
                                                   const std::string& source, int64_t dp_size) {
   const json root = parse_yaml(yaml_text, source);
-  DialectReader r(root, source);
+  DialectReader r(root, source, "Accelerate");
+  dialect::add_training_arguments_hints(r);
+  r.also_known(block_keys());
   const std::string env = r.choice("compute_environment", {"LOCAL_MACHINE", "AMAZON_SAGEMAKER"})
                               .value_or("LOCAL_MACHINE");
   if (env != "LOCAL_MACHINE") r.unsupported("compute_environment", "SageMaker");
@@ -213,13 +300,27 @@ std::vector<DialectEntry> apply_accelerate_config(TrainConfig& cfg, const std::s
                                                          "DEEPSPEED", "MEGATRON_LM", "MULTI_XPU",
                                                          "MULTI_NPU", "MULTI_MLU", "XLA", "TPU"})
                                .value_or("NO");
+  // Blocks that are empty are absent (older `accelerate config` writes deepspeed_config: {},
+  // fsdp_config: {}, megatron_lm_config: {} whatever the type); a filled one for another type is
+  // what Accelerate does with it: not read.
+  auto other_type_block = [&](const char* key, const char* its_type) {
+    if (!r.section(key) || r.switched_off(key, true)) return false;
+    if (type == its_type) return true;
+    r.note(key, std::string("ignored: distributed_type is ") + type + ", not " + its_type +
+                    " (Accelerate reads it only then)");
+    return false;
+  };
+  const bool has_deepspeed = other_type_block("deepspeed_config", "DEEPSPEED");
+  const bool has_fsdp = other_type_block("fsdp_config", "FSDP");
+  other_type_block("megatron_lm_config", "MEGATRON_LM");
+  (void)has_deepspeed;
   if (type != "NO" && type != "MULTI_CPU" && type != "MULTI_GPU" && type != "FSDP" &&
       type != "DEEPSPEED")
     r.unsupported("distributed_type", type +
                                           "; braid has NO, MULTI_CPU, MULTI_GPU (as "
                                           "MULTI_CPU), FSDP and DEEPSPEED");
   const auto procs = r.integer("num_processes", 1, INT32_MAX, false);
-  if (type == "NO" && procs.value_or(1) > 1)
+  if (type == "NO" && root.contains("distributed_type") && procs.value_or(1) > 1)
     r.fail("distributed_type", "NO with num_processes " + std::to_string(*procs) +
                                    "; choose MULTI_CPU, FSDP or DEEPSPEED");
   std::string precision = cfg.training.precision;
@@ -229,10 +330,13 @@ std::vector<DialectEntry> apply_accelerate_config(TrainConfig& cfg, const std::s
   }
   std::vector<DialectEntry> deepspeed;
   if (type == "DEEPSPEED") {
+    // mixed_precision holds under DeepSpeed too ('no': fp32, whatever the YAML says); a
+    // deepspeed_config_file's explicit fp16/bf16 replace it, its "auto" keeps it.
+    cfg.training.precision = precision;
+    if (r.find("mixed_precision"))
+      r.note("mixed_precision", "training.precision = " + cfg.training.precision);
     deepspeed = read_deepspeed(r, cfg, root, precision, dp_size);
   } else {
-    if (r.section("deepspeed_config"))
-      r.fail("deepspeed_config", "given but distributed_type is " + type + ", not DEEPSPEED");
     cfg.training.precision = precision;
     cfg.parallel.strategy = type == "NO" ? "none" : type == "FSDP" ? "fsdp" : "ddp";
     r.note("distributed_type", "parallel.strategy = " + cfg.parallel.strategy +
@@ -240,14 +344,14 @@ std::vector<DialectEntry> apply_accelerate_config(TrainConfig& cfg, const std::s
     if (r.find("mixed_precision"))
       r.note("mixed_precision", "training.precision = " + cfg.training.precision);
   }
-  if (type == "FSDP") {
-    read_fsdp(r, cfg);
-  } else if (r.section("fsdp_config")) {
-    r.fail("fsdp_config", "given but distributed_type is " + type + ", not FSDP");
-  }
-  if (r.section("megatron_lm_config"))
-    r.unsupported("megatron_lm_config",
-                  "use braid's parallel.tensor_parallel_size and pipeline_parallel_size");
+  if (has_fsdp) read_fsdp(r, cfg);
+  read_parallelism(r, cfg);
+  // Accelerate 1.4-1.6's tensor parallelism.
+  if (r.section("tp_config") && !r.switched_off("tp_config", true))
+    if (auto v = r.integer("tp_config.tp_size", 1, INT32_MAX, false)) {
+      cfg.parallel.tensor_parallel_size = *v;
+      r.note("tp_config.tp_size", "parallel.tensor_parallel_size = " + std::to_string(*v));
+    }
   if (auto v = r.integer("gradient_accumulation_steps", 1, INT32_MAX, false)) {
     cfg.training.gradient_accumulation_steps = *v;
     r.note("gradient_accumulation_steps",
@@ -267,12 +371,22 @@ std::vector<DialectEntry> apply_accelerate_config(TrainConfig& cfg, const std::s
     r.ignore(k, "braid's ranks meet through mpirun (braid launch --hostfile)");
   r.boolean("use_cpu", false);
   r.ignore("use_cpu", "braid trains on the CPU");
-  for (const char* k :
-       {"gpu_ids", "downcast_bf16", "enable_cpu_affinity", "main_training_function", "tpu_env",
-        "tpu_use_cluster", "tpu_use_sudo", "tpu_name", "tpu_zone", "commands", "command_file",
-        "dynamo_config", "ipex_config", "mpirun_config", "fp8_config"})
+  for (const char* k : {"gpu_ids", "downcast_bf16", "enable_cpu_affinity", "main_training_function",
+                        "commands", "command_file"})
     r.ignore(k, "no effect in braid");
+  for (const char* k :
+       {"tpu_env", "tpu_use_cluster", "tpu_use_sudo", "tpu_name", "tpu_zone", "tpu_vm"})
+    r.ignore(k, "for TPU pods (distributed_type XLA/TPU)");
+  // torch.compile changes the speed, not the result; braid's kernels are compiled already.
+  for (const char* k : {"dynamo_backend", "dynamo_config"})
+    r.ignore(k, "torch.compile (TorchDynamo); braid's kernels are compiled ahead of time");
+  r.ignore("ipex_config", "Intel Extension for PyTorch; braid's CPU kernels are its own");
+  r.ignore("mpirun_config", "give braid launch --hostfile (braid always launches through mpirun)");
+  r.ignore("fp8_config", "mixed_precision is not fp8");
   r.reject_unknown();
+  if (!root.contains("distributed_type"))
+    r.fail("distributed_type",
+           "missing (Accelerate needs it too: NO, MULTI_CPU, MULTI_GPU, FSDP or DEEPSPEED)");
   auto entries = r.entries();
   entries.insert(entries.end(), deepspeed.begin(), deepspeed.end());
   validate_training(cfg);  // the model and data are the braid YAML's

@@ -66,6 +66,7 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("schedule.warmup_steps", &c.schedule.warmup_steps);
   f("schedule.warmup_type", &c.schedule.warmup_type);
   f("schedule.min_lr_ratio", &c.schedule.min_lr_ratio);
+  f("schedule.decay_steps", &c.schedule.decay_steps);
   f("schedule.scale_lr", &c.schedule.scale_lr);
   f("schedule.base_batch_size", &c.schedule.base_batch_size);
   f("parallel.strategy", &c.parallel.strategy);
@@ -301,9 +302,16 @@ void validate_training(const TrainConfig& c) {
   BRAID_CHECK(c.optimizer.lr > 0, "optimizer.lr must be positive, got ", c.optimizer.lr);
   BRAID_CHECK(c.optimizer.grad_clip >= 0, "optimizer.grad_clip must be >= 0, got ",
               c.optimizer.grad_clip);
-  BRAID_CHECK(c.schedule.warmup_steps >= 0 && c.schedule.warmup_steps <= c.training.max_steps,
-              "schedule.warmup_steps ", c.schedule.warmup_steps,
-              " must be within [0, training.max_steps = ", c.training.max_steps, "]");
+  // A constant schedule may warm up past the run's end (DeepSpeed's WarmupLR defaults to 1000).
+  const int64_t decay_steps =
+      c.schedule.decay_steps > 0 ? c.schedule.decay_steps : c.training.max_steps;
+  BRAID_CHECK(c.schedule.decay_steps >= 0, "schedule.decay_steps must be >= 0, got ",
+              c.schedule.decay_steps);
+  BRAID_CHECK(c.schedule.warmup_steps >= 0 &&
+                  (c.schedule.type == "constant" || c.schedule.warmup_steps <= decay_steps),
+              "schedule.warmup_steps ", c.schedule.warmup_steps, " must be within [0, ",
+              c.schedule.decay_steps > 0 ? "schedule.decay_steps" : "training.max_steps", " = ",
+              decay_steps, "]");
   BRAID_CHECK(c.schedule.min_lr_ratio >= 0 && c.schedule.min_lr_ratio <= 1,
               "schedule.min_lr_ratio must be within [0, 1], got ", c.schedule.min_lr_ratio);
   BRAID_CHECK(!c.schedule.scale_lr || c.schedule.base_batch_size > 0,

@@ -84,7 +84,10 @@ struct ScheduleSection {
   // WarmupLR default).
   std::string warmup_type = "linear";
   double min_lr_ratio = 0.1;  // decay floor as a fraction of lr
-  bool scale_lr = false;      // linear scaling rule: lr x global / base_batch_size
+  // Steps the decay takes (0: training.max_steps); the rate stays at the floor after it
+  // (DeepSpeed's total_num_steps may differ from the run's length).
+  int64_t decay_steps = 0;
+  bool scale_lr = false;  // linear scaling rule: lr x global / base_batch_size
   int64_t base_batch_size = 0;
 };
 

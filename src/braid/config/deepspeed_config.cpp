@@ -81,9 +81,14 @@ void read_precision(DialectReader& r, TrainConfig& cfg) {
   const bool has_bf16 = r.section(bf16_key);
   r.section(bf16_key == "bf16" ? "bfloat16" : "bf16");
   // -1: absent or "auto" (the YAML's precision holds), 0: off, 1: on.
+  // A block without "enabled" is off (DeepSpeed's default), unlike an absent block.
   auto state = [&](bool has, const std::string& key) {
     if (!has) return -1;
     const auto v = r.boolean(key);
+    if (!v && !r.is_auto(r.find(key))) {
+      r.defaulted(key, "false");
+      return 0;
+    }
     return v ? (*v ? 1 : 0) : -1;
   };
   const int fp16 = state(has_fp16, "fp16.enabled");
@@ -101,10 +106,23 @@ void read_precision(DialectReader& r, TrainConfig& cfg) {
     r.note(fp16 >= 0 ? "fp16.enabled" : bf16_key + ".enabled",
            "training.precision = " + cfg.training.precision);
   if (has_fp16) {
+    // A missing loss-scaler key takes DeepSpeed's default (loss_scaler.py), not the YAML's.
     Fp16Section& f = cfg.fp16;
+    const Fp16Section ds_defaults;  // braid's defaults are DeepSpeed's
     auto said = [&](const char* k, const std::string& value) {
       r.note(std::string("fp16.") + k, std::string("fp16.") + k + " = " + value);
     };
+    auto absent = [&](const char* k, auto& field, auto value, const std::string& shown) {
+      if (r.find(std::string("fp16.") + k)) return;
+      field = value;
+      r.defaulted(std::string("fp16.") + k, std::string("fp16.") + k + " = " + shown);
+    };
+    absent("loss_scale", f.loss_scale, ds_defaults.loss_scale, "0 (dynamic)");
+    absent("initial_scale_power", f.initial_scale_power, ds_defaults.initial_scale_power, "16");
+    absent("loss_scale_window", f.loss_scale_window, ds_defaults.loss_scale_window, "1000");
+    absent("hysteresis", f.hysteresis, ds_defaults.hysteresis, "2");
+    absent("consecutive_hysteresis", f.consecutive_hysteresis, false, "false");
+    absent("min_loss_scale", f.min_loss_scale, ds_defaults.min_loss_scale, "1");
     if (auto v = r.number("fp16.loss_scale", 0, 1e30))
       f.loss_scale = *v, said("loss_scale", format_number(*v));
     if (auto v = r.integer("fp16.initial_scale_power", 0, 126))
@@ -122,7 +140,15 @@ void read_precision(DialectReader& r, TrainConfig& cfg) {
       r.unsupported("fp16.fp16_master_weights_and_grads",
                     "braid keeps f32 master weights and gradients");
   }
-  if (has_bf16) r.ignore(bf16_key + ".immediate_grad_update", "gradients are f32 in braid");
+  if (has_bf16) {
+    r.ignore(bf16_key + ".immediate_grad_update", "gradients are f32 in braid");
+    r.ignore(bf16_key + ".check_grad_overflow", "braid checks every step (training.on_nonfinite)");
+    // DeepSpeed reads only enabled and immediate_grad_update here; copies of fp16's loss-scaler
+    // keys (its torch_compile tests carry them) have no effect there either.
+    for (const char* k : {"loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
+                          "consecutive_hysteresis", "min_loss_scale", "auto_cast"})
+      r.ignore(bf16_key + "." + k, "bf16 needs no loss scaling; DeepSpeed does not read it either");
+  }
 }
 
 void read_zero(DialectReader& r, TrainConfig& cfg) {
@@ -138,11 +164,13 @@ void read_zero(DialectReader& r, TrainConfig& cfg) {
                      const std::string& braid_key) {
     const std::string s = z + what;
     if (!r.section(s)) return;
-    const std::string device = r.choice(s + ".device", {"none", "cpu", "nvme"}).value_or("none");
-    if (device != "none" && stage < min_stage)
-      r.fail(s + ".device", "'" + device + "' needs zero_optimization.stage >= " +
-                                std::to_string(min_stage) + ", got " + std::to_string(stage));
-    if (device == "cpu") {
+    std::string device = r.choice(s + ".device", {"none", "cpu", "nvme"}).value_or("none");
+    if (device != "none" && stage < min_stage) {
+      r.note(s + ".device", "ignored: '" + device + "' takes effect from zero_optimization.stage " +
+                                std::to_string(min_stage) + " (DeepSpeed ignores it at stage " +
+                                std::to_string(stage) + " too)");
+      device = "none";
+    } else if (device == "cpu") {
       r.note(s + ".device", "ignored: braid trains on the CPU; this is already in host memory");
     } else if (device == "nvme") {
       device_field = "nvme";
@@ -153,8 +181,8 @@ void read_zero(DialectReader& r, TrainConfig& cfg) {
         r.note(s + ".nvme_path", "parallel.offload_dir = " + cfg.parallel.offload_dir);
       }
     }
-    for (const char* k :
-         {"pin_memory", "buffer_count", "buffer_size", "fast_init", "max_in_cpu", "ratio"})
+    for (const char* k : {"pin_memory", "buffer_count", "buffer_size", "fast_init", "max_in_cpu",
+                          "ratio", "pipeline", "pipeline_read", "pipeline_write"})
       r.ignore(s + "." + k, "buffering of DeepSpeed's swapper; braid reads ahead by unit");
     if (device != "nvme") r.ignore(s + ".nvme_path", "device is not nvme");
   };
@@ -164,11 +192,17 @@ void read_zero(DialectReader& r, TrainConfig& cfg) {
     r.unsupported(z + "offload_param.device",
                   "braid offloads parameters only together with the optimizer state: set "
                   "zero_optimization.offload_optimizer.device to nvme too");
+  if (r.boolean(z + "cpu_offload_param").value_or(false))
+    r.note(z + "cpu_offload_param",
+           "ignored: braid trains on the CPU; parameters are in host memory");
   if (r.boolean(z + "cpu_offload").value_or(false))
     r.note(z + "cpu_offload", "ignored: braid trains on the CPU; the state is in host memory");
   r.ignore(z + "overlap_comm", "braid always overlaps gradient reduction with backward");
   r.ignore(z + "contiguous_gradients", "gradients live in one flat buffer already");
-  if (auto v = r.integer(z + "reduce_bucket_size", 1, INT64_MAX)) {
+  if (auto v = r.integer(z + "reduce_bucket_size", 0, INT64_MAX); v && *v == 0) {
+    r.note(z + "reduce_bucket_size",
+           "ignored: 0 (one bucket per gradient); parallel.bucket_mb holds");
+  } else if (v) {
     cfg.parallel.bucket_mb = static_cast<double>(*v) * 4.0 / (1 << 20);  // f32 elements
     r.note(z + "reduce_bucket_size",
            "parallel.bucket_mb = " + format_number(cfg.parallel.bucket_mb));
@@ -200,12 +234,25 @@ void read_zero(DialectReader& r, TrainConfig& cfg) {
   }
   r.integer(z + "sub_group_size", 1, INT64_MAX);
   r.ignore(z + "sub_group_size", "the optimizer already steps shard by shard");
-  for (const char* k : {"round_robin_gradients", "elastic_checkpoint", "ignore_unused_parameters",
-                        "load_from_fp32_weights", "use_multi_rank_bucket_allreduce"}) {
+  for (const char* k :
+       {"round_robin_gradients", "elastic_checkpoint", "ignore_unused_parameters",
+        "load_from_fp32_weights", "use_multi_rank_bucket_allreduce", "memory_efficient_linear",
+        "legacy_stage1", "pipeline_loading_checkpoint", "override_module_apply",
+        "log_trace_cache_warnings", "cpu_offload_use_pin_memory",
+        "stage3_use_all_reduce_for_fetch_params", "mics_hierarchical_params_gather"}) {
     r.boolean(z + k);
     r.ignore(z + k, "no effect on braid's result");
   }
-  if (auto v = r.integer(z + "zero_hpz_partition_size", 1, INT64_MAX); v && *v > 1)
+  for (const char* k : {"model_persistence_threshold", "stage3_model_persistence_threshold",
+                        "stage3_module_granularity_threshold"}) {
+    r.integer(z + k, 0, INT64_MAX);
+    r.ignore(z + k, "braid's unit is a transformer block");
+  }
+  for (const char* k : {"zero_quantized_weights", "zero_quantized_nontrainable_weights",
+                        "zero_quantized_gradients"})
+    if (r.boolean(z + k).value_or(false)) r.unsupported(z + k, "ZeRO++ quantized communication");
+  r.ignore(z + "zeropp_loco_param", "ZeRO++ quantized gradients are off");
+  if (auto v = r.integer(z + "zero_hpz_partition_size", 0, INT64_MAX); v && *v > 1)
     r.unsupported(z + "zero_hpz_partition_size",
                   "ZeRO++ hierarchical partitioning; FSDP's HYBRID_SHARD is the nearest");
   if (auto v = r.integer(z + "mics_shard_size", -1, INT64_MAX); v && *v > 0)
@@ -233,10 +280,29 @@ void read_optimizer(DialectReader& r, TrainConfig& cfg) {
       r.note(p + key, "optimizer." + key + " = " + format_number(*v));
     }
   };
+  // A key missing from the optimizer block takes DeepSpeed's default (FusedAdam's, torch's SGD's:
+  // lr 1e-3, betas 0.9, 0.999, eps 1e-8, weight decay 0, no momentum), not the YAML's.
+  auto absent = [&](const std::string& key, double& field, double value) {
+    if (r.find(p + key)) return;
+    field = value;
+    r.defaulted(p + key, "optimizer." + key + " = " + format_number(value));
+  };
   set("lr", cfg.optimizer.lr, 1e-30, 1e30);
+  absent("lr", cfg.optimizer.lr, 1e-3);
   set("weight_decay", cfg.optimizer.weight_decay, 0, 1e30);
+  // torch_adam: DeepSpeed builds torch.optim.AdamW, whose default decay is 0.01.
+  const bool torch_adam = cfg.optimizer.type == "adamw" && r.find(p + "torch_adam") &&
+                          r.find(p + "torch_adam")->is_boolean() &&
+                          r.find(p + "torch_adam")->get<bool>();
+  absent("weight_decay", cfg.optimizer.weight_decay, torch_adam ? 0.01 : 0);
   if (cfg.optimizer.type == "adamw") {
     set("eps", cfg.optimizer.eps, 1e-30, 1);
+    absent("eps", cfg.optimizer.eps, 1e-8);
+    if (!r.find(p + "betas")) {
+      cfg.optimizer.beta1 = 0.9;
+      cfg.optimizer.beta2 = 0.999;
+      r.defaulted(p + "betas", "optimizer.beta1, beta2 = 0.9, 0.999");
+    }
     if (r.is_auto(r.find(p + "betas"))) r.keep_yaml(p + "betas");
     if (const json* b = r.find(p + "betas"); b && !r.is_auto(b)) {
       if (!b->is_array() || b->size() != 2 || !(*b)[0].is_number() || !(*b)[1].is_number())
@@ -262,6 +328,11 @@ void read_optimizer(DialectReader& r, TrainConfig& cfg) {
     r.ignore(p + "adam_w_mode", "AdamW");
   } else {
     set("momentum", cfg.optimizer.momentum, 0, 1);
+    absent("momentum", cfg.optimizer.momentum, 0);
+    if (!r.find(p + "nesterov")) {
+      cfg.optimizer.nesterov = false;
+      r.defaulted(p + "nesterov", "optimizer.nesterov = false");
+    }
     if (auto v = r.boolean(p + "nesterov")) {
       cfg.optimizer.nesterov = *v;
       r.note(p + "nesterov", std::string("optimizer.nesterov = ") + (*v ? "true" : "false"));
@@ -286,35 +357,59 @@ void read_scheduler(DialectReader& r, TrainConfig& cfg) {
   ScheduleSection& s = cfg.schedule;
   s.type = t == "WarmupLR" ? "constant" : t == "WarmupDecayLR" ? "linear" : "cosine";
   s.min_lr_ratio = 0;
+  s.decay_steps = 0;
   r.note("scheduler.type", "schedule.type = " + s.type);
-  // DeepSpeed's defaults: 1000 warmup steps, logarithmic warmup.
-  s.warmup_steps = r.integer(p + "warmup_num_steps", 0, INT64_MAX)
-                       .value_or(r.is_auto(r.find(p + "warmup_num_steps")) ? s.warmup_steps : 1000);
-  r.note(p + "warmup_num_steps", "schedule.warmup_steps = " + std::to_string(s.warmup_steps));
-  s.warmup_type = r.choice(p + "warmup_type", {"log", "linear"}).value_or("log");
-  r.note(p + "warmup_type", "schedule.warmup_type = " + s.warmup_type);
+  // A key missing from params takes DeepSpeed's default (lr_schedules.py): 1000 warmup steps,
+  // log warmup, warmup_max_lr 1e-3, cos_min_ratio 1e-4; "auto" keeps the YAML's.
+  if (auto v = r.integer(p + "warmup_num_steps", 0, INT64_MAX)) {
+    s.warmup_steps = *v;
+    r.note(p + "warmup_num_steps", "schedule.warmup_steps = " + std::to_string(*v));
+  } else if (!r.find(p + "warmup_num_steps")) {
+    s.warmup_steps = 1000;
+    r.defaulted(p + "warmup_num_steps", "schedule.warmup_steps = 1000");
+  }
+  if (auto v = r.choice(p + "warmup_type", {"log", "linear"})) {
+    s.warmup_type = *v;
+    r.note(p + "warmup_type", "schedule.warmup_type = " + *v);
+  } else {
+    s.warmup_type = "log";
+    r.defaulted(p + "warmup_type", "schedule.warmup_type = log");
+  }
   if (t == "WarmupCosineLR") {
     if (r.number(p + "warmup_min_ratio", 0, 1).value_or(0) != 0)
       r.unsupported(p + "warmup_min_ratio", "warmup starts from 0 in braid");
-    if (auto v = r.number(p + "cos_min_ratio", 0, 1))
+    if (auto v = r.number(p + "cos_min_ratio", 0, 1)) {
       s.min_lr_ratio = *v;
-    else if (!r.is_auto(r.find(p + "cos_min_ratio")))
-      s.min_lr_ratio = 0.0001;  // DeepSpeed's
-    r.note(p + "cos_min_ratio", "schedule.min_lr_ratio = " + format_number(s.min_lr_ratio));
+      r.note(p + "cos_min_ratio", "schedule.min_lr_ratio = " + format_number(*v));
+    } else if (!r.find(p + "cos_min_ratio")) {
+      s.min_lr_ratio = 0.0001;
+      r.defaulted(p + "cos_min_ratio", "schedule.min_lr_ratio = 0.0001");
+    }
   } else {
     if (r.number(p + "warmup_min_lr", 0, 1e30).value_or(0) != 0)
       r.unsupported(p + "warmup_min_lr", "warmup starts from 0 in braid");
+    // DeepSpeed's WarmupLR and WarmupDecayLR set the peak rate themselves.
     if (auto v = r.number(p + "warmup_max_lr", 1e-30, 1e30)) {
-      cfg.optimizer.lr = *v;  // DeepSpeed's scheduler sets the peak learning rate
+      cfg.optimizer.lr = *v;
       r.note(p + "warmup_max_lr", "optimizer.lr = " + format_number(*v));
+    } else if (!r.find(p + "warmup_max_lr")) {
+      cfg.optimizer.lr = 0.001;
+      r.defaulted(p + "warmup_max_lr", "optimizer.lr = 0.001");
     }
   }
   if (t != "WarmupLR") {
-    if (auto v = r.integer(p + "total_num_steps", 1, INT64_MAX); v && *v != cfg.training.max_steps)
-      r.fail(p + "total_num_steps", std::to_string(*v) + " != training.max_steps " +
-                                        std::to_string(cfg.training.max_steps) +
-                                        " (the schedule decays over the run; say \"auto\")");
-    r.note(p + "total_num_steps", "= training.max_steps " + std::to_string(cfg.training.max_steps));
+    // The decay may end before or after the run; past it the rate stays at its floor.
+    if (auto v = r.integer(p + "total_num_steps", 1, INT64_MAX)) {
+      if (s.warmup_steps > *v)
+        r.fail(p + "warmup_num_steps",
+               std::to_string(s.warmup_steps) +
+                   (r.find(p + "warmup_num_steps") ? "" : " (DeepSpeed's default)") +
+                   " > total_num_steps " + std::to_string(*v));
+      s.decay_steps = *v;
+      r.note(p + "total_num_steps", "schedule.decay_steps = " + std::to_string(*v));
+    } else if (!r.find(p + "total_num_steps")) {
+      r.fail(p + "total_num_steps", "missing (" + t + " needs it; \"auto\": training.max_steps)");
+    }
   }
   r.ignore(p + "last_batch_iteration", "the step comes from the checkpoint");
 }
@@ -324,10 +419,11 @@ void read_rest(DialectReader& r, TrainConfig& cfg) {
     cfg.optimizer.grad_clip = *v;
     r.note("gradient_clipping", "optimizer.grad_clip = " + format_number(*v));
   }
-  if (auto v = r.integer("steps_per_print", 1, INT64_MAX)) {
-    cfg.training.log_interval = *v;
-    r.note("steps_per_print", "training.log_interval = " + std::to_string(*v));
-  }
+  // DeepSpeed's own log line (HF-style files say 2000, or 10): braid's progress line keeps
+  // training.log_interval.
+  r.integer("steps_per_print", 1, INT64_MAX);
+  r.ignore("steps_per_print",
+           "DeepSpeed's own log interval; braid's progress line keeps training.log_interval");
   if (auto v = r.choice("communication_data_type", {"fp32", "fp16", "bf16"})) {
     cfg.training.reduce_dtype = *v;
     r.note("communication_data_type", "training.reduce_dtype = " + *v);
@@ -342,23 +438,54 @@ void read_rest(DialectReader& r, TrainConfig& cfg) {
   r.number("gradient_predivide_factor", 1e-30, 1e30);
   for (const char* k : {"prescale_gradients", "gradient_predivide_factor"})
     r.ignore(k, "braid sums in rank order in f32 and divides once");
-  for (const char* k : {"wall_clock_breakdown", "memory_breakdown", "flops_profiler", "tensorboard",
-                        "wandb", "csv_monitor", "comms_logger", "dump_state"})
+  for (const char* k : {"wall_clock_breakdown", "memory_breakdown", "dump_state"})
     r.ignore(k, "monitoring: braid prints its own step line, timings and memory table");
-  for (const char* k : {"zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer"})
+  // Monitors: off or empty is absent; on, braid's own step line, timings and memory table do it.
+  for (const char* k :
+       {"flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "timers"})
+    if (!r.switched_off(k))
+      r.ignore(k, "monitoring: braid prints its own step line, timings and memory table");
+  for (const char* k :
+       {"zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "sparse_gradients",
+        "disable_allgather", "dataloader_drop_last", "graph_harvesting",
+        "use_data_before_expert_parallelism", "vocabulary_size"})
     r.ignore(k, "no effect in braid");
+  r.ignore("seq_parallel_communication_data_type",
+           "DeepSpeed's sequence parallelism (Ulysses) only; braid has none");
   r.ignore("activation_checkpointing",
            "set model.activation_checkpointing in the YAML (full, selective, interval)");
-  for (const char* k : {"amp", "pipeline", "elasticity", "autotuning", "compression_training",
-                        "sparse_attention", "curriculum_learning", "data_efficiency", "aio",
-                        "checkpoint", "sequence_parallel_size", "hybrid_engine"})
-    if (r.find(k)) {
-      if (std::string(k) == "aio" || std::string(k) == "checkpoint") {
-        r.note(k, "ignored: braid's own checkpoint and offload I/O");
-        continue;
-      }
-      r.unsupported(k, "a DeepSpeed feature braid does not have");
+  r.ignore("aio", "DeepSpeed's async I/O library; braid's offload does its own file I/O");
+  r.ignore("checkpoint", "braid's own checkpoints (checkpoint.* in the YAML)");
+  r.ignore("nebula", "braid's own checkpoints (checkpoint.async)");
+  if (!r.switched_off("compile")) r.ignore("compile", "braid's kernels are compiled ahead of time");
+  if (auto v = r.integer("sequence_parallel_size", 1, INT64_MAX); v && *v > 1)
+    r.unsupported("sequence_parallel_size", "DeepSpeed-Ulysses sequence parallelism");
+  r.ignore("sequence_parallel_size", "1");
+  // DeepSpeed features braid does not have: absent when switched off or empty (DeepSpeed-Chat
+  // writes "hybrid_engine": {"enabled": false}), "not supported yet" when on.
+  for (const char* k :
+       {"hybrid_engine", "elasticity", "autotuning", "compression_training", "sparse_attention",
+        "curriculum_learning", "data_efficiency", "amp", "eigenvalue", "progressive_layer_drop",
+        "quantize_training", "weight_quantization", "pipeline", "tensor_parallel", "domino"}) {
+    const std::string key = k;
+    const bool on_by_presence = key == "sparse_attention" || key == "weight_quantization" ||
+                                key == "pipeline" || key == "tensor_parallel";
+    if (!r.find(k) || r.switched_off(k, on_by_presence)) continue;
+    if (std::string(k) == "pipeline") {
+      r.ignore(k,
+               "read only by DeepSpeed's PipelineModule; braid pipelines by "
+               "parallel.pipeline_parallel_size");
+      continue;
     }
+    if (std::string(k) == "tensor_parallel") {
+      if (r.integer("tensor_parallel.autotp_size", 0, INT64_MAX).value_or(1) > 1)
+        r.unsupported("tensor_parallel.autotp_size",
+                      "DeepSpeed's AutoTP; braid's is parallel.tensor_parallel_size in the YAML");
+      r.ignore(k, "autotp_size 1");
+      continue;
+    }
+    r.unsupported(k, "a DeepSpeed feature braid does not have");
+  }
 }
 
 }  // namespace
@@ -369,6 +496,7 @@ std::vector<DialectEntry> dialect::apply_deepspeed_object(TrainConfig& cfg, cons
   BRAID_CHECK(root.is_object(), source, ": a DeepSpeed config must be a JSON object, got ",
               show(root));
   DialectReader r(root, source);
+  dialect::add_training_arguments_hints(r);
   resolve_deepspeed_batch(r, cfg, std::max<int64_t>(1, dp_size));
   read_precision(r, cfg);
   read_zero(r, cfg);

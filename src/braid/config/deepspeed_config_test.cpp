@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -51,7 +52,7 @@ TEST(DeepSpeedConfig, Zero3WithEverything) {
   EXPECT_EQ(c.training.micro_batch_size, 4);  // 32 / 4 / 2
   EXPECT_EQ(c.training.precision, "bf16");
   EXPECT_EQ(c.training.reduce_dtype, "bf16");
-  EXPECT_EQ(c.training.log_interval, 5);
+  EXPECT_EQ(c.training.log_interval, 10);  // steps_per_print is DeepSpeed's own log line
   EXPECT_EQ(c.parallel.strategy, "zero3");
   EXPECT_EQ(c.parallel.offload_optimizer, "nvme");
   EXPECT_EQ(c.parallel.offload_params, "nvme");
@@ -157,16 +158,16 @@ TEST(DeepSpeedConfig, MalformedConfigsNameTheKey) {
        "zero_optimization.stage: must be an integer, got \"auto\""},
       {R"({"zero_optimization": {"stgae": 2}})",
        "unknown key 'zero_optimization.stgae' (did you mean 'zero_optimization.stage'?)"},
-      {R"({"zero_optimization": {"stage": 1, "offload_param": {"device": "nvme"}}})",
-       "zero_optimization.offload_param.device: 'nvme' needs zero_optimization.stage >= 3, got 1"},
-      {R"({"zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}})",
-       "zero_optimization.offload_optimizer.device: 'cpu' needs zero_optimization.stage >= 1"},
+      {R"({"hybrid_engine": {"enabled": true}})", "hybrid_engine: not supported yet"},
+      {R"({"learning_rate": 1e-4})",
+       "unknown key 'learning_rate': HF TrainingArguments' key, not this file's; in braid it is "
+       "optimizer.lr in the braid YAML"},
       {R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "gpu"}}})",
        "zero_optimization.offload_optimizer.device: must be one of none, cpu, nvme, got \"gpu\""},
       {R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}})",
        "zero_optimization.offload_param.device: not supported yet (braid offloads parameters only"},
-      {R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": 0}})",
-       "zero_optimization.reduce_bucket_size: must be in [1, "},
+      {R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": -1}})",
+       "zero_optimization.reduce_bucket_size: must be in [0, "},
       {R"({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8}})",
        "zero_optimization.zero_hpz_partition_size: not supported yet"},
       {R"({"zero_optimization": {"stage": 3, "mics_shard_size": 8}})",
@@ -194,14 +195,14 @@ TEST(DeepSpeedConfig, MalformedConfigsNameTheKey) {
        "scheduler.type: not supported yet ('OneCycle'"},
       {R"({"scheduler": {"type": "WarmupDecay"}})",
        "scheduler.type: must be one of WarmupLR, WarmupDecayLR, WarmupCosineLR"},
-      {R"({"scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 99}}})",
-       "scheduler.params.total_num_steps: 99 != training.max_steps 20"},
+      {R"({"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 5}}})",
+       "scheduler.params.total_num_steps: missing (WarmupDecayLR needs it"},
       {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 1e-5}}})",
        "scheduler.params.warmup_min_lr: not supported yet"},
       {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "cubic"}}})",
        "scheduler.params.warmup_type: must be one of log, linear, got \"cubic\""},
-      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 50}}})",
-       "schedule.warmup_steps 50"},
+      {R"({"scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 99}}})",
+       "scheduler.params.warmup_num_steps: 1000 (DeepSpeed's default) > total_num_steps 99"},
       {R"({"communication_data_type": "int8"})",
        "communication_data_type: must be one of fp32, fp16, bf16, got \"int8\""},
       {R"({"data_types": {"grad_accum_dtype": "bf16"}})",
@@ -209,7 +210,7 @@ TEST(DeepSpeedConfig, MalformedConfigsNameTheKey) {
       {R"({"train_batch_sise": 16})",
        "unknown key 'train_batch_sise' (did you mean 'train_batch_size'?)"},
       {R"({"amp": {"enabled": true}})", "amp: not supported yet"},
-      {R"({"pipeline": {"stages": 2}})", "pipeline: not supported yet"},
+      {R"({"sparse_attention": {"mode": "fixed"}})", "sparse_attention: not supported yet"},
       {R"([1, 2])", "ds.json: a DeepSpeed config must be a JSON object, got [1,2]"},
       {R"({"train_batch_size": 16,})", "ds.json: not valid JSON: "},
       {"", "ds.json: not valid JSON: "},
@@ -300,6 +301,90 @@ TEST(DeepSpeedConfig, FuzzedMutationsNeverCrash) {
   }
   EXPECT_GT(ok, 0);
   EXPECT_GT(errors, 0);
+}
+
+}  // namespace
+}  // namespace braid::config
+
+namespace braid::config {
+namespace {
+
+// DeepSpeed's defaults for a key missing from a block the file gives, against the YAML above
+// (lr 1e-3, decay 0.05, micro 2, accumulation 2): FusedAdam's and torch's optimizer defaults,
+// lr_schedules.py's, loss_scaler.py's, runtime/config.py's batch arithmetic; "auto" and a block
+// absent from the whole file keep the YAML's (HF Trainer's rule). Values from those sources.
+TEST(DeepSpeedConfig, DefaultsTable) {
+  struct Row {
+    const char* json;
+    const char* key;
+    const char* value;
+  };
+  const Row rows[] = {
+      {R"({"optimizer": {"type": "Adam", "params": {"lr": 3e-4}}})", "optimizer.beta1", "0.9"},
+      {R"({"optimizer": {"type": "Adam", "params": {"lr": 3e-4}}})", "optimizer.beta2", "0.999"},
+      {R"({"optimizer": {"type": "Adam", "params": {"lr": 3e-4}}})", "optimizer.eps", "1e-08"},
+      {R"({"optimizer": {"type": "Adam", "params": {"lr": 3e-4}}})", "optimizer.weight_decay", "0"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"torch_adam": true}}})",
+       "optimizer.weight_decay", "0.01"},
+      {R"({"optimizer": {"type": "AdamW"}})", "optimizer.lr", "0.001"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"weight_decay": "auto"}}})",
+       "optimizer.weight_decay", "0.05"},
+      {R"({"optimizer": {"type": "SGD", "params": {"lr": 0.1}}})", "optimizer.momentum", "0"},
+      {R"({"gradient_clipping": 1.0})", "optimizer.weight_decay", "0.05"},  // no optimizer block
+      {R"({"scheduler": {"type": "WarmupLR"}})", "schedule.warmup_steps", "1000"},
+      {R"({"scheduler": {"type": "WarmupLR"}})", "schedule.warmup_type", "\"log\""},
+      {R"({"scheduler": {"type": "WarmupLR"}})", "optimizer.lr", "0.001"},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": "auto"}}})",
+       "schedule.warmup_steps", "2"},
+      {R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 1000}}})",
+       "schedule.min_lr_ratio", "1e-04"},
+      {R"({"scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 2000,
+          "warmup_num_steps": 5}}})",
+       "schedule.decay_steps", "2000"},  // longer than the run: DeepSpeed allows it
+      {R"({"fp16": {"enabled": true}})", "fp16.loss_scale_window", "1000"},
+      {R"({"fp16": {"enabled": true}})", "fp16.hysteresis", "2"},
+      {R"({"fp16": {"loss_scale": 128}})", "training.precision", "\"fp32\""},  // enabled: false
+      {R"({"bf16": {"enabled": "auto"}})", "training.precision", "\"fp16\""},  // the YAML's
+      {R"({"bf16": {"enabled": true}, "fp16": {"enabled": false}})", "training.precision",
+       "\"bf16\""},
+      {R"({"train_micro_batch_size_per_gpu": 4})", "training.gradient_accumulation_steps", "1"},
+      {R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4})",
+       "training.gradient_accumulation_steps", "4"},  // 32 / 4 / dp 2
+      {R"({"train_batch_size": 16})", "training.micro_batch_size", "8"},
+      {R"({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 4})",
+       "training.micro_batch_size", "2"},
+      {R"({"steps_per_print": 2000})", "training.log_interval", "10"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.json);
+    TrainConfig c = yaml();
+    // YAML values that DeepSpeed's defaults must replace, or "auto" keep.
+    c.optimizer.lr = 7e-4, c.optimizer.beta1 = 0.85, c.optimizer.beta2 = 0.95;
+    c.optimizer.eps = 1e-6, c.training.precision = "fp16";
+    c.fp16.loss_scale_window = 77, c.fp16.hysteresis = 5;
+    apply_deepspeed_config(c, row.json, "ds.json", 2);
+    const auto entries = config_entries(c);
+    auto it = std::find_if(entries.begin(), entries.end(),
+                           [&](const auto& e) { return e.first == row.key; });
+    ASSERT_NE(it, entries.end()) << row.key;
+    EXPECT_EQ(it->second, row.value) << row.key;
+  }
+}
+
+// --print-config says where a value came from.
+TEST(DeepSpeedConfig, NotesSayWhereEachValueCameFrom) {
+  TrainConfig c = yaml();
+  const std::string said = describe_dialect(
+      "ds.json (DeepSpeed)",
+      apply_deepspeed_config(c, R"({"optimizer": {"type": "Adam", "params": {"lr": "auto"}},
+                                    "hybrid_engine": {"enabled": false}, "wandb": {}})",
+                             "ds.json", 2));
+  for (const char* line :
+       {"#   optimizer.params.lr: auto: the YAML's value\n",
+        "#   optimizer.params.betas: absent: DeepSpeed's default, optimizer.beta1, beta2 = 0.9, "
+        "0.999\n",
+        "#   hybrid_engine: absent: switched off (enabled false)\n", "#   wandb: absent: empty\n"})
+    EXPECT_NE(said.find(line), std::string::npos) << line << " in\n" << said;
 }
 
 }  // namespace

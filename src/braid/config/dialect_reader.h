@@ -7,6 +7,7 @@
 #include <cctype>
 #include <climits>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -38,7 +39,9 @@ inline std::string format_number(double v) {
 // DialectEntry saying what it became.
 class DialectReader {
  public:
-  DialectReader(const json& root, std::string source) : root_(root), source_(std::move(source)) {}
+  // tool: "DeepSpeed" or "Accelerate", for "absent: DeepSpeed's default" notes.
+  DialectReader(const json& root, std::string source, std::string tool = "DeepSpeed")
+      : root_(root), source_(std::move(source)), tool_(std::move(tool)) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& why) const {
     BRAID_THROW(source_, ": ", key, ": ", why);
@@ -48,6 +51,40 @@ class DialectReader {
   }
   void note(const std::string& key, const std::string& effect) {
     entries_.push_back({key, effect});
+  }
+  // A key absent from a block the file gives: the other tool's own default holds, not the YAML's.
+  void defaulted(const std::string& key, const std::string& effect) {
+    note(key, "absent: " + tool_ + "'s default, " + effect);
+  }
+
+  // Keys of the dialect that this file's reading did not ask for (another distributed_type's
+  // block): offered as the closest key to an unknown one, never accepted.
+  void also_known(const std::vector<std::string>& keys) { hints_.insert(keys.begin(), keys.end()); }
+  // Keys of a neighbouring tool (HF TrainingArguments) that users put in the wrong file: an
+  // unknown one names the braid key that does the job.
+  void foreign(const std::string& key, const std::string& hint) { foreign_[key] = hint; }
+
+  // A block that is switched off or empty is absent, as the other tool reads it: no
+  // `"enabled": true` anywhere inside (`{"enabled": false}`, `{}`, `{"x": {"enabled": false}}`);
+  // a block that its tool switches on by being there (on_by_presence) is off only when empty.
+  // Returns true (and notes it) when present and off; its contents are then not checked.
+  bool switched_off(const std::string& key, bool on_by_presence = false) {
+    const json* v = find(key);
+    if (!v || !v->is_object()) return false;
+    if (on_by_presence ? !v->empty() : enabled_inside(*v)) return false;
+    note(key, v->empty() ? "absent: empty" : "absent: switched off (enabled false)");
+    return true;
+  }
+  static bool enabled_inside(const json& v) {
+    if (v.is_object()) {
+      for (auto it = v.begin(); it != v.end(); ++it)
+        if ((it.key() == "enabled" && it.value() == json(true)) || enabled_inside(it.value()))
+          return true;
+    } else if (v.is_array()) {
+      for (const auto& e : v)
+        if (enabled_inside(e)) return true;
+    }
+    return false;
   }
 
   // The value at "a.b.c", or nullptr when absent or null. Sections on the way must be objects.
@@ -158,7 +195,10 @@ class DialectReader {
     for (auto it = node.begin(); it != node.end(); ++it) {
       const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
       if (!known_.count(key)) {
+        auto f = prefix.empty() ? foreign_.find(key) : foreign_.end();
+        if (f != foreign_.end()) BRAID_THROW(source_, ": unknown key '", key, "': ", f->second);
         std::vector<std::string> known(known_.begin(), known_.end());
+        known.insert(known.end(), hints_.begin(), hints_.end());
         BRAID_THROW(source_, ": unknown key '", key, "'", did_you_mean(key, known));
       }
       const bool is_section = std::any_of(known_.begin(), known_.end(), [&](const std::string& k) {
@@ -170,10 +210,47 @@ class DialectReader {
 
   const json& root_;
   std::string source_;
+  std::string tool_;
   std::set<std::string> known_;
+  std::set<std::string> hints_;
+  std::map<std::string, std::string> foreign_;
   std::set<std::string> auto_noted_;
   std::vector<DialectEntry> entries_;
 };
+
+// HF TrainingArguments' keys that a DeepSpeed or Accelerate file may carry by mistake, with the
+// braid YAML key that does the job.
+inline void add_training_arguments_hints(DialectReader& r) {
+  static const std::pair<const char*, const char*> kKeys[] = {
+      {"per_device_train_batch_size", "training.micro_batch_size"},
+      {"per_device_eval_batch_size", "training.micro_batch_size"},
+      {"learning_rate", "optimizer.lr"},
+      {"num_train_epochs", "training.max_steps"},
+      {"max_steps", "training.max_steps"},
+      {"warmup_steps", "schedule.warmup_steps"},
+      {"warmup_ratio", "schedule.warmup_steps"},
+      {"lr_scheduler_type", "schedule.type"},
+      {"weight_decay", "optimizer.weight_decay"},
+      {"adam_beta1", "optimizer.beta1"},
+      {"adam_beta2", "optimizer.beta2"},
+      {"adam_epsilon", "optimizer.eps"},
+      {"max_grad_norm", "optimizer.grad_clip"},
+      {"gradient_checkpointing", "model.activation_checkpointing"},
+      {"bf16", "training.precision: bf16"},
+      {"fp16", "training.precision: fp16"},
+      {"seed", "training.seed"},
+      {"logging_steps", "training.log_interval"},
+      {"eval_steps", "training.eval_interval"},
+      {"save_steps", "checkpoint.interval"},
+      {"save_total_limit", "checkpoint.keep_last"},
+      {"output_dir", "output.dir"},
+      {"model_name_or_path", "model.init_from"},
+      {"max_seq_length", "data.seq_len"},
+      {"optim", "optimizer.type"}};
+  for (const auto& [key, braid_key] : kKeys)
+    r.foreign(key, std::string("HF TrainingArguments' key, not ") + "this file's; in braid it is " +
+                       braid_key + " in the braid YAML");
+}
 
 // apply_deepspeed_config on a parsed object (Accelerate's deepspeed_config block arrives as one).
 std::vector<DialectEntry> apply_deepspeed_object(TrainConfig& cfg, const json& root,

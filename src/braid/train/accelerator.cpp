@@ -29,9 +29,25 @@ config::TrainConfig load_run_config(const RunConfigSources& s, std::string* mapp
   std::string described;
   if (!s.deepspeed.empty() || !s.accelerate.empty()) {
     // DeepSpeed's batch arithmetic counts data-parallel ranks: the launched ones over tp x pp.
-    const int64_t launched = s.launched_ranks > 0 ? s.launched_ranks : comm::launched_world_size();
+    int64_t launched = s.launched_ranks > 0 ? s.launched_ranks : comm::launched_world_size();
+    launched = std::max<int64_t>(1, launched);
+    std::string ranks_said = launched == 1 ? std::string(
+                                                 "1 rank (not launched; under braid launch "
+                                                 "-n N the arithmetic uses N)")
+                                           : std::to_string(launched) + " launched ranks";
+    // Not launched (--print-config at the prompt): an Accelerate file's num_processes, as
+    // accelerate launch would start them.
+    if (launched == 1 && !s.accelerate.empty()) {
+      const auto acc = config::accelerate_launch_settings(s.accelerate);
+      if (acc.num_processes > 1) {
+        launched = acc.num_processes;
+        ranks_said = std::to_string(launched) + " ranks (the file's num_processes; not launched)";
+      }
+    }
     const int64_t dp = config::data_parallel_size(cfg, launched);
-    described =
+    described = "# batch arithmetic over data-parallel size " + std::to_string(dp) + ": " +
+                ranks_said + "\n";
+    described +=
         !s.deepspeed.empty()
             ? config::describe_dialect(s.deepspeed + " (DeepSpeed)",
                                        config::load_deepspeed_config(cfg, s.deepspeed, dp))
@@ -87,7 +103,7 @@ optim::LrSchedule schedule_from(const config::TrainConfig& cfg) {
             static_cast<double>(cfg.schedule.base_batch_size);
   s.warmup_steps = cfg.schedule.warmup_steps;
   s.log_warmup = cfg.schedule.warmup_type == "log";
-  s.total_steps = cfg.training.max_steps;
+  s.total_steps = cfg.schedule.decay_steps > 0 ? cfg.schedule.decay_steps : cfg.training.max_steps;
   s.min_lr = s.lr * cfg.schedule.min_lr_ratio;
   s.validate();
   return s;
