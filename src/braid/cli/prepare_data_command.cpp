@@ -12,7 +12,8 @@ namespace {
 
 constexpr const char* kDescription =
     "Tokenises text files (each file one document; a directory means its *.txt files) with the "
-    "GPT-2 BPE in DIR (encoder.json, vocab.bpe) into DIR/train_*.bin, DIR/val_*.bin and "
+    "tokenizer in DIR (tokenizer.json, or encoder.json + vocab.bpe) into DIR/train_*.bin, "
+    "DIR/val_*.bin and "
     "DIR/meta.json. A repeat run with the same inputs and options does nothing.";
 
 int run_prepare_data(const std::vector<std::string>& args) {
@@ -23,7 +24,8 @@ int run_prepare_data(const std::vector<std::string>& args) {
                              ->type_name("PATH")
                              ->required());
   app.add_option("--tokenizer", o.tokenizer_dir,
-                 "GPT-2 vocabulary directory (scripts/fetch-data.sh: data/gpt2)")
+                 "tokenizer directory: tokenizer.json (Hugging Face), or GPT-2's encoder.json + "
+                 "vocab.bpe (scripts/fetch-data.sh: data/gpt2)")
       ->type_name("DIR")
       ->required();
   app.add_option("--out", o.out_dir, "output directory")->type_name("DIR")->required();

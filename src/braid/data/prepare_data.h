@@ -18,7 +18,7 @@ namespace braid::data {
 
 struct PrepareDataOptions {
   std::vector<std::string> inputs;  // files, or directories whose *.txt files are read (sorted)
-  std::string tokenizer_dir;        // encoder.json + vocab.bpe
+  std::string tokenizer_dir;        // what Tokenizer::from_path reads
   std::string out_dir;
   double val_fraction = 0.05;
   int64_t shard_tokens = 100'000'000;
