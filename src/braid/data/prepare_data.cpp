@@ -140,8 +140,10 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
   json source = {{"tokenizer_dir", fs::absolute(o.tokenizer_dir).lexically_normal().string()},
                  {"val_fraction", o.val_fraction},
                  {"shard_tokens", o.shard_tokens}};
+  std::vector<int64_t> file_bytes;
   for (const auto& f : files) {
     const auto bytes = static_cast<int64_t>(fs::file_size(f));
+    file_bytes.push_back(bytes);
     result.input_bytes += bytes;
     source["files"].push_back(
         {{"path", fs::absolute(f).lexically_normal().string()}, {"bytes", bytes}});
@@ -237,6 +239,7 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
     ShardSink train(o.out_dir, "train", o.shard_tokens, result.vocab_size, result.train);
     ShardSink val(o.out_dir, "val", o.shard_tokens, result.vocab_size, result.val);
     size_t next_val = 0;
+    int64_t done_bytes = 0;
     for (int64_t i = 0; i < n; ++i) {
       std::vector<int32_t> ids;
       {
@@ -251,6 +254,8 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
       const bool is_val = next_val < val_docs.size() && val_docs[next_val] == i;
       (is_val ? val : train).add_document(ids);
       next_val += is_val;
+      done_bytes += file_bytes[i];
+      if (o.progress) o.progress(done_bytes, result.input_bytes);
     }
     train.finish();
     val.finish();

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct PrepareDataOptions {
   int64_t shard_tokens = 100'000'000;
   int threads = 0;  // 0 = every core
   bool force = false;
+  // Called on the calling thread after each document is written: input bytes done and in all.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 struct SplitSummary {
