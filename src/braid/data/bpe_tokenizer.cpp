@@ -4,10 +4,10 @@
 #include <array>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <queue>
 #include <sstream>
 
 #include "braid/core/error.h"
+#include "braid/data/bpe_merges.h"
 #include "braid/data/byte_unicode.h"
 
 namespace braid::data {
@@ -24,15 +24,12 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-uint64_t pair_key(int32_t a, int32_t b) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-}
 }  // namespace
 
 struct BpeTokenizer::Model {
-  std::vector<std::string> id_bytes;                                 // raw bytes of each token
-  std::array<int32_t, 256> byte_id{};                                // token of each single byte
-  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;  // (a,b) -> (rank, merged)
+  std::vector<std::string> id_bytes;   // raw bytes of each token
+  std::array<int32_t, 256> byte_id{};  // token of each single byte
+  BpeMerges merges;
   int32_t eot = -1;
 };
 
@@ -79,9 +76,7 @@ BpeTokenizer BpeTokenizer::from_vocab(
     };
     std::string ab = unicode_string_to_bytes(a), bb = unicode_string_to_bytes(b);
     int32_t ia = lookup(ab, "left"), ib = lookup(bb, "right"), im = lookup(ab + bb, "result");
-    // A repeated pair takes its last rank, as the reference's dict(zip(merges, range(n))) does
-    // (OpenAI's file has no repeats).
-    m->merges.insert_or_assign(pair_key(ia, ib), std::pair{static_cast<int32_t>(rank), im});
+    m->merges.add(ia, ib, static_cast<int32_t>(rank), im);
   }
   return BpeTokenizer(std::move(m));
 }
@@ -135,61 +130,12 @@ BpeTokenizer BpeTokenizer::from_dir(const std::string& dir) {
 int32_t BpeTokenizer::vocab_size() const {
   return static_cast<int32_t>(model_->id_bytes.size());
 }
-namespace {
-
-// The length of the well-formed UTF-8 sequence at s[i], or 0 (Unicode Table 3-7); *consumed:
-// the bytes of the maximal subpart to replace when it is ill-formed.
-size_t utf8_sequence(std::string_view s, size_t i, size_t* consumed) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
-  if (c < 0x80) {
-    *consumed = 1;
-    return 1;
-  } else if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    *consumed = 1;
-    return 0;
-  }
-  size_t k = 1;
-  for (; k < n && i + k < s.size(); ++k) {
-    const unsigned char lower = k == 1 ? lo : 0x80, upper = k == 1 ? hi : 0xBF;
-    if (b(i + k) < lower || b(i + k) > upper) break;
-  }
-  *consumed = k;
-  return k == n ? n : 0;
-}
-
-}  // namespace
-
-std::string BpeTokenizer::decode_text(const std::vector<int32_t>& ids) const {
-  const std::string bytes = decode(ids);
-  std::string out;
-  out.reserve(bytes.size());
-  for (size_t i = 0; i < bytes.size();) {
-    size_t consumed = 0;
-    if (const size_t n = utf8_sequence(bytes, i, &consumed); n > 0) {
-      out.append(bytes, i, n);
-    } else {
-      out += "\xEF\xBF\xBD";  // U+FFFD
-    }
-    i += consumed;
-  }
-  return out;
-}
-
 int32_t BpeTokenizer::eot_id() const {
   return model_->eot;
+}
+
+int32_t BpeTokenizer::special_token_id(std::string_view content) const {
+  return content == kEndOfText ? model_->eot : -1;
 }
 
 std::string_view BpeTokenizer::token_bytes(int32_t id) const {
@@ -201,12 +147,6 @@ std::string_view BpeTokenizer::token_bytes(int32_t id) const {
 std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
   std::string out;
   for (int32_t id : ids) out += token_bytes(id);
-  return out;
-}
-
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text) {
-  std::vector<int32_t> out;
-  encode(text, out);
   return out;
 }
 
@@ -222,12 +162,6 @@ void BpeTokenizer::encode(std::string_view text, std::vector<int32_t>& out) {
     at = hit + special.size();
   }
   encode_ordinary(text.substr(at), out);
-}
-
-std::vector<int32_t> BpeTokenizer::encode_ordinary(std::string_view text) {
-  std::vector<int32_t> out;
-  encode_ordinary(text, out);
-  return out;
 }
 
 void BpeTokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) {
@@ -250,48 +184,12 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& ou
   out.insert(out.end(), it->second.begin(), it->second.end());
 }
 
-// Note [Merge order]: OpenAI's reference repeatedly takes the lowest-rank adjacent pair and
-// merges all its occurrences left to right. A min-heap of (rank, position) over a linked list
-// of symbols does the same in O(n log n): pairs created by a merge contain the merged token, so
-// their ranks are higher than the one being applied, and equal ranks pop leftmost first.
 void BpeTokenizer::merge(std::string_view piece, std::vector<int32_t>& ids) const {
-  const Model& m = *model_;
-  const auto n = static_cast<int32_t>(piece.size());
-  struct Sym {
-    int32_t id, prev, next;
-  };
-  std::vector<Sym> syms(n);
-  for (int32_t i = 0; i < n; ++i) {
-    syms[i] = {m.byte_id[static_cast<unsigned char>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1};
+  ids.resize(piece.size());
+  for (size_t i = 0; i < piece.size(); ++i) {
+    ids[i] = model_->byte_id[static_cast<unsigned char>(piece[i])];
   }
-  struct Cand {
-    int32_t rank, pos, left, right, merged;
-    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
-  };
-  std::priority_queue<Cand, std::vector<Cand>, std::greater<>> heap;
-  auto push = [&](int32_t pos) {
-    if (pos < 0 || syms[pos].next < 0) return;
-    int32_t next = syms[pos].next;
-    auto it = m.merges.find(pair_key(syms[pos].id, syms[next].id));
-    if (it != m.merges.end()) {
-      heap.push({it->second.first, pos, syms[pos].id, syms[next].id, it->second.second});
-    }
-  };
-  for (int32_t i = 0; i + 1 < n; ++i) push(i);
-  while (!heap.empty()) {
-    Cand c = heap.top();
-    heap.pop();
-    Sym& s = syms[c.pos];
-    if (s.id != c.left || s.next < 0 || syms[s.next].id != c.right) continue;  // stale
-    int32_t gone = s.next;
-    s.id = c.merged;
-    s.next = syms[gone].next;
-    if (s.next >= 0) syms[s.next].prev = c.pos;
-    syms[gone].id = -1;
-    push(s.prev);
-    push(c.pos);
-  }
-  for (int32_t i = 0; i >= 0; i = syms[i].next) ids.push_back(syms[i].id);
+  model_->merges.apply(ids);
 }
 
 }  // namespace braid::data

@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "braid/core/error.h"
-#include "braid/data/bpe_tokenizer.h"
 #include "braid/data/token_shard.h"
+#include "braid/data/tokenizer.h"
 
 namespace braid::data {
 
@@ -140,8 +140,10 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
   json source = {{"tokenizer_dir", fs::absolute(o.tokenizer_dir).lexically_normal().string()},
                  {"val_fraction", o.val_fraction},
                  {"shard_tokens", o.shard_tokens}};
+  std::vector<int64_t> file_bytes;
   for (const auto& f : files) {
     const auto bytes = static_cast<int64_t>(fs::file_size(f));
+    file_bytes.push_back(bytes);
     result.input_bytes += bytes;
     source["files"].push_back(
         {{"path", fs::absolute(f).lexically_normal().string()}, {"bytes", bytes}});
@@ -175,10 +177,11 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
     result.train = result.val = SplitSummary{};  // a shard is missing: rebuild
   }
 
-  const BpeTokenizer tokenizer = BpeTokenizer::from_dir(o.tokenizer_dir);
-  BRAID_CHECK(tokenizer.eot_id() >= 0, "prepare-data: tokenizer in '", o.tokenizer_dir,
-              "' has no <|endoftext|> token to separate documents");
-  result.vocab_size = tokenizer.vocab_size();
+  const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::from_path(o.tokenizer_dir);
+  const int32_t separator = document_separator(*tokenizer);
+  BRAID_CHECK(separator >= 0, "prepare-data: tokenizer in '", o.tokenizer_dir,
+              "' has no bos, <|endoftext|> or eos token to separate documents");
+  result.vocab_size = tokenizer->vocab_size();
 
   fs::create_directories(o.out_dir);
   // Stale shards of an earlier run would be picked up by DataLoader::from_dir.
@@ -205,7 +208,7 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
   bool failed = false;
   std::exception_ptr error;
 
-  auto worker = [&](BpeTokenizer tok) {
+  auto worker = [&](std::unique_ptr<Tokenizer> tok) {
     while (true) {
       int64_t i;
       {
@@ -214,9 +217,9 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
         if (failed || next_doc >= n) return;
         i = next_doc++;
       }
-      std::vector<int32_t> ids{tok.eot_id()};
+      std::vector<int32_t> ids{separator};
       try {
-        tok.encode(read_text(files[i]), ids);
+        tok->encode(read_text(files[i]), ids);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(mu);
         if (!failed) error = std::make_exception_ptr(Error(files[i] + ": " + e.what()));
@@ -230,12 +233,13 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back(worker, tokenizer);
+  for (int t = 0; t < threads; ++t) pool.emplace_back(worker, tokenizer->clone());
 
   try {
     ShardSink train(o.out_dir, "train", o.shard_tokens, result.vocab_size, result.train);
     ShardSink val(o.out_dir, "val", o.shard_tokens, result.vocab_size, result.val);
     size_t next_val = 0;
+    int64_t done_bytes = 0;
     for (int64_t i = 0; i < n; ++i) {
       std::vector<int32_t> ids;
       {
@@ -250,6 +254,8 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
       const bool is_val = next_val < val_docs.size() && val_docs[next_val] == i;
       (is_val ? val : train).add_document(ids);
       next_val += is_val;
+      done_bytes += file_bytes[i];
+      if (o.progress) o.progress(done_bytes, result.input_bytes);
     }
     train.finish();
     val.finish();
@@ -262,18 +268,17 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
   for (auto& t : pool) t.join();
   if (error) std::rethrow_exception(error);
 
-  json meta = {{"format", "braid-token-shards"},
-               {"version", kTokenShardVersion},
-               {"tokenizer",
-                {{"type", "gpt2-byte-level-bpe"},
-                 {"vocab_size", result.vocab_size},
-                 {"eot_id", tokenizer.eot_id()}}},
-               {"dtype", token_dtype_name(token_dtype_for_vocab(result.vocab_size))},
-               {"document_separator", "eot_id before each document"},
-               {"input_bytes", result.input_bytes},
-               {"train", split_json(result.train)},
-               {"val", split_json(result.val)},
-               {"source", source}};
+  json meta = {
+      {"format", "braid-token-shards"},
+      {"version", kTokenShardVersion},
+      {"tokenizer",
+       {{"type", tokenizer->kind()}, {"vocab_size", result.vocab_size}, {"eot_id", separator}}},
+      {"dtype", token_dtype_name(token_dtype_for_vocab(result.vocab_size))},
+      {"document_separator", "eot_id before each document"},
+      {"input_bytes", result.input_bytes},
+      {"train", split_json(result.train)},
+      {"val", split_json(result.val)},
+      {"source", source}};
   write_atomically(result.meta_path, meta.dump(2) + "\n");
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;

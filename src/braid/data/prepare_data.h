@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,12 +19,14 @@ namespace braid::data {
 
 struct PrepareDataOptions {
   std::vector<std::string> inputs;  // files, or directories whose *.txt files are read (sorted)
-  std::string tokenizer_dir;        // encoder.json + vocab.bpe
+  std::string tokenizer_dir;        // what Tokenizer::from_path reads
   std::string out_dir;
   double val_fraction = 0.05;
   int64_t shard_tokens = 100'000'000;
   int threads = 0;  // 0 = every core
   bool force = false;
+  // Called on the calling thread after each document is written: input bytes done and in all.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 struct SplitSummary {

@@ -44,10 +44,11 @@ class Pretokenizer {
 
   bool is_jit() const;
 
- private:
-  // [begin, end) of the first match at or after pos; begin == end when there is none.
+  // [begin, end) of the first match at or after pos; begin == end when there is none. Throws
+  // as split() does, and when the pattern matches the empty string.
   std::pair<size_t, size_t> next_match(std::string_view text, size_t pos);
 
+ private:
   struct Compiled;
   std::shared_ptr<const Compiled> compiled_;
   struct MatchData;

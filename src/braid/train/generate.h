@@ -20,7 +20,7 @@ struct SampleOptions {
 };
 
 // The token sampling stops at, as HF's generate: the model config's eos_token_id, or for a
-// config without one the tokenizer's <|endoftext|> (tokenizer_eot; -1: never stop early).
+// config without one the tokenizer's eos (GPT-2's <|endoftext|>; -1: never stop early).
 int32_t stop_token_of(const nn::ModelConfig& config, int32_t tokenizer_eot);
 
 // The logits [1, V] f32 of the last position of ids [1, T].

@@ -2,7 +2,7 @@
 
 #include "braid/checkpoint/hf_model_io.h"
 #include "braid/core/error.h"
-#include "braid/data/bpe_tokenizer.h"
+#include "braid/data/tokenizer.h"
 #include "braid/launch/fault_plan.h"
 #include "braid/launch/threads.h"
 #include "braid/train/trainer.h"
@@ -44,17 +44,17 @@ void generate_samples(const GenerateRequest& r, FILE* out) {
   BRAID_CHECK(r.sample.top_k >= 0, "--top-k must be >= 0, got ", r.sample.top_k);
   launch::apply_threads_per_rank();
   auto model = checkpoint::import_hf(r.model_dir, /*allocate_grads=*/false);
-  auto tok = data::BpeTokenizer::from_dir(r.tokenizer);
-  BRAID_CHECK(tok.vocab_size() <= model->config().vocab_size, "tokenizer '", r.tokenizer, "' has ",
-              tok.vocab_size(), " tokens but the model's vocab_size is ",
+  auto tok = data::Tokenizer::from_path(r.tokenizer);
+  BRAID_CHECK(tok->vocab_size() <= model->config().vocab_size, "tokenizer '", r.tokenizer, "' has ",
+              tok->vocab_size(), " tokens but the model's vocab_size is ",
               model->config().vocab_size);
   SampleOptions so = r.sample;
-  so.stop_token = stop_token_of(model->config(), tok.eot_id());
+  so.stop_token = stop_token_of(model->config(), tok->eos_id());
   Rng rng(r.seed);
-  const std::vector<int32_t> ids = tok.encode(r.prompt);
+  const std::vector<int32_t> ids = tok->encode(r.prompt);
   for (int64_t s = 0; s < r.samples; ++s) {
     if (r.samples > 1) std::fprintf(out, "--- sample %lld ---\n", static_cast<long long>(s + 1));
-    std::fprintf(out, "%s\n", tok.decode_text(sample(*model, ids, so, rng)).c_str());
+    std::fprintf(out, "%s\n", tok->decode_text(sample(*model, ids, so, rng)).c_str());
   }
 }
 

@@ -14,7 +14,7 @@
 
 #include "braid/checkpoint/hf_model_io.h"
 #include "braid/core/memory_tracker.h"
-#include "braid/data/bpe_tokenizer.h"
+#include "braid/data/tokenizer.h"
 #include "braid/kernels/ops.h"
 #include "braid/launch/threads.h"
 #include "braid/train/generate.h"
@@ -159,19 +159,19 @@ void write_outputs(const config::TrainConfig& cfg, nn::Transformer& model, Accel
   // Every rank generates in lockstep (a sharded model gathers its units on every rank); the
   // samples are the same bits everywhere and rank 0 prints them.
   if (out.samples <= 0 || cfg.data.tokenizer.empty() || quiet) return;
-  data::BpeTokenizer tok = data::BpeTokenizer::from_dir(cfg.data.tokenizer);
+  const auto tok = data::Tokenizer::from_path(cfg.data.tokenizer);
   Rng rng(cfg.training.seed + 17);
   SampleOptions so;
   so.max_new_tokens = out.sample_tokens;
-  so.stop_token = stop_token_of(model.config(), tok.eot_id());
-  std::vector<int32_t> prompt = tok.encode(out.sample_prompt);
+  so.stop_token = stop_token_of(model.config(), tok->eos_id());
+  std::vector<int32_t> prompt = tok->encode(out.sample_prompt);
   for (int64_t i = 0; i < out.samples; ++i) {
     auto logits = [&](const Tensor& ids) { return acc.last_logits(model, ids); };
     std::vector<int32_t> ids =
         sample(logits, model.config().max_seq_len, model.config().vocab_size, prompt, so, rng);
     if (!is_rank0) continue;
     std::printf("--- sample %lld ---\n%s\n", static_cast<long long>(i + 1),
-                tok.decode_text(ids).c_str());
+                tok->decode_text(ids).c_str());
   }
 }
 
