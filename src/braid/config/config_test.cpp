@@ -85,8 +85,11 @@ TEST(Config, DuplicateKeysNameBothLines) {
   EXPECT_NE(e.find("c.yaml:1: duplicate key 'model.preset' twice on line 1 (columns 9 and 28)"),
             std::string::npos)
       << e;
-  // The same key in two sections, or in two mappings of a list, is no duplicate.
+  // The same key in two sections, or in two mappings of a list, is no duplicate; nor is the
+  // same value written twice (it means one thing, and real Accelerate files do it).
   EXPECT_NO_THROW(parse_config("training: {seed: 1}\nmodel: {preset: gpt2-tiny}\n", "c.yaml"));
+  EXPECT_EQ(
+      parse_config("training:\n  seed: 7\n  max_steps: 3\n  seed: 7\n", "c.yaml").training.seed, 7);
 }
 
 TEST(Config, DuplicateJsonKeysNameBothLinesAndTheirPath) {

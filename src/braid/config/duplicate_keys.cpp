@@ -35,13 +35,16 @@ void walk(const YAML::Node& node, const std::string& path, const std::string& so
     return;
   }
   if (!node.IsMap()) return;
-  std::map<std::string, Position> first;
+  std::map<std::string, std::pair<Position, YAML::Node>> first;
   for (auto it = node.begin(); it != node.end(); ++it) {
     if (!it->first.IsScalar()) continue;  // a complex key: braid's dialects reject it later
     const std::string key = join(path, it->first.Scalar());
     const Position here{it->first.Mark().line + 1, it->first.Mark().column + 1};
-    auto [at, inserted] = first.emplace(it->first.Scalar(), here);
-    if (!inserted) duplicate(source, key, at->second, here);
+    auto [at, inserted] = first.try_emplace(it->first.Scalar(), here, it->second);
+    // The same value written twice means one thing (a real Accelerate file repeats `debug:
+    // false`); two values would let the last win silently.
+    if (!inserted && YAML::Dump(at->second.second) != YAML::Dump(it->second))
+      duplicate(source, key, at->second.first, here);
     walk(it->second, key, source);
   }
 }

@@ -17,7 +17,8 @@ class Node;
 namespace braid::config {
 
 // Throws for the first key (in document order, nested mappings and lists included) that a
-// mapping of `root` holds twice; `source` names the file.
+// mapping of `root` holds twice with different values (the same value twice is accepted, as
+// it means one thing); `source` names the file.
 void reject_duplicate_keys(const YAML::Node& root, const std::string& source);
 
 // The same for JSON text that has already parsed (so it is well-formed).

@@ -107,11 +107,13 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
       if (k.tp > 1 || k.pp > 1) name += " x" + std::to_string(k.ranks);
       if (k.reduce_dtype != "fp32") name += " reduce " + k.reduce_dtype;
       // Up to a stage's micro-batches in flight sent and not yet taken: activations forward
-      // from a stage before the last, and (gpipe, where the last stage runs every backward
-      // before the first stage takes one) their gradients back from the last (seen under load).
+      // from a stage before the last, and their gradients back from the last: under gpipe it
+      // runs every backward before the first stage takes one, under 1f1b it may send a second
+      // before the first is taken (both seen under load).
       int64_t unsent = 0;
       if (k.pp > 1) {
-        const int64_t in_flight = k.schedule == "gpipe" ? 4 : std::min<int64_t>(k.pp - stage, 4);
+        const int64_t in_flight =
+            k.schedule == "gpipe" ? 4 : std::min<int64_t>(std::max<int64_t>(k.pp - stage, 2), 4);
         unsent = (in_flight - 1) * k.micro * k.seq_len * in.model.d_model *
                  static_cast<int64_t>(dtype_size(in.compute));
       }
