@@ -59,6 +59,11 @@ for rep in $(seq "$REPEATS"); do
   if [[ $SIGNAL == STOP ]]; then
     echo "$cause" | grep -q "): rank 1 (pid $victim) was stopped" ||
       { echo "FAIL: the cause does not name rank 1 as the stopped rank"; cat "$log"; exit 1; }
+    # Resumed to be ended, the stopped rank says it was stopped (Note [Stopped waiter]) rather
+    # than blaming the healthy rank 0.
+    if grep -q "ranks \[0\] stopped inside it" "$log"; then
+      echo "FAIL: a rank blames the healthy rank 0"; cat "$log"; exit 1
+    fi
   fi
   if pgrep -f "braid train .*$marker" > /dev/null; then
     echo "FAIL: ranks left running"; pkill -9 -f "braid train .*$marker"; exit 1

@@ -95,6 +95,8 @@ void ShmEngine::await(const CollectiveOp& op, uint64_t k) {
     auto next_progress = t0;
     auto next_liveness = t0 + std::chrono::milliseconds(20);
     bool p2p_pending = progress_ != nullptr;
+    auto last = t0;
+    Clock::duration away{};  // the longest this loop went unchecked (Note [Stopped waiter])
     for (uint64_t it = 0;; ++it) {
       if ((waiting_on = first_absent(k, waiting_on)) == size_) break;
       if (it % 16 != 0) {
@@ -102,6 +104,8 @@ void ShmEngine::await(const CollectiveOp& op, uint64_t k) {
         continue;
       }
       const auto now = Clock::now();
+      away = std::max(away, now - last);
+      last = now;
       const auto waited = now - t0;
       if (waited > std::chrono::microseconds(50) && waited <= std::chrono::milliseconds(2)) {
         sched_yield();
@@ -123,7 +127,7 @@ void ShmEngine::await(const CollectiveOp& op, uint64_t k) {
       }
       if (now > deadline_) {
         if ((waiting_on = first_absent(k, waiting_on)) == size_) break;
-        throw_timeout(op, k);
+        throw_timeout(op, k, away);
       }
     }
   }
@@ -207,7 +211,12 @@ std::string ShmEngine::dead_peer(const CollectiveOp& op, uint64_t target) const 
   return "";
 }
 
-void ShmEngine::throw_timeout(const CollectiveOp& op, uint64_t target) const {
+// Note [Stopped waiter]: the loop above looks at the clock at least every 20 ms. When it went
+// unchecked for much longer, this rank itself was not running (SIGSTOP, a debugger, SIGCONT
+// from mpirun ending the job): the deadline passed while it was stopped, and the peers it sees
+// short of the barrier may be waiting for it. Blaming them ("ranks [0] stopped inside it") would
+// name a healthy rank, so it says it was stopped instead.
+void ShmEngine::throw_timeout(const CollectiveOp& op, uint64_t target, Clock::duration away) const {
   std::vector<int> absent, stalled;
   std::ostringstream where;
   for (int r = 0; r < size_; ++r) {
@@ -227,6 +236,12 @@ void ShmEngine::throw_timeout(const CollectiveOp& op, uint64_t target) const {
   std::ostringstream os;
   os.precision(3);
   os << op.describe() << " timed out after " << secs << " s: ";
+  if (away > std::chrono::seconds(1)) {
+    os << "this rank (" << rank_ << ") itself did not run for "
+       << std::chrono::duration<double>(away).count()
+       << " s of it (stopped: SIGSTOP or a debugger), so it does not know which peer is late";
+    throw CommError(os.str());
+  }
   if (!absent.empty()) os << "ranks " << rank_list(absent) << " never arrived";
   if (!stalled.empty())
     os << (absent.empty() ? "" : ", ") << "ranks " << rank_list(stalled) << " stopped inside it";

@@ -90,7 +90,9 @@ class ShmEngine {
   void arrive(uint64_t k);
   void sleep_until_arrival(int peer, uint64_t k, Clock::duration at_most);
   static void wake_all(std::atomic<uint32_t>& word);
-  [[noreturn]] void throw_timeout(const CollectiveOp& op, uint64_t target) const;
+  // away: the longest the waiting loop went unchecked (Note [Stopped waiter]).
+  [[noreturn]] void throw_timeout(const CollectiveOp& op, uint64_t target,
+                                  Clock::duration away) const;
   std::string dead_peer(const CollectiveOp& op, uint64_t target) const;  // "" when all alive
   void check_fingerprints(const CollectiveOp& op) const;
 
