@@ -9,20 +9,13 @@
 #include "braid/core/error.h"
 #include "braid/data/bpe_merges.h"
 #include "braid/data/byte_unicode.h"
+#include "braid/data/tokenizer.h"
 
 namespace braid::data {
 
 namespace {
 constexpr size_t kMaxCacheEntries = 1 << 16;  // cleared when full; bounds memory on any corpus
 constexpr const char* kEndOfText = "<|endoftext|>";
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  BRAID_CHECK(in.good(), "tokenizer: cannot open '", path, "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 
@@ -87,7 +80,7 @@ BpeTokenizer BpeTokenizer::from_files(const std::string& encoder_json,
   {
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(read_file(encoder_json));
+      j = nlohmann::json::parse(read_tokenizer_file(encoder_json));
     } catch (const nlohmann::json::exception& e) {
       BRAID_THROW("tokenizer: '", encoder_json, "' is not valid JSON: ", e.what());
     }
@@ -101,7 +94,7 @@ BpeTokenizer BpeTokenizer::from_files(const std::string& encoder_json,
   }
   std::vector<std::pair<std::string, std::string>> merges;
   {
-    std::istringstream in(read_file(vocab_bpe));
+    std::istringstream in(read_tokenizer_file(vocab_bpe));
     std::string line;
     int64_t line_no = 0;
     while (std::getline(in, line)) {

@@ -15,6 +15,7 @@
 #include "braid/data/byte_unicode.h"
 #include "braid/data/hf_tokenizer.h"
 #include "braid/data/hf_tokenizer_model.h"
+#include "braid/data/tokenizer.h"
 
 namespace braid::data {
 
@@ -24,14 +25,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  BRAID_CHECK(in.good(), "tokenizer: cannot open '", path, "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 struct Loader {
   HfTokenizer::Model& m;
@@ -416,7 +409,8 @@ HfTokenizer HfTokenizer::from_json(const std::string& tokenizer_json,
 
 HfTokenizer HfTokenizer::from_file(const std::string& path) {
   const fs::path config = fs::path(path).parent_path() / "tokenizer_config.json";
-  return from_json(read_file(path), fs::exists(config) ? read_file(config.string()) : "", path);
+  return from_json(read_tokenizer_file(path),
+                   fs::exists(config) ? read_tokenizer_file(config.string()) : "", path);
 }
 
 }  // namespace braid::data

@@ -18,10 +18,7 @@ namespace {
 
 using testutil::error_of;
 using testutil::TempDir;
-
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+using testutil::write;
 
 // LLaMA-2's layout in miniature: <unk> <s> </s>, the 256 <0xNN> byte tokens, then "▁", "a",
 // "b", "▁a", "ab", "▁ab" with merges in that order.

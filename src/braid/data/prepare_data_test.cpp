@@ -15,10 +15,7 @@ namespace {
 
 using testutil::error_of;
 using testutil::TempDir;
-
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+using testutil::write;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace braid::data::testutil {
@@ -33,6 +34,11 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// Writes text to path (binary).
+inline void write(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
 
 // The message of the braid::Error fn throws ("" when it throws none).
 template <typename Fn>

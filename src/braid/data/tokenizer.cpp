@@ -1,6 +1,8 @@
 #include "braid/data/tokenizer.h"
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "braid/core/error.h"
 #include "braid/data/bpe_tokenizer.h"
@@ -118,6 +120,14 @@ std::unique_ptr<Tokenizer> Tokenizer::from_path(const std::string& path) {
               "model's tokenizer.json beside it");
   BRAID_THROW("tokenizer: '", path,
               "' has neither tokenizer.json (Hugging Face) nor encoder.json + vocab.bpe (GPT-2)");
+}
+
+std::string read_tokenizer_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  BRAID_CHECK(in.good(), "tokenizer: cannot open '", path, "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 }  // namespace braid::data

@@ -65,4 +65,7 @@ std::string replace_ill_formed_utf8(std::string_view bytes);
 // Whether bytes is well-formed UTF-8.
 bool is_well_formed_utf8(std::string_view bytes);
 
+// A tokenizer file's bytes; an Error naming the path when it cannot be read.
+std::string read_tokenizer_file(const std::string& path);
+
 }  // namespace braid::data
