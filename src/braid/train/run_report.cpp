@@ -14,7 +14,7 @@
 namespace braid::train {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // memory categories in the order logged
 
 namespace {
 
