@@ -173,6 +173,13 @@ TEST(TrainerErrors, OutputPathsThatCannotBeWrittenFailEveryRankAtStart) {
   c.parallel.strategy = "ddp";
   c.parallel.offload_optimizer = "none";
   c.parallel.offload_dir = "";
+  // The samples' tokenizer, read only at the end, is named at the start.
+  c.output.samples = 2;
+  c.data.tokenizer = (dir / "no_tokenizer").string();
+  expect_on_every_rank(c, "data.tokenizer (for output.samples): ");
+  expect_on_every_rank(c, "no_tokenizer");
+  c.output.samples = 0;
+  c.data.tokenizer = "";
   c.parallel.pipeline_parallel_size = 2;
   c.training.gradient_accumulation_steps = 2;
   c.parallel.pipeline_trace = file + "/trace.json";

@@ -88,6 +88,14 @@ void check_output_paths(const config::TrainConfig& cfg) {
     check_writable_dir("parallel.pipeline_trace", trace, "the pipeline trace",
                        fs::path(trace).parent_path());
   }
+  // The samples' tokenizer is read at the end of the run: a bad one is named now instead.
+  if (out.samples > 0 && !cfg.data.tokenizer.empty()) {
+    try {
+      data::Tokenizer::from_path(cfg.data.tokenizer);
+    } catch (const Error& e) {
+      BRAID_THROW("data.tokenizer (for output.samples): ", e.what());
+    }
+  }
 }
 
 std::string describe_run(const config::TrainConfig& cfg, const nn::Transformer& model,

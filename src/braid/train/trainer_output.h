@@ -36,6 +36,7 @@ std::function<void(int, Tensor&)> initial_weights(const config::TrainConfig& cfg
 // writes them. Errors name the key, its value, what goes there and the part that fails:
 //   output.dir 'out/f': cannot write the exported model to 'out/f/model': 'out/f' is a file,
 //   not a directory
+// The tokenizer output.samples will use (data.tokenizer) is loaded once here too.
 void check_output_paths(const config::TrainConfig& cfg);
 // Exports the model (output.export_model) to output.dir/model and prints samples
 // (output.samples) when a tokenizer is configured. Every rank calls it (the runtime may gather
