@@ -64,7 +64,17 @@ void FailureCause::observe(const std::string& line) {
       (line.find("error") != std::string::npos || line.find("Error") != std::string::npos);
   if ((is_abort || is_rank_error) && errors_.size() < kMaxErrorLines) errors_.insert(line);
   if (is_abort) {
-    if (abort_line_.empty()) abort_line_ = line;
+    // Note [Root cause first]: ranks abort within moments of each other, in an order set by
+    // their timeouts, and a rank waiting for a healthy peer that itself waits for the culprit
+    // says "ranks [0] never arrived". A line that names the culprit (a host, a death, a result
+    // never sent, a rank that left) is the cause; among equals the first one is.
+    auto names_culprit = [](const std::string& l) {
+      return l.find("(host ") != std::string::npos || l.find(" died") != std::string::npos ||
+             l.find("never sent") != std::string::npos ||
+             l.find("left the group") != std::string::npos;
+    };
+    if (abort_line_.empty() || (names_culprit(line) && !names_culprit(abort_line_)))
+      abort_line_ = line;
   } else if (is_rank_error) {
     if (rank_error_.empty()) rank_error_ = line;
   } else if (mpirun_line_.empty()) {

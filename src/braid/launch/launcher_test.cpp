@@ -84,6 +84,25 @@ TEST(Launcher, CausePrefersTheRanksOwnError) {
   EXPECT_EQ(FailureCause().cause(3), "exit status 3 (no rank printed an error)");
 }
 
+// Note [Root cause first]: the abort line that names the culprit wins over an earlier one that
+// only saw a healthy peer late (multihost_link-down, seen under load).
+TEST(Launcher, CausePrefersTheAbortThatNamesTheCulprit) {
+  FailureCause c;
+  c.observe(
+      "[rank 1] braid: rank 1: aborting the job after a communication failure: group "
+      "'world/host' rank 1: broadcast seq 62 (f32, count 1, root 0) timed out after 4 s: ranks [0] "
+      "never arrived");
+  c.observe(
+      "[rank 0] braid: rank 0: aborting the job after a communication failure: group 'world' "
+      "rank 0: all_reduce seq 71 (f32, count 1, sum) timed out after 4 s: rank 2 (host h2) never "
+      "sent the result");
+  c.observe(
+      "[rank 3] braid: rank 3: aborting the job after a communication failure: rank 2 (pid 7) "
+      "died and never arrived");
+  EXPECT_NE(c.cause(1).find("rank 2 (host h2) never sent the result"), std::string::npos)
+      << c.cause(1);
+}
+
 TEST(Launcher, CauseNamesAStoppedRankFirst) {
   // Rank 1 was SIGSTOPped; once mpirun resumed it to end the job, it blamed healthy rank 0.
   FailureCause c;
