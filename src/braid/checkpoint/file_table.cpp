@@ -27,12 +27,6 @@ std::string footer(int64_t at, int64_t bytes, uint32_t crc) {
   return std::string(buf, kFooterBytes);
 }
 
-DType dtype_named(const std::string& s, const std::string& where) {
-  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u8})
-    if (std::string(dtype_name(d)) == s) return d;
-  BRAID_THROW(where, ": its table names an unknown dtype '", s, "'");
-}
-
 // One piece as the errors name it:
 // "param 'h.0.w' [768, 768] elements [0, 768) of replicate at byte 4096".
 std::string describe(const TableEntry& e) {
@@ -91,7 +85,7 @@ std::optional<FileTable> read_table(const FileSource& file, const std::string& w
       TableEntry e;
       e.kind = p.at(0).get<std::string>();
       e.name = p.at(1).get<std::string>();
-      e.dtype = dtype_named(p.at(2).get<std::string>(), where);
+      e.dtype = stored_dtype(p.at(2).get<std::string>(), where + ": its table");
       e.shape = Shape(p.at(3).get<std::vector<int64_t>>());
       e.piece.offset = p.at(4).get<int64_t>();
       e.piece.numel = p.at(5).get<int64_t>();

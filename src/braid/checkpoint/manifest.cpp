@@ -12,12 +12,6 @@ namespace {
 constexpr const char* kFormat = "braid-checkpoint";
 constexpr const char* kMagic = "BRAIDCKPT1\n";
 
-DType dtype_from(const std::string& s, const std::string& where) {
-  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u8})
-    if (std::string(dtype_name(d)) == s) return d;
-  BRAID_THROW(where, ": unknown dtype '", s, "'");
-}
-
 uint32_t parse_crc(const std::string& s, const std::string& where) {
   BRAID_CHECK(s.rfind("crc32c:", 0) == 0 && s.size() == 15, where, ": checksum '", s,
               "' is not crc32c:<8 hex digits>");
@@ -31,6 +25,12 @@ uint32_t content_crc(const json& j) {
 }
 
 }  // namespace
+
+DType stored_dtype(const std::string& s, const std::string& where) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u8})
+    if (std::string(dtype_name(d)) == s) return d;
+  BRAID_THROW(where, ": unknown dtype '", s, "'");
+}
 
 json placement_to_json(const TpSlice& s) {
   return {{"dim", s.dim},
@@ -156,7 +156,7 @@ Manifest manifest_from_json(const std::string& text, const std::string& where) {
       TensorEntry e;
       e.kind = t.at("kind").get<std::string>();
       e.name = t.at("name").get<std::string>();
-      e.dtype = dtype_from(t.at("dtype").get<std::string>(), where);
+      e.dtype = stored_dtype(t.at("dtype").get<std::string>(), where);
       e.shape = Shape(t.at("shape").get<std::vector<int64_t>>());
       for (const json& p : t.at("pieces")) {
         PieceEntry pe{p.at(0).get<int>(),

@@ -28,12 +28,6 @@ std::string str(const json& j, const char* key) {
   return it == j.end() || !it->is_string() ? "" : it->get<std::string>();
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 double median(std::vector<double> v) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());

@@ -15,12 +15,6 @@ constexpr double kWidth = 760, kHeight = 300;
 constexpr double kLeft = 78, kRight = 20, kTop = 34, kBottom = 46;
 constexpr double kPlotW = kWidth - kLeft - kRight, kPlotH = kHeight - kTop - kBottom;
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 // Round tick values covering [lo, hi]: steps of 1, 2 or 5 times a power of ten.
 std::vector<double> ticks(double lo, double hi) {
   const double raw = (hi - lo) / 5;
@@ -111,6 +105,12 @@ std::string palette(size_t i) {
   static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                  "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
   return colors[i % (sizeof colors / sizeof *colors)];
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
 }
 
 std::string html_escape(const std::string& s) {

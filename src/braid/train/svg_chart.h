@@ -56,5 +56,7 @@ std::string timeline_chart(const ChartAxes& axes, const std::vector<std::string>
 // The i-th colour of a fixed palette (runs, categories).
 std::string palette(size_t i);
 std::string html_escape(const std::string& s);
+// One number through a printf format ("%.1f").
+std::string fmt(const char* format, double v);
 
 }  // namespace braid::train
