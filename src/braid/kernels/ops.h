@@ -86,17 +86,35 @@ void swiglu_backward(Tensor* dgate, Tensor* dup, const Tensor& dout, const Tenso
                      const Tensor& up);
 
 // ---- Rotary position embedding (HF LLaMA convention: rotate_half over the two halves of
-// each head, inv_freq[i] = theta^(-2i/HS), positions start at pos0) ----
-// x[B,T,NH,HS] -> out (may alias x)
+// each head, inv_freq[i] = theta^(-2i/HS), angle = float(position) * inv_freq[i]) ----
+// x[B,T,NH,HS] -> out (may alias x). Row t is at position pos0 + t, or positions[t] with
+// positions[T] i32 (>= 0, any order: a sequence shard's own positions, e.g. the two runs of a
+// zig-zag context-parallel split). Equal positions give bit-identical results either way.
 void rope_forward(Tensor& out, const Tensor& x, float theta, int64_t pos0 = 0);
 void rope_backward(Tensor& dx, const Tensor& dout, float theta, int64_t pos0 = 0);
+void rope_forward(Tensor& out, const Tensor& x, float theta, const Tensor& positions);
+void rope_backward(Tensor& dx, const Tensor& dout, float theta, const Tensor& positions);
 
-// ---- Causal self-attention, flash style (never stores a T x T matrix) ----
-// q[B,T,NH,HS], k[B,T,NKV,HS], v[B,T,NKV,HS] -> out[B,T,NH,HS], lse[B,NH,T] (f32, the
+// ---- Self-attention, flash style (never stores a Tq x Tk matrix) ----
+// q[B,Tq,NH,HS], k[B,Tk,NKV,HS], v[B,Tk,NKV,HS] -> out[B,Tq,NH,HS], lse[B,NH,Tq] (f32, the
 // log-sum-exp of each softmax row, saved for backward). scale = 1/sqrt(HS).
-void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v);
+// causal: query t sees keys 0..t (Tq == Tk). Not causal: every query sees all Tk >= 1 keys
+// (any Tq, Tk).
+// The backward recomputes P = exp(q k^T * scale - lse) from the lse it is given and uses
+// D = rowsum(dout * out) from the out it is given: dv += P^T dout, dS = P (dout v^T - D) *
+// scale, dq += dS k, dk += dS^T q.
+// Note [Attention over key blocks]: so with out and lse those of a larger attention whose keys
+// are split into blocks (ring attention: a block per context-parallel rank, causal on the
+// diagonal block and not causal on blocks wholly before it), one call per block with that
+// block's k, v and the FINAL out and lse gives exactly this block's share: dq summed over the
+// blocks is the full dq, and each block's dk, dv are the full gradients of its keys. The
+// forward's (out_i, lse_i) of the blocks merge as lse = log sum_i exp(lse_i), out = sum_i
+// out_i exp(lse_i - lse).
+void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       bool causal = true);
 void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, const Tensor& dout, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse);
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                        bool causal = true);
 
 // ---- LM head fused with softmax cross-entropy, in row chunks (never B*T*V logits) ----
 // x[N,C], weight[V,C], targets[N] i32 (ignore_index rows contribute nothing).

@@ -30,8 +30,13 @@ class ScratchPlan {
   void rmsnorm_forward(int64_t C);
   void norm_backward(int64_t C);                 // either norm, with its parameters' gradients
   void rope(int64_t T, int64_t NH, int64_t HS);  // forward or backward: the same requests
-  void attention_forward(int64_t T, int64_t HS, DType dtype);
-  void attention_backward(int64_t T, int64_t HS, DType dtype);
+  // Causal self-attention over T tokens, or Tq queries against Tk keys (either mask).
+  void attention_forward(int64_t T, int64_t HS, DType dtype) { attention_forward(T, T, HS, dtype); }
+  void attention_backward(int64_t T, int64_t HS, DType dtype) {
+    attention_backward(T, T, HS, dtype);
+  }
+  void attention_forward(int64_t Tq, int64_t Tk, int64_t HS, DType dtype);
+  void attention_backward(int64_t Tq, int64_t Tk, int64_t HS, DType dtype);
   void embedding_backward(int64_t C, bool positions);
   // One pass of the fused LM head and cross-entropy over N rows against V weight rows of
   // which `valid` are real (a vocabulary slice under tensor parallelism): the forward

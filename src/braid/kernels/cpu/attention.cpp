@@ -1,17 +1,20 @@
-// Causal self-attention, flash style (FlashAttention-2 on CPU tiles), with GQA.
-//   q[B,T,NH,HS], k[B,T,NKV,HS], v[B,T,NKV,HS], out[B,T,NH,HS], lse[B,NH,T] f32;
-//   query head h reads key/value head h / (NH/NKV); scale = 1/sqrt(HS).
+// Self-attention, flash style (FlashAttention-2 on CPU tiles), with GQA; causal, or with no
+// mask over a separate key sequence (a key block of ring attention, Note [Attention over key
+// blocks] in ops.h).
+//   q[B,Tq,NH,HS], k[B,Tk,NKV,HS], v[B,Tk,NKV,HS], out[B,Tq,NH,HS], lse[B,NH,Tq] f32 (causal:
+//   Tq == Tk); query head h reads key/value head h / (NH/NKV); scale = 1/sqrt(HS).
 // Forward, per (b,h): the head's rows are gathered into contiguous f32 panels (Q scaled,
-//   K transposed to [HS,T], V; padded, see attention_tiles.h), then each query block of 64
-//   rows walks the key blocks of 64 columns at or below the diagonal with an online softmax
-//   (running max m, sum l); out = O / l, lse = m + log l. Only a 64 x 64 tile of scores exists at
-//   any time.
+//   K transposed to [HS,Tk], V; padded, see attention_tiles.h), then each query block of 64
+//   rows walks the key blocks of 64 columns (causal: those at or below the diagonal; else
+//   all) with an online softmax (running max m, sum l); out = O / l, lse = m + log l. Only a
+//   64 x 64 tile of scores exists at any time.
 // Backward, per (b, kv head) so dk/dv have one writer: for each query head of the group,
-//   D_i = rowsum(dO_i * O_i); for each key block j and query block i >= j the probabilities
-//   are recomputed, P = exp(S - lse), then dV_j += P^T dO_i, dP = dO_i V_j^T,
+//   D_i = rowsum(dO_i * O_i); for each key block j and query block i (causal: i >= j) the
+//   probabilities are recomputed, P = exp(S - lse), then dV_j += P^T dO_i, dP = dO_i V_j^T,
 //   dS = P (dP - D) * scale, dQ_i += dS K_j, dK_j += dS^T Q_i.
-// Per-thread memory: a few [T,HS] panels and 64 x 64 tiles, reserved for every team thread by
-// the calling thread before the parallel region (TeamScratch, Note [Kernel scratch]).
+// Per-thread memory: a few [Tq,HS] and [Tk,HS] panels and 64 x 64 tiles, reserved for every
+// team thread by the calling thread before the parallel region (TeamScratch, Note [Kernel
+// scratch]); kernels/scratch_plan.h mirrors the requests.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -28,18 +31,30 @@ using namespace cpu;
 namespace {
 
 struct AttnDims {
-  int64_t B, T, NH, NKV, HS;
+  int64_t B, Tq, Tk, NH, NKV, HS;
+  bool causal;
+
+  // Key blocks query block i0 (of bq rows) reads: [0, key_end).
+  int64_t key_end(int64_t i0, int64_t bq) const { return causal ? i0 + bq : Tk; }
+  // Query blocks key block j0 is read by: [query_begin, Tq).
+  int64_t query_begin(int64_t j0) const { return causal ? j0 : 0; }
+  // The tile's diag (attention_tiles.h): the causal mask, or none.
+  int64_t diag(int64_t i0, int64_t j0) const { return causal ? i0 - j0 : kNoMask; }
 };
 
-AttnDims check_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+AttnDims check_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                         bool causal) {
   check_float(op, "q", q);
   check_same_dtype(op, "k", k, "q", q);
   check_same_dtype(op, "v", v, "q", q);
   BRAID_CHECK(q.dim() == 4 && k.dim() == 4, op, ": q ", q.shape().str(), " and k ", k.shape().str(),
-              " must be [B,T,NH,HS] and [B,T,NKV,HS]");
-  AttnDims d{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
-  BRAID_CHECK(k.size(0) == d.B && k.size(1) == d.T && k.size(3) == d.HS, op, ": k ",
-              k.shape().str(), " does not match q ", q.shape().str());
+              " must be [B,Tq,NH,HS] and [B,Tk,NKV,HS]");
+  AttnDims d{q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), causal};
+  BRAID_CHECK(k.size(0) == d.B && k.size(3) == d.HS && (!causal || d.Tk == d.Tq), op, ": k ",
+              k.shape().str(), " does not match q ", q.shape().str(),
+              causal ? " (causal: Tk == Tq)" : "");
+  BRAID_CHECK(causal || d.Tk > 0 || d.Tq == 0, op, ": non-causal attention of Tq=", d.Tq,
+              " queries needs at least one key, got Tk=0");
   check_shape(op, "v", v, k.shape());
   BRAID_CHECK(d.NKV > 0 && d.NH % d.NKV == 0, op, ": NH=", d.NH,
               " query heads is not a multiple of NKV=", d.NKV, " key/value heads");
@@ -102,10 +117,10 @@ requires(!std::is_same_v<T, float>) void gather_transposed(float* dst, const T* 
 
 template <typename T>
 void forward_impl(T* out, float* lse, const T* q, const T* k, const T* v, const AttnDims& d) {
-  const int64_t T_ = d.T, HS = d.HS, group = d.NH / d.NKV;
-  const int64_t Tp = round_up(T_, kTile), HSp = round_up(HS, 16);
+  const int64_t Tq = d.Tq, Tk = d.Tk, HS = d.HS, group = d.NH / d.NKV;
+  const int64_t Tqp = round_up(Tq, kTile), Tkp = round_up(Tk, kTile), HSp = round_up(HS, 16);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  const TeamScratch<float> Q_s(0, Tp * HSp), Kt_s(1, HSp * Tp), V_s(2, Tp * HSp);
+  const TeamScratch<float> Q_s(0, Tqp * HSp), Kt_s(1, HSp * Tkp), V_s(2, Tkp * HSp);
   const TeamScratch<float> S_s(3, kTile * kTile + kTile * HSp + 2 * kTile);
 #pragma omp parallel
   {
@@ -121,21 +136,21 @@ void forward_impl(T* out, float* lse, const T* q, const T* k, const T* v, const 
     for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
       int64_t b = bh / d.NH, h = bh % d.NH, kvh = h / group;
       if (loaded != b * d.NKV + kvh) {
-        const int64_t kv_off = (b * T_ * d.NKV + kvh) * HS;
-        gather_transposed(Kt, k + kv_off, T_, HS, d.NKV * HS, Tp, HSp);
-        gather(V, v + kv_off, T_, HS, d.NKV * HS, 1.0f, Tp, HSp);
+        const int64_t kv_off = (b * Tk * d.NKV + kvh) * HS;
+        gather_transposed(Kt, k + kv_off, Tk, HS, d.NKV * HS, Tkp, HSp);
+        gather(V, v + kv_off, Tk, HS, d.NKV * HS, 1.0f, Tkp, HSp);
         loaded = b * d.NKV + kvh;
       }
-      const int64_t q_off = (b * T_ * d.NH + h) * HS;
-      gather(Q, q + q_off, T_, HS, d.NH * HS, scale, Tp, HSp);
-      for (int64_t i0 = 0; i0 < T_; i0 += kTile) {
-        const int64_t bq = std::min(kTile, T_ - i0);
+      const int64_t q_off = (b * Tq * d.NH + h) * HS;
+      gather(Q, q + q_off, Tq, HS, d.NH * HS, scale, Tqp, HSp);
+      for (int64_t i0 = 0; i0 < Tq; i0 += kTile) {
+        const int64_t bq = std::min(kTile, Tq - i0);
         for (int64_t r = 0; r < kTile; ++r) m[r] = -INFINITY, l[r] = 0.0f;
         for (int64_t x = 0; x < kTile * HSp; ++x) O[x] = 0.0f;
-        for (int64_t j0 = 0; j0 < i0 + bq; j0 += kTile) {
-          const int64_t bk = std::min(kTile, T_ - j0);
-          tile_scores(S, Q + i0 * HSp, HSp, Kt + j0, Tp, HSp);
-          online_softmax_step(S, O, m, l, bq, bk, HSp, i0 - j0);
+        for (int64_t j0 = 0; j0 < d.key_end(i0, bq); j0 += kTile) {
+          const int64_t bk = std::min(kTile, Tk - j0);
+          tile_scores(S, Q + i0 * HSp, HSp, Kt + j0, Tkp, HSp);
+          online_softmax_step(S, O, m, l, bq, bk, HSp, d.diag(i0, j0));
           tile_acc_nn(O, S, V + j0 * HSp, HSp);
         }
         for (int64_t r = 0; r < bq; ++r) {
@@ -148,7 +163,7 @@ void forward_impl(T* out, float* lse, const T* q, const T* k, const T* v, const 
             for (int64_t x = 0; x < w; ++x) ov[x] = O[r * HSp + x0 + x] * inv;
             commit(orow + x0, ov, w);
           }
-          lse[bh * T_ + i0 + r] = m[r] + std::log(l[r]);
+          lse[bh * Tq + i0 + r] = m[r] + std::log(l[r]);
         }
       }
     }
@@ -158,43 +173,42 @@ void forward_impl(T* out, float* lse, const T* q, const T* k, const T* v, const 
 template <typename T>
 void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                    const T* out, const float* lse, const AttnDims& d) {
-  const int64_t T_ = d.T, HS = d.HS, group = d.NH / d.NKV;
-  const int64_t Tp = round_up(T_, kTile), HSp = round_up(HS, 16);
+  const int64_t Tq = d.Tq, Tk = d.Tk, HS = d.HS, group = d.NH / d.NKV;
+  const int64_t Tqp = round_up(Tq, kTile), Tkp = round_up(Tk, kTile), HSp = round_up(HS, 16);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  const TeamScratch<float> K_s(0, Tp * HSp), Kt_s(1, HSp * Tp), Vt_s(2, HSp * Tp);
-  const TeamScratch<float> Q_s(3, 2 * Tp * HSp + Tp);  // Q, dO, D
-  const TeamScratch<float> acc_s(4, 3 * Tp * HSp);     // dQ, dK, dV
-  const TeamScratch<float> P_s(5, 2 * kTile * kTile);  // P, dS
+  const TeamScratch<float> K_s(0, Tkp * HSp), Kt_s(1, HSp * Tkp), Vt_s(2, HSp * Tkp);
+  const TeamScratch<float> Q_s(3, 2 * Tqp * HSp + Tqp);      // Q, dO, D
+  const TeamScratch<float> acc_s(4, (Tqp + 2 * Tkp) * HSp);  // dQ, dK, dV
+  const TeamScratch<float> P_s(5, 2 * kTile * kTile);        // P, dS
 #pragma omp parallel
   {
     float* K = K_s.mine();
     float* Kt = Kt_s.mine();
     float* Vt = Vt_s.mine();
     float* Q = Q_s.mine();
-    float* dO = Q + Tp * HSp;
-    float* D = dO + Tp * HSp;
-    float* acc = acc_s.mine();
-    float* dQ = acc;
-    float* dK = acc + Tp * HSp;
-    float* dV = acc + 2 * Tp * HSp;
+    float* dO = Q + Tqp * HSp;
+    float* D = dO + Tqp * HSp;
+    float* dQ = acc_s.mine();
+    float* dK = dQ + Tqp * HSp;
+    float* dV = dK + Tkp * HSp;
     float* P = P_s.mine();
     float* dS = P + kTile * kTile;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bkv = 0; bkv < d.B * d.NKV; ++bkv) {
       int64_t b = bkv / d.NKV, kvh = bkv % d.NKV;
-      const int64_t kv_off = (b * T_ * d.NKV + kvh) * HS;
-      gather(K, k + kv_off, T_, HS, d.NKV * HS, 1.0f, Tp, HSp);
-      gather_transposed(Kt, k + kv_off, T_, HS, d.NKV * HS, Tp, HSp);
-      gather_transposed(Vt, v + kv_off, T_, HS, d.NKV * HS, Tp, HSp);
-      for (int64_t x = 0; x < 2 * Tp * HSp; ++x) dK[x] = 0.0f;  // dK and dV
+      const int64_t kv_off = (b * Tk * d.NKV + kvh) * HS;
+      gather(K, k + kv_off, Tk, HS, d.NKV * HS, 1.0f, Tkp, HSp);
+      gather_transposed(Kt, k + kv_off, Tk, HS, d.NKV * HS, Tkp, HSp);
+      gather_transposed(Vt, v + kv_off, Tk, HS, d.NKV * HS, Tkp, HSp);
+      for (int64_t x = 0; x < 2 * Tkp * HSp; ++x) dK[x] = 0.0f;  // dK and dV
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        const int64_t q_off = (b * T_ * d.NH + h) * HS;
-        const float* lrow = lse + (b * d.NH + h) * T_;
-        gather(Q, q + q_off, T_, HS, d.NH * HS, 1.0f, Tp, HSp);
-        gather(dO, dout + q_off, T_, HS, d.NH * HS, 1.0f, Tp, HSp);
-        for (int64_t t = 0; t < Tp; ++t) {
+        const int64_t q_off = (b * Tq * d.NH + h) * HS;
+        const float* lrow = lse + (b * d.NH + h) * Tq;
+        gather(Q, q + q_off, Tq, HS, d.NH * HS, 1.0f, Tqp, HSp);
+        gather(dO, dout + q_off, Tq, HS, d.NH * HS, 1.0f, Tqp, HSp);
+        for (int64_t t = 0; t < Tqp; ++t) {
           float s = 0;
-          if (t < T_) {
+          if (t < Tq) {
             const T* orow = out + q_off + t * d.NH * HS;
             for (int64_t x0 = 0; x0 < HS; x0 += kBlock) {  // in order: the same sum for any T
               const int64_t w = std::min(kBlock, HS - x0);
@@ -205,25 +219,25 @@ void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, c
           }
           D[t] = s;
         }
-        for (int64_t x = 0; x < Tp * HSp; ++x) dQ[x] = 0.0f;
-        for (int64_t j0 = 0; j0 < T_; j0 += kTile) {
-          const int64_t bk = std::min(kTile, T_ - j0);
-          for (int64_t i0 = j0; i0 < T_; i0 += kTile) {  // query blocks on/below the diagonal
-            const int64_t bq = std::min(kTile, T_ - i0);
-            tile_scores(P, Q + i0 * HSp, HSp, Kt + j0, Tp, HSp);
-            tile_probs(P, lrow + i0, scale, bq, bk, i0 - j0);
+        for (int64_t x = 0; x < Tqp * HSp; ++x) dQ[x] = 0.0f;
+        for (int64_t j0 = 0; j0 < Tk; j0 += kTile) {
+          const int64_t bk = std::min(kTile, Tk - j0);
+          for (int64_t i0 = d.query_begin(j0); i0 < Tq; i0 += kTile) {
+            const int64_t bq = std::min(kTile, Tq - i0);
+            tile_scores(P, Q + i0 * HSp, HSp, Kt + j0, Tkp, HSp);
+            tile_probs(P, lrow + i0, scale, bq, bk, d.diag(i0, j0));
             tile_acc_tn(dV + j0 * HSp, P, dO + i0 * HSp, HSp);
-            tile_scores(dS, dO + i0 * HSp, HSp, Vt + j0, Tp, HSp);
+            tile_scores(dS, dO + i0 * HSp, HSp, Vt + j0, Tkp, HSp);
             tile_dscores(dS, P, D + i0, scale);
             tile_acc_nn(dQ + i0 * HSp, dS, K + j0 * HSp, HSp);
             tile_acc_tn(dK + j0 * HSp, dS, Q + i0 * HSp, HSp);
           }
         }
         if (dq) {
-          for (int64_t t = 0; t < T_; ++t) add_row(dq + q_off + t * d.NH * HS, dQ + t * HSp, HS);
+          for (int64_t t = 0; t < Tq; ++t) add_row(dq + q_off + t * d.NH * HS, dQ + t * HSp, HS);
         }
       }
-      for (int64_t t = 0; t < T_; ++t) {
+      for (int64_t t = 0; t < Tk; ++t) {
         if (dk) add_row(dk + kv_off + t * d.NKV * HS, dK + t * HSp, HS);
         if (dv) add_row(dv + kv_off + t * d.NKV * HS, dV + t * HSp, HS);
       }
@@ -235,10 +249,11 @@ void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, c
 // forward_impl for bf16 on vdpbf16ps tiles (Note [bf16 attention tiles]).
 void forward_bf16(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
                   const AttnDims& d) {
-  const int64_t T_ = d.T, HS = d.HS, group = d.NH / d.NKV;
-  const int64_t Tp = round_up(T_, kTile), HSp = round_up(HS, 16), HW = HSp / 2;
+  const int64_t Tq = d.Tq, Tk = d.Tk, HS = d.HS, group = d.NH / d.NKV;
+  const int64_t Tqp = round_up(Tq, kTile), Tkp = round_up(Tk, kTile), HSp = round_up(HS, 16);
+  const int64_t HW = HSp / 2;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  const TeamScratch<uint32_t> Q_s(0, Tp * HW), Kw_s(1, HW * Tp), Vp_s(2, Tp / 2 * HSp);
+  const TeamScratch<uint32_t> Q_s(0, Tqp * HW), Kw_s(1, HW * Tkp), Vp_s(2, Tkp / 2 * HSp);
   const TeamScratch<float> S_s(3, kTile * kTile + kTile * HSp + 2 * kTile);
   const TeamScratch<uint32_t> P_s(4, kTile * kTile / 2);
 #pragma omp parallel
@@ -256,21 +271,21 @@ void forward_bf16(bf16* out, float* lse, const bf16* q, const bf16* k, const bf1
     for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
       int64_t b = bh / d.NH, h = bh % d.NH, kvh = h / group;
       if (loaded != b * d.NKV + kvh) {
-        const int64_t kv_off = (b * T_ * d.NKV + kvh) * HS;
-        pack_words_t(Kw, k + kv_off, T_, HS, d.NKV * HS, Tp, HSp);
-        pack_pair_rows(Vp, v + kv_off, T_, HS, d.NKV * HS, Tp, HSp);
+        const int64_t kv_off = (b * Tk * d.NKV + kvh) * HS;
+        pack_words_t(Kw, k + kv_off, Tk, HS, d.NKV * HS, Tkp, HSp);
+        pack_pair_rows(Vp, v + kv_off, Tk, HS, d.NKV * HS, Tkp, HSp);
         loaded = b * d.NKV + kvh;
       }
-      const int64_t q_off = (b * T_ * d.NH + h) * HS;
-      pack_rows(Q, q + q_off, T_, HS, d.NH * HS, Tp, HSp);
-      for (int64_t i0 = 0; i0 < T_; i0 += kTile) {
-        const int64_t bq = std::min(kTile, T_ - i0);
+      const int64_t q_off = (b * Tq * d.NH + h) * HS;
+      pack_rows(Q, q + q_off, Tq, HS, d.NH * HS, Tqp, HSp);
+      for (int64_t i0 = 0; i0 < Tq; i0 += kTile) {
+        const int64_t bq = std::min(kTile, Tq - i0);
         for (int64_t r = 0; r < kTile; ++r) m[r] = -INFINITY, l[r] = 0.0f;
         for (int64_t x = 0; x < kTile * HSp; ++x) O[x] = 0.0f;
-        for (int64_t j0 = 0; j0 < i0 + bq; j0 += kTile) {
-          const int64_t bk = std::min(kTile, T_ - j0);
-          dot_tile<false>(S, kTile, Q + i0 * HW, HW, 1, Kw + j0, Tp, HW, kTile, scale);
-          online_softmax_step(S, O, m, l, bq, bk, HSp, i0 - j0);
+        for (int64_t j0 = 0; j0 < d.key_end(i0, bq); j0 += kTile) {
+          const int64_t bk = std::min(kTile, Tk - j0);
+          dot_tile<false>(S, kTile, Q + i0 * HW, HW, 1, Kw + j0, Tkp, HW, kTile, scale);
+          online_softmax_step(S, O, m, l, bq, bk, HSp, d.diag(i0, j0));
           tile_round(Pb, S);
           dot_tile<true>(O, HSp, Pb, kTile / 2, 1, Vp + j0 / 2 * HSp, HSp, kTile / 2, HSp);
         }
@@ -283,7 +298,7 @@ void forward_bf16(bf16* out, float* lse, const bf16* q, const bf16* k, const bf1
             for (int64_t x = 0; x < w; ++x) ob[x] = O[r * HSp + x0 + x] * inv;
             store_row(orow + x0, ob, w);
           }
-          lse[bh * T_ + i0 + r] = m[r] + std::log(l[r]);
+          lse[bh * Tq + i0 + r] = m[r] + std::log(l[r]);
         }
       }
     }
@@ -293,68 +308,70 @@ void forward_bf16(bf16* out, float* lse, const bf16* q, const bf16* k, const bf1
 // backward_impl for bf16 on vdpbf16ps tiles (Note [bf16 attention tiles]).
 void backward_bf16(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
                    const bf16* v, const bf16* out, const float* lse, const AttnDims& d) {
-  const int64_t T_ = d.T, HS = d.HS, group = d.NH / d.NKV;
-  const int64_t Tp = round_up(T_, kTile), HSp = round_up(HS, 16), HW = HSp / 2;
-  const int64_t panel = Tp * HW;  // words of one packed [Tp, HSp] panel, in any layout
+  const int64_t Tq = d.Tq, Tk = d.Tk, HS = d.HS, group = d.NH / d.NKV;
+  const int64_t Tqp = round_up(Tq, kTile), Tkp = round_up(Tk, kTile), HSp = round_up(HS, 16);
+  const int64_t HW = HSp / 2;
+  // words of one packed [Tqp, HSp] or [Tkp, HSp] panel, in any layout
+  const int64_t q_panel = Tqp * HW, k_panel = Tkp * HW;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  const TeamScratch<uint32_t> kv_s(0, 3 * panel);             // Kw, Kp, Vw
-  const TeamScratch<uint32_t> q_s(1, 4 * panel);              // Q, Qp, dO, dOp
-  const TeamScratch<float> D_s(2, Tp + 2 * kTile * kTile);    // D, P, dS
-  const TeamScratch<float> acc_s(3, 3 * Tp * HSp);            // dQ, dK, dV
+  const TeamScratch<uint32_t> kv_s(0, 3 * k_panel);           // Kw, Kp, Vw
+  const TeamScratch<uint32_t> q_s(1, 4 * q_panel);            // Q, Qp, dO, dOp
+  const TeamScratch<float> D_s(2, Tqp + 2 * kTile * kTile);   // D, P, dS
+  const TeamScratch<float> acc_s(3, (Tqp + 2 * Tkp) * HSp);   // dQ, dK, dV
   const TeamScratch<uint32_t> t_s(4, 3 * kTile * kTile / 2);  // P^T, dS, dS^T pairs
 #pragma omp parallel
   {
     uint32_t* Kw = kv_s.mine();
-    uint32_t* Kp = Kw + panel;
-    uint32_t* Vw = Kp + panel;
+    uint32_t* Kp = Kw + k_panel;
+    uint32_t* Vw = Kp + k_panel;
     uint32_t* Q = q_s.mine();
-    uint32_t* Qp = Q + panel;
-    uint32_t* dO = Qp + panel;
-    uint32_t* dOp = dO + panel;
+    uint32_t* Qp = Q + q_panel;
+    uint32_t* dO = Qp + q_panel;
+    uint32_t* dOp = dO + q_panel;
     float* D = D_s.mine();
-    float* P = D + Tp;
+    float* P = D + Tqp;
     float* dS = P + kTile * kTile;
     float* dQ = acc_s.mine();
-    float* dK = dQ + Tp * HSp;
-    float* dV = dK + Tp * HSp;
+    float* dK = dQ + Tqp * HSp;
+    float* dV = dK + Tkp * HSp;
     uint32_t* Pt = t_s.mine();
     uint32_t* dSb = Pt + kTile * kTile / 2;
     uint32_t* dSt = dSb + kTile * kTile / 2;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bkv = 0; bkv < d.B * d.NKV; ++bkv) {
       int64_t b = bkv / d.NKV, kvh = bkv % d.NKV;
-      const int64_t kv_off = (b * T_ * d.NKV + kvh) * HS, kv_stride = d.NKV * HS;
-      pack_words_t(Kw, k + kv_off, T_, HS, kv_stride, Tp, HSp);
-      pack_pair_rows(Kp, k + kv_off, T_, HS, kv_stride, Tp, HSp);
-      pack_words_t(Vw, v + kv_off, T_, HS, kv_stride, Tp, HSp);
-      for (int64_t x = 0; x < 2 * Tp * HSp; ++x) dK[x] = 0.0f;  // dK and dV
+      const int64_t kv_off = (b * Tk * d.NKV + kvh) * HS, kv_stride = d.NKV * HS;
+      pack_words_t(Kw, k + kv_off, Tk, HS, kv_stride, Tkp, HSp);
+      pack_pair_rows(Kp, k + kv_off, Tk, HS, kv_stride, Tkp, HSp);
+      pack_words_t(Vw, v + kv_off, Tk, HS, kv_stride, Tkp, HSp);
+      for (int64_t x = 0; x < 2 * Tkp * HSp; ++x) dK[x] = 0.0f;  // dK and dV
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        const int64_t q_off = (b * T_ * d.NH + h) * HS, q_stride = d.NH * HS;
-        const float* lrow = lse + (b * d.NH + h) * T_;
-        pack_rows(Q, q + q_off, T_, HS, q_stride, Tp, HSp);
-        pack_pair_rows(Qp, q + q_off, T_, HS, q_stride, Tp, HSp);
-        pack_rows(dO, dout + q_off, T_, HS, q_stride, Tp, HSp);
-        pack_pair_rows(dOp, dout + q_off, T_, HS, q_stride, Tp, HSp);
-        for (int64_t t = 0; t < Tp; ++t) {
+        const int64_t q_off = (b * Tq * d.NH + h) * HS, q_stride = d.NH * HS;
+        const float* lrow = lse + (b * d.NH + h) * Tq;
+        pack_rows(Q, q + q_off, Tq, HS, q_stride, Tqp, HSp);
+        pack_pair_rows(Qp, q + q_off, Tq, HS, q_stride, Tqp, HSp);
+        pack_rows(dO, dout + q_off, Tq, HS, q_stride, Tqp, HSp);
+        pack_pair_rows(dOp, dout + q_off, Tq, HS, q_stride, Tqp, HSp);
+        for (int64_t t = 0; t < Tqp; ++t) {
           float s = 0;
-          if (t < T_) {
+          if (t < Tq) {
             const bf16* orow = out + q_off + t * q_stride;
             const bf16* grow = dout + q_off + t * q_stride;
             for (int64_t x = 0; x < HS; ++x) s += ld(grow + x) * ld(orow + x);
           }
           D[t] = s;
         }
-        for (int64_t x = 0; x < Tp * HSp; ++x) dQ[x] = 0.0f;
-        for (int64_t j0 = 0; j0 < T_; j0 += kTile) {
-          const int64_t bk = std::min(kTile, T_ - j0);
-          for (int64_t i0 = j0; i0 < T_; i0 += kTile) {  // query blocks on/below the diagonal
-            const int64_t bq = std::min(kTile, T_ - i0);
-            dot_tile<false>(P, kTile, Q + i0 * HW, HW, 1, Kw + j0, Tp, HW, kTile);
-            tile_probs(P, lrow + i0, scale, bq, bk, i0 - j0);
+        for (int64_t x = 0; x < Tqp * HSp; ++x) dQ[x] = 0.0f;
+        for (int64_t j0 = 0; j0 < Tk; j0 += kTile) {
+          const int64_t bk = std::min(kTile, Tk - j0);
+          for (int64_t i0 = d.query_begin(j0); i0 < Tq; i0 += kTile) {
+            const int64_t bq = std::min(kTile, Tq - i0);
+            dot_tile<false>(P, kTile, Q + i0 * HW, HW, 1, Kw + j0, Tkp, HW, kTile);
+            tile_probs(P, lrow + i0, scale, bq, bk, d.diag(i0, j0));
             tile_round_t(Pt, P);
             dot_tile<true>(dV + j0 * HSp, HSp, Pt, 1, kTile, dOp + i0 / 2 * HSp, HSp, kTile / 2,
                            HSp);
-            dot_tile<false>(dS, kTile, dO + i0 * HW, HW, 1, Vw + j0, Tp, HW, kTile);
+            dot_tile<false>(dS, kTile, dO + i0 * HW, HW, 1, Vw + j0, Tkp, HW, kTile);
             tile_dscores(dS, P, D + i0, scale);
             tile_round(dSb, dS);
             tile_round_t(dSt, dS);
@@ -365,10 +382,10 @@ void backward_bf16(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q
           }
         }
         if (dq) {
-          for (int64_t t = 0; t < T_; ++t) add_row(dq + q_off + t * q_stride, dQ + t * HSp, HS);
+          for (int64_t t = 0; t < Tq; ++t) add_row(dq + q_off + t * q_stride, dQ + t * HSp, HS);
         }
       }
-      for (int64_t t = 0; t < T_; ++t) {
+      for (int64_t t = 0; t < Tk; ++t) {
         if (dk) add_row(dk + kv_off + t * kv_stride, dK + t * HSp, HS);
         if (dv) add_row(dv + kv_off + t * kv_stride, dV + t * HSp, HS);
       }
@@ -379,15 +396,15 @@ void backward_bf16(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q
 
 }  // namespace
 
-void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k,
-                       const Tensor& v) {
+void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       bool causal) {
   const char* op = "attention_forward";
   check_cpu(op, {&out, &lse, &q, &k, &v});
-  AttnDims d = check_attention(op, q, k, v);
+  AttnDims d = check_attention(op, q, k, v, causal);
   check_same_dtype(op, "out", out, "q", q);
   check_shape(op, "out", out, q.shape());
   check_dtype(op, "lse", lse, DType::f32);
-  check_shape(op, "lse", lse, Shape{d.B, d.NH, d.T});
+  check_shape(op, "lse", lse, Shape{d.B, d.NH, d.Tq});
   dispatch_float(q.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
 #ifdef __AVX512BF16__  // Note [bf16 attention tiles]
@@ -400,16 +417,17 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& 
 }
 
 void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, const Tensor& dout, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                        bool causal) {
   const char* op = "attention_backward";
   check_cpu(op, {dq, dk, dv, &dout, &q, &k, &v, &out, &lse});
-  AttnDims d = check_attention(op, q, k, v);
+  AttnDims d = check_attention(op, q, k, v, causal);
   check_same_dtype(op, "dout", dout, "q", q);
   check_shape(op, "dout", dout, q.shape());
   check_same_dtype(op, "out", out, "q", q);
   check_shape(op, "out", out, q.shape());
   check_dtype(op, "lse", lse, DType::f32);
-  check_shape(op, "lse", lse, Shape{d.B, d.NH, d.T});
+  check_shape(op, "lse", lse, Shape{d.B, d.NH, d.Tq});
   if (dq) check_same_dtype(op, "dq", *dq, "q", q), check_shape(op, "dq", *dq, q.shape());
   if (dk) check_same_dtype(op, "dk", *dk, "k", k), check_shape(op, "dk", *dk, k.shape());
   if (dv) check_same_dtype(op, "dv", *dv, "v", v), check_shape(op, "dv", *dv, v.shape());

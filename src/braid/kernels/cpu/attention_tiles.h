@@ -4,7 +4,8 @@
 // padding zero-filled, so the register-blocked micro-kernels below never see ragged edges.
 // Row/column masks are applied by writing zeros into the probability tiles.
 // diag = i0 - j0 (query block start minus key block start): key c of a tile is visible to
-// query row r iff c <= r + diag (causal mask).
+// query row r iff c <= r + diag (causal mask); diag = kNoMask leaves every key visible (a
+// non-causal attention). Either way keys c >= n (padding past Tk) and rows r >= m are masked.
 // The micro-kernels use GCC vector extensions (16 floats, one AVX-512 register; split into
 // narrower registers on other targets): 4 rows x 64 columns of accumulators.
 #pragma once
@@ -18,6 +19,8 @@
 namespace braid::kernels::cpu {
 
 constexpr int64_t kTile = 64;  // query rows and key columns per tile
+// A diag under which every key of a tile is visible to every row (r + kNoMask >= kTile - 1).
+constexpr int64_t kNoMask = kTile;
 
 typedef float v16 __attribute__((vector_size(64)));
 
@@ -150,7 +153,7 @@ inline void online_softmax_step(float* __restrict S, float* __restrict O, float*
   }
 }
 
-// P = exp(S * scale - lse[r]) where visible (r < m, c < n, causal), 0 elsewhere; in place.
+// P = exp(S * scale - lse[r]) where visible (r < m, c < n, c <= r + diag), 0 elsewhere; in place.
 inline void tile_probs(float* __restrict P, const float* lse, float scale, int64_t m, int64_t n,
                        int64_t diag) {
   for (int64_t r = 0; r < kTile; ++r) {

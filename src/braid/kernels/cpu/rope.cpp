@@ -1,6 +1,7 @@
 // Rotary position embedding, HF LLaMA convention (rotate_half over the two halves of a head).
 //   x[B,T,NH,HS] (HS even), half = HS/2, inv_freq[i] = 1 / theta^(2i/HS) (f32, as HF computes
-//   it), angle = float(pos0 + t) * inv_freq[i]:
+//   it), angle = float(p_t) * inv_freq[i] with p_t = pos0 + t or positions[t] (i32 [T]); both
+//   forms go through one table builder, so equal positions give bit-identical rows:
 //   out[i]      = x[i] cos - x[i+half] sin
 //   out[i+half] = x[i+half] cos + x[i] sin          (out may alias x)
 //   backward (transpose rotation): dx[i] += dout[i] cos + dout[i+half] sin,
@@ -28,8 +29,25 @@ RopeDims check_rope(const char* op, const char* name, const Tensor& x, int64_t p
   return {x.size(0), x.size(1), x.size(2), x.size(3)};
 }
 
+// Row t's position: pos0 + t, or positions[t] when positions is given.
+struct RopePositions {
+  int64_t pos0 = 0;
+  const int32_t* positions = nullptr;
+  int64_t at(int64_t t) const { return positions ? positions[t] : pos0 + t; }
+};
+
+RopePositions check_positions(const char* op, const Tensor& positions, int64_t T) {
+  check_dtype(op, "positions", positions, DType::i32);
+  check_shape(op, "positions", positions, Shape{T});
+  const int32_t* p = positions.data<int32_t>();
+  for (int64_t t = 0; t < T; ++t)
+    BRAID_CHECK(p[t] >= 0, op, ": positions[", t, "] must be >= 0, got ", p[t]);
+  return {0, p};
+}
+
 // cos/sin tables [T, half] in the calling thread's scratch (slot 1).
-void rope_tables(float** cs, float** sn, int64_t T, int64_t HS, float theta, int64_t pos0) {
+void rope_tables(float** cs, float** sn, int64_t T, int64_t HS, float theta,
+                 const RopePositions& pos) {
   int64_t half = HS / 2;
   float* buf = scratch(1, 2 * T * half + half);
   float* inv_freq = buf + 2 * T * half;
@@ -40,7 +58,7 @@ void rope_tables(float** cs, float** sn, int64_t T, int64_t HS, float theta, int
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t i = 0; i < half; ++i) {
-      float a = static_cast<float>(pos0 + t) * inv_freq[i];
+      float a = static_cast<float>(pos.at(t)) * inv_freq[i];
       (*cs)[t * half + i] = std::cos(a);
       (*sn)[t * half + i] = std::sin(a);
     }
@@ -86,36 +104,60 @@ void rotate(T* out, const T* x, const float* cs, const float* sn, const RopeDims
   }
 }
 
-}  // namespace
-
-void rope_forward(Tensor& out, const Tensor& x, float theta, int64_t pos0) {
-  const char* op = "rope_forward";
-  check_cpu(op, {&out, &x});
-  RopeDims d = check_rope(op, "x", x, pos0);
+void forward(Tensor& out, const Tensor& x, float theta, const RopePositions& pos, const RopeDims& d,
+             const char* op) {
   check_same_dtype(op, "out", out, "x", x);
   check_shape(op, "out", out, x.shape());
   float *cs, *sn;
-  rope_tables(&cs, &sn, d.T, d.HS, theta, pos0);
+  rope_tables(&cs, &sn, d.T, d.HS, theta, pos);
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     rotate<T>(out.data<T>(), x.data<T>(), cs, sn, d, 1.0f, false);
   });
 }
 
-void rope_backward(Tensor& dx, const Tensor& dout, float theta, int64_t pos0) {
-  const char* op = "rope_backward";
-  check_cpu(op, {&dx, &dout});
-  RopeDims d = check_rope(op, "dout", dout, pos0);
+void backward(Tensor& dx, const Tensor& dout, float theta, const RopePositions& pos,
+              const RopeDims& d, const char* op) {
   check_same_dtype(op, "dx", dx, "dout", dout);
   check_shape(op, "dx", dx, dout.shape());
   BRAID_CHECK(!(dx.shares_storage(dout) && dx.offset() == dout.offset()), op,
               ": dx must not alias dout (the backward accumulates into dx)");
   float *cs, *sn;
-  rope_tables(&cs, &sn, d.T, d.HS, theta, pos0);
+  rope_tables(&cs, &sn, d.T, d.HS, theta, pos);
   dispatch_float(dout.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     rotate<T>(dx.data<T>(), dout.data<T>(), cs, sn, d, -1.0f, true);
   });
+}
+
+}  // namespace
+
+void rope_forward(Tensor& out, const Tensor& x, float theta, int64_t pos0) {
+  const char* op = "rope_forward";
+  check_cpu(op, {&out, &x});
+  const RopeDims d = check_rope(op, "x", x, pos0);
+  forward(out, x, theta, RopePositions{pos0}, d, op);
+}
+
+void rope_forward(Tensor& out, const Tensor& x, float theta, const Tensor& positions) {
+  const char* op = "rope_forward";
+  check_cpu(op, {&out, &x, &positions});
+  const RopeDims d = check_rope(op, "x", x, 0);
+  forward(out, x, theta, check_positions(op, positions, d.T), d, op);
+}
+
+void rope_backward(Tensor& dx, const Tensor& dout, float theta, int64_t pos0) {
+  const char* op = "rope_backward";
+  check_cpu(op, {&dx, &dout});
+  const RopeDims d = check_rope(op, "dout", dout, pos0);
+  backward(dx, dout, theta, RopePositions{pos0}, d, op);
+}
+
+void rope_backward(Tensor& dx, const Tensor& dout, float theta, const Tensor& positions) {
+  const char* op = "rope_backward";
+  check_cpu(op, {&dx, &dout, &positions});
+  const RopeDims d = check_rope(op, "dout", dout, 0);
+  backward(dx, dout, theta, check_positions(op, positions, d.T), d, op);
 }
 
 }  // namespace braid::kernels

@@ -96,43 +96,45 @@ void ScratchPlan::rope(int64_t T, int64_t NH, int64_t HS) {
 }
 
 // cpu/attention.cpp: per-thread panels and tiles; bf16 on vdpbf16ps tiles when built for them.
-void ScratchPlan::attention_forward(int64_t T, int64_t HS, DType dtype) {
-  const int64_t Tp = round_up(T, kTile), HSp = round_up(HS, 16), HW = HSp / 2, w = 4;
+void ScratchPlan::attention_forward(int64_t Tq, int64_t Tk, int64_t HS, DType dtype) {
+  const int64_t Tqp = round_up(Tq, kTile), Tkp = round_up(Tk, kTile), HSp = round_up(HS, 16);
+  const int64_t HW = HSp / 2, w = 4;
 #ifdef __AVX512BF16__  // Note [bf16 attention tiles]
   if (dtype == DType::bf16) {
-    take_team(0, Tp * HW * w);
-    take_team(1, HW * Tp * w);
-    take_team(2, Tp / 2 * HSp * w);
+    take_team(0, Tqp * HW * w);
+    take_team(1, HW * Tkp * w);
+    take_team(2, Tkp / 2 * HSp * w);
     take_team(3, (kTile * kTile + kTile * HSp + 2 * kTile) * kF);
     take_team(4, kTile * kTile / 2 * w);
     return;
   }
 #endif
   (void)dtype, (void)HW, (void)w;
-  take_team(0, Tp * HSp * kF);
-  take_team(1, HSp * Tp * kF);
-  take_team(2, Tp * HSp * kF);
+  take_team(0, Tqp * HSp * kF);
+  take_team(1, HSp * Tkp * kF);
+  take_team(2, Tkp * HSp * kF);
   take_team(3, (kTile * kTile + kTile * HSp + 2 * kTile) * kF);
 }
 
-void ScratchPlan::attention_backward(int64_t T, int64_t HS, DType dtype) {
-  const int64_t Tp = round_up(T, kTile), HSp = round_up(HS, 16), panel = Tp * (HSp / 2), w = 4;
+void ScratchPlan::attention_backward(int64_t Tq, int64_t Tk, int64_t HS, DType dtype) {
+  const int64_t Tqp = round_up(Tq, kTile), Tkp = round_up(Tk, kTile), HSp = round_up(HS, 16);
+  const int64_t q_panel = Tqp * (HSp / 2), k_panel = Tkp * (HSp / 2), w = 4;
 #ifdef __AVX512BF16__
   if (dtype == DType::bf16) {
-    take_team(0, 3 * panel * w);
-    take_team(1, 4 * panel * w);
-    take_team(2, (Tp + 2 * kTile * kTile) * kF);
-    take_team(3, 3 * Tp * HSp * kF);
+    take_team(0, 3 * k_panel * w);
+    take_team(1, 4 * q_panel * w);
+    take_team(2, (Tqp + 2 * kTile * kTile) * kF);
+    take_team(3, (Tqp + 2 * Tkp) * HSp * kF);
     take_team(4, 3 * kTile * kTile / 2 * w);
     return;
   }
 #endif
-  (void)dtype, (void)panel, (void)w;
-  take_team(0, Tp * HSp * kF);
-  take_team(1, HSp * Tp * kF);
-  take_team(2, HSp * Tp * kF);
-  take_team(3, (2 * Tp * HSp + Tp) * kF);
-  take_team(4, 3 * Tp * HSp * kF);
+  (void)dtype, (void)q_panel, (void)k_panel, (void)w;
+  take_team(0, Tkp * HSp * kF);
+  take_team(1, HSp * Tkp * kF);
+  take_team(2, HSp * Tkp * kF);
+  take_team(3, (2 * Tqp * HSp + Tqp) * kF);
+  take_team(4, (Tqp + 2 * Tkp) * HSp * kF);
   take_team(5, 2 * kTile * kTile * kF);
 }
 

@@ -42,10 +42,15 @@ void swiglu_backward(Tensor* dgate, Tensor* dup, const Tensor& dout, const Tenso
 
 void rope_forward(Tensor& out, const Tensor& x, float theta, int64_t pos0 = 0);
 void rope_backward(Tensor& dx, const Tensor& dout, float theta, int64_t pos0 = 0);
+void rope_forward(Tensor& out, const Tensor& x, float theta, const Tensor& positions);
+void rope_backward(Tensor& dx, const Tensor& dout, float theta, const Tensor& positions);
 
-void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v);
+void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       bool causal = true);
+// Recomputes the softmax from q, k, v: the gradient of this call's attention alone.
 void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, const Tensor& dout, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse);
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                        bool causal = true);
 
 double lm_head_ce_forward(Tensor& lse, int64_t* count, const Tensor& x, const Tensor& weight,
                           const Tensor& targets, int32_t ignore_index = -100);

@@ -129,8 +129,9 @@ void swiglu_backward(Tensor* dgate, Tensor* dup, const Tensor& dout, const Tenso
 }
 
 namespace {
-// out = R(angle) x per pair (i, i+half); sign -1 applies R^T.
-Vec rotate(const Tensor& x, float theta, int64_t pos0, double sign) {
+// out = R(angle) x per pair (i, i+half); sign -1 applies R^T. Row t is at position pos[t]
+// (pos0 + t when pos is null).
+Vec rotate(const Tensor& x, float theta, int64_t pos0, const int32_t* pos, double sign) {
   int64_t B = x.size(0), T = x.size(1), NH = x.size(2), HS = x.size(3), half = HS / 2;
   Vec v = get(x), o(v.size());
   for (int64_t b = 0; b < B; ++b)
@@ -139,7 +140,7 @@ Vec rotate(const Tensor& x, float theta, int64_t pos0, double sign) {
         for (int64_t i = 0; i < half; ++i) {
           // HF computes inv_freq and the angle in f32.
           float inv_freq = 1.0f / std::pow(theta, static_cast<float>(2 * i) / HS);
-          float ang = static_cast<float>(pos0 + t) * inv_freq;
+          float ang = static_cast<float>(pos ? pos[t] : pos0 + t) * inv_freq;
           double c = std::cos(ang), s = std::sin(ang);
           int64_t base = ((b * T + t) * NH + h) * HS;
           double x1 = v[base + i], x2 = v[base + i + half];
@@ -151,38 +152,49 @@ Vec rotate(const Tensor& x, float theta, int64_t pos0, double sign) {
 }  // namespace
 
 void rope_forward(Tensor& out, const Tensor& x, float theta, int64_t pos0) {
-  put(out, rotate(x, theta, pos0, 1.0));
+  put(out, rotate(x, theta, pos0, nullptr, 1.0));
 }
 
 void rope_backward(Tensor& dx, const Tensor& dout, float theta, int64_t pos0) {
-  add_into(&dx, rotate(dout, theta, pos0, -1.0));
+  add_into(&dx, rotate(dout, theta, pos0, nullptr, -1.0));
 }
 
-void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k,
-                       const Tensor& v) {
-  int64_t B = q.size(0), T = q.size(1), NH = q.size(2), NKV = k.size(2), HS = q.size(3);
-  Vec Q = get(q), K = get(k), V = get(v), O(Q.size(), 0.0), L(B * NH * T);
+void rope_forward(Tensor& out, const Tensor& x, float theta, const Tensor& positions) {
+  put(out, rotate(x, theta, 0, positions.data<int32_t>(), 1.0));
+}
+
+void rope_backward(Tensor& dx, const Tensor& dout, float theta, const Tensor& positions) {
+  add_into(&dx, rotate(dout, theta, 0, positions.data<int32_t>(), -1.0));
+}
+
+// Query i sees keys [0, n) with n = i + 1 (causal, Tq == Tk) or Tk.
+void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       bool causal) {
+  int64_t B = q.size(0), Tq = q.size(1), Tk = k.size(1), NH = q.size(2), NKV = k.size(2),
+          HS = q.size(3);
+  Vec Q = get(q), K = get(k), V = get(v), O(Q.size(), 0.0), L(B * NH * Tq);
   double sc = 1.0 / std::sqrt(static_cast<double>(HS));
-  Vec S(T * T);
+  Vec S(Tk);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < NH; ++h) {
       int64_t kh = h / (NH / NKV);
-      for (int64_t i = 0; i < T; ++i) {
+      for (int64_t i = 0; i < Tq; ++i) {
+        const int64_t n = causal ? i + 1 : Tk;
         double mx = -INFINITY;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < n; ++j) {
           double s = 0;
           for (int64_t d = 0; d < HS; ++d)
-            s += Q[((b * T + i) * NH + h) * HS + d] * K[((b * T + j) * NKV + kh) * HS + d];
-          S[i * T + j] = s * sc;
-          mx = std::max(mx, S[i * T + j]);
+            s += Q[((b * Tq + i) * NH + h) * HS + d] * K[((b * Tk + j) * NKV + kh) * HS + d];
+          S[j] = s * sc;
+          mx = std::max(mx, S[j]);
         }
         double sum = 0;
-        for (int64_t j = 0; j <= i; ++j) sum += std::exp(S[i * T + j] - mx);
-        L[(b * NH + h) * T + i] = mx + std::log(sum);
-        for (int64_t j = 0; j <= i; ++j) {
-          double p = std::exp(S[i * T + j] - mx) / sum;
+        for (int64_t j = 0; j < n; ++j) sum += std::exp(S[j] - mx);
+        L[(b * NH + h) * Tq + i] = mx + std::log(sum);
+        for (int64_t j = 0; j < n; ++j) {
+          double p = std::exp(S[j] - mx) / sum;
           for (int64_t d = 0; d < HS; ++d)
-            O[((b * T + i) * NH + h) * HS + d] += p * V[((b * T + j) * NKV + kh) * HS + d];
+            O[((b * Tq + i) * NH + h) * HS + d] += p * V[((b * Tk + j) * NKV + kh) * HS + d];
         }
       }
     }
@@ -190,35 +202,41 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& 
   put(lse, L);
 }
 
+// The gradient of this call's own attention: out and lse are taken to be this call's forward
+// (Note [Attention over key blocks] in ops.h: the kernel's per-block contract is checked
+// against a whole attention in attention_cross_test.cpp, not here).
 void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, const Tensor& dout, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                        bool causal) {
   (void)out;
   (void)lse;  // the reference recomputes the softmax from scratch
-  int64_t B = q.size(0), T = q.size(1), NH = q.size(2), NKV = k.size(2), HS = q.size(3);
+  int64_t B = q.size(0), Tq = q.size(1), Tk = k.size(1), NH = q.size(2), NKV = k.size(2),
+          HS = q.size(3);
   Vec Q = get(q), K = get(k), V = get(v), G = get(dout);
-  Vec dQ(Q.size(), 0.0), dK(K.size(), 0.0), dV(V.size(), 0.0), P(T), dP(T);
+  Vec dQ(Q.size(), 0.0), dK(K.size(), 0.0), dV(V.size(), 0.0), P(Tk), dP(Tk);
   double sc = 1.0 / std::sqrt(static_cast<double>(HS));
-  auto qi = [&](int64_t b, int64_t t, int64_t h) { return ((b * T + t) * NH + h) * HS; };
-  auto ki = [&](int64_t b, int64_t t, int64_t h) { return ((b * T + t) * NKV + h) * HS; };
+  auto qi = [&](int64_t b, int64_t t, int64_t h) { return ((b * Tq + t) * NH + h) * HS; };
+  auto ki = [&](int64_t b, int64_t t, int64_t h) { return ((b * Tk + t) * NKV + h) * HS; };
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < NH; ++h) {
       int64_t kh = h / (NH / NKV);
-      for (int64_t i = 0; i < T; ++i) {
+      for (int64_t i = 0; i < Tq; ++i) {
+        const int64_t n = causal ? i + 1 : Tk;
         double mx = -INFINITY, sum = 0, pdp = 0;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < n; ++j) {
           double s = 0;
           for (int64_t d = 0; d < HS; ++d) s += Q[qi(b, i, h) + d] * K[ki(b, j, kh) + d];
           P[j] = s * sc;
           mx = std::max(mx, P[j]);
         }
-        for (int64_t j = 0; j <= i; ++j) sum += (P[j] = std::exp(P[j] - mx));
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < n; ++j) sum += (P[j] = std::exp(P[j] - mx));
+        for (int64_t j = 0; j < n; ++j) {
           P[j] /= sum;
           dP[j] = 0;
           for (int64_t d = 0; d < HS; ++d) dP[j] += G[qi(b, i, h) + d] * V[ki(b, j, kh) + d];
           pdp += P[j] * dP[j];
         }
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < n; ++j) {
           double ds = P[j] * (dP[j] - pdp) * sc;
           for (int64_t d = 0; d < HS; ++d) {
             dV[ki(b, j, kh) + d] += P[j] * G[qi(b, i, h) + d];
