@@ -23,7 +23,8 @@ Variable rmsnorm(const Variable& x, const Variable& w, float eps);
 Variable gelu(const Variable& x);
 Variable swiglu(const Variable& gate, const Variable& up);
 // x[B,T,NH,HS]
-Variable rope(const Variable& x, float theta);
+// positions: i32 [T], each token's position (undefined: 0..T-1).
+Variable rope(const Variable& x, float theta, const Tensor& positions = Tensor());
 // Causal attention: q[B,T,NH,HS], k/v[B,T,NKV,HS] -> [B,T,NH,HS]
 Variable attention(const Variable& q, const Variable& k, const Variable& v);
 // Summed cross-entropy of the LM head divided by `denominator` (default: the number of

@@ -58,14 +58,21 @@ class SwigluNode : public Node {
 
 class RopeNode : public Node {
  public:
-  explicit RopeNode(float theta) : theta_(theta) {}
+  RopeNode(float theta, Tensor positions) : theta_(theta), positions_(std::move(positions)) {}
   const char* name() const override { return "rope"; }
   void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
-    if (dinputs[0]) kernels::rope_backward(*dinputs[0], dout, theta_);
+    if (!dinputs[0]) return;
+    if (positions_.defined()) {
+      kernels::rope_backward(*dinputs[0], dout, theta_, positions_);
+    } else {
+      kernels::rope_backward(*dinputs[0], dout, theta_);
+    }
   }
+  void release() override { positions_ = Tensor(); }
 
  private:
   float theta_;
+  Tensor positions_;  // i32 [T], or undefined: 0..T-1
 };
 
 class AddNode : public Node {
@@ -188,15 +195,19 @@ Variable swiglu(const Variable& gate, const Variable& up) {
   return result(out, should_record({&gate, &up}), std::make_shared<SwigluNode>(), {gate, up});
 }
 
-Variable rope(const Variable& x, float theta) {
+Variable rope(const Variable& x, float theta, const Tensor& positions) {
   check_defined("rope", "x", x);
   BRAID_CHECK(x.shape().dim() == 4 && x.shape()[3] % 2 == 0,
               "rope: x must be [B,T,NH,HS] with "
               "even HS, got ",
               x.shape().str());
   Tensor out = activation(x.shape(), x.value().dtype());
-  kernels::rope_forward(out, x.value(), theta);
-  return result(out, should_record({&x}), std::make_shared<RopeNode>(theta), {x});
+  if (positions.defined()) {
+    kernels::rope_forward(out, x.value(), theta, positions);
+  } else {
+    kernels::rope_forward(out, x.value(), theta);
+  }
+  return result(out, should_record({&x}), std::make_shared<RopeNode>(theta, positions), {x});
 }
 
 Variable add(const Variable& a, const Variable& b) {

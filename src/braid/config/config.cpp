@@ -74,6 +74,8 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("parallel.sharding_factor", &c.parallel.sharding_factor);
   f("parallel.tensor_parallel_size", &c.parallel.tensor_parallel_size);
   f("parallel.sequence_parallel", &c.parallel.sequence_parallel);
+  f("parallel.context_parallel_size", &c.parallel.context_parallel_size);
+  f("parallel.context_parallel_mode", &c.parallel.context_parallel_mode);
   f("parallel.pipeline_parallel_size", &c.parallel.pipeline_parallel_size);
   f("parallel.pipeline_schedule", &c.parallel.pipeline_schedule);
   f("parallel.pipeline_virtual_stages", &c.parallel.pipeline_virtual_stages);
@@ -324,6 +326,13 @@ void validate_training(const TrainConfig& c) {
   BRAID_CHECK(!c.parallel.sequence_parallel || c.parallel.tensor_parallel_size > 1,
               "parallel.sequence_parallel is true but parallel.tensor_parallel_size is 1 "
               "(sequence parallelism splits what tensor parallelism replicates)");
+  BRAID_CHECK(c.parallel.context_parallel_size >= 1,
+              "parallel.context_parallel_size must be >= 1, got ",
+              c.parallel.context_parallel_size);
+  BRAID_CHECK(
+      c.parallel.context_parallel_mode == "ring" || c.parallel.context_parallel_mode == "ulysses",
+      "config key 'parallel.context_parallel_mode' is '", c.parallel.context_parallel_mode,
+      "', expected one of: ring, ulysses");
   BRAID_CHECK(c.parallel.pipeline_parallel_size >= 1,
               "parallel.pipeline_parallel_size must be >= 1, got ",
               c.parallel.pipeline_parallel_size);
@@ -353,8 +362,9 @@ void validate_training(const TrainConfig& c) {
 }
 
 int64_t data_parallel_size(const TrainConfig& cfg, int64_t ranks) {
-  const int64_t model_parallel =
-      cfg.parallel.tensor_parallel_size * cfg.parallel.pipeline_parallel_size;
+  const int64_t model_parallel = cfg.parallel.tensor_parallel_size *
+                                 cfg.parallel.pipeline_parallel_size *
+                                 cfg.parallel.context_parallel_size;
   return std::max<int64_t>(1, ranks) / std::max<int64_t>(1, model_parallel);
 }
 

@@ -100,8 +100,13 @@ struct ParallelSection {
   // sequence parallelism inside it.
   int64_t tensor_parallel_size = 1;
   bool sequence_parallel = false;
+  // Context parallelism: ranks each sequence is split over (Note [Context-parallel layout]),
+  // attention across them by ring (zig-zag split) or ulysses (all-to-all over heads). The cp
+  // ranks of a batch join the data-parallel reduction and sharding.
+  int64_t context_parallel_size = 1;
+  std::string context_parallel_mode = "ring";
   // Pipeline parallelism (parallel/pipeline/): stages per pipeline (the data-parallel strategy
-  // runs over world / (pp x tp)), the schedule (gpipe | 1f1b | interleaved_1f1b), model chunks
+  // runs over world / (pp x cp x tp)), the schedule (gpipe | 1f1b | interleaved_1f1b), model chunks
   // per rank (interleaved_1f1b), how the blocks are split (uniform | parameters | time, Note
   // [Stage balance]) and a Chrome trace of the steps' timelines ("": none).
   int64_t pipeline_parallel_size = 1;

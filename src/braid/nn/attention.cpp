@@ -6,13 +6,14 @@
 
 namespace braid::nn {
 
-Attention::Attention(const ModelConfig& cfg, float out_std, TensorParallel* tp)
+Attention::Attention(const ModelConfig& cfg, float out_std, TensorParallel* tp, ContextParallel* cp)
     : is_gpt2_(cfg.is_gpt2()),
       n_head_(cfg.n_head),
       n_kv_head_(cfg.n_kv_head),
       head_size_(cfg.head_size()),
       rope_theta_(static_cast<float>(cfg.rope_theta)),
-      tp_(tp) {
+      tp_(tp),
+      cp_(cp) {
   const int64_t C = cfg.d_model;
   const int ranks = tp ? tp->size() : 1;
   // kv heads: split when tp divides them, else each replicated on tp / NKV ranks (ModelConfig
@@ -34,6 +35,17 @@ Attention::Attention(const ModelConfig& cfg, float out_std, TensorParallel* tp)
   }
   n_head_ /= ranks;
   n_kv_head_ /= kv_parts;
+  if (cp && cp->splits_heads()) {
+    const std::string per_rank =
+        tp ? " (" + std::to_string(n_head_) + " and " + std::to_string(n_kv_head_) +
+                 " per parallel.tensor_parallel_size " + std::to_string(ranks) + " rank)"
+           : "";
+    BRAID_CHECK(n_head_ % cp->size() == 0 && n_kv_head_ % cp->size() == 0,
+                "parallel.context_parallel_mode ulysses splits the attention heads over "
+                "parallel.context_parallel_size ",
+                cp->size(), ": model.n_head ", cfg.n_head, " and model.n_kv_head ", cfg.n_kv_head,
+                per_rank, " must both divide by it (ring attention has no such limit)");
+  }
 }
 
 Variable Attention::forward(const Variable& input) {
@@ -42,6 +54,10 @@ Variable Attention::forward(const Variable& input) {
   const int64_t T = tp_ && tp_->sequence_parallel() ? tp_->seq_len() : x.shape()[1];
   const int64_t B = x.shape().numel() / x.shape()[-1] / T;
   const int64_t NH = n_head_, NKV = n_kv_head_, HS = head_size_, C = NH * HS;
+  const bool split = cp_ && cp_->active();
+  // RoPE angles of the tokens' places in the whole sequence (Note [Context-parallel layout]).
+  const Tensor where = split && !is_gpt2_ ? cp_->positions(T) : Tensor();
+  const auto rope = [&](const Variable& t) { return autograd::rope(t, rope_theta_, where); };
   Variable q, k, v;  // [B, T, NH|NKV, HS]
   if (is_gpt2_) {
     Variable qkv = autograd::reshape((*c_attn_)(x), Shape{B, T, 3 * C});
@@ -49,11 +65,11 @@ Variable Attention::forward(const Variable& input) {
     k = autograd::reshape(autograd::slice_last_dim(qkv, C, C), Shape{B, T, NH, HS});
     v = autograd::reshape(autograd::slice_last_dim(qkv, 2 * C, C), Shape{B, T, NH, HS});
   } else {
-    q = autograd::rope(autograd::reshape((*q_proj_)(x), Shape{B, T, NH, HS}), rope_theta_);
-    k = autograd::rope(autograd::reshape((*k_proj_)(x), Shape{B, T, NKV, HS}), rope_theta_);
+    q = rope(autograd::reshape((*q_proj_)(x), Shape{B, T, NH, HS}));
+    k = rope(autograd::reshape((*k_proj_)(x), Shape{B, T, NKV, HS}));
     v = autograd::reshape((*v_proj_)(x), Shape{B, T, NKV, HS});
   }
-  Variable y = autograd::attention(q, k, v);  // [B, T, NH, HS]
+  Variable y = split ? cp_->attention(q, k, v) : autograd::attention(q, k, v);  // [B,T,NH,HS]
   return (*out_proj_)(autograd::reshape(y, Shape{B, T, C}));
 }
 

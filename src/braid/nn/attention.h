@@ -4,6 +4,7 @@
 // "o_proj" [C, C]; no biases. Input and output x[B, T, C].
 #pragma once
 
+#include "braid/nn/context_parallel.h"
 #include "braid/nn/linear.h"
 #include "braid/nn/model_config.h"
 
@@ -12,8 +13,10 @@ namespace braid::nn {
 class Attention : public UnaryModule {
  public:
   // out_std: init std of the output projection (GPT-2 scales residual projections). With tp,
-  // this rank's heads (Note [Tensor-parallel layout], tensor_parallel.h).
-  Attention(const ModelConfig& cfg, float out_std, TensorParallel* tp = nullptr);
+  // this rank's heads (Note [Tensor-parallel layout], tensor_parallel.h). With cp, the input is
+  // this rank's tokens and attention runs across the cp ranks (Note [Context-parallel layout]).
+  Attention(const ModelConfig& cfg, float out_std, TensorParallel* tp = nullptr,
+            ContextParallel* cp = nullptr);
 
  protected:
   Variable forward(const Variable& x) override;
@@ -23,6 +26,7 @@ class Attention : public UnaryModule {
   int64_t n_head_, n_kv_head_, head_size_;  // this rank's heads
   float rope_theta_;
   TensorParallel* tp_;
+  ContextParallel* cp_;
   Linear* c_attn_ = nullptr;  // GPT-2
   Linear* q_proj_ = nullptr;  // LLaMA
   Linear* k_proj_ = nullptr;

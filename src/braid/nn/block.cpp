@@ -16,12 +16,13 @@ std::unique_ptr<UnaryModule> make_norm(const ModelConfig& cfg, TensorParallel* t
 }
 }  // namespace
 
-Block::Block(const ModelConfig& cfg, TensorParallel* tp) {
+Block::Block(const ModelConfig& cfg, TensorParallel* tp, ContextParallel* cp) {
   // GPT-2 init: residual output projections get std 0.02 / sqrt(2 * n_layer).
   const float out_std = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg.n_layer));
   const bool g = cfg.is_gpt2();
   norm1_ = register_module(g ? "ln_1" : "input_layernorm", make_norm(cfg, tp));
-  attn_ = register_module(g ? "attn" : "self_attn", std::make_unique<Attention>(cfg, out_std, tp));
+  attn_ =
+      register_module(g ? "attn" : "self_attn", std::make_unique<Attention>(cfg, out_std, tp, cp));
   norm2_ = register_module(g ? "ln_2" : "post_attention_layernorm", make_norm(cfg, tp));
   mlp_ = register_module("mlp", std::make_unique<MLP>(cfg, out_std, tp));
 }

@@ -11,7 +11,8 @@ namespace braid::nn {
 
 class Block : public UnaryModule {
  public:
-  explicit Block(const ModelConfig& cfg, TensorParallel* tp = nullptr);
+  explicit Block(const ModelConfig& cfg, TensorParallel* tp = nullptr,
+                 ContextParallel* cp = nullptr);
 
   // operator() under selective activation checkpointing (Note [Selective recompute]): the
   // same output and gradients, hooks included, but the attention sublayer keeps only its

@@ -19,29 +19,35 @@ Embedding::Embedding(int64_t num, int64_t dim, float init_std, TensorParallel* t
   rows_valid_ = std::clamp<int64_t>(num - row_start_, 0, rows);
 }
 
-Variable Embedding::operator()(const Tensor& ids, Embedding* positions) {
+Variable Embedding::operator()(const Tensor& ids, Embedding* positions, const Tensor& where) {
   enter_forward();
   if (positions) positions->enter_forward();
   Variable out;
-  if (!tp_) {
+  if (!tp_ && !where.defined()) {
     out = autograd::embedding(ids, weight_->var, positions ? positions->weight() : Variable());
   } else {
-    out = tp_->exit(autograd::embedding_slice(ids, weight_->var, row_start_));
-    if (positions) out = add_positions(out, ids, *positions);
+    out = tp_ ? tp_->exit(autograd::embedding_slice(ids, weight_->var, row_start_))
+              : autograd::embedding(ids, weight_->var, Variable());
+    if (positions) out = add_positions(out, ids, *positions, where);
   }
   if (positions) out = positions->exit_forward(out);
   return exit_forward(out);
 }
 
 // x: the summed token embeddings, [B, T, C] or this rank's rows [B*T/tp, C] under sequence
-// parallelism; adds the position rows of its tokens.
-Variable Embedding::add_positions(const Variable& x, const Tensor& ids, Embedding& positions) {
+// parallelism; adds the position rows of its tokens (token t at where[t], else t).
+Variable Embedding::add_positions(const Variable& x, const Tensor& ids, Embedding& positions,
+                                  const Tensor& where) {
   const int64_t B = ids.size(0), T = ids.size(1);
-  const bool sp = tp_->sequence_parallel();
+  const bool sp = tp_ && tp_->sequence_parallel();
   const int64_t n = sp ? B * T / tp_->size() : B * T, first = sp ? n * tp_->rank() : 0;
   Tensor pos = Tensor::empty(sp ? Shape{1, n} : Shape{B, T}, DType::i32, MemCategory::activations);
   int32_t* p = pos.data<int32_t>();
-  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>((first + i) % T);
+  const int32_t* at = where.defined() ? where.data<int32_t>() : nullptr;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = (first + i) % T;
+    p[i] = at ? at[t] : static_cast<int32_t>(t);
+  }
   Variable wpe = sp ? tp_->sum_grad(positions.weight()) : positions.weight();
   Variable pe = autograd::embedding(pos, wpe, Variable());
   return autograd::add(x, autograd::reshape(pe, x.shape()));

@@ -19,10 +19,12 @@ class Embedding : public Module {
   Embedding(int64_t num, int64_t dim, float init_std = 0.02f, TensorParallel* tp = nullptr,
             bool vocab_parallel = false);
 
-  // ids[B,T] i32 -> [B,T,dim] = weight[ids] (+ positions.weight[t] when given). Runs the
-  // forward hooks of this module (and of `positions`). Vocab-parallel with sequence
-  // parallelism: this rank's rows of the flattened [B*T, dim].
-  Variable operator()(const Tensor& ids, Embedding* positions = nullptr);
+  // ids[B,T] i32 -> [B,T,dim] = weight[ids] (+ positions.weight[where[t]] when given; where:
+  // i32 [T], the tokens' places in the whole sequence under context parallelism, undefined for
+  // 0..T-1). Runs the forward hooks of this module (and of `positions`). Vocab-parallel with
+  // sequence parallelism: this rank's rows of the flattened [B*T, dim].
+  Variable operator()(const Tensor& ids, Embedding* positions = nullptr,
+                      const Tensor& where = Tensor());
 
   int64_t num() const { return num_; }  // the real number of rows (unpadded)
   int64_t dim() const { return dim_; }
@@ -34,7 +36,8 @@ class Embedding : public Module {
   TensorParallel* tensor_parallel() const { return tp_; }
 
  private:
-  Variable add_positions(const Variable& x, const Tensor& ids, Embedding& positions);
+  Variable add_positions(const Variable& x, const Tensor& ids, Embedding& positions,
+                         const Tensor& where);
 
   int64_t num_, dim_;
   TensorParallel* tp_ = nullptr;  // set only when vocab-parallel

@@ -17,7 +17,7 @@ class Container : public Module {
 }  // namespace
 
 Transformer::Transformer(const ModelConfig& cfg, const TransformerOptions& opts)
-    : cfg_(cfg), tp_(opts.tensor_parallel) {
+    : cfg_(cfg), tp_(opts.tensor_parallel), cp_(opts.context_parallel) {
   cfg_.validate();
   if (tp_) cfg_.validate_tensor_parallel(tp_->size());
   const bool g = cfg_.is_gpt2();
@@ -29,7 +29,8 @@ Transformer::Transformer(const ModelConfig& cfg, const TransformerOptions& opts)
                                 std::make_unique<Embedding>(cfg_.vocab_size, C, 0.02f, tp_, true));
   if (g) wpe_ = trunk->register_module("wpe", std::make_unique<Embedding>(cfg_.max_seq_len, C));
   blocks_ = trunk->register_module(g ? "h" : "layers", std::make_unique<ModuleList<Block>>());
-  for (int64_t i = 0; i < cfg_.n_layer; ++i) blocks_->append(std::make_unique<Block>(cfg_, tp_));
+  for (int64_t i = 0; i < cfg_.n_layer; ++i)
+    blocks_->append(std::make_unique<Block>(cfg_, tp_, cp_));
   if (g) {
     final_norm_ = trunk->register_module("ln_f", std::make_unique<LayerNorm>(C, eps, tp_));
   } else {
@@ -102,19 +103,31 @@ Variable Transformer::trunk(const Tensor& ids) {
   return run_layers(embed(ids), 0, cfg_.n_layer);
 }
 
+bool Transformer::splits_context() const {
+  return cp_ && cp_->active();
+}
+
 void Transformer::begin_forward(const Tensor& ids) {
   check_ids(ids, "ids");
+  int64_t T = ids.size(1);
+  if (splits_context()) {
+    cp_->check_seq_len(T);
+    T /= cp_->size();  // this rank's tokens (Note [Context-parallel layout])
+  }
   if (tp_) {
-    BRAID_CHECK(!tp_->sequence_parallel() || ids.numel() % tp_->size() == 0,
-                "sequence parallelism splits the batch's ", ids.numel(), " tokens (", ids.size(0),
-                " x ", ids.size(1), ") over tensor_parallel_size ", tp_->size(),
+    const int64_t tokens = ids.size(0) * T;
+    BRAID_CHECK(!tp_->sequence_parallel() || tokens % tp_->size() == 0,
+                "sequence parallelism splits the batch's ", tokens, " tokens (", ids.size(0), " x ",
+                T, ") over tensor_parallel_size ", tp_->size(),
                 ": the micro-batch's token count must divide by it");
-    tp_->set_seq_len(ids.size(1));
+    tp_->set_seq_len(T);
   }
 }
 
 Variable Transformer::embed(const Tensor& ids) {
-  return (*wte_)(ids, wpe_);  // [B, T, C]
+  if (!splits_context()) return (*wte_)(ids, wpe_);  // [B, T, C]
+  const Tensor mine = cp_->take_tokens(ids);
+  return (*wte_)(mine, wpe_, wpe_ ? cp_->positions(mine.size(1)) : Tensor());  // [B, T / cp, C]
 }
 
 // Note [Checkpoint policies]: block i with policy.applies_to(i) keeps less for backward.
@@ -143,7 +156,8 @@ Variable Transformer::run_layers(Variable x, int64_t begin, int64_t end) {
 Variable Transformer::head_loss(const Variable& x, const Tensor& targets, double denominator) {
   Variable h = (*final_norm_)(x);
   Variable rows = autograd::reshape(h, Shape{h.shape().numel() / cfg_.d_model, cfg_.d_model});
-  return lm_head_->loss(rows, targets.view(Shape{targets.numel()}), denominator, kIgnoreIndex);
+  const Tensor mine = splits_context() ? cp_->take_tokens(targets) : targets;
+  return lm_head_->loss(rows, mine.view(Shape{mine.numel()}), denominator, kIgnoreIndex);
 }
 
 Tensor Transformer::head_logits(const Variable& x) {
@@ -163,12 +177,14 @@ Variable Transformer::loss(const Tensor& ids, const Tensor& targets, double deno
 
 Tensor Transformer::logits(const Tensor& ids) {
   autograd::NoGradGuard no_grad;
+  const ContextParallel::Suspend whole(cp_);  // every position's logits, on every rank
   const int64_t B = ids.size(0), T = ids.size(1);
   return head_logits(trunk(ids)).view(Shape{B, T, cfg_.vocab_size});
 }
 
 Tensor Transformer::last_logits(const Tensor& ids) {
   autograd::NoGradGuard no_grad;
+  const ContextParallel::Suspend whole(cp_);  // the last position lives on one cp rank only
   return head_last_logits(trunk(ids));
 }
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "braid/nn/block.h"
+#include "braid/nn/context_parallel.h"
 #include "braid/nn/embedding.h"
 #include "braid/nn/flat_buffer.h"
 #include "braid/nn/lm_head.h"
@@ -41,6 +42,9 @@ struct TransformerOptions {
   // Tensor parallelism (Note [Tensor-parallel layout]): declare this rank's slices. The object
   // must outlive the model.
   TensorParallel* tensor_parallel = nullptr;
+  // Context parallelism (Note [Context-parallel layout]): forwards keep this rank's tokens of
+  // the whole micro-batches they are given. The object must outlive the model.
+  ContextParallel* context_parallel = nullptr;
   // Pipeline parallelism: the part of the model this rank holds (Note [Pipeline stage],
   // staged_model.h; the same as keep_stage() after construction).
   std::optional<PipelineStage> pipeline = std::nullopt;
@@ -57,6 +61,7 @@ class Transformer : public StagedModel {
     return full_ ? full_->layout() : StagedModel::full_layout();
   }
   TensorParallel* tensor_parallel() const { return tp_; }
+  ContextParallel* context_parallel() const { return cp_; }
   // Whether this rank holds the (real) token embeddings / the final norm and LM head.
   bool holds_embeddings() const { return holds_first(); }
   bool holds_head() const { return holds_last(); }
@@ -98,6 +103,7 @@ class Transformer : public StagedModel {
 
  private:
   void check_ids(const Tensor& ids, const char* what) const;
+  bool splits_context() const;  // a cp split is active (Note [Context-parallel layout])
   void freeze_replica_extras() override;
   // The whole model's forward up to the final norm: begin_forward, embed, every block.
   Variable trunk(const Tensor& ids);
@@ -109,6 +115,7 @@ class Transformer : public StagedModel {
   UnaryModule* final_norm_ = nullptr;
   LmHead* lm_head_ = nullptr;
   TensorParallel* tp_ = nullptr;
+  ContextParallel* cp_ = nullptr;
   std::unique_ptr<Transformer> full_;  // with tp: the model declared whole (no memory)
 };
 

@@ -36,10 +36,14 @@ DeviceMesh::DeviceMesh(std::shared_ptr<comm::ProcessGroup> world, Dims dims)
 }
 
 DeviceMesh DeviceMesh::training(std::shared_ptr<comm::ProcessGroup> world, const MeshShape& s) {
-  DeviceMesh mesh(
-      std::move(world),
-      {{"dp_replicate", s.dp_replicate}, {"dp_shard", s.dp_shard}, {"pp", s.pp}, {"tp", s.tp}});
-  mesh.flatten("dp", {"dp_replicate", "dp_shard"});
+  DeviceMesh mesh(std::move(world), {{"dp_replicate", s.dp_replicate},
+                                     {"dp_shard", s.dp_shard},
+                                     {"pp", s.pp},
+                                     {"cp", s.cp},
+                                     {"tp", s.tp}});
+  mesh.flatten("dp", {"dp_replicate", "dp_shard", "cp"});
+  mesh.flatten("dp_shard_cp", {"dp_shard", "cp"});
+  mesh.flatten("batch", {"dp_replicate", "dp_shard"});
   mesh.flatten("mp", {"pp", "tp"});
   return mesh;
 }

@@ -3,13 +3,16 @@
 // dimension and the flattened ones it names. Ranks are laid out row-major, the last dimension
 // fastest. The training mesh is
 //
-//   dp_replicate x dp_shard x pp x tp     (DeviceMesh::training; room for more, e.g. cp)
+//   dp_replicate x dp_shard x pp x cp x tp     (DeviceMesh::training)
 //
-// so tensor-parallel peers are adjacent ranks (same node first), then the stages of one
-// pipeline, then the data-parallel ranks: the busiest traffic on the closest links. Data
-// parallelism shards over dp_shard and replicates over dp_replicate (HYBRID_SHARD: R x S;
-// otherwise one of them is 1); "dp" is their flattened R x S group, ranked r S + s, and "mp"
-// the flattened pp x tp group of one data-parallel replica.
+// so tensor-parallel peers are adjacent ranks (same node first), then the context-parallel
+// ring, then the stages of one pipeline, then the data-parallel ranks: the busiest traffic on
+// the closest links. Data parallelism shards over dp_shard x cp and replicates over
+// dp_replicate (HYBRID_SHARD: R x S; otherwise one of them is 1): "dp" is the flattened
+// R x S x cp group its gradients are reduced over, ranked (r S + s) cp + c, "dp_shard_cp" the
+// S x cp group it shards over, "batch" the R x S group the batches are split over (the cp ranks
+// of one batch share it, Note [Context-parallel layout]) and "mp" the flattened pp x tp group
+// of one data-parallel replica.
 //
 //   DeviceMesh mesh = DeviceMesh::training(world, {.dp_replicate = 1, .dp_shard = 2, .pp = 2,
 //                                                  .tp = 2});
@@ -37,6 +40,7 @@ struct MeshShape {
   int dp_replicate = 1;
   int dp_shard = 1;
   int pp = 1;
+  int cp = 1;
   int tp = 1;
 };
 
@@ -48,7 +52,8 @@ class DeviceMesh {
   // group along every dimension (Note [Mesh groups]).
   DeviceMesh(std::shared_ptr<comm::ProcessGroup> world, Dims dims);
 
-  // dp_replicate x dp_shard x pp x tp with the flattened "dp" and "mp" groups. Collective.
+  // dp_replicate x dp_shard x pp x cp x tp with the flattened "dp", "dp_shard_cp", "batch" and
+  // "mp" groups. Collective.
   static DeviceMesh training(std::shared_ptr<comm::ProcessGroup> world, const MeshShape& shape);
 
   const Dims& dims() const { return dims_; }

@@ -17,36 +17,56 @@ float sum_of_ranks(comm::ProcessGroup& g, int world_rank) {
 }
 
 TEST(DeviceMesh, PipelineDataTensorGroups) {
-  run_ranks(8,
-            [](comm::ProcessGroup& world) {
-              DeviceMesh mesh = DeviceMesh::training(world.split(0, world.rank(), "w"),
-                                                     {.dp_shard = 2, .pp = 2, .tp = 2});
-              const int r = world.rank();
-              EXPECT_EQ(mesh.coord("dp"), r / 4);
-              EXPECT_EQ(mesh.coord("dp_shard"), r / 4);
-              EXPECT_EQ(mesh.size("dp_replicate"), 1);
-              EXPECT_EQ(mesh.coord("pp"), (r / 2) % 2);
-              EXPECT_EQ(mesh.coord("tp"), r % 2);
-              EXPECT_EQ(mesh.group("tp").size(), 2);
-              EXPECT_EQ(mesh.group("tp").rank(), r % 2);
-              // tp peers are adjacent ranks; pp peers are 2 apart; dp peers 4 apart.
-              EXPECT_EQ(sum_of_ranks(mesh.group("tp"), r), (r - r % 2) * 2 + 1);
-              int pp_base = r - ((r / 2) % 2) * 2;
-              EXPECT_EQ(sum_of_ranks(mesh.group("pp"), r), pp_base * 2 + 2);
-              EXPECT_EQ(sum_of_ranks(mesh.group("dp"), r), (r % 4) * 2 + 4);
-              EXPECT_EQ(mesh.rank_of({0, mesh.coord("dp"), mesh.coord("pp"), mesh.coord("tp")}), r);
-              comm::ProcessGroup& mp = mesh.group("mp");  // the 4 ranks of one replica
-              EXPECT_EQ(mp.size(), 4);
-              EXPECT_EQ(mp.rank(), r % 4);
-              EXPECT_EQ(mesh.coord("mp"), r % 4);
-              // Note [Mesh groups]: dp is dp_shard's group (dp_replicate is 1), and a one-rank
-              // group is this rank alone.
-              EXPECT_EQ(&mesh.group("dp"), &mesh.group("dp_shard"));
-              EXPECT_EQ(mesh.group("dp_replicate").size(), 1);
-              EXPECT_THROW(mesh.group("ep"), Error);
-            },
-            {.group = braid::testing::RunRanksOptions::default_group(),
-             .limit = std::chrono::seconds(120)});
+  run_ranks(
+      8,
+      [](comm::ProcessGroup& world) {
+        DeviceMesh mesh = DeviceMesh::training(world.split(0, world.rank(), "w"),
+                                               {.dp_shard = 2, .pp = 2, .tp = 2});
+        const int r = world.rank();
+        EXPECT_EQ(mesh.coord("dp"), r / 4);
+        EXPECT_EQ(mesh.coord("dp_shard"), r / 4);
+        EXPECT_EQ(mesh.size("dp_replicate"), 1);
+        EXPECT_EQ(mesh.coord("pp"), (r / 2) % 2);
+        EXPECT_EQ(mesh.coord("tp"), r % 2);
+        EXPECT_EQ(mesh.group("tp").size(), 2);
+        EXPECT_EQ(mesh.group("tp").rank(), r % 2);
+        // tp peers are adjacent ranks; pp peers are 2 apart; dp peers 4 apart.
+        EXPECT_EQ(sum_of_ranks(mesh.group("tp"), r), (r - r % 2) * 2 + 1);
+        int pp_base = r - ((r / 2) % 2) * 2;
+        EXPECT_EQ(sum_of_ranks(mesh.group("pp"), r), pp_base * 2 + 2);
+        EXPECT_EQ(sum_of_ranks(mesh.group("dp"), r), (r % 4) * 2 + 4);
+        EXPECT_EQ(mesh.rank_of({0, mesh.coord("dp"), mesh.coord("pp"), 0, mesh.coord("tp")}), r);
+        comm::ProcessGroup& mp = mesh.group("mp");  // the 4 ranks of one replica
+        EXPECT_EQ(mp.size(), 4);
+        EXPECT_EQ(mp.rank(), r % 4);
+        EXPECT_EQ(mesh.coord("mp"), r % 4);
+        // Note [Mesh groups]: dp is dp_shard's group (dp_replicate is 1), and a one-rank
+        // group is this rank alone.
+        EXPECT_EQ(&mesh.group("dp"), &mesh.group("dp_shard"));
+        EXPECT_EQ(mesh.group("dp_replicate").size(), 1);
+        EXPECT_THROW(mesh.group("ep"), Error);
+      },
+      {.group = braid::testing::RunRanksOptions::default_group(),
+       .limit = std::chrono::seconds(120)});
+}
+
+// Note [Context-parallel layout]: the cp ranks sit between pp and tp; data parallelism reduces
+// and shards over dp x cp, while the batch is split over dp alone.
+TEST(DeviceMesh, ContextParallelRanksJoinTheDataParallelGroups) {
+  run_ranks(8, [](comm::ProcessGroup& world) {
+    DeviceMesh mesh =
+        DeviceMesh::training(world.split(0, world.rank(), "w"), {.dp_shard = 2, .cp = 2, .tp = 2});
+    const int r = world.rank();
+    EXPECT_EQ(mesh.coord("cp"), (r / 2) % 2);
+    EXPECT_EQ(sum_of_ranks(mesh.group("cp"), r), (r - ((r / 2) % 2) * 2) * 2 + 2);
+    EXPECT_EQ(mesh.size("dp"), 4);  // dp_shard x cp
+    EXPECT_EQ(mesh.coord("dp"), r / 2);
+    EXPECT_EQ(sum_of_ranks(mesh.group("dp"), r), (r % 2) * 4 + 12);  // {0,2,4,6} or {1,3,5,7}
+    EXPECT_EQ(&mesh.group("dp_shard_cp"), &mesh.group("dp"));
+    EXPECT_EQ(mesh.size("batch"), 2);
+    EXPECT_EQ(mesh.coord("batch"), r / 4);
+    EXPECT_EQ(mesh.group("mp").size(), 2);  // pp x tp: the cp ranks hold the same parameters
+  });
 }
 
 TEST(DeviceMesh, HybridShardSplitsDpIntoShardAndReplicate) {

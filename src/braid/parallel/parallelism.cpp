@@ -17,11 +17,13 @@ nn::Transformer& transformer_for(nn::Model& model, const char* what) {
 
 Parallelism::Parallelism(std::shared_ptr<DeviceMesh> mesh, std::unique_ptr<DataParallel> data,
                          std::unique_ptr<TensorParallelism> tensor,
-                         std::unique_ptr<PipelineParallelism> pipeline)
+                         std::unique_ptr<PipelineParallelism> pipeline,
+                         std::unique_ptr<CpGroup> context)
     : mesh_(std::move(mesh)),
       data_(std::move(data)),
       tensor_(std::move(tensor)),
-      pipeline_(std::move(pipeline)) {
+      pipeline_(std::move(pipeline)),
+      context_(std::move(context)) {
   if (mesh_->size("mp") > 1) model_parallel_ = &mesh_->group("mp");
 }
 
@@ -29,6 +31,7 @@ Parallelism::~Parallelism() = default;
 
 std::string Parallelism::describe() const {
   std::string s = data_->describe();
+  if (context_) s += " x " + context_->describe();
   if (tensor_) s += " x " + tensor_->describe();
   if (pipeline_) s += pipeline_->describe();
   return s;
@@ -60,6 +63,10 @@ void Parallelism::materialize(nn::Model& model, const MaterializeOptions& option
     pipeline_->set_compute_dtype(options.param_dtype);
   }
   MaterializeOptions local = options;
+  if (context_)
+    BRAID_CHECK(transformer("context parallelism").context_parallel() == context_.get(),
+                "context parallelism: declare the Transformer with the runtime's split "
+                "(TransformerOptions::context_parallel = context_parallel())");
   if (tensor_ && local.fill)
     local.fill = tensor_->slicing(transformer("tensor parallelism"), std::move(local.fill));
   data_->materialize(model, local);
@@ -67,6 +74,7 @@ void Parallelism::materialize(nn::Model& model, const MaterializeOptions& option
 
 void Parallelism::zero_grad() {
   if (tensor_) tensor_->reset_stats();  // the tp traffic counts from the step's first forward
+  if (context_) context_->reset_stats();
   data_->zero_grad();
 }
 
@@ -114,6 +122,7 @@ double Parallelism::eval_loss(nn::StagedModel& model, const Tensor& ids, const T
 }
 
 Tensor Parallelism::last_logits(nn::Transformer& model, const Tensor& ids) {
+  const nn::ContextParallel::Suspend whole(context_.get());  // the last position is on one rank
   if (pipeline_) return pipeline_->last_logits(model, ids);
   return model.last_logits(ids);
 }
@@ -156,6 +165,7 @@ void Parallelism::for_each_full_unit(const UnitVisitor& fn) {
 ParallelStats Parallelism::last_step_stats() const {
   ParallelStats s = data_->last_step_stats();
   if (tensor_) s.exposed_comm_ms += tensor_->wait_ms();
+  if (context_) s.exposed_comm_ms += context_->stats().wait_ms;
   if (pipeline_) {
     s.exposed_comm_ms += pipeline_->last_wait_ms();
     s.bubble = pipeline_->last_bubble();

@@ -4,6 +4,7 @@
 //   data      DataParallel over the mesh's dp groups (replicated or sharded, a policy per unit)
 //   tensor    TensorParallelism over tp (optional): the model's slices
 //   pipeline  PipelineParallelism over pp (optional): the stage, the schedule
+//   context   CpGroup over cp (optional): the sequence split and attention across it
 //
 // The Accelerator (train/accelerator.h) is its one user in training; the step (Note [One step
 // path]):
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "braid/nn/transformer.h"
+#include "braid/parallel/context/cp_group.h"
 #include "braid/parallel/data_parallel.h"
 #include "braid/parallel/device_mesh.h"
 #include "braid/parallel/pipeline/pipeline_parallelism.h"
@@ -39,10 +41,11 @@ namespace braid::parallel {
 
 class Parallelism {
  public:
-  // tensor and pipeline may be null (not parallelised along tp / pp).
+  // tensor, pipeline and context may be null (not parallelised along tp / pp / cp).
   Parallelism(std::shared_ptr<DeviceMesh> mesh, std::unique_ptr<DataParallel> data,
               std::unique_ptr<TensorParallelism> tensor,
-              std::unique_ptr<PipelineParallelism> pipeline);
+              std::unique_ptr<PipelineParallelism> pipeline,
+              std::unique_ptr<CpGroup> context = nullptr);
   ~Parallelism();
   Parallelism(const Parallelism&) = delete;
   Parallelism& operator=(const Parallelism&) = delete;
@@ -50,14 +53,20 @@ class Parallelism {
   // "zero3 (FULL_SHARD) over dp=2 ... x tp=2 x pp=2 (1f1b, ...)"
   std::string describe() const;
   const DeviceMesh& mesh() const { return *mesh_; }
-  // The data-parallel coordinate: this rank reads share dp_rank() of dp_size() of every batch.
-  int dp_rank() const { return data_->dp_rank(); }
-  int dp_size() const { return data_->dp_size(); }
+  // The data-parallel coordinate: this rank reads share dp_rank() of dp_size() of every batch
+  // (the cp ranks of a share read the same, Note [Context-parallel layout]).
+  int dp_rank() const { return mesh_->coord("batch"); }
+  int dp_size() const { return mesh_->size("batch"); }
+  // The ranks whose losses add up to one replica's: dp x cp (each cp rank's loss covers its
+  // tokens only).
+  int loss_shares() const { return data_->dp_size(); }
   bool is_pipelined() const { return pipeline_ != nullptr; }
 
   // What a Transformer must be declared with before materialize(): this rank's tensor-parallel
   // split (null without; Note [Tensor-parallel layout]).
   nn::TensorParallel* tensor_parallel() { return tensor_ ? tensor_->model_split() : nullptr; }
+  // And its context-parallel split (null without; Note [Context-parallel layout]).
+  nn::ContextParallel* context_parallel() { return context_.get(); }
 
   // Applies the plan to the declared model: a pipeline splits it first (a StagedModel declared
   // whole keeps this rank's stage, Note [Pipeline stage]); then what this rank holds is
@@ -113,6 +122,7 @@ class Parallelism {
   std::unique_ptr<DataParallel> data_;
   std::unique_ptr<TensorParallelism> tensor_;
   std::unique_ptr<PipelineParallelism> pipeline_;
+  std::unique_ptr<CpGroup> context_;
   comm::ProcessGroup* model_parallel_ = nullptr;  // pp x tp (null: one rank holds everything)
   nn::Model* model_ = nullptr;
 };

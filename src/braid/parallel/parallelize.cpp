@@ -4,6 +4,7 @@
 
 #include "braid/comm/local/local_group.h"
 #include "braid/core/error.h"
+#include "braid/parallel/context/cp_group.h"
 #include "braid/parallel/ddp/replicated_data_parallel.h"
 #include "braid/parallel/pipeline/stage_balance.h"
 #include "braid/parallel/zero/sharded_data_parallel.h"
@@ -40,23 +41,41 @@ struct DataParallelShape {
   int shard = 1;           // S: ranks per shard group (replicated: dp)
 };
 
-// The model-parallel layout: tp x pp over the launched ranks, and what a pipeline refuses.
+// The layout of the ranks that split one batch: pp x cp x tp over the launched ranks, and what
+// a pipeline or context parallelism refuses.
 void check_model_parallel(const ParallelPlan& plan, int launched) {
   const int tp = plan.tensor_parallel_size, pp = plan.pipeline_parallel_size;
+  const int cp = plan.context_parallel_size;
   BRAID_CHECK(tp >= 1, "parallel.tensor_parallel_size must be >= 1, got ", tp);
   BRAID_CHECK(pp >= 1, "parallel.pipeline_parallel_size must be >= 1, got ", pp);
+  BRAID_CHECK(cp >= 1, "parallel.context_parallel_size must be >= 1, got ", cp);
   BRAID_CHECK(!plan.sequence_parallel || tp > 1, "parallel.sequence_parallel is true but ",
               "parallel.tensor_parallel_size is 1 (sequence parallelism splits what tensor "
               "parallelism replicates)");
-  if (tp == 1 && pp == 1) return;
-  const std::string layout = pp == 1   ? "parallel.tensor_parallel_size " + std::to_string(tp)
-                             : tp == 1 ? "parallel.pipeline_parallel_size " + std::to_string(pp)
-                                       : "parallel.pipeline_parallel_size " + std::to_string(pp) +
-                                             " x parallel.tensor_parallel_size " +
-                                             std::to_string(tp) + " = " + std::to_string(pp * tp);
-  BRAID_CHECK(tp * pp <= launched && launched % (tp * pp) == 0, layout,
-              tp * pp > launched ? " is larger than the " : " does not divide the ", launched,
+  if (tp * pp * cp == 1) return;
+  std::string layout;
+  for (const auto& [key, n] :
+       {std::pair{"pipeline_parallel_size", pp}, std::pair{"context_parallel_size", cp},
+        std::pair{"tensor_parallel_size", tp}})
+    if (n > 1)
+      layout += (layout.empty() ? "parallel." : " x parallel.") + std::string(key) + " " +
+                std::to_string(n);
+  if ((tp > 1) + (pp > 1) + (cp > 1) > 1) layout += " = " + std::to_string(tp * pp * cp);
+  BRAID_CHECK(tp * pp * cp <= launched && launched % (tp * pp * cp) == 0, layout,
+              tp * pp * cp > launched ? " is larger than the " : " does not divide the ", launched,
               " launched rank(s)");
+  const CpMode mode = cp_mode_from_name(plan.context_parallel_mode);
+  if (cp > 1) {
+    const int64_t g = mode == CpMode::ring ? 2 * cp : cp;
+    BRAID_CHECK(
+        plan.seq_len % g == 0, "data.seq_len ", plan.seq_len,
+        " does not split over parallel.context_parallel_size ", cp,
+        mode == CpMode::ring
+            ? " with parallel.context_parallel_mode ring: its zig-zag split needs a "
+              "multiple of 2 x context_parallel_size = " +
+                  std::to_string(g)
+            : std::string(" (parallel.context_parallel_mode ulysses): it must divide by it"));
+  }
   if (pp == 1) return;
   BRAID_CHECK(plan.sync_each_batch != "true",
               "parallel.sync_each_batch: true with parallel.pipeline_parallel_size > 1: a "
@@ -93,8 +112,8 @@ DataParallelShape data_parallel_shape(const ParallelPlan& plan, int dp) {
   out.shard = dp;
   if (plan.name == "none") {
     BRAID_CHECK(dp == 1, "parallel.strategy is 'none' but ", dp,
-                " ranks were launched; choose a distributed strategy (ddp, zero1-3, fsdp) or "
-                "launch one rank");
+                " data-parallel ranks were launched; choose a distributed strategy (ddp, "
+                "zero1-3, fsdp) or launch one rank per model-parallel group");
     return out;
   }
   if (plan.name == "ddp" || (fsdp && how == "NO_SHARD")) {
@@ -155,7 +174,7 @@ std::unique_ptr<PipelineParallelism> apply_pipeline(const ParallelPlan& plan,
   o.chunks = plan.pipeline_virtual_stages;
   o.balance = plan.pipeline_balance;
   o.micro_batch = plan.micro_batch_size;
-  o.seq_len = plan.seq_len;
+  o.seq_len = plan.seq_len / plan.context_parallel_size;  // the tokens a stage's rank computes
   o.trace = plan.pipeline_trace;
   return std::make_unique<PipelineParallelism>(mesh, o);
 }
@@ -167,7 +186,14 @@ std::unique_ptr<TensorParallelism> apply_tensor_parallel(const ParallelPlan& pla
   return std::make_unique<TensorParallelism>(mesh.group_ptr("tp"), plan.sequence_parallel);
 }
 
-// 3. Data parallelism over the dp ranks.
+// 3. Context parallelism.
+std::unique_ptr<CpGroup> apply_context_parallel(const ParallelPlan& plan, const DeviceMesh& mesh) {
+  if (plan.context_parallel_size == 1) return nullptr;
+  return std::make_unique<CpGroup>(mesh.group_ptr("cp"),
+                                   cp_mode_from_name(plan.context_parallel_mode));
+}
+
+// 4. Data parallelism over the dp ranks (their cp ranks included: they sum their gradients).
 std::unique_ptr<DataParallel> apply_data_parallel(const ParallelPlan& plan,
                                                   const DataParallelShape& shape,
                                                   const DeviceMesh& mesh) {
@@ -176,7 +202,8 @@ std::unique_ptr<DataParallel> apply_data_parallel(const ParallelPlan& plan,
               "sharded parameters (zero3 / fsdp), not ",
               plan.name);
   if (shape.replicated) {
-    if (plan.name == "none")
+    // One batch split over cp ranks still sums their gradients: plain reduction over cp.
+    if (plan.name == "none" && mesh.size("dp") == 1)
       return std::make_unique<ReplicatedDataParallel>(nullptr, ReplicatedOptions{});
     ReplicatedOptions o;
     o.bucket_mb = plan.bucket_mb;
@@ -198,16 +225,19 @@ std::unique_ptr<Parallelism> parallelize(const ParallelPlan& plan,
   const int launched = world ? world->size() : 1;
   check_model_parallel(plan, launched);
   const int tp = plan.tensor_parallel_size, pp = plan.pipeline_parallel_size;
-  const int dp = launched / (tp * pp);
+  const int cp = plan.context_parallel_size;
+  const int dp = launched / (tp * pp * cp);
   const DataParallelShape shape = data_parallel_shape(plan, dp);
   if (!world) world = comm::LocalGroup::create(1).front();  // one process
   auto mesh = std::make_shared<DeviceMesh>(DeviceMesh::training(
-      world, {.dp_replicate = dp / shape.shard, .dp_shard = shape.shard, .pp = pp, .tp = tp}));
+      world,
+      {.dp_replicate = dp / shape.shard, .dp_shard = shape.shard, .pp = pp, .cp = cp, .tp = tp}));
   auto pipeline = apply_pipeline(plan, mesh);
   auto tensor = apply_tensor_parallel(plan, *mesh);
+  auto context = apply_context_parallel(plan, *mesh);
   auto data = apply_data_parallel(plan, shape, *mesh);
   return std::make_unique<Parallelism>(mesh, std::move(data), std::move(tensor),
-                                       std::move(pipeline));
+                                       std::move(pipeline), std::move(context));
 }
 
 }  // namespace braid::parallel

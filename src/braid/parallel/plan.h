@@ -12,8 +12,9 @@
 //          HYBRID_SHARD            FULL_SHARD inside groups of sharding_factor ranks
 //          HYBRID_SHARD_ZERO2      SHARD_GRAD_OP inside groups of sharding_factor ranks
 //
-// tensor_parallel_size > 1 adds tensor (and sequence) parallelism, pipeline_parallel_size > 1
-// pipeline parallelism; every data-parallel name composes with both (docs/design.md
+// tensor_parallel_size > 1 adds tensor (and sequence) parallelism, context_parallel_size > 1
+// context parallelism, pipeline_parallel_size > 1 pipeline parallelism; every data-parallel
+// name composes with each (docs/design.md
 // "Parallelism as a plan"). unit_policies override, unit by unit, what the data-parallel name
 // says (FSDP2's per-module fully_shard arguments).
 #pragma once
@@ -59,6 +60,11 @@ struct ParallelPlan {
   // Tensor parallelism: data parallelism runs over dp = world / (pp x tp).
   int tensor_parallel_size = 1;
   bool sequence_parallel = false;
+  // Context parallelism (Note [Context-parallel layout], nn/context_parallel.h): each
+  // sequence split over context_parallel_size ranks, attention by ring or ulysses. The cp ranks
+  // join data parallelism's reduction and sharding (dp_shard x cp), not its batch split.
+  int context_parallel_size = 1;
+  std::string context_parallel_mode = "ring";  // ring | ulysses
   // Pipeline parallelism.
   int pipeline_parallel_size = 1;
   std::string pipeline_schedule = "1f1b";  // gpipe | 1f1b | interleaved_1f1b

@@ -139,6 +139,7 @@ nn::TransformerOptions Accelerator::model_options() {
   nn::TransformerOptions o;
   o.materialize = false;  // declared only: the runtime decides what this rank holds
   o.tensor_parallel = parallelism_->tensor_parallel();
+  o.context_parallel = parallelism_->context_parallel();
   return o;
 }
 
@@ -235,9 +236,10 @@ void Accelerator::backward(const autograd::Variable& loss) {
   }
   BRAID_CHECK(loss.value().numel() == 1, "Accelerator: backward() needs a scalar loss, got ",
               loss.value().shape().str());
-  // Note [DDP averaging]: the strategies sum gradients over data-parallel ranks.
+  // Note [DDP averaging]: the strategies sum gradients over data-parallel ranks (and their cp
+  // ranks, whose losses are the means over their equal shares of each sequence).
   const int64_t count = cfg_.training.gradient_accumulation_steps;
-  const double scale = loss_scale() / static_cast<double>(count * dp_size());
+  const double scale = loss_scale() / static_cast<double>(count * loss_shares());
   loss.backward(static_cast<float>(scale));
   parallelism_->end_micro_step();
   in_micro_step_ = false;

@@ -99,6 +99,9 @@ class Accelerator {
   // This rank's share of the data: share dp_rank() of dp_size().
   int dp_rank() const { return parallelism_->dp_rank(); }
   int dp_size() const { return parallelism_->dp_size(); }
+  // The ranks whose losses add up to one replica's loss: dp x cp (Note [Context-parallel
+  // layout]: a cp rank's loss covers its tokens).
+  int loss_shares() const { return parallelism_->loss_shares(); }
   const config::TrainConfig& config() const { return cfg_; }
   // The dtype forward and backward compute in (training.precision): a prepared model's
   // parameters are in it, so a model casts its floating-point input to it (autograd::cast), as

@@ -19,6 +19,8 @@ parallel::ParallelPlan parallel_plan_from(const config::TrainConfig& cfg) {
   s.sharding_factor = static_cast<int>(p.sharding_factor);
   s.tensor_parallel_size = static_cast<int>(p.tensor_parallel_size);
   s.sequence_parallel = p.sequence_parallel;
+  s.context_parallel_size = static_cast<int>(p.context_parallel_size);
+  s.context_parallel_mode = p.context_parallel_mode;
   s.pipeline_parallel_size = static_cast<int>(p.pipeline_parallel_size);
   s.pipeline_schedule = p.pipeline_schedule;
   s.pipeline_virtual_stages = static_cast<int>(p.pipeline_virtual_stages);

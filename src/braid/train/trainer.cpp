@@ -211,10 +211,10 @@ double Trainer::all_reduce_sum(double v) {
   return t.data<float>()[0];
 }
 
-// Losses are the same on every model-parallel rank of a data-parallel replica: the world's sum
-// counts each replica world / dp times.
+// Losses are the same on every model-parallel rank of a data-parallel replica, and split over
+// its cp ranks (each its tokens'): the world's sum counts each share world / (dp x cp) times.
 double Trainer::sum_over_replicas(double v) {
-  return all_reduce_sum(v) / static_cast<double>(world_size() / dp_size());
+  return all_reduce_sum(v) / static_cast<double>(world_size() / acc_->loss_shares());
 }
 
 double Trainer::evaluate() {
@@ -225,7 +225,8 @@ double Trainer::evaluate() {
   for (int64_t i = 0; i < cfg_.training.eval_batches; ++i) {
     data::Batch b = val_data_->next();
     sum += acc_->eval_loss(*model_, b.inputs, b.targets);
-    count += static_cast<double>(b.targets.numel());
+    // This rank's share of the tokens (its cp share; the loss above is its tokens' sum).
+    count += static_cast<double>(b.targets.numel() * dp_size() / acc_->loss_shares());
     ++val_batches_;
   }
   sum = sum_over_replicas(sum);

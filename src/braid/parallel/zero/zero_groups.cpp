@@ -7,9 +7,9 @@ namespace braid::parallel {
 ZeroGroups ZeroGroups::from_mesh(const DeviceMesh& mesh, bool need_gather_stream) {
   ZeroGroups g;
   g.grad = mesh.group_ptr("dp");
-  g.shard = mesh.group_ptr("dp_shard");
+  g.shard = mesh.group_ptr("dp_shard_cp");
   g.n = mesh.size("dp");
-  g.s = mesh.size("dp_shard");
+  g.s = mesh.size("dp_shard_cp");
   g.r = mesh.size("dp_replicate");
   if (g.r > 1) g.replicate = mesh.group_ptr("dp_replicate");
   g.shard_pos = g.shard->rank();
