@@ -173,7 +173,8 @@ const std::vector<std::string>& block_keys() {
 }
 
 // Accelerate's parallelism_config (1.10+; TRL's context-parallel and ALST recipes): the tensor
-// parallel size is braid's; context and sequence parallelism are not there yet.
+// parallel size is braid's; cp_size (torch's ring attention) is braid's context parallelism in
+// its ring mode and sp_size (ALST, DeepSpeed-Ulysses) in its ulysses mode.
 void read_parallelism(DialectReader& r, TrainConfig& cfg) {
   if (!r.section("parallelism_config") || r.switched_off("parallelism_config", true)) return;
   const std::string p = "parallelism_config.parallelism_config_";
@@ -181,21 +182,36 @@ void read_parallelism(DialectReader& r, TrainConfig& cfg) {
     cfg.parallel.tensor_parallel_size = *v;
     r.note(p + "tp_size", "parallel.tensor_parallel_size = " + std::to_string(*v));
   }
-  if (r.integer(p + "cp_size", 1, INT32_MAX, false).value_or(1) > 1)
-    r.unsupported(p + "cp_size", "context parallelism");
-  if (r.integer(p + "sp_size", 1, INT32_MAX, false).value_or(1) > 1)
-    r.unsupported(p + "sp_size", "ALST/Ulysses sequence parallelism");
+  const int64_t cp = r.integer(p + "cp_size", 1, INT32_MAX, false).value_or(1);
+  const int64_t sp = r.integer(p + "sp_size", 1, INT32_MAX, false).value_or(1);
+  if (cp > 1 && sp > 1)
+    r.unsupported(p + "sp_size",
+                  "sequence parallelism beside context parallelism (braid splits a sequence over "
+                  "one dimension: cp_size for ring attention or sp_size for Ulysses)");
+  if (cp > 1 || sp > 1) {
+    cfg.parallel.context_parallel_size = std::max(cp, sp);
+    cfg.parallel.context_parallel_mode = cp > 1 ? "ring" : "ulysses";
+    r.note(p + (cp > 1 ? "cp_size" : "sp_size"),
+           "parallel.context_parallel_size = " + std::to_string(std::max(cp, sp)) +
+               ", parallel.context_parallel_mode = " + cfg.parallel.context_parallel_mode);
+  }
+  if (cp == 1) r.ignore(p + "cp_size", "1: no context parallelism");
+  if (sp == 1) r.ignore(p + "sp_size", "1: no sequence parallelism");
   const auto replicate = r.integer(p + "dp_replicate_size", 1, INT32_MAX, false);
   const auto shard = r.integer(p + "dp_shard_size", 1, INT32_MAX, false);
   if (replicate.value_or(1) > 1 && shard.value_or(1) > 1) {
     cfg.parallel.sharding_factor = *shard;  // HSDP: shard within groups, replicate across
     r.note(p + "dp_shard_size", "parallel.sharding_factor = " + std::to_string(*shard));
   }
-  r.ignore(p + "dp_replicate_size", "the data-parallel size is the ranks over tp");
-  r.ignore(p + "dp_shard_size", "the data-parallel size is the ranks over tp");
-  for (const char* k : {"cp_backend", "cp_comm_strategy", "sp_backend", "sp_seq_length",
-                        "sp_seq_length_is_variable", "sp_attn_implementation"})
-    r.ignore(p + k, "for context or sequence parallelism, which is off");
+  r.ignore(p + "dp_replicate_size", "the data-parallel size is the ranks over tp x cp");
+  r.ignore(p + "dp_shard_size", "the data-parallel size is the ranks over tp x cp");
+  r.ignore(p + "cp_backend", "braid's ring attention is its own");
+  r.ignore(p + "cp_comm_strategy",
+           "braid's ring passes key/value blocks to the next rank, overlapped with compute");
+  r.ignore(p + "sp_backend", "braid's Ulysses is its own");
+  r.ignore(p + "sp_attn_implementation", "braid's attention kernel is its own");
+  for (const char* k : {"sp_seq_length", "sp_seq_length_is_variable"})
+    r.ignore(p + k, "the sequence length is data.seq_len");
 }
 
 // Accelerate's deepspeed_config block: a DeepSpeed config file, or plugin keys that Accelerate
@@ -328,6 +344,13 @@ std::vector<DialectEntry> apply_accelerate_config(TrainConfig& cfg, const std::s
     if (*v == "fp8") r.unsupported("mixed_precision", "fp8; braid has fp16 and bf16");
     precision = *v == "no" ? "fp32" : *v;
   }
+  // The sequence split first: DeepSpeed's batch arithmetic runs over the data-parallel ranks,
+  // which exclude the cp / sp ranks of one sequence.
+  const int64_t cp_before = cfg.parallel.context_parallel_size;
+  read_parallelism(r, cfg);
+  if (cfg.parallel.context_parallel_size != cp_before &&
+      dp_size % cfg.parallel.context_parallel_size == 0)
+    dp_size = dp_size * cp_before / cfg.parallel.context_parallel_size;
   std::vector<DialectEntry> deepspeed;
   if (type == "DEEPSPEED") {
     // mixed_precision holds under DeepSpeed too ('no': fp32, whatever the YAML says); a
@@ -345,7 +368,6 @@ std::vector<DialectEntry> apply_accelerate_config(TrainConfig& cfg, const std::s
       r.note("mixed_precision", "training.precision = " + cfg.training.precision);
   }
   if (has_fsdp) read_fsdp(r, cfg);
-  read_parallelism(r, cfg);
   // Accelerate 1.4-1.6's tensor parallelism.
   if (r.section("tp_config") && !r.switched_off("tp_config", true))
     if (auto v = r.integer("tp_config.tp_size", 1, INT32_MAX, false)) {

@@ -168,8 +168,10 @@ TEST(AccelerateConfig, MalformedConfigsNameTheKey) {
        "deepspeed_config.gradient_clipping: must be in [0, "},
       {"distributed_type: MEGATRON_LM\nmegatron_lm_config:\n  megatron_lm_tp_degree: 2\n",
        "distributed_type: not supported yet (MEGATRON_LM"},
-      {"distributed_type: FSDP\nparallelism_config:\n  parallelism_config_cp_size: 2\n",
-       "parallelism_config.parallelism_config_cp_size: not supported yet (context parallelism)"},
+      {"distributed_type: FSDP\nparallelism_config:\n  parallelism_config_cp_size: 2\n"
+       "  parallelism_config_sp_size: 2\n",
+       "parallelism_config.parallelism_config_sp_size: not supported yet (sequence parallelism "
+       "beside context parallelism"},
       {"- a\n- b\n", "acc.yaml: an Accelerate config must be a YAML mapping"},
       {"distributed_type: [FSDP\n", "acc.yaml: not valid YAML: "},
       // yaml-cpp keeps both of two equal keys, to_json the last; braid refuses them.
@@ -187,6 +189,34 @@ TEST(AccelerateConfig, MalformedConfigsNameTheKey) {
     EXPECT_EQ(e.find('\n'), std::string::npos) << "one line: " << e;
   }
   EXPECT_GE(cases.size(), 30u);
+}
+
+// parallelism_config's cp_size (torch's ring attention) and sp_size (ALST / DeepSpeed-Ulysses)
+// are braid's context parallelism in its two modes (the corpus's ALST recipe shows the batch
+// arithmetic of its DeepSpeed file running over the ranks that are not the sequence's).
+TEST(AccelerateConfig, ContextAndSequenceParallelSizesAreContextParallelism) {
+  TrainConfig c = yaml();
+  apply_accelerate_config(
+      c, "distributed_type: FSDP\nparallelism_config:\n  parallelism_config_cp_size: 2\n",
+      "acc.yaml", 2);
+  EXPECT_EQ(c.parallel.context_parallel_size, 2);
+  EXPECT_EQ(c.parallel.context_parallel_mode, "ring");
+  c = yaml();
+  const auto entries = apply_accelerate_config(
+      c,
+      "distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n"
+      "parallelism_config:\n  parallelism_config_sp_size: 2\n  parallelism_config_sp_backend: "
+      "deepspeed\n",
+      "acc.yaml", 4);
+  EXPECT_EQ(c.parallel.context_parallel_size, 2);
+  EXPECT_EQ(c.parallel.context_parallel_mode, "ulysses");
+  bool noted = false;
+  for (const auto& e : entries)
+    noted |= e.key == "parallelism_config.parallelism_config_sp_size" &&
+             e.effect ==
+                 "parallel.context_parallel_size = 2, parallel.context_parallel_mode = "
+                 "ulysses";
+  EXPECT_TRUE(noted);
 }
 
 // Random line mutations of the configs/accelerate files (a value replaced, a line dropped, a key

@@ -451,16 +451,22 @@ void read_rest(DialectReader& r, TrainConfig& cfg) {
         "use_data_before_expert_parallelism", "vocabulary_size"})
     r.ignore(k, "no effect in braid");
   r.ignore("seq_parallel_communication_data_type",
-           "DeepSpeed's sequence parallelism (Ulysses) only; braid has none");
+           "braid's Ulysses all-to-alls carry the compute dtype");
   r.ignore("activation_checkpointing",
            "set model.activation_checkpointing in the YAML (full, selective, interval)");
   r.ignore("aio", "DeepSpeed's async I/O library; braid's offload does its own file I/O");
   r.ignore("checkpoint", "braid's own checkpoints (checkpoint.* in the YAML)");
   r.ignore("nebula", "braid's own checkpoints (checkpoint.async)");
   if (!r.switched_off("compile")) r.ignore("compile", "braid's kernels are compiled ahead of time");
-  if (auto v = r.integer("sequence_parallel_size", 1, INT64_MAX); v && *v > 1)
-    r.unsupported("sequence_parallel_size", "DeepSpeed-Ulysses sequence parallelism");
-  r.ignore("sequence_parallel_size", "1");
+  // DeepSpeed-Ulysses (ALST): braid's context parallelism in its ulysses mode.
+  if (auto v = r.integer("sequence_parallel_size", 1, INT64_MAX); v && *v > 1) {
+    cfg.parallel.context_parallel_size = *v;
+    cfg.parallel.context_parallel_mode = "ulysses";
+    r.note("sequence_parallel_size", "parallel.context_parallel_size = " + std::to_string(*v) +
+                                         ", parallel.context_parallel_mode = ulysses");
+  } else {
+    r.ignore("sequence_parallel_size", "1: no sequence parallelism");
+  }
   // DeepSpeed features braid does not have: absent when switched off or empty (DeepSpeed-Chat
   // writes "hybrid_engine": {"enabled": false}), "not supported yet" when on.
   for (const char* k :
@@ -497,7 +503,13 @@ std::vector<DialectEntry> dialect::apply_deepspeed_object(TrainConfig& cfg, cons
               show(root));
   DialectReader r(root, source);
   dialect::add_training_arguments_hints(r);
-  resolve_deepspeed_batch(r, cfg, std::max<int64_t>(1, dp_size));
+  // DeepSpeed's data-parallel world excludes the Ulysses ranks of one sequence.
+  int64_t dp = std::max<int64_t>(1, dp_size);
+  if (const auto it = root.find("sequence_parallel_size");
+      it != root.end() && it->is_number_integer() && it->get<int64_t>() > 1 &&
+      dp % it->get<int64_t>() == 0)
+    dp /= it->get<int64_t>();
+  resolve_deepspeed_batch(r, cfg, dp);
   read_precision(r, cfg);
   read_zero(r, cfg);
   read_optimizer(r, cfg);

@@ -119,6 +119,19 @@ TEST(DeepSpeedConfig, BatchArithmeticAsDeepSpeed) {
                       "gradient_accumulation_steps": 3})",
                   2),
             "12=2x3");
+  // DeepSpeed-Ulysses: the 4 ranks hold 2 sequences at a time, 2 ranks each.
+  EXPECT_EQ(batch(R"({"train_batch_size": 8, "sequence_parallel_size": 2})", 4), "8=4x1");
+}
+
+// sequence_parallel_size is braid's context parallelism in its ulysses mode.
+TEST(DeepSpeedConfig, SequenceParallelSizeIsUlysses) {
+  TrainConfig c = yaml();
+  apply_deepspeed_config(c, R"({"sequence_parallel_size": 2})", "ds.json", 2);
+  EXPECT_EQ(c.parallel.context_parallel_size, 2);
+  EXPECT_EQ(c.parallel.context_parallel_mode, "ulysses");
+  c = yaml();
+  apply_deepspeed_config(c, R"({"sequence_parallel_size": 1})", "ds.json", 2);
+  EXPECT_EQ(c.parallel.context_parallel_size, 1);
 }
 
 // Malformed configs: one line naming the key path (and the numbers where there are numbers).

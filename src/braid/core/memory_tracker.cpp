@@ -62,7 +62,11 @@ std::string MemoryTracker::out_of_memory_message(MemCategory c, int64_t bytes,
     os << " " << mem_category_name(static_cast<MemCategory>(i)) << " " << format_bytes(current_[i])
        << " (peak " << format_bytes(peak_[i]) << ")" << (i + 1 < kNumMemCategories ? "," : ".");
   os << " What would help: shard more (a higher ZeRO stage, more ranks), activation "
-        "checkpointing, a smaller micro-batch, or a larger budget (memory.budget).";
+        "checkpointing, a smaller micro-batch, ";
+  // Activations grow with the sequence: splitting it divides them.
+  if (c == MemCategory::activations)
+    os << "splitting long sequences over ranks (parallel.context_parallel_size), ";
+  os << "or a larger budget (memory.budget).";
   return os.str();
 }
 

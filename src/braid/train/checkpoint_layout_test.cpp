@@ -1,5 +1,5 @@
-// Training checkpoints of tensor-, pipeline-parallel and 3-D runs (Note [Placements], Note
-// [Resharding reads]): stopped and resumed at the same layout they equal the straight run bit
+// Training checkpoints of tensor-, pipeline-, context-parallel and 3-D runs (Note [Placements],
+// Note [Resharding reads]): stopped and resumed at the same layout they equal the straight run bit
 // for bit (weights and the next checkpoint); saved under one layout they load under any other,
 // saving again at once gives the same bits, and the next steps match the straight run to fp32
 // tolerance.
@@ -21,6 +21,8 @@ struct Layout {
   std::string strategy;
   int tp = 1, pp = 1;
   std::string schedule = "1f1b";
+  int cp = 1;
+  std::string cp_mode = "ring";
 };
 
 void PrintTo(const Layout& l, std::ostream* os) {
@@ -32,6 +34,8 @@ void apply(const Layout& l, config::TrainConfig& c) {
   c.parallel.tensor_parallel_size = l.tp;
   c.parallel.pipeline_parallel_size = l.pp;
   c.parallel.pipeline_schedule = l.schedule;
+  c.parallel.context_parallel_size = l.cp;
+  c.parallel.context_parallel_mode = l.cp_mode;
   // A pipeline reduces once per step (Note [Pipeline reduction]): the same accumulation order
   // everywhere keeps layouts comparable.
   c.parallel.sync_each_batch = "false";
@@ -52,7 +56,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Layout{"tp2", 2, "none", 2}, Layout{"dp2_tp2_zero1", 4, "zero1", 2},
                       Layout{"pp2", 2, "none", 1, 2}, Layout{"pp2_gpipe", 2, "none", 1, 2, "gpipe"},
                       Layout{"pp2_tp2", 4, "none", 2, 2}, Layout{"dp2_pp2_zero3", 4, "zero3", 1, 2},
-                      Layout{"dp2_pp2_tp2_zero2", 8, "zero2", 2, 2}),
+                      Layout{"dp2_pp2_tp2_zero2", 8, "zero2", 2, 2},
+                      Layout{"cp2", 2, "none", 1, 1, "1f1b", 2},
+                      Layout{"dp2_cp2_zero3_ulysses", 4, "zero3", 1, 1, "1f1b", 2, "ulysses"}),
     [](const auto& info) { return info.param.name; });
 
 // Saved under `from` at step 2 and loaded under `to`: saving again at once gives the same bits,
@@ -105,6 +111,17 @@ TEST(LayoutReshard, TensorAndPipelineCheckpointsLoadUnderAnyLayout) {
   const Layout tp4{"tp4", 4, "none", 4};
   expect_loads(tp4, pp2_tp2, "llama-tiny");
   expect_loads(pp2, tp4, "llama-tiny");
+}
+
+// Context parallelism changes no placement: its checkpoints are data-parallel ones over dp x cp
+// and load under any layout, and any checkpoint loads under it.
+TEST(LayoutReshard, ContextParallelCheckpointsLoadUnderAnyLayout) {
+  const Layout one{"one", 1, "none"}, tp2{"tp2", 2, "none", 2},
+      dp2_cp2{"dp2_cp2_zero3", 4, "zero3", 1, 1, "1f1b", 2},
+      cp2_tp2{"cp2_tp2", 4, "none", 2, 1, "1f1b", 2};
+  expect_loads(dp2_cp2, one);
+  expect_loads(tp2, dp2_cp2);
+  expect_loads(dp2_cp2, cp2_tp2, "llama-tiny");
 }
 
 }  // namespace

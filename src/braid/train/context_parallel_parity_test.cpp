@@ -6,6 +6,7 @@
 // the loss it reports (each cp rank's share summed) is one process's.
 #include <gtest/gtest.h>
 
+#include "testing/train/checkpoint_test_util.h"
 #include "testing/train/context_parallel_parity_util.h"
 #include "testing/train/strategy_parity_util.h"
 
@@ -60,6 +61,29 @@ INSTANTIATE_TEST_SUITE_P(
         CpCase{"tp2_cp2_ulysses", 4, "gpt2-tiny", 2, "ulysses", "none", "FULL_SHARD", 2},
         CpCase{"pp2_cp2_ring", 4, "gpt2-tiny", 2, "ring", "none", "FULL_SHARD", 1, false, 2}),
     [](const ::testing::TestParamInfo<CpCase>& i) { return i.param.name; });
+
+// Evaluation splits its sequences too: the validation loss (each cp rank's tokens summed, over
+// the whole count) is one process's, before and after training, on real token shards.
+TEST(ContextParallelTraining, EvaluationMatchesOneProcess) {
+  const CpLayout l{"dp2_cp2_eval", 4, "gpt2-tiny", 2, "ring", "zero1"};
+  auto with_data = [](config::TrainConfig c) {
+    c.data.random_tokens = false;
+    c.data.train = resume_data_dir();
+    c.training.eval_interval = 3;
+    c.training.eval_batches = 2;
+    return c;
+  };
+  Trainer one(with_data(cp_reference_config(l)), nullptr, quiet());
+  const TrainResult want = one.run();
+  ASSERT_TRUE(std::isfinite(want.first_val_loss));
+  const config::TrainConfig cfg = with_data(cp_parity_config(l));
+  testing::run_ranks(l.world, [&](comm::ProcessGroup& pg) {
+    Trainer t(cfg, borrow(pg), quiet());
+    const TrainResult got = t.run();
+    EXPECT_NEAR(got.first_val_loss, want.first_val_loss, 1e-5 * want.first_val_loss);
+    EXPECT_NEAR(got.last_val_loss, want.last_val_loss, 1e-4 * want.last_val_loss);
+  });
+}
 
 // The keys a sequence split refuses, on every rank, before anything runs.
 TEST(ContextParallelTraining, BadSplitsFailOnEveryRankNamingTheKeys) {

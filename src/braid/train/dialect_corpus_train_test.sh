@@ -26,7 +26,8 @@ for spec in "deepspeed/hf-tests-ds_config_zero3.json|zero3" \
             "accelerate/trl-deepspeed_zero3.yaml|zero3" \
             "accelerate/peft-ds_zero3_cpu_offload.yaml|zero3" \
             "accelerate/trl-fsdp1.yaml|fsdp" \
-            "accelerate/acc-0_28_0_mpi.yaml|ddp"; do
+            "accelerate/acc-0_28_0_mpi.yaml|ddp" \
+            "accelerate/trl-context_parallel_2gpu.yaml|fsdp"; do
   file=${spec%|*}
   strategy=${spec#*|}
   name=$(basename "$file")
@@ -38,6 +39,9 @@ for spec in "deepspeed/hf-tests-ds_config_zero3.json|zero3" \
   [[ $line =~ loss\ [0-9]+\.[0-9]+ ]] || { cat "$work/$name.log"; fail "$file: no finite loss at step 3"; }
   printed=$("$BRAID" train "$work/train.yaml" "$flag" "$CORPUS/$file" --print-config 2>&1)
   grep -q "^  strategy: \"$strategy\"" <<< "$printed" || fail "$file: parallel.strategy is not $strategy"
+  if grep -q parallelism_config_cp_size "$CORPUS/$file"; then  # the sequence split over both ranks
+    grep -q "^  context_parallel_size: 2" <<< "$printed" || fail "$file: no context parallelism"
+  fi
   echo "$file: 2 ranks, $strategy, $(grep -oE 'loss [0-9.]+' <<< "$line" | head -1)"
   n=$((n + 1))
 done
