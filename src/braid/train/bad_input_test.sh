@@ -47,6 +47,9 @@ printf 'a%.0s' $(seq 200) > "$work/text/doc.txt"
   --val-fraction 0 > "$work/prepare.log" 2>&1 || { cat "$work/prepare.log"; exit 1; }
 cp -r "$work/tok" "$work/flipped"
 printf '\x01' | dd of="$work/flipped/train_000000.bin" bs=1 seek=100 conv=notrunc status=none
+echo '{"model_type": "llama", "vocab_size": 512, "max_position_embeddings": 64, "hidden_size": 64,
+      "intermediate_size": 176, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "num_key_value_heads": 1}' > "$work/one_kv_head.json"
 tiny=(--set model.preset=gpt2-tiny --set data.seq_len=16 --set training.global_batch_size=2)
 
 failures=0
@@ -93,6 +96,16 @@ check missing-data "'$work/none' is not a directory" \
 check corrupt-shard "train_000000.bin': bad magic at offset 0" \
   "$CONFIG" --set data.random_tokens=false --set data.train="$work/garbage"
 check bad-value "--set: key 'training.max_steps' must be an integer, got 'twelve'" "$CONFIG" --set training.max_steps=twelve
+
+# Context parallelism: a sequence its zig-zag split cannot cut, Ulysses over heads that do not
+# divide, an unknown mode.
+check cp-seq-len "data.seq_len 18 does not split over parallel.context_parallel_size 2 with parallel.context_parallel_mode ring" \
+  "$CONFIG" "${tiny[@]}" --set data.seq_len=18 --set parallel.context_parallel_size=2
+check cp-heads "parallel.context_parallel_mode ulysses splits the attention heads over parallel.context_parallel_size 2: model.n_head 4 and model.n_kv_head 1" \
+  "$CONFIG" "${tiny[@]}" --set model.preset= --set model.config="$work/one_kv_head.json" \
+  --set parallel.context_parallel_size=2 --set parallel.context_parallel_mode=ulysses
+check cp-mode "'parallel.context_parallel_mode' is 'rings', expected one of: ring, ulysses" \
+  "$CONFIG" "${tiny[@]}" --set parallel.context_parallel_mode=rings
 
 # Ranks started with different values (here the seed is the rank number).
 check_program differing-config \
