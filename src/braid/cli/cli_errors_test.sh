@@ -60,6 +60,15 @@ expect "--seq-len 4096 exceeds the model's maximum sequence length 1024" estimat
 expect "--tp 3 must divide --world-size 8" estimate-memory --model llama-7b --world-size 8 --tp 3
 expect "--pipeline-schedule: unknown 'zigzag'" estimate-memory --model llama-7b --world-size 8 \
   --pp 2 --pipeline-schedule zigzag
+expect "--cp 3 x --pp 1 x --tp 2 must divide --world-size 8" estimate-memory --model llama-7b \
+  --world-size 8 --tp 2 --cp 3
+expect "--cp: expects an integer, got 'two'" estimate-memory --model llama-7b --cp two
+expect "--cp-mode: unknown 'star' (ring, ulysses)" estimate-memory --model llama-7b --world-size 2 \
+  --cp 2 --cp-mode star
+expect "--seq-len 1022 does not split over --cp 2 with --cp-mode ring" estimate-memory \
+  --model llama-7b --world-size 2 --cp 2 --seq-len 1022
+expect "over --cp 8: the model's 12 query and 12 key/value heads must both divide by it" \
+  estimate-memory --model gpt2-small --world-size 8 --cp 8 --cp-mode ulysses
 expect "--threads must be in [1, 65536], got 0" estimate-memory --model gpt2-small --threads 0
 expect "--threads: expects an integer, got 'many'" estimate-memory --model gpt2-small --threads many
 expect "--backend: unknown 'nccl' (local, mpi)" estimate-memory --model gpt2-small --backend nccl

@@ -23,8 +23,8 @@ constexpr const char* kDescription =
 
 // The command line's values; 0 and "" mean not given (the config's, or the default, then).
 struct Request {
-  std::string model, config, strategy, sharding, precision, checkpointing, schedule;
-  int64_t world = 1, micro = 0, seq_len = 0, tp = 0, pp = 0, accumulation = 0, threads = 0;
+  std::string model, config, strategy, sharding, precision, checkpointing, schedule, cp_mode;
+  int64_t world = 1, micro = 0, seq_len = 0, tp = 0, pp = 0, cp = 0, accumulation = 0, threads = 0;
   bool offload = false;
   braid::train::RankRuntime runtime;
 };
@@ -60,6 +60,15 @@ void add_options(CLI::App& app, Request& q) {
                  "total)")
       ->type_name("N")
       ->transform(integer<int64_t>());
+  app.add_option("--cp", q.cp,
+                 "context-parallel ranks per sequence (default 1): each rank holds seq-len / cp "
+                 "tokens of every sequence; the strategy reduces and shards over them too")
+      ->type_name("N")
+      ->transform(integer<int64_t>());
+  app.add_option("--cp-mode", q.cp_mode,
+                 "ring (default; seq-len a multiple of 2 x cp) or ulysses (heads divisible by cp)")
+      ->type_name("M")
+      ->check(one_of({"ring", "ulysses"}));
   app.add_option("--pipeline-schedule", q.schedule, "1f1b (default) or gpipe")
       ->type_name("S")
       ->check(one_of({"1f1b", "gpipe"}));
@@ -104,12 +113,36 @@ void check_request(const CLI::App& app, const Request& q) {
   const int64_t tp = std::max<int64_t>(q.tp, 1);
   BRAID_CHECK(q.pp >= 0 && (q.pp == 0 || q.world % (q.pp * tp) == 0), "--pp ", q.pp, " x --tp ", tp,
               " must divide --world-size ", q.world);
+  const int64_t pp = std::max<int64_t>(q.pp, 1);
+  BRAID_CHECK(q.cp >= 0 && (q.cp == 0 || q.world % (q.cp * pp * tp) == 0), "--cp ", q.cp,
+              " x --pp ", pp, " x --tp ", tp, " must divide --world-size ", q.world);
   BRAID_CHECK(q.accumulation >= 0, "--gradient-accumulation-steps must be >= 1, got ",
               q.accumulation);
   BRAID_CHECK(q.micro >= 0, "--micro-batch-size must be >= 1, got ", q.micro);
   BRAID_CHECK(q.seq_len >= 0, "--seq-len must be >= 1, got ", q.seq_len);
   BRAID_CHECK(app.count("--threads") == 0 || (q.threads >= 1 && q.threads <= 1 << 16),
               "--threads must be in [1, 65536], got ", q.threads);
+}
+
+// What context parallelism needs of the sequence and the heads (the estimator's errors name the
+// config keys; these name the options).
+void check_context_split(const braid::config::TrainConfig& cfg, const braid::nn::ModelConfig& mc) {
+  const int64_t cp = cfg.parallel.context_parallel_size;
+  BRAID_CHECK(cp >= 1, "--cp (parallel.context_parallel_size) must be >= 1, got ", cp);
+  if (cp == 1) return;
+  const bool ulysses = cfg.parallel.context_parallel_mode == "ulysses";
+  const int64_t split = ulysses ? cp : 2 * cp;
+  BRAID_CHECK(cfg.data.seq_len % split == 0, "--seq-len ", cfg.data.seq_len,
+              " does not split over --cp ", cp,
+              ulysses ? " with --cp-mode ulysses: it must divide by it"
+                      : " with --cp-mode ring: its zig-zag split needs a multiple of 2 x cp = " +
+                            std::to_string(split));
+  const int64_t tp = std::max<int64_t>(1, cfg.parallel.tensor_parallel_size);
+  const int64_t heads = mc.n_head / tp, kv_heads = mc.n_kv_head / std::min(mc.n_kv_head, tp);
+  BRAID_CHECK(!ulysses || (heads % cp == 0 && kv_heads % cp == 0),
+              "--cp-mode ulysses splits the attention heads over --cp ", cp, ": the model's ",
+              heads, " query and ", kv_heads, " key/value heads", tp > 1 ? " per --tp rank" : "",
+              " must both divide by it (ring has no such limit)");
 }
 
 int run_estimate_memory(const std::vector<std::string>& args) {
@@ -155,6 +188,9 @@ int run_estimate_memory(const std::vector<std::string>& args) {
   if (q.micro > 0) cfg.training.micro_batch_size = q.micro;
   if (q.tp > 0) cfg.parallel.tensor_parallel_size = q.tp;
   if (q.pp > 0) cfg.parallel.pipeline_parallel_size = q.pp;
+  if (q.cp > 0) cfg.parallel.context_parallel_size = q.cp;
+  if (!q.cp_mode.empty()) cfg.parallel.context_parallel_mode = q.cp_mode;
+  check_context_split(cfg, mc);
   if (!q.schedule.empty()) cfg.parallel.pipeline_schedule = q.schedule;
   if (q.accumulation > 0) cfg.training.gradient_accumulation_steps = q.accumulation;
   if (!q.precision.empty()) cfg.training.precision = q.precision;

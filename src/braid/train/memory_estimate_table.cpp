@@ -28,18 +28,22 @@ std::string cell(int64_t bytes) {
   return format_bytes(bytes);
 }
 
-// " as tp 2 x pp 2 x dp 2" (nothing without model parallelism)
+// " as tp 2 x cp 2 (ring) x pp 2 x dp 2" (nothing without model or context parallelism)
 std::string layout(const config::TrainConfig& cfg, int world) {
   const int64_t tp = std::max<int64_t>(1, cfg.parallel.tensor_parallel_size);
   const int64_t pp = std::max<int64_t>(1, cfg.parallel.pipeline_parallel_size);
-  if (tp == 1 && pp == 1) return "";
+  const int64_t cp = std::max<int64_t>(1, cfg.parallel.context_parallel_size);
+  if (tp == 1 && pp == 1 && cp == 1) return "";
   std::string s = " as";
   if (tp > 1) s += " tp " + std::to_string(tp) + " x";
+  if (cp > 1)
+    s += " cp " + std::to_string(cp) + " (" + cfg.parallel.context_parallel_mode + ", " +
+         std::to_string(cfg.data.seq_len / cp) + " tokens of each sequence per rank) x";
   if (pp > 1)
     s += " pp " + std::to_string(pp) + " (" + cfg.parallel.pipeline_schedule + ", " +
          std::to_string(std::max<int64_t>(1, cfg.training.gradient_accumulation_steps)) +
          " micro-batches) x";
-  return s + " dp " + std::to_string(world / (tp * pp));
+  return s + " dp " + std::to_string(world / (tp * pp * cp));
 }
 
 }  // namespace

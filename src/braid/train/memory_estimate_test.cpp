@@ -2,10 +2,13 @@
 // peak], parallel/estimate/activation_estimate.h) and mixed-precision parameters against the
 // tracker's peaks, for GPT-2 and LLaMA shapes, micro-batches and sequence lengths, fp32 and bf16,
 // and every checkpointing policy, under ddp and zero3 on 2 thread ranks (strategy_memory_test
-// covers every strategy in fp32). Everything within 10%, but for the communication of a pipeline
-// stage before the last: ranks as threads buffer its sends until the next stage takes them, which
-// depends on the threads' timing, so it is held between the estimate (one send) and every
-// micro-batch in flight sent (Note [Buffer estimate], parallel/estimate/memory_estimate.cpp).
+// covers every strategy in fp32), and under context parallelism (ring and Ulysses, cp 2 and 4,
+// over dp x cp, beside tp and pp). Everything within 10%, but for two communication peaks that
+// depend on the threads' timing, because ranks as threads buffer their sends until the peer takes
+// them: a pipeline stage's before the last, held between the estimate (one send) and every
+// micro-batch in flight sent (Note [Buffer estimate], parallel/estimate/memory_estimate.cpp), and
+// ring attention's, held between none of its sends waiting and the estimate, all of them (Note
+// [Context-parallel staging]).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -123,6 +126,104 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorAcrossShapesPrecisionsAndCheck
   }
 }
 
+// The six-block GPT-2 and LLaMA with 1024 positions: sequences long enough that activations
+// dominate.
+std::string long_context_config(bool llama) {
+  namespace fs = std::filesystem;
+  fs::path dir = private_temp_dir(llama ? "braid_long_llama" : "braid_long_gpt2");
+  fs::create_directories(dir);
+  if (llama) {
+    std::ofstream(dir / "config.json")
+        << R"({"model_type": "llama", "vocab_size": 1024, "max_position_embeddings": 1024,
+               "hidden_size": 128, "intermediate_size": 352, "num_hidden_layers": 6,
+               "num_attention_heads": 4, "num_key_value_heads": 2})";
+  } else {
+    std::ofstream(dir / "config.json")
+        << R"({"model_type": "gpt2", "vocab_size": 1024, "n_positions": 1024, "n_embd": 128,
+               "n_layer": 6, "n_head": 4})";
+  }
+  return (dir / "config.json").string();
+}
+
+struct CpCase {
+  bool llama = false;
+  std::string mode, strategy, precision, checkpointing;
+  int64_t micro = 1, seq_len = 256;
+  int ranks = 2, cp = 2, tp = 1, pp = 1;
+};
+
+// Context parallelism (Note [Context-parallel activations], activation_estimate.h): each rank
+// holds seq_len / cp tokens of every sequence, attention by ring or Ulysses, and the strategy
+// reduces and shards over dp x cp. Rank cp - 1 of the first dp replica (of each stage) is
+// measured.
+TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorUnderContextParallelism) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "timing-dependent peaks: checked in the release and ASan builds";
+#endif
+  std::vector<CpCase> cases;
+  for (bool llama : {false, true}) {
+    for (const char* mode : {"ring", "ulysses"}) {
+      cases.push_back({llama, mode, "none", "fp32", "none", 1, 512, 2});
+      cases.push_back({llama, mode, "ddp", "bf16", "none", 1, 1024, 4});
+      cases.push_back({llama, mode, "zero3", "bf16", "none", 2, 256, 4});
+      cases.push_back({llama, mode, "zero3", "fp32", "full", 1, 512, 4});
+      cases.push_back({llama, mode, "ddp", "fp32", "selective", 2, 256, 2});
+    }
+  }
+  // cp 4: three blocks of the ring's other ranks each way, and Ulysses with one head a rank.
+  cases.push_back({false, "ring", "zero3", "bf16", "none", 1, 512, 4, 4});
+  cases.push_back({false, "ulysses", "ddp", "fp32", "selective", 1, 512, 4, 4});
+  // Beside tensor parallelism (tp 2 x cp 2) and a pipeline (pp 2 x cp 2, 4 micro-batches).
+  cases.push_back({false, "ring", "zero3", "bf16", "none", 1, 512, 4, 2, 2});
+  cases.push_back({true, "ring", "ddp", "fp32", "selective", 1, 256, 4, 2, 2});
+  cases.push_back({true, "ulysses", "ddp", "fp32", "none", 1, 256, 4, 2, 1, 2});
+  cases.push_back({false, "ring", "zero1", "bf16", "none", 1, 256, 4, 2, 1, 2});
+  const std::string gpt2 = long_context_config(false), llama = long_context_config(true);
+  for (const CpCase& k : cases) {
+    config::TrainConfig c = tiny(k.micro, k.pp > 1 ? 4 : 2, k.strategy);
+    c.model.preset = "";
+    c.model.config = k.llama ? llama : gpt2;
+    c.data.seq_len = k.seq_len;
+    c.training.precision = k.precision;
+    c.model.activation_checkpointing = k.checkpointing;
+    c.parallel.context_parallel_size = k.cp;
+    c.parallel.context_parallel_mode = k.mode;
+    c.parallel.tensor_parallel_size = k.tp;
+    c.parallel.pipeline_parallel_size = k.pp;
+    c.training.max_steps = 2;
+    for (int stage = 0; stage < k.pp; ++stage) {
+      // The last rank of the ring holds the most: the blocks of every earlier rank (Note
+      // [Context-parallel activations]). The mesh is dp x pp x cp x tp.
+      const Peaks p = measure_peaks(c, k.ranks, (stage * k.cp + k.cp - 1) * k.tp);
+      parallel::MemoryEstimateInputs in = thread_rank_inputs(c, k.ranks);
+      in.pipeline_stage = k.pp > 1 ? stage : -1;
+      const parallel::MemoryEstimate e = parallel::estimate_memory(in);
+      std::string name = std::string(k.llama ? "llama " : "gpt2 ") + k.strategy + " " +
+                         k.precision + " " + k.checkpointing + " B" + std::to_string(k.micro) +
+                         " T" + std::to_string(k.seq_len) + " cp" + std::to_string(k.cp) + " " +
+                         k.mode;
+      if (k.tp > 1) name += " tp" + std::to_string(k.tp);
+      if (k.pp > 1) name += " pp" + std::to_string(k.pp) + " stage " + std::to_string(stage);
+      name += " x" + std::to_string(k.ranks);
+      print_comparison(name, p, e);
+      // Sends on ranks as threads are copies the peer takes when it gets there. Ring
+      // attention's: the estimate counts every one of backward waiting (Note [Context-parallel
+      // staging]), so the measurement lies between none waiting and that. A pipeline stage's:
+      // the estimate counts none beside attention's buffers, the measurement may hold one.
+      const int64_t a = k.precision == "fp32" ? 4 : 2, tokens = k.micro * k.seq_len / k.cp;
+      parallel::MemoryEstimate none_waiting = e;
+      int64_t waiting = 0;
+      if (k.mode == "ring") {
+        const int64_t kv = (k.llama ? 2 : 4) / std::min(k.tp, k.llama ? 2 : 4) * 32;
+        waiting = 2 * (k.cp - 1) * 2 * a * tokens * kv;
+        none_waiting.communication -= waiting;
+      }
+      if (k.pp > 1) waiting += a * tokens * in.model.d_model;
+      expect_within_10_percent(name, p, none_waiting, waiting);
+    }
+  }
+}
+
 TEST(MemoryEstimate, LlamaSevenBillionOnEightRanks) {
   // Llama-2-7B's shape: every formula scales as the header says, and sharding divides.
   config::TrainConfig c;
@@ -148,6 +249,21 @@ TEST(MemoryEstimate, BadInputNamesTheField) {
   EXPECT_THROW(estimate_strategies(c, 2, {"zero4"}), Error);
   EXPECT_THROW(estimate_strategies(c, 2, {"none"}), Error);
   c.data.seq_len = 4096;  // beyond gpt2-tiny's 128 positions
+  EXPECT_THROW(estimate_strategies(c, 2, {"ddp"}), Error);
+  // Context parallelism: the world, the sequence and (Ulysses) the heads must split.
+  c.data.seq_len = 16;
+  c.parallel.context_parallel_size = 2;
+  EXPECT_THROW(estimate_strategies(c, 3, {"ddp"}), Error);
+  EXPECT_THROW(estimate_strategies(c, 4, {"none"}), Error);  // dp 2
+  c.data.seq_len = 18;                                       // ring: a multiple of 2 x cp
+  EXPECT_THROW(estimate_strategies(c, 2, {"ddp"}), Error);
+  c.parallel.context_parallel_mode = "ulysses";
+  EXPECT_NO_THROW(estimate_strategies(c, 2, {"none"}));
+  c.parallel.context_parallel_size = 8;  // gpt2-tiny's 4 heads
+  c.data.seq_len = 64;
+  EXPECT_THROW(estimate_strategies(c, 8, {"ddp"}), Error);
+  c.parallel.context_parallel_mode = "star";
+  c.parallel.context_parallel_size = 2;
   EXPECT_THROW(estimate_strategies(c, 2, {"ddp"}), Error);
 }
 

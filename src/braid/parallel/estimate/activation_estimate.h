@@ -23,6 +23,25 @@
 // blocks, so "every k-th block" policies are covered too. memory_estimate_test holds it to the
 // tracker's peaks within 10% for GPT-2 and LLaMA shapes, micro-batches, sequence lengths,
 // precisions and policies.
+// Note [Context-parallel activations]: under context parallelism (Note [Context-parallel
+// layout], nn/context_parallel.h) a rank computes N = micro_batch x seq_len / cp tokens, and
+// every term above is of those. Besides: the batch's ids and targets stay whole ([B, T], as the
+// Trainer reads them), and the rank's own tokens of each (i32 N) are kept until backward; GPT-2
+// looks its position rows up apart, at the tokens' places in the whole sequence, and adds them
+// (the two lookups kept besides their sum: + 2NC outside the blocks). Ring attention keeps what
+// plain attention keeps (its output and the f32 lse); its backward adds temporaries: dq, the late
+// halves of q, of the output and its gradient and of the lse, and per block of another rank
+// either the late queries' dq (N Cl / 2: a later rank's block) or the early halves of k, v and
+// their gradients (2N KV: an earlier rank's); the estimate takes the larger, the ring's last
+// rank's (it meets only earlier ranks' blocks) unless KV < Cl / 4. They count where attention's
+// backward is a block's peak, in a selective block's rerun (GPT-2's here; LLaMA's MLP peaks
+// higher). The key/value blocks and the dK/dV accumulators are in the communication category (Note
+// [Context-parallel staging], memory_estimate.cpp). Ulysses keeps the head-split copies of q, k, v
+// and of the output beside the token-split ones (+ 2NC + 2N KV per block); in a rerun, attention's
+// backward holds the head-split q, k and v besides (the output and its gradient are held in one
+// split at a time). Measured on the six-block shapes at 256 to 1024 tokens, cp 2 and 4, beside tp 2
+// and pp 2 (memory_estimate_test): within 0.12%; not modelled, the RoPE positions LLaMA's blocks
+// keep (4 T / cp bytes each: LLaMA's 0.07% under).
 #pragma once
 
 #include <cstdint>
@@ -47,12 +66,21 @@ struct ActivationSpan {
   bool receives_during_backward = false;
 };
 
+// Context parallelism (Note [Context-parallel layout], nn/context_parallel.h): every sequence
+// split over `size` ranks, attention by ring (zig-zag split) or Ulysses (contiguous, heads split
+// inside attention).
+struct ContextSplit {
+  int size = 1;
+  bool ulysses = false;
+};
+
 // Bytes on one rank; model.activation_checkpointing is the policy, tp the tensor-parallel size
 // (Note [Tensor-parallel layout]: the heads and the MLP's hidden units split, the residual
-// stream whole, each row-parallel output also kept as its all-reduced copy). Throws naming the
-// value when micro_batch_size or seq_len < 1 or seq_len > the model's max_seq_len.
+// stream whole, each row-parallel output also kept as its all-reduced copy), cp the context
+// split (Note [Context-parallel activations]). Throws naming the value when micro_batch_size or
+// seq_len < 1, seq_len > the model's max_seq_len or seq_len does not split over cp.
 int64_t estimate_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
                              int64_t seq_len, DType compute, int tp = 1,
-                             const ActivationSpan& span = {});
+                             const ActivationSpan& span = {}, const ContextSplit& cp = {});
 
 }  // namespace braid::parallel

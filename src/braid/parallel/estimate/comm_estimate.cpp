@@ -24,13 +24,22 @@ int64_t group_memory(const CommBackend& backend, const GroupShape& g) {
   };
   // A split of n ranks (none when it is the world itself).
   auto group = [&](int n) -> int64_t { return n == g.world ? 0 : share(n); };
-  const int R = g.dp / g.S;
+  // The mesh's dimensions (dp_replicate R, dp_shard Sd, pp, cp, tp), then its flattened groups,
+  // each made when it spans two dimensions of more than one rank and is not one made already.
+  const int R = g.dp / g.S, Sd = g.S / g.cp;
+  auto spans = [](std::initializer_list<int> dims) {
+    int n = 0;
+    for (int d : dims) n += d > 1;
+    return n;
+  };
   int64_t bytes = share(g.world);
-  for (int n : {R, g.S, g.pp, g.tp})
+  for (int n : {R, Sd, g.pp, g.cp, g.tp})
     if (n > 1) bytes += group(n);
-  if (R > 1 && g.S > 1) bytes += group(g.dp);             // dp
-  if (g.pp > 1 && g.tp > 1) bytes += group(g.pp * g.tp);  // mp
-  if (g.data_parallel && g.dp == 1) bytes += share(1);    // the dp group: this rank alone
+  if (spans({R, Sd, g.cp}) > 1) bytes += group(g.dp);               // dp
+  if (R > 1 && spans({Sd, g.cp}) > 1) bytes += group(g.S);          // dp_shard_cp
+  if (g.cp > 1 && spans({R, Sd}) > 1) bytes += group(g.dp / g.cp);  // batch
+  if (g.pp > 1 && g.tp > 1) bytes += group(g.pp * g.tp);            // mp
+  if (g.data_parallel && g.dp == 1) bytes += share(1);              // the dp group: this rank alone
   if (g.gather) bytes += share(g.S);
   if (g.pp > 1 && g.embedding) bytes += share(2);
   return bytes;

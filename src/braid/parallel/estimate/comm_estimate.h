@@ -5,16 +5,19 @@
 // ShmEngine::arena_bytes(size, slot) (+ 4 KiB of alignment in an MPI window). The groups, as the
 // one mesh makes them (Note [Mesh groups], device_mesh.h; a group that is the world is the world,
 // one equal to another is that one, a one-rank group is made only when asked for):
-//   the world; each of dp_replicate, dp_shard, pp and tp of more than one rank; dp when both
-//   dp_replicate and dp_shard have several ranks, mp (pp x tp) when both pp and tp do; the dp
-//   group of a data-parallel runtime ("none" asks for none) even when it is this rank alone;
+//   the world; each of dp_replicate, dp_shard, pp, cp and tp of more than one rank; dp
+//   (dp_replicate x dp_shard x cp) when two of those have several ranks, dp_shard_cp when
+//   dp_shard and cp both do and dp_replicate too (else it is dp or one of them), batch
+//   (dp_replicate x dp_shard) when both do beside cp, mp (pp x tp) when both pp and tp do; the
+//   dp group of a data-parallel runtime ("none" asks for none) even when it is this rank alone;
 //   stage 3's gather twin of the shard group; a pipeline's embedding group (first and last
 //   stage).
 // On top of them, the staging buffers, each freed before the next: the collective guard's
 // messages (1 KiB per rank), the strategy's casts (Note [Buffer estimate], memory_estimate.cpp),
-// the copy of a gradient all-reduced over the tp group (a x tokens x d_model), and a pipeline
-// stage's buffered sends (ranks as threads). Not modelled: the point-to-point transport between
-// nodes (its staging grows with the messages), sequence parallelism.
+// the copy of a gradient all-reduced over the tp group (a x tokens x d_model), a pipeline
+// stage's buffered sends (ranks as threads) and context-parallel attention's buffers (Note
+// [Context-parallel staging], memory_estimate.cpp). Not modelled: the point-to-point transport
+// between nodes (its staging grows with the messages), sequence parallelism.
 #pragma once
 
 #include <cstdint>
@@ -32,12 +35,14 @@ struct CommBackend {
 // The backends estimate-memory knows, for its errors.
 const char* comm_backend_names();
 
-// The groups a rank belongs to: of `world` ranks, dp data-parallel ones with S per shard group,
-// tp and pp; `sharded` (ZeRO stage >= 1), `gather` (stage 3), `embedding` (a pipeline's first
-// or last stage), `data_parallel` (a data-parallel runtime: every plan but "none").
+// The groups a rank belongs to: of `world` ranks, dp data-parallel ones with S per shard group
+// (the cp ranks among both: dp = batch ranks x cp), tp and pp; `sharded` (ZeRO stage >= 1),
+// `gather` (stage 3), `embedding` (a pipeline's first or last stage), `data_parallel` (a
+// data-parallel runtime: every plan but "none").
 struct GroupShape {
   int world = 1, dp = 1, S = 1, tp = 1, pp = 1;
   bool sharded = false, gather = false, embedding = false, data_parallel = true;
+  int cp = 1;  // context-parallel ranks, among dp's and S's
 };
 
 // The groups' charges on that rank. Throws naming the backend when it is not one of

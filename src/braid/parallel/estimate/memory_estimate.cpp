@@ -82,15 +82,22 @@ struct Sharding {
   int stage = 0;
   bool keeps_gathered = false;
   int S = 1, N = 1, tp = 1, pp = 1;
+  ContextSplit cp;
 };
 
 Sharding shape_of(const ParallelPlan& spec, int world) {
   BRAID_CHECK(world >= 1, "estimate-memory: world size must be >= 1, got ", world);
   BRAID_CHECK(!spec.sequence_parallel, "estimate-memory: sequence_parallel is not modelled");
   const int tp = std::max(1, spec.tensor_parallel_size),
-            pp = std::max(1, spec.pipeline_parallel_size);
-  BRAID_CHECK(world % (tp * pp) == 0, "estimate-memory: tensor_parallel_size ", tp,
-              " x pipeline_parallel_size ", pp, " does not divide the world size ", world);
+            pp = std::max(1, spec.pipeline_parallel_size),
+            cp = std::max(1, spec.context_parallel_size);
+  BRAID_CHECK(world % (tp * pp * cp) == 0, "estimate-memory: tensor_parallel_size ", tp,
+              " x pipeline_parallel_size ", pp,
+              cp > 1 ? " x context_parallel_size " + std::to_string(cp) : std::string(),
+              " does not divide the world size ", world);
+  BRAID_CHECK(spec.context_parallel_mode == "ring" || spec.context_parallel_mode == "ulysses",
+              "estimate-memory: context_parallel_mode '", spec.context_parallel_mode,
+              "' is not modelled (ring, ulysses)");
   if (pp > 1) {
     BRAID_CHECK(spec.pipeline_schedule == "1f1b" || spec.pipeline_schedule == "gpipe",
                 "estimate-memory: pipeline_schedule '", spec.pipeline_schedule,
@@ -99,21 +106,25 @@ Sharding shape_of(const ParallelPlan& spec, int world) {
                 spec.pipeline_balance, "' is not modelled (uniform)");
   }
   Sharding s;
-  s.label = spec.name + (tp > 1 ? " tp" + std::to_string(tp) : "") +
-            (pp > 1 ? " pp" + std::to_string(pp) : "");
+  const std::string layout = (tp > 1 ? " tp" + std::to_string(tp) : "") +
+                             (cp > 1 ? " cp" + std::to_string(cp) : "") +
+                             (pp > 1 ? " pp" + std::to_string(pp) : "");
+  s.label = spec.name + layout;
   s.tp = tp;
   s.pp = pp;
-  s.N = world / (tp * pp);  // the data-parallel strategy runs over dp = world / (tp x pp)
+  s.cp = {cp, spec.context_parallel_mode == "ulysses"};
+  // The data-parallel strategy runs over world / (tp x pp) = dp x cp ranks: the cp ranks of a
+  // batch reduce and shard with it (Note [Context-parallel layout]).
+  s.N = world / (tp * pp);
   s.S = s.N;
   const std::string& how = spec.sharding_strategy;
   if (spec.name == "none") {
-    BRAID_CHECK(s.N == 1, "estimate-memory: strategy none is one data-parallel rank, not ", s.N,
-                " (pick ddp, zero1, zero2, zero3 or fsdp)");
+    BRAID_CHECK(s.N == cp, "estimate-memory: strategy none is one data-parallel rank, not ",
+                s.N / cp, " (pick ddp, zero1, zero2, zero3 or fsdp)");
   } else if (spec.name == "zero1" || spec.name == "zero2" || spec.name == "zero3") {
     s.stage = spec.name.back() - '0';
   } else if (spec.name == "fsdp") {
-    s.label = "fsdp " + how + (tp > 1 ? " tp" + std::to_string(tp) : "") +
-              (pp > 1 ? " pp" + std::to_string(pp) : "");
+    s.label = "fsdp " + how + layout;
     if (how == "NO_SHARD") {
       s.stage = 0;
     } else if (how == "FULL_SHARD" || how == "SHARD_GRAD_OP" || how == "HYBRID_SHARD" ||
@@ -129,9 +140,9 @@ Sharding shape_of(const ParallelPlan& spec, int world) {
                 "' (none, ddp, zero1, zero2, zero3, fsdp)");
   }
   if (s.stage == 3 && spec.sharding_factor > 0) {
-    BRAID_CHECK(s.N % spec.sharding_factor == 0, "estimate-memory: sharding_factor ",
-                spec.sharding_factor, " does not divide the data-parallel size ", s.N);
-    s.S = spec.sharding_factor;
+    BRAID_CHECK(s.N / cp % spec.sharding_factor == 0, "estimate-memory: sharding_factor ",
+                spec.sharding_factor, " does not divide the data-parallel size ", s.N / cp);
+    s.S = spec.sharding_factor * cp;  // a shard group spans its ranks' cp peers
   }
   return s;
 }
@@ -230,6 +241,31 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
   return e;
 }
 
+// Note [Context-parallel staging]: what context-parallel attention holds in the communication
+// category on a rank's `tokens` tokens (measured with the tracker). Ring attention
+// (parallel/context/ring_attention.cpp) sends k and v packed, blocks of 2 a tokens KVl bytes:
+// forward holds its own and the one arriving, backward 5 at once (the block at hand and the one
+// arriving, the dK/dV accumulator being filled, the one arriving and the one being passed on).
+// Ranks as threads copy each send until the peer takes it (local_group.cpp), and a rank may run
+// up to the whole ring ahead of the next one: every send of backward waiting, (n - 1) blocks
+// and (n - 1) accumulators more, is what the estimate counts, and memory_estimate_test holds the
+// measurement between none waiting and that (measured with cp 2: all 7 blocks in most runs, 6
+// in some; with cp 4: 8 to 10 of the 11). Processes under MPI send from the tensor itself. Ulysses
+// (ulysses.cpp): its all-to-all's send and receive buffers, of the widest tensor it swaps (q or
+// the output, a tokens Cl). Either comes beside stage 3's shard cast for the all-gather of the
+// unit gathered ahead (measured), as the tp all-reduce's copy does. A pipeline stage's send on
+// ranks as threads may wait beside them too (measured with pp 2 x cp 2: none in some runs, one
+// in others); the estimate counts none there.
+int64_t context_staging(const nn::ModelConfig& m, int64_t tokens, int64_t a, const Sharding& s,
+                        const CommBackend& backend) {
+  if (s.cp.size == 1) return 0;
+  const int64_t kv_parts = std::min<int64_t>(m.n_kv_head, s.tp);
+  const int64_t Cl = m.n_head / s.tp * m.head_size(), KVl = m.n_kv_head / kv_parts * m.head_size();
+  if (s.cp.ulysses) return 2 * a * tokens * Cl;
+  const int64_t waiting = backend.kind == "local" ? 2 * (s.cp.size - 1) : 0;
+  return (5 + waiting) * 2 * a * tokens * KVl;
+}
+
 // Note [Buffer estimate]: the staging buffers in use at once, of which the communication
 // category's peak holds the largest on top of the groups (Note [Communication estimate]): the
 // strategy's casts to the reduce dtype and the compute-dtype shard of an all-gather (state_of),
@@ -241,11 +277,15 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
 // may have sent more than one micro-batch before its peer takes the first (activations
 // forward; under gpipe also the last stage's gradients back): how many depends on the threads'
 // timing (up to its micro-batches in flight), so the estimate counts one and memory_estimate_test
-// holds the measurement between that and the most.
+// holds the measurement between that and the most. Context-parallel attention's buffers: Note
+// [Context-parallel staging].
 int64_t staging_peak(const MemoryEstimateInputs& in, const Sharding& s, int64_t strategy) {
   const int64_t a = static_cast<int64_t>(dtype_size(in.compute));
-  const int64_t stream = a * in.spec.micro_batch_size * in.spec.seq_len * in.model.d_model;
+  const int64_t tokens = in.spec.micro_batch_size * in.spec.seq_len / s.cp.size;
+  const int64_t stream = a * tokens * in.model.d_model;
   int64_t peak = std::max<int64_t>(strategy, 1024 * in.world_size);
+  const int64_t context = context_staging(in.model, tokens, a, s, in.backend);
+  if (context > 0) peak = std::max(peak, context + (s.stage == 3 ? strategy : 0));
   if (s.tp > 1) peak = std::max(peak, stream + (s.stage == 3 ? strategy : 0));
   if (s.pp > 1 && in.backend.kind == "local") peak = std::max(peak, stream);
   return peak;
@@ -283,11 +323,11 @@ MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s,
   if (!span.first) {
     // The gradients of the received activations (leaves): one per micro-batch in flight, and
     // the one still being sent back while the next is computed.
-    const int64_t tokens = in.spec.micro_batch_size * in.spec.seq_len;
+    const int64_t tokens = in.spec.micro_batch_size * in.spec.seq_len / s.cp.size;
     e.gradients += a * tokens * in.model.d_model * std::min(span.in_flight + 1, micro);
   }
   e.activations = estimate_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len,
-                                       in.compute, s.tp, span);
+                                       in.compute, s.tp, span, s.cp);
   GroupShape g{in.world_size,
                s.N,
                s.S,
@@ -296,10 +336,11 @@ MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s,
                s.stage >= 1,
                s.stage == 3,
                span.first || span.last,
-               in.spec.name != "none"};
+               in.spec.name != "none",
+               s.cp.size};
   e.communication = group_memory(in.backend, g) + staging_peak(in, s, e.communication);
   e.scratch = estimate_scratch(in.model, in.spec.micro_batch_size, in.spec.seq_len, in.compute,
-                               s.tp, span, in.threads);
+                               s.tp, span, in.threads, s.cp);
   return e;
 }
 
@@ -313,6 +354,18 @@ MemoryEstimate estimate_memory(const MemoryEstimateInputs& in) {
               "estimate-memory: optimizer bytes per parameter must be >= 0");
   in.model.validate();
   if (s.tp > 1) in.model.validate_tensor_parallel(s.tp);
+  if (s.cp.size > 1) {
+    const int64_t cp = s.cp.size, split = s.cp.ulysses ? cp : 2 * cp;
+    BRAID_CHECK(in.spec.seq_len % split == 0, "estimate-memory: seq_len ", in.spec.seq_len,
+                " does not split over context_parallel_size ", cp,
+                s.cp.ulysses ? " (ulysses: a multiple of it)" : " (ring: a multiple of 2 x it)");
+    const int64_t heads = in.model.n_head / s.tp,
+                  kv_heads = in.model.n_kv_head / std::min<int64_t>(in.model.n_kv_head, s.tp);
+    BRAID_CHECK(!s.cp.ulysses || (heads % cp == 0 && kv_heads % cp == 0),
+                "estimate-memory: context_parallel_mode ulysses splits the heads over "
+                "context_parallel_size ",
+                cp, ": ", heads, " query and ", kv_heads, " key/value heads per rank");
+  }
   BRAID_CHECK(in.pipeline_stage < s.pp, "estimate-memory: pipeline stage ", in.pipeline_stage,
               " of ", s.pp);
   if (in.pipeline_stage >= 0) return estimate_stage(in, s, in.pipeline_stage);

@@ -5,8 +5,9 @@
 //
 // Per rank, AdamW (8 bytes of f32 state per parameter), P parameter elements of the layout (of
 // this rank's tensor-parallel slices) padded for the data-parallel ranks N, S ranks per shard
-// group, a = bytes of the compute dtype (4 for fp32, 2 for bf16/fp16; master weights, gradients and
-// optimizer state stay f32):
+// group (under context parallelism N = dp x cp and S = sharding_factor x cp: the cp ranks of a
+// batch hold the same parameters and reduce and shard with the dp ranks), a = bytes of the compute
+// dtype (4 for fp32, 2 for bf16/fp16; master weights, gradients and optimizer state stay f32):
 //   ddp    params 4P (+ aP compute copy)  grads 4P                  optimizer 8P
 //   zero1  params 4P, or aP + 4P/N        grads 4P (+ 4P/N with sync_each_batch)  8P/N
 //   zero2  as zero1                       grads 4P/N + in flight   optimizer 8P/N
@@ -41,9 +42,11 @@ struct MemoryEstimate {
 
 // What to estimate: the model (its activation_checkpointing is the policy), the strategy as the
 // Trainer builds it (spec.micro_batch_size and spec.seq_len size the activations;
-// spec.tensor_parallel_size splits the model as Note [Tensor-parallel layout] says and
-// spec.pipeline_parallel_size into uniform stages of blocks, 1f1b or gpipe; the data-parallel
-// strategy then runs over world / (tp x pp) ranks), the world size, the compute dtype, the
+// spec.tensor_parallel_size splits the model as Note [Tensor-parallel layout] says,
+// spec.pipeline_parallel_size into uniform stages of blocks, 1f1b or gpipe, and
+// spec.context_parallel_size every sequence, ring or ulysses (Note [Context-parallel
+// activations]); the data-parallel strategy then runs over world / (tp x pp) = dp x cp ranks,
+// its batch split over dp), the world size, the compute dtype, the
 // optimizer's bytes of state per parameter (AdamW 8, SGD with momentum 4, without 0) and the
 // micro-batches of a step (gradient accumulation: what a pipeline keeps in flight). Sequence
 // parallelism, interleaved schedules and balanced stages are not modelled (throws naming them).
@@ -60,7 +63,8 @@ struct MemoryEstimateInputs {
 };
 
 // Throws braid::Error naming the field for an unknown strategy, world size < 1, a shard group
-// that does not divide the world, micro-batch or sequence length < 1.
+// that does not divide the world, micro-batch or sequence length < 1, a sequence that does not
+// split over cp, or Ulysses with heads that do not divide by it.
 MemoryEstimate estimate_memory(const MemoryEstimateInputs& in);
 
 // The strategies `--strategy all` compares, least sharded first: ddp, zero1, zero2, zero3.

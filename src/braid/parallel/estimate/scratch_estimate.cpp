@@ -16,8 +16,8 @@ namespace {
 class BlockKernels {
  public:
   BlockKernels(const nn::ModelConfig& m, int64_t B, int64_t T, DType a, int tp,
-               kernels::ScratchPlan& plan)
-      : m_(m), N_(B * T), T_(T), a_(a), tp_(tp), plan_(plan) {
+               const ContextSplit& cp, kernels::ScratchPlan& plan)
+      : m_(m), N_(B * T / cp.size), T_(T / cp.size), a_(a), tp_(tp), cp_(cp), plan_(plan) {
     const int64_t kv_parts = std::min<int64_t>(m.n_kv_head, tp);
     HS_ = m.head_size();
     NHl_ = m.n_head / tp;
@@ -47,7 +47,7 @@ class BlockKernels {
       plan_.rope(T_, NKVl_, HS_);
       plan_.linear_forward(N_, C, KVl_, false, a_);
     }
-    plan_.attention_forward(T_, HS_, a_);
+    attention(false);
     plan_.linear_forward(N_, Cl_, C, row_bias(), a_);
     norm_forward();
     plan_.linear_forward(N_, C, Hl_, bias_, a_);
@@ -64,7 +64,7 @@ class BlockKernels {
     plan_.norm_backward(C);
     if (bias_ && !row_bias()) plan_.bias_backward(C);
     plan_.linear_backward(N_, Cl_, C, row_bias(), a_);
-    plan_.attention_backward(T_, HS_, a_);
+    attention(true);
     if (m_.is_gpt2()) {
       plan_.linear_backward(N_, C, 3 * Cl_, bias_, a_);
     } else {
@@ -80,10 +80,31 @@ class BlockKernels {
  private:
   bool row_bias() const { return bias_ && tp_ == 1; }
 
+  // The rank's T_ tokens attend: whole sequences (Ulysses: cp x T_ tokens of its heads), or ring
+  // attention's blocks (Note [Ring attention]): its own causally, then each other rank's as
+  // T_ x T_/2 (earlier ranks: their early half) or T_/2 x T_ (later: this rank's late queries).
+  void attention(bool backward) {
+    auto run = [&](int64_t Tq, int64_t Tk) {
+      if (backward)
+        plan_.attention_backward(Tq, Tk, HS_, a_);
+      else
+        plan_.attention_forward(Tq, Tk, HS_, a_);
+    };
+    if (cp_.size == 1 || cp_.ulysses) {
+      const int64_t T = T_ * cp_.size;
+      run(T, T);
+      return;
+    }
+    run(T_, T_);
+    run(T_, T_ / 2);
+    run(T_ / 2, T_);
+  }
+
   const nn::ModelConfig& m_;
   int64_t N_, T_;
   DType a_;
   int tp_;
+  ContextSplit cp_;
   kernels::ScratchPlan& plan_;
   int64_t HS_ = 0, NHl_ = 0, NKVl_ = 0, Cl_ = 0, KVl_ = 0, Hl_ = 0;
   bool bias_ = false;
@@ -92,12 +113,13 @@ class BlockKernels {
 }  // namespace
 
 int64_t estimate_scratch(const nn::ModelConfig& model, int64_t micro_batch_size, int64_t seq_len,
-                         DType compute, int tp, const ActivationSpan& span, int threads) {
+                         DType compute, int tp, const ActivationSpan& span, int threads,
+                         const ContextSplit& cp) {
   BRAID_CHECK(threads >= 1, "estimate-memory: threads per rank must be >= 1, got ", threads);
   kernels::ScratchPlan plan(threads);
-  BlockKernels block(model, micro_batch_size, seq_len, compute, tp, plan);
+  BlockKernels block(model, micro_batch_size, seq_len, compute, tp, cp, plan);
   const int64_t end = span.end < 0 ? model.n_layer : span.end;
-  const int64_t N = micro_batch_size * seq_len, C = model.d_model;
+  const int64_t N = micro_batch_size * seq_len / cp.size, C = model.d_model;
   // The LM head on tp rank 0's vocabulary rows (Note [Vocab-parallel cross-entropy]).
   const int64_t Vl = nn::padded_vocab(model.vocab_size, tp) / tp;
   const int64_t valid = std::min(Vl, model.vocab_size);
@@ -109,7 +131,8 @@ int64_t estimate_scratch(const nn::ModelConfig& model, int64_t micro_batch_size,
     plan.norm_backward(C);
   }
   if (end > span.begin) block.backward();
-  if (span.first) plan.embedding_backward(C, model.is_gpt2());
+  // Under context parallelism GPT-2's position rows are a lookup of their own (nn/embedding.cpp).
+  if (span.first) plan.embedding_backward(C, model.is_gpt2() && cp.size == 1);
   return plan.bytes();
 }
 

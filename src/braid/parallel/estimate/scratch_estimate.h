@@ -21,8 +21,11 @@
 namespace braid::parallel {
 
 // Bytes of scratch one rank's thread holds after a step: the blocks, embeddings and head of
-// `span`, tp rank 0's slices (Note [Tensor-parallel layout]), `threads` OpenMP threads.
+// `span`, tp rank 0's slices (Note [Tensor-parallel layout]), its seq_len / cp tokens of each
+// sequence (ring attention: the blocks of Note [Ring attention]; Ulysses: whole sequences of
+// its heads), `threads` OpenMP threads.
 int64_t estimate_scratch(const nn::ModelConfig& model, int64_t micro_batch_size, int64_t seq_len,
-                         DType compute, int tp, const ActivationSpan& span, int threads);
+                         DType compute, int tp, const ActivationSpan& span, int threads,
+                         const ContextSplit& cp = {});
 
 }  // namespace braid::parallel
