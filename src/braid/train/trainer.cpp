@@ -115,8 +115,10 @@ std::string Trainer::memory_advice() const {
   const nn::ParamLayout& layout = model.layout();
   int64_t largest = 0;
   for (const auto& u : layout.units()) largest = std::max(largest, u.numel);
-  const int n =
-      acc_ ? acc_->dp_size() : static_cast<int>(config::data_parallel_size(cfg_, world_size()));
+  // The ranks ZeRO shards over: dp x cp (the cp ranks of a batch share its sharding).
+  const int n = acc_ ? acc_->loss_shares()
+                     : static_cast<int>(config::data_parallel_size(cfg_, world_size()) *
+                                        cfg_.parallel.context_parallel_size);
   const auto estimates = parallel::estimate_training_state(layout.num_parameters(), largest, n);
   std::string s = "Training state per rank on " + std::to_string(n) +
                   " rank(s) (parameters, gradients, AdamW state; activations not included): " +
