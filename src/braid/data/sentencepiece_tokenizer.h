@@ -16,11 +16,12 @@
 //     tokenizer.json does the same (its Prepend normalizer), so with legacy the two are one:
 //     sentencepiece_parity_test.cpp checks the ids against HF's tokenizer.json implementation,
 //     id for id, on LLaMA-2's files.
-//   legacy false (TinyLlama's config): as the slow LlamaTokenizer, "▁" is put before the text
-//     only (add_prefix_space), the dummy prefix is turned off, a space after a special token
-//     stays one "▁" ("</s> Hi" -> </s> "▁Hi"), and a lone "▁" before a leading special token
-//     is dropped. A tokenizer.json ignores "legacy" (HF's fast tokenizer keeps its Prepend),
-//     so there braid's two readers of one model differ exactly as HF's two do.
+//   legacy false (some configs, e.g. TinyLlama's chat model's): as the slow LlamaTokenizer's
+//     code reads (tested against ids worked out from it, not run: no Python here), "▁" is put
+//     before the text only (add_prefix_space), the dummy prefix is turned off, a space after a
+//     special token stays one "▁" ("</s> Hi" -> </s> "▁Hi"), and a lone "▁" before a leading
+//     special token is dropped. A tokenizer.json ignores "legacy" (HF's fast tokenizer keeps
+//     its Prepend), so there braid's two readers of one model differ exactly as HF's two do.
 //   decode follows the tokenizer.json decoder of these models (LlamaTokenizerFast): "▁" ->
 //     space, <0xNN> runs -> their bytes (U+FFFD per byte where they are not UTF-8), special
 //     tokens spelt out, one leading space dropped when the model adds the dummy prefix. So
