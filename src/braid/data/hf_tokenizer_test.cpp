@@ -170,13 +170,15 @@ TEST(TokenizerFromPath, ChoosesByWhatIsThere) {
   EXPECT_EQ(Tokenizer::from_path(dir.str())->kind(), "hf-tokenizer-json");
   EXPECT_EQ(Tokenizer::from_path(dir.file("tokenizer.json"))->vocab_size(), 265);
 
+  // Only tokenizer.model: the SentencePiece reader (sentencepiece_tokenizer_test.cpp).
   TempDir sp;
-  write(sp.file("tokenizer.model"), "not read");
-  EXPECT_NE(error_of([&] { Tokenizer::from_path(sp.str()); }).find("SentencePiece"),
+  write(sp.file("tokenizer.model"), "not a model");
+  EXPECT_NE(error_of([&] { Tokenizer::from_path(sp.str()); }).find("is not a SentencePiece model"),
             std::string::npos);
   TempDir empty;
   const std::string msg = error_of([&] { Tokenizer::from_path(empty.str()); });
   EXPECT_NE(msg.find("neither tokenizer.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tokenizer.model"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "braid/core/error.h"
 #include "braid/data/bpe_tokenizer.h"
 #include "braid/data/hf_tokenizer.h"
+#include "braid/data/sentencepiece_tokenizer.h"
 
 namespace braid::data {
 
@@ -102,24 +103,26 @@ int32_t document_separator(const Tokenizer& tok) {
 std::unique_ptr<Tokenizer> Tokenizer::from_path(const std::string& path) {
   const fs::path p(path);
   if (fs::is_regular_file(p)) {
-    const std::string name = p.filename().string();
-    BRAID_CHECK(name != "tokenizer.model", "tokenizer: '", path,
-                "' is a SentencePiece model, which braid does not read; give the model's "
-                "tokenizer.json (HF ships one beside it)");
+    if (p.extension() == ".model") {
+      return std::make_unique<SentencePieceTokenizer>(SentencePieceTokenizer::from_file(path));
+    }
     return std::make_unique<HfTokenizer>(HfTokenizer::from_file(path));
   }
   BRAID_CHECK(fs::is_directory(p), "tokenizer: '", path, "' is neither a directory nor a file");
+  // As transformers' AutoTokenizer: tokenizer.json first when both are there.
   if (fs::exists(p / "tokenizer.json")) {
     return std::make_unique<HfTokenizer>(HfTokenizer::from_file((p / "tokenizer.json").string()));
+  }
+  if (fs::exists(p / "tokenizer.model")) {
+    return std::make_unique<SentencePieceTokenizer>(
+        SentencePieceTokenizer::from_file((p / "tokenizer.model").string()));
   }
   if (fs::exists(p / "encoder.json") || fs::exists(p / "vocab.bpe")) {
     return std::make_unique<BpeTokenizer>(BpeTokenizer::from_dir(path));
   }
-  BRAID_CHECK(!fs::exists(p / "tokenizer.model"), "tokenizer: '", path,
-              "' has only tokenizer.model (SentencePiece), which braid does not read; put the "
-              "model's tokenizer.json beside it");
   BRAID_THROW("tokenizer: '", path,
-              "' has neither tokenizer.json (Hugging Face) nor encoder.json + vocab.bpe (GPT-2)");
+              "' has neither tokenizer.json (Hugging Face), tokenizer.model (SentencePiece) nor "
+              "encoder.json + vocab.bpe (GPT-2)");
 }
 
 std::string read_tokenizer_file(const std::string& path) {

@@ -1,10 +1,16 @@
 // Tokenizer: text <-> token ids, the one interface the CLI (tokenize, prepare-data, generate)
-// and the trainer's samples use. Two implementations:
-//   BpeTokenizer  OpenAI's GPT-2 files (encoder.json + vocab.bpe), bit-exact with encoder.py;
-//   HfTokenizer   a Hugging Face tokenizer.json (+ tokenizer_config.json): byte-level BPE
-//                 (GPT-2, LLaMA-3, Qwen2/3, GPT-NeoX, SmolLM, GPT-4o) and SentencePiece-style
-//                 BPE (LLaMA-2, TinyLlama, Mistral: metaspace, byte fallback), id for id with
-//                 HF's own implementation (hf_tokenizer_parity_test.cpp).
+// and the trainer's samples use. Three implementations:
+//   BpeTokenizer            OpenAI's GPT-2 files (encoder.json + vocab.bpe), bit-exact with
+//                           encoder.py;
+//   HfTokenizer             a Hugging Face tokenizer.json (+ tokenizer_config.json): byte-level
+//                           BPE (GPT-2, LLaMA-3, Qwen2/3, GPT-NeoX, SmolLM, GPT-4o) and
+//                           SentencePiece-style BPE (LLaMA-2, TinyLlama, Mistral: metaspace, byte
+//                           fallback), id for id with HF's own implementation
+//                           (hf_tokenizer_parity_test.cpp);
+//   SentencePieceTokenizer  a SentencePiece tokenizer.model (+ tokenizer_config.json) through
+//                           libsentencepiece, as transformers' LlamaTokenizer (LLaMA-1/2,
+//                           TinyLlama, Mistral), id for id with the same model's tokenizer.json
+//                           (sentencepiece_parity_test.cpp).
 // from_path chooses by what is there.
 //
 // Contract: encode(text) is what HF's tokenizer(text) gives (added and special tokens in the
@@ -30,12 +36,15 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // path: a directory holding tokenizer.json (read first), or encoder.json + vocab.bpe; or a
-  // tokenizer.json file itself. Throws naming the path and what was looked for.
+  // path: a directory holding tokenizer.json (read first, as transformers does),
+  // tokenizer.model, or encoder.json + vocab.bpe; or a tokenizer.json or *.model file itself
+  // (which picks one where a directory has both). Throws naming the path and what was looked
+  // for.
   static std::unique_ptr<Tokenizer> from_path(const std::string& path);
 
   virtual std::unique_ptr<Tokenizer> clone() const = 0;
-  // What meta.json records: "gpt2-byte-level-bpe" or "hf-tokenizer-json".
+  // What meta.json records: "gpt2-byte-level-bpe", "hf-tokenizer-json" or
+  // "sentencepiece-model".
   virtual std::string kind() const = 0;
 
   std::vector<int32_t> encode(std::string_view text);
