@@ -5,8 +5,10 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 #include "braid/config/dialect_reader.h"
 #include "braid/config/duplicate_keys.h"
@@ -18,6 +20,32 @@ namespace {
 
 using dialect::DialectReader;
 using dialect::json;
+
+// Note [Accelerate's defaults]: a key the file leaves out means what `accelerate launch` makes of
+// it (accelerate 1.x: commands/launch.py, utils/launch.py, utils/dataclasses.py), not the braid
+// YAML's value: the launcher turns every config into environment variables, filling its own
+// defaults, and the plugins read those.
+// - mixed_precision: 'no'. config_args.py BaseConfig.process_config leaves it None and
+//   launch.py _validate_launch_command makes None 'no', which every launcher exports as
+//   ACCELERATE_MIXED_PRECISION; fp32 under every distributed_type, DEEPSPEED included.
+// - deepspeed_config (no deepspeed_config_file), DeepSpeedPlugin.__post_init__: zero_stage 2
+//   (ACCELERATE_DEEPSPEED_ZERO_STAGE's default), offload_optimizer_device and
+//   offload_param_device "none"; gradient_accumulation_steps and gradient_clipping "auto"
+//   (their environment defaults), which HF Trainer fills from TrainingArguments, the YAML's part
+//   here. (A bare Accelerator fills gradient_clipping 1.0 in Accelerator._prepare_deepspeed;
+//   braid follows the Trainer, as for every "auto".) The batch sizes are "auto" too.
+// - gradient accumulation outside DeepSpeed is the script's (Accelerator's
+//   gradient_accumulation_steps argument, default 1): the YAML's.
+// - fsdp_config, FullyShardedDataParallelPlugin.__post_init__ with launch.py's argument defaults
+//   (--fsdp_sharding_strategy FULL_SHARD, --fsdp_reshard_after_forward true,
+//   --fsdp_forward_prefetch false, --fsdp_offload_params false, no --fsdp_backward_prefetch):
+//   FULL_SHARD; no backward prefetch (FSDP_BACKWARD_PREFETCH unset is None, which Accelerator
+//   passes to FSDP as backward_prefetch=None); no forward prefetch; no offload. For
+//   fsdp_version 2 Accelerate reads neither prefetch key (backward_prefetch is set to None with a
+//   warning, forward_prefetch is read for FSDP1 only), so FSDP2's own behaviour holds: it
+//   prefetches the next module's all-gather in backward (torch's FSDPParamGroup
+//   ._backward_prefetch, in reverse post-forward order) and only implicitly, through CUDA
+//   streams, in forward (torch's FSDP notes), which braid counts as no forward prefetch.
 
 // YAML as JSON values: plain true/false as booleans, plain integers and decimals as numbers,
 // null/~ as null, everything else (quoted or not) a string. YAML 1.1's yes/no/on/off stay
@@ -75,9 +103,13 @@ std::string read_file(const std::string& path, const char* what) {
   return ss.str();
 }
 
+// FSDP's keys, with Accelerate's defaults for those the file leaves out (fsdp_config may be
+// absent or empty: `accelerate launch` fills its FSDP arguments either way). Note [Accelerate's
+// defaults] says where each comes from.
 void read_fsdp(DialectReader& r, TrainConfig& cfg) {
-  if (!r.section("fsdp_config")) return;
+  r.section("fsdp_config");
   const std::string f = "fsdp_config.";
+  const int64_t version = r.integer(f + "fsdp_version", 1, 2, false).value_or(1);
   // Accelerate writes the strategy by name, older versions by number (1 = FULL_SHARD, ...).
   // Accelerate takes the number quoted too ('1'), as its FSDP plugin does.
   static const std::vector<std::string> kStrategies = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD",
@@ -91,9 +123,14 @@ void read_fsdp(DialectReader& r, TrainConfig& cfg) {
       return kStrategies[static_cast<size_t>(*r.integer(key, 1, 5, false) - 1)];
     return r.choice(key, kStrategies);
   };
-  if (auto s = strategy(f + "fsdp_sharding_strategy")) cfg.parallel.sharding_strategy = *s;
+  const auto given = strategy(f + "fsdp_sharding_strategy");
+  if (given) {
+    cfg.parallel.sharding_strategy = *given;
+    r.note(f + "fsdp_sharding_strategy", "parallel.sharding_strategy = " + *given);
+  }
   // FSDP2's true/false; FSDP1 configs of Accelerate >= 1.6 (TRL's fsdp1.yaml) give a strategy.
-  if (const json* v = r.find(f + "fsdp_reshard_after_forward"); v && !v->is_boolean()) {
+  const json* reshard = r.find(f + "fsdp_reshard_after_forward");
+  if (reshard && !reshard->is_boolean()) {
     cfg.parallel.sharding_strategy = *strategy(f + "fsdp_reshard_after_forward");
     r.note(f + "fsdp_reshard_after_forward",
            "parallel.sharding_strategy = " + cfg.parallel.sharding_strategy);
@@ -102,29 +139,64 @@ void read_fsdp(DialectReader& r, TrainConfig& cfg) {
     r.note(f + "fsdp_reshard_after_forward",
            "parallel.sharding_strategy = " + cfg.parallel.sharding_strategy);
   }
-  r.note(f + "fsdp_sharding_strategy",
-         "parallel.sharding_strategy = " + cfg.parallel.sharding_strategy);
-  for (const char* k : {"fsdp_backward_prefetch", "fsdp_backward_prefetch_policy"}) {
-    if (auto v = r.choice(f + k, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"})) {
-      cfg.parallel.backward_prefetch = *v != "NO_PREFETCH";
-      r.note(f + k, std::string("parallel.backward_prefetch = ") +
-                        (cfg.parallel.backward_prefetch ? "true" : "false"));
-    }
+  if (!given && !reshard) {  // FSDP1's FULL_SHARD, FSDP2's reshard_after_forward true
+    cfg.parallel.sharding_strategy = "FULL_SHARD";
+    r.defaulted(f + (version == 2 ? "fsdp_reshard_after_forward" : "fsdp_sharding_strategy"),
+                "parallel.sharding_strategy = FULL_SHARD");
   }
-  if (auto v = r.boolean(f + "fsdp_forward_prefetch")) {
-    cfg.parallel.forward_prefetch = *v;
-    r.note(f + "fsdp_forward_prefetch",
-           std::string("parallel.forward_prefetch = ") + (*v ? "true" : "false"));
+  auto said = [](const char* key, bool v) {
+    return std::string(key) + (v ? " = true" : " = false");
+  };
+  if (version == 2) {
+    // Accelerate reads neither prefetch key for FSDP2 (it sets backward_prefetch to None with a
+    // warning, and reads forward_prefetch for FSDP1 only); FSDP2's own prefetching holds.
+    for (const char* k :
+         {"fsdp_backward_prefetch", "fsdp_backward_prefetch_policy", "fsdp_forward_prefetch"})
+      r.ignore(f + k, "Accelerate does not read it for fsdp_version 2 (FSDP2 prefetches itself)");
+    cfg.parallel.backward_prefetch = true;
+    cfg.parallel.forward_prefetch = false;
+    r.note(f + "fsdp_version", said("parallel.backward_prefetch", true) + ", " +
+                                   said("parallel.forward_prefetch", false) +
+                                   " (FSDP2's own prefetching: the next module in backward, "
+                                   "none explicit in forward)");
+  } else {
+    r.ignore(f + "fsdp_version", "FSDP1: the prefetch keys hold, the same sharding");
+    bool backward_given = false;
+    for (const char* k : {"fsdp_backward_prefetch", "fsdp_backward_prefetch_policy"}) {
+      if (auto v = r.choice(f + k, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"})) {
+        cfg.parallel.backward_prefetch = *v != "NO_PREFETCH";
+        r.note(f + k, said("parallel.backward_prefetch", cfg.parallel.backward_prefetch));
+        backward_given = true;
+      }
+    }
+    if (!backward_given) {
+      cfg.parallel.backward_prefetch = false;  // NO_PREFETCH
+      r.defaulted(f + "fsdp_backward_prefetch", said("parallel.backward_prefetch", false));
+    }
+    const auto forward = r.boolean(f + "fsdp_forward_prefetch");
+    cfg.parallel.forward_prefetch = forward.value_or(false);
+    if (forward)
+      r.note(f + "fsdp_forward_prefetch", said("parallel.forward_prefetch", *forward));
+    else
+      r.defaulted(f + "fsdp_forward_prefetch", said("parallel.forward_prefetch", false));
   }
   if (auto v = r.boolean(f + "fsdp_activation_checkpointing")) {
     cfg.model.activation_checkpointing = *v ? "full" : "none";
     r.note(f + "fsdp_activation_checkpointing",
            "model.activation_checkpointing = " + cfg.model.activation_checkpointing);
   }
-  if (r.boolean(f + "fsdp_offload_params").value_or(false))
+  // FSDP offloads to host memory or not at all: braid's state is in host memory already, and
+  // FSDP has no file offload, so neither of braid's nvme offloads applies, whatever the YAML says.
+  cfg.parallel.offload_params = "none";
+  cfg.parallel.offload_optimizer = "none";
+  const std::string no_offload =
+      "parallel.offload_params = none, parallel.offload_optimizer = none";
+  if (const auto v = r.boolean(f + "fsdp_offload_params"))
     r.note(f + "fsdp_offload_params",
-           "ignored: braid trains on the CPU; parameters are in host memory already");
-  r.ignore(f + "fsdp_offload_params", "false");
+           no_offload +
+               (*v ? " (braid trains on the CPU; parameters are in host memory already)" : ""));
+  else
+    r.defaulted(f + "fsdp_offload_params", no_offload);
   r.choice(f + "fsdp_auto_wrap_policy", {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"});
   r.ignore(f + "fsdp_auto_wrap_policy",
            "braid's FSDP unit is a transformer block (and the "
@@ -138,8 +210,6 @@ void read_fsdp(DialectReader& r, TrainConfig& cfg) {
   r.ignore(f + "fsdp_sync_module_states", "every rank initialises the same weights");
   r.ignore(f + "fsdp_use_orig_params", "parameters keep their names and shapes");
   r.ignore(f + "fsdp_cpu_ram_efficient_loading", "each rank loads only what it holds");
-  r.integer(f + "fsdp_version", 1, 2, false);
-  r.ignore(f + "fsdp_version", "the same sharding either way");
   r.ignore(f + "fsdp_float8_all_gather", "braid has no fp8");
   if (const json* v = r.find(f + "fsdp_ignored_modules");
       v && !(v->is_array() && v->empty()) && !(v->is_string() && v->get<std::string>().empty()))
@@ -214,10 +284,26 @@ void read_parallelism(DialectReader& r, TrainConfig& cfg) {
     r.ignore(p + k, "the sequence length is data.seq_len");
 }
 
+// The DeepSpeed keys Accelerate's DeepSpeedPlugin writes from the deepspeed_config block's keys
+// (utils/dataclasses.py, DeepSpeedPlugin.__post_init__), so that what they set is said of the
+// file's key.
+const std::map<std::string, std::string>& plugin_keys() {
+  static const std::map<std::string, std::string> keys = {
+      {"zero_optimization.stage", "zero_stage"},
+      {"zero_optimization.offload_optimizer.device", "offload_optimizer_device"},
+      {"zero_optimization.offload_optimizer.nvme_path", "offload_optimizer_nvme_path"},
+      {"zero_optimization.offload_param.device", "offload_param_device"},
+      {"zero_optimization.offload_param.nvme_path", "offload_param_nvme_path"},
+      {"gradient_accumulation_steps", "gradient_accumulation_steps"},
+      {"gradient_clipping", "gradient_clipping"}};
+  return keys;
+}
+
 // Accelerate's deepspeed_config block: a DeepSpeed config file, or plugin keys that Accelerate
-// turns into one (zero_stage, offload devices, accumulation, clipping); applied as DeepSpeed's.
-std::vector<DialectEntry> read_deepspeed(DialectReader& r, TrainConfig& cfg, const json& root,
-                                         const std::string& precision, int64_t dp) {
+// turns into one (zero_stage, offload devices, accumulation, clipping); applied as DeepSpeed's,
+// its entries added to r's where they applied.
+void read_deepspeed(DialectReader& r, TrainConfig& cfg, const json& root, const std::string& source,
+                    const std::string& precision, int64_t dp) {
   r.section("deepspeed_config");
   const std::string d = "deepspeed_config.";
   static const std::vector<std::string> kPlugin = {"zero_stage",
@@ -266,7 +352,8 @@ std::vector<DialectEntry> read_deepspeed(DialectReader& r, TrainConfig& cfg, con
     }
     reject_duplicate_json_keys(text, path);
     r.note(d + "deepspeed_config_file", "read as DeepSpeed's config (below)");
-    return dialect::apply_deepspeed_object(cfg, ds, path, dp);
+    r.append(dialect::apply_deepspeed_object(cfg, ds, path, dp));
+    return;
   }
   // The plugin keys, as Accelerate's DeepSpeedPlugin fills its config.
   json ds = {{"train_micro_batch_size_per_gpu", "auto"}, {"train_batch_size", "auto"}};
@@ -281,24 +368,56 @@ std::vector<DialectEntry> read_deepspeed(DialectReader& r, TrainConfig& cfg, con
   r.choice(d + "offload_param_device", {"none", "cpu", "nvme"});
   r.integer(d + "gradient_accumulation_steps", 1, INT32_MAX);
   r.number(d + "gradient_clipping", 0, 1e30);
-  const json* stage = plugin("zero_stage");
-  ds["zero_optimization"] = {{"stage", stage ? *stage : json(2)}};  // Accelerate's default 2
-  if (const json* v = plugin("offload_optimizer_device"))
-    ds["zero_optimization"]["offload_optimizer"]["device"] = *v;
+  // Accelerate's defaults for the keys left out (Note [Accelerate's defaults]).
+  auto value_or = [&](const std::string& key, const json& fallback) {
+    const json* v = plugin(key);
+    return v ? *v : fallback;
+  };
+  ds["zero_optimization"] = {{"stage", value_or("zero_stage", 2)}};
+  ds["zero_optimization"]["offload_optimizer"]["device"] =
+      value_or("offload_optimizer_device", "none");
   if (const json* v = plugin("offload_optimizer_nvme_path"))
     ds["zero_optimization"]["offload_optimizer"]["nvme_path"] = *v;
-  if (const json* v = plugin("offload_param_device"))
-    ds["zero_optimization"]["offload_param"]["device"] = *v;
+  ds["zero_optimization"]["offload_param"]["device"] = value_or("offload_param_device", "none");
   if (const json* v = plugin("offload_param_nvme_path"))
     ds["zero_optimization"]["offload_param"]["nvme_path"] = *v;
-  ds["gradient_accumulation_steps"] = "auto";
-  if (const json* v = plugin("gradient_accumulation_steps")) ds["gradient_accumulation_steps"] = *v;
-  if (const json* v = plugin("gradient_clipping")) ds["gradient_clipping"] = *v;
+  ds["gradient_accumulation_steps"] = value_or("gradient_accumulation_steps", "auto");
+  ds["gradient_clipping"] = value_or("gradient_clipping", "auto");
   if (precision == "fp16") ds["fp16"] = {{"enabled", true}};
   if (precision == "bf16") ds["bf16"] = {{"enabled", true}};
   auto entries = dialect::apply_deepspeed_object(cfg, ds, "deepspeed_config", dp);
-  for (auto& e : entries) e.key = d + e.key;
-  return entries;
+  // Said of the file's keys: a plugin key's or Accelerate's own "auto"s. The fp16 / bf16 blocks
+  // are mixed_precision's, noted already.
+  std::erase_if(entries, [](const DialectEntry& e) {
+    return e.key == "fp16.enabled" || e.key == "bf16.enabled";
+  });
+  for (auto& e : entries) {
+    e.source = source;
+    const auto from = plugin_keys().find(e.key);
+    if (from != plugin_keys().end()) {
+      const std::string key = d + from->second;
+      const bool absent = !plugin(from->second);
+      if (absent && e.how == DialectEntry::How::given) {
+        e.how = DialectEntry::How::defaulted;
+        e.effect = "absent: Accelerate's default, " + e.effect;
+        e.origin = "no " + key + ": Accelerate's default";
+      } else if (absent && e.how == DialectEntry::How::kept) {
+        e.origin = "no " + key + ": Accelerate's \"auto\", the YAML's value";
+      } else if (e.how == DialectEntry::How::given) {
+        e.origin = key;
+      }
+      e.key = key;
+    } else if (e.how == DialectEntry::How::kept) {
+      e.origin = "Accelerate's " + e.key + " \"auto\": the YAML's value";
+      e.key = d + e.key;
+    } else {
+      // The fp16 block Accelerate writes for mixed_precision fp16 has DeepSpeed's loss scaling.
+      if (e.how == DialectEntry::How::defaulted && e.key.rfind("fp16.", 0) == 0)
+        e.origin = "mixed_precision fp16: DeepSpeed's default " + e.key;
+      e.key = d + e.key;
+    }
+  }
+  r.append(entries);
 }
 
 }  // namespace
@@ -326,10 +445,9 @@ std::vector<DialectEntry> apply_accelerate_config(TrainConfig& cfg, const std::s
                     " (Accelerate reads it only then)");
     return false;
   };
-  const bool has_deepspeed = other_type_block("deepspeed_config", "DEEPSPEED");
-  const bool has_fsdp = other_type_block("fsdp_config", "FSDP");
+  other_type_block("deepspeed_config", "DEEPSPEED");
+  other_type_block("fsdp_config", "FSDP");
   other_type_block("megatron_lm_config", "MEGATRON_LM");
-  (void)has_deepspeed;
   if (type != "NO" && type != "MULTI_CPU" && type != "MULTI_GPU" && type != "FSDP" &&
       type != "DEEPSPEED")
     r.unsupported("distributed_type", type +
@@ -339,11 +457,19 @@ std::vector<DialectEntry> apply_accelerate_config(TrainConfig& cfg, const std::s
   if (type == "NO" && root.contains("distributed_type") && procs.value_or(1) > 1)
     r.fail("distributed_type", "NO with num_processes " + std::to_string(*procs) +
                                    "; choose MULTI_CPU, FSDP or DEEPSPEED");
-  std::string precision = cfg.training.precision;
-  if (auto v = r.choice("mixed_precision", {"no", "fp16", "bf16", "fp8"})) {
-    if (*v == "fp8") r.unsupported("mixed_precision", "fp8; braid has fp16 and bf16");
-    precision = *v == "no" ? "fp32" : *v;
+  // Absent, Accelerate's 'no' (Note [Accelerate's defaults]).
+  std::string precision = "fp32";
+  const auto mixed = r.choice("mixed_precision", {"no", "fp16", "bf16", "fp8"});
+  if (mixed) {
+    if (*mixed == "fp8") r.unsupported("mixed_precision", "fp8; braid has fp16 and bf16");
+    precision = *mixed == "no" ? "fp32" : *mixed;
   }
+  auto note_precision = [&] {
+    if (mixed)
+      r.note("mixed_precision", "training.precision = " + cfg.training.precision);
+    else
+      r.defaulted("mixed_precision", "training.precision = fp32 ('no')");
+  };
   // The sequence split first: DeepSpeed's batch arithmetic runs over the data-parallel ranks,
   // which exclude the cp / sp ranks of one sequence.
   const int64_t cp_before = cfg.parallel.context_parallel_size;
@@ -351,23 +477,20 @@ std::vector<DialectEntry> apply_accelerate_config(TrainConfig& cfg, const std::s
   if (cfg.parallel.context_parallel_size != cp_before &&
       dp_size % cfg.parallel.context_parallel_size == 0)
     dp_size = dp_size * cp_before / cfg.parallel.context_parallel_size;
-  std::vector<DialectEntry> deepspeed;
   if (type == "DEEPSPEED") {
     // mixed_precision holds under DeepSpeed too ('no': fp32, whatever the YAML says); a
     // deepspeed_config_file's explicit fp16/bf16 replace it, its "auto" keeps it.
     cfg.training.precision = precision;
-    if (r.find("mixed_precision"))
-      r.note("mixed_precision", "training.precision = " + cfg.training.precision);
-    deepspeed = read_deepspeed(r, cfg, root, precision, dp_size);
+    note_precision();
+    read_deepspeed(r, cfg, root, source, precision, dp_size);
   } else {
     cfg.training.precision = precision;
     cfg.parallel.strategy = type == "NO" ? "none" : type == "FSDP" ? "fsdp" : "ddp";
     r.note("distributed_type", "parallel.strategy = " + cfg.parallel.strategy +
                                    (type == "MULTI_GPU" ? " (braid trains on the CPU)" : ""));
-    if (r.find("mixed_precision"))
-      r.note("mixed_precision", "training.precision = " + cfg.training.precision);
+    note_precision();
   }
-  if (has_fsdp) read_fsdp(r, cfg);
+  if (type == "FSDP") read_fsdp(r, cfg);  // with or without an fsdp_config block
   // Accelerate 1.4-1.6's tensor parallelism.
   if (r.section("tp_config") && !r.switched_off("tp_config", true))
     if (auto v = r.integer("tp_config.tp_size", 1, INT32_MAX, false)) {
@@ -409,10 +532,8 @@ std::vector<DialectEntry> apply_accelerate_config(TrainConfig& cfg, const std::s
   if (!root.contains("distributed_type"))
     r.fail("distributed_type",
            "missing (Accelerate needs it too: NO, MULTI_CPU, MULTI_GPU, FSDP or DEEPSPEED)");
-  auto entries = r.entries();
-  entries.insert(entries.end(), deepspeed.begin(), deepspeed.end());
   validate_training(cfg);  // the model and data are the braid YAML's
-  return entries;
+  return r.entries();
 }
 
 std::vector<DialectEntry> load_accelerate_config(TrainConfig& cfg, const std::string& path,

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -217,6 +218,118 @@ TEST(AccelerateConfig, ContextAndSequenceParallelSizesAreContextParallelism) {
                  "parallel.context_parallel_size = 2, parallel.context_parallel_mode = "
                  "ulysses";
   EXPECT_TRUE(noted);
+}
+
+// Accelerate's defaults for the keys a file leaves out (Note [Accelerate's defaults] in
+// accelerate_config.cpp), against a YAML whose values differ from every one of them. Sources,
+// accelerate 1.x (the main branch as of this writing, and unchanged in these since 1.0):
+//   [cfg]  commands/config/config_args.py, BaseConfig.process_config: no mixed_precision is None.
+//   [val]  commands/launch.py, _validate_launch_command: None becomes 'no', exported by every
+//          launcher (utils/launch.py) as ACCELERATE_MIXED_PRECISION.
+//   [ds]   utils/dataclasses.py, DeepSpeedPlugin.__post_init__: zero_stage from
+//          ACCELERATE_DEEPSPEED_ZERO_STAGE, default 2; offload_optimizer_device and
+//          offload_param_device default "none"; gradient_accumulation_steps and gradient_clipping
+//          default "auto" (HF Trainer fills "auto" from TrainingArguments: the YAML's here).
+//   [acc]  accelerator.py, Accelerator.__init__: gradient_accumulation_steps is the script's
+//          argument (default 1) unless ACCELERATE_GRADIENT_ACCUMULATION_STEPS is set, which only
+//          the DeepSpeed launcher does (from deepspeed_config): the YAML's, the script here.
+//   [fsdp] utils/dataclasses.py, FullyShardedDataParallelPlugin.__post_init__, with launch.py's
+//          argument defaults: --fsdp_sharding_strategy FULL_SHARD (FSDP1), --fsdp_reshard_after_
+//          forward true (FSDP2), --fsdp_forward_prefetch false, --fsdp_offload_params false, no
+//          --fsdp_backward_prefetch (None: Accelerator passes backward_prefetch=None to FSDP).
+//   [fsdp2] the same __post_init__: for fsdp_version 2, backward_prefetch is set to None with a
+//          warning and forward_prefetch is not read; FSDP2 itself prefetches one module ahead in
+//          backward (torch's FSDPParamGroup._backward_prefetch) and, in forward, only implicitly
+//          through CUDA streams (torch's FSDP notes), which braid counts as no forward prefetch.
+TEST(AccelerateConfig, DefaultsTable) {
+  struct Row {
+    const char* file;
+    const char* key;
+    const char* value;
+  };
+  const Row rows[] = {
+      // Precision: no mixed_precision is 'no', fp32, under every distributed_type [cfg] [val].
+      {"distributed_type: 'NO'\n", "training.precision", "\"fp32\""},
+      {"distributed_type: MULTI_CPU\nnum_processes: 2\n", "training.precision", "\"fp32\""},
+      {"distributed_type: MULTI_GPU\n", "training.precision", "\"fp32\""},
+      {"distributed_type: FSDP\n", "training.precision", "\"fp32\""},
+      {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2\n", "training.precision",
+       "\"fp32\""},
+      {"distributed_type: DEEPSPEED\nmixed_precision: 'no'\n", "training.precision", "\"fp32\""},
+      {"distributed_type: FSDP\nmixed_precision: fp16\n", "training.precision", "\"fp16\""},
+      // Accumulation: the script's outside DeepSpeed [acc]; "auto" under it [ds]: the YAML's 5.
+      {"distributed_type: 'NO'\n", "training.gradient_accumulation_steps", "5"},
+      {"distributed_type: FSDP\n", "training.gradient_accumulation_steps", "5"},
+      {"distributed_type: DEEPSPEED\n", "training.gradient_accumulation_steps", "5"},
+      {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  gradient_accumulation_steps: 2\n",
+       "training.gradient_accumulation_steps", "2"},
+      // The batch sizes Accelerate writes as "auto" [ds]: micro the YAML's, global 3 x 5 x dp 2.
+      {"distributed_type: DEEPSPEED\n", "training.micro_batch_size", "3"},
+      {"distributed_type: DEEPSPEED\n", "training.global_batch_size", "30"},
+      // ZeRO stage 2 [ds], with or without a deepspeed_config block.
+      {"distributed_type: DEEPSPEED\n", "parallel.strategy", "\"zero2\""},
+      {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  gradient_clipping: 1.0\n",
+       "parallel.strategy", "\"zero2\""},
+      // Clipping "auto" [ds]: the YAML's 0.7; given, the file's.
+      {"distributed_type: DEEPSPEED\n", "optimizer.grad_clip", "0.7"},
+      {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  gradient_clipping: 1.0\n",
+       "optimizer.grad_clip", "1"},
+      // Offload "none" [ds], not the YAML's nvme; cpu is host memory, where braid's state is.
+      {"distributed_type: DEEPSPEED\n", "parallel.offload_optimizer", "\"none\""},
+      {"distributed_type: DEEPSPEED\n", "parallel.offload_params", "\"none\""},
+      {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n"
+       "  offload_optimizer_device: cpu\n  offload_param_device: cpu\n",
+       "parallel.offload_params", "\"none\""},
+      {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n"
+       "  offload_optimizer_device: nvme\n",
+       "parallel.offload_optimizer", "\"nvme\""},
+      {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n"
+       "  offload_optimizer_device: nvme\n",
+       "parallel.offload_params", "\"none\""},
+      // FSDP: no offload [fsdp], FULL_SHARD [fsdp], no prefetch either way [fsdp].
+      {"distributed_type: FSDP\n", "parallel.offload_optimizer", "\"none\""},
+      {"distributed_type: FSDP\nfsdp_config:\n  fsdp_offload_params: true\n",
+       "parallel.offload_params", "\"none\""},
+      {"distributed_type: FSDP\n", "parallel.sharding_strategy", "\"FULL_SHARD\""},
+      {"distributed_type: FSDP\nfsdp_config: {}\n", "parallel.sharding_strategy", "\"FULL_SHARD\""},
+      {"distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n", "parallel.sharding_strategy",
+       "\"FULL_SHARD\""},
+      {"distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n"
+       "  fsdp_reshard_after_forward: false\n",
+       "parallel.sharding_strategy", "\"SHARD_GRAD_OP\""},
+      {"distributed_type: FSDP\n", "parallel.backward_prefetch", "false"},
+      {"distributed_type: FSDP\n", "parallel.forward_prefetch", "false"},
+      {"distributed_type: FSDP\nfsdp_config:\n  fsdp_backward_prefetch: BACKWARD_PRE\n",
+       "parallel.backward_prefetch", "true"},
+      // FSDP2 [fsdp2]: its own prefetching, whatever the prefetch keys say.
+      {"distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n", "parallel.backward_prefetch",
+       "true"},
+      {"distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n"
+       "  fsdp_backward_prefetch: NO_PREFETCH\n",
+       "parallel.backward_prefetch", "true"},
+      {"distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n"
+       "  fsdp_forward_prefetch: true\n",
+       "parallel.forward_prefetch", "false"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.file);
+    TrainConfig c = parse_config(R"(
+model: {preset: gpt2-tiny}
+data: {random_tokens: true, seq_len: 32}
+training: {micro_batch_size: 3, gradient_accumulation_steps: 5, max_steps: 5000,
+           precision: bf16}
+optimizer: {grad_clip: 0.7}
+parallel: {strategy: zero3, sharding_strategy: SHARD_GRAD_OP, forward_prefetch: true,
+           backward_prefetch: false, offload_optimizer: nvme, offload_params: nvme}
+)",
+                                 "x.yaml");
+    apply_accelerate_config(c, row.file, "acc.yaml", 2);
+    const auto entries = config_entries(c);
+    auto it = std::find_if(entries.begin(), entries.end(),
+                           [&](const auto& e) { return e.first == row.key; });
+    ASSERT_NE(it, entries.end()) << row.key;
+    EXPECT_EQ(it->second, row.value) << row.key;
+  }
 }
 
 // Random line mutations of the configs/accelerate files (a value replaced, a line dropped, a key

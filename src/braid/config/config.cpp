@@ -17,6 +17,7 @@
 
 #include "braid/config/closest_key.h"
 #include "braid/config/duplicate_keys.h"
+#include "braid/config/provenance.h"
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
 
@@ -152,7 +153,8 @@ std::string did_you_mean(const std::string& key, const std::map<std::string, Fie
 }
 
 void parse_node(const YAML::Node& node, const std::string& prefix,
-                std::map<std::string, FieldPtr>& fields, const std::string& source) {
+                std::map<std::string, FieldPtr>& fields, const std::string& source,
+                Provenance* origins) {
   std::set<std::string> sections;
   for (auto& [k, _] : fields) sections.insert(k.substr(0, k.find('.')));
   for (auto it = node.begin(); it != node.end(); ++it) {
@@ -162,11 +164,12 @@ void parse_node(const YAML::Node& node, const std::string& prefix,
     auto f = fields.find(key);
     if (f != fields.end()) {
       set_scalar(f->second, it->second, key, where);
+      if (origins) origins->set(key, where);
       continue;
     }
     if (prefix.empty() && sections.count(key)) {
       BRAID_CHECK(it->second.IsMap(), where, ": section '", key, "' must be a mapping");
-      parse_node(it->second, key, fields, source);
+      parse_node(it->second, key, fields, source, origins);
       continue;
     }
     BRAID_THROW(where, ": unknown key '", key, "'", did_you_mean(key, fields));
@@ -188,22 +191,22 @@ YAML::Node load_yaml(const std::string& text, const std::string& source) {
   return root;
 }
 
-TrainConfig parse_root(const YAML::Node& root, const std::string& source) {
+TrainConfig parse_root(const YAML::Node& root, const std::string& source, Provenance* origins) {
   TrainConfig cfg;
   if (root.IsNull()) return cfg;
   BRAID_CHECK(root.IsMap(), source, ": the config must be a mapping of sections");
   auto fields = field_map(cfg);
-  parse_node(root, "", fields, source);
+  parse_node(root, "", fields, source, origins);
   return cfg;
 }
 
 }  // namespace
 
-TrainConfig parse_config(const std::string& text, const std::string& source) {
-  return parse_root(load_yaml(text, source), source);
+TrainConfig parse_config(const std::string& text, const std::string& source, Provenance* origins) {
+  return parse_root(load_yaml(text, source), source, origins);
 }
 
-TrainConfig load_config(const std::string& path) {
+TrainConfig load_config(const std::string& path, Provenance* origins) {
   std::error_code ec;
   BRAID_CHECK(!std::filesystem::is_directory(path, ec), "config file '", path,
               "' is a directory, not a YAML file");
@@ -216,10 +219,10 @@ TrainConfig load_config(const std::string& path) {
   // Defaults alone never train (no model, no data): an empty file is a wrong path or a lost
   // write, and saying so beats "set one of model.preset ...".
   BRAID_CHECK(!root.IsNull(), "config file '", path, "' is empty (no keys)");
-  return parse_root(root, path);
+  return parse_root(root, path, origins);
 }
 
-void apply_override(TrainConfig& cfg, const std::string& assignment) {
+void apply_override(TrainConfig& cfg, const std::string& assignment, Provenance* origins) {
   auto eq = assignment.find('=');
   BRAID_CHECK(eq != std::string::npos && eq > 0, "--set expects key=value, got '", assignment, "'");
   std::string key = assignment.substr(0, eq);
@@ -232,11 +235,11 @@ void apply_override(TrainConfig& cfg, const std::string& assignment) {
   } catch (const YAML::Exception& e) {
     BRAID_THROW("--set ", key, ": invalid value: ", e.msg);
   }
-  if (value.IsNull() && std::holds_alternative<std::string*>(f->second)) {
+  if (value.IsNull() && std::holds_alternative<std::string*>(f->second))
     *std::get<std::string*>(f->second) = "";
-    return;
-  }
-  set_scalar(f->second, value, key, "--set");
+  else
+    set_scalar(f->second, value, key, "--set");
+  if (origins) origins->set(key, "--set");
 }
 
 void resolve_batch(TrainConfig& cfg, int64_t dp) {
@@ -452,16 +455,28 @@ std::vector<std::pair<std::string, std::string>> config_entries(const TrainConfi
   return out;
 }
 
-std::string dump_config(const TrainConfig& cfg) {
+std::string dump_config(const TrainConfig& cfg, const Provenance* origins) {
+  const auto entries = config_entries(cfg);
+  // Origins line up after the values, but a long value (a prompt, a path) does not push the
+  // column for all the others.
+  size_t column = 0;
+  for (const auto& [key, value] : entries) {
+    const size_t width = 2 + (key.size() - key.find('.') - 1) + 2 + value.size();
+    if (width <= 44) column = std::max(column, width);
+  }
   std::ostringstream os;
   std::string section;
-  for (const auto& [key, value] : config_entries(cfg)) {
+  for (const auto& [key, value] : entries) {
     std::string s = key.substr(0, key.find('.'));
     if (s != section) {
       os << s << ":\n";
       section = s;
     }
-    os << "  " << key.substr(key.find('.') + 1) << ": " << value << "\n";
+    std::string line = "  " + key.substr(key.find('.') + 1) + ": " + value;
+    if (origins)
+      line += std::string(line.size() < column ? column - line.size() : 0, ' ') + "  # " +
+              origins->of(key);
+    os << line << "\n";
   }
   return os.str();
 }

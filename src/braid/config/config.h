@@ -188,11 +188,16 @@ struct TrainConfig {
   DType reduce_dtype() const;  // training.reduce_dtype
 };
 
-// Parses YAML text; `source` names the file in errors.
-TrainConfig parse_config(const std::string& yaml_text, const std::string& source);
-TrainConfig load_config(const std::string& path);
-// Applies "section.key=value" (value parsed as YAML scalar). Errors name the key.
-void apply_override(TrainConfig& cfg, const std::string& assignment);
+class Provenance;  // provenance.h: where each value came from, for --print-config
+
+// Parses YAML text; `source` names the file in errors. `origins` (may be null) gets
+// "source:line" for every key the text sets.
+TrainConfig parse_config(const std::string& yaml_text, const std::string& source,
+                         Provenance* origins = nullptr);
+TrainConfig load_config(const std::string& path, Provenance* origins = nullptr);
+// Applies "section.key=value" (value parsed as YAML scalar). Errors name the key. `origins`
+// (may be null) gets "--set" for the key.
+void apply_override(TrainConfig& cfg, const std::string& assignment, Provenance* origins = nullptr);
 // Derives the missing one of micro / accumulation / global for a data-parallel size and
 // checks global == micro x accumulation x dp, with the numbers in the error.
 void resolve_batch(TrainConfig& cfg, int64_t dp_size);
@@ -204,7 +209,9 @@ void validate(const TrainConfig& cfg);
 // The same for every section but the model's source and the data (what the Accelerator reads:
 // a user's own model and data need neither).
 void validate_training(const TrainConfig& cfg);
-std::string dump_config(const TrainConfig& cfg);  // YAML, every field
+// YAML, every field; with `origins`, each line ends in a comment saying where its value came from
+// ("  lr: 0.002  # configs/demo.yaml:18"), and the text still parses back to the same config.
+std::string dump_config(const TrainConfig& cfg, const Provenance* origins = nullptr);
 // model.activation_checkpointing and its interval as the model's policy (throws naming them).
 nn::CheckpointPolicy checkpoint_policy(const TrainConfig& cfg);
 // The fp16 section as the loss scaler's config.

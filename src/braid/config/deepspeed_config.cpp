@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -38,15 +39,22 @@ void resolve_deepspeed_batch(DialectReader& r, TrainConfig& cfg, int64_t dp) {
     return;
   }
   // "auto" takes the YAML's value (when it has one); absent is absent, as for DeepSpeed.
-  auto take = [&](const char* key, int64_t braid_value) -> std::optional<int64_t> {
-    auto v = r.integer(key, 1, big);
-    if (v) return v;
-    if (r.is_auto(r.find(key)) && braid_value > 0) return braid_value;
+  enum class From { file, yaml, arithmetic };
+  From from[3] = {From::arithmetic, From::arithmetic, From::arithmetic};
+  auto take = [&](int i, int64_t braid_value) -> std::optional<int64_t> {
+    if (auto v = r.integer(keys[i], 1, big)) {
+      from[i] = From::file;
+      return v;
+    }
+    if (r.is_auto(r.find(keys[i])) && braid_value > 0) {
+      from[i] = From::yaml;
+      return braid_value;
+    }
     return std::nullopt;
   };
-  auto tbs = take("train_batch_size", cfg.training.global_batch_size);
-  auto mb = take("train_micro_batch_size_per_gpu", cfg.training.micro_batch_size);
-  auto gas = take("gradient_accumulation_steps", cfg.training.gradient_accumulation_steps);
+  auto tbs = take(0, cfg.training.global_batch_size);
+  auto mb = take(1, cfg.training.micro_batch_size);
+  auto gas = take(2, cfg.training.gradient_accumulation_steps);
   if (!tbs && !mb)
     r.fail("train_batch_size",
            "either train_batch_size or train_micro_batch_size_per_gpu must be given (here or as "
@@ -69,10 +77,24 @@ void resolve_deepspeed_batch(DialectReader& r, TrainConfig& cfg, int64_t dp) {
   cfg.training.global_batch_size = *tbs;
   cfg.training.micro_batch_size = *mb;
   cfg.training.gradient_accumulation_steps = *gas;
-  r.note("train_batch_size", "training.global_batch_size = " + std::to_string(*tbs));
-  r.note("train_micro_batch_size_per_gpu", "training.micro_batch_size = " + std::to_string(*mb));
-  r.note("gradient_accumulation_steps",
-         "training.gradient_accumulation_steps = " + std::to_string(*gas));
+  // The file's values as given, the arithmetic's with how (the reader noted each "auto" kept).
+  const std::string t = std::to_string(*tbs), m = std::to_string(*mb), g = std::to_string(*gas),
+                    d = std::to_string(dp);
+  const bool one_given = from[0] == From::arithmetic || from[1] == From::arithmetic;
+  const std::string how[3] = {
+      "global_batch_size = micro " + m + " x accumulation " + g + " x dp " + d,
+      "micro_batch_size = global " + t + " / (accumulation " + g + " x dp " + d + ")",
+      one_given
+          ? "gradient_accumulation_steps = 1, DeepSpeed's with one batch size given"
+          : "gradient_accumulation_steps = global " + t + " / (micro " + m + " x dp " + d + ")"};
+  const char* braid_keys[] = {"training.global_batch_size", "training.micro_batch_size",
+                              "training.gradient_accumulation_steps"};
+  const int64_t values[] = {*tbs, *mb, *gas};
+  for (int i = 0; i < 3; ++i) {
+    const std::string effect = std::string(braid_keys[i]) + " = " + std::to_string(values[i]);
+    if (from[i] == From::file) r.note(keys[i], effect);
+    if (from[i] == From::arithmetic) r.derived(keys[i], effect, how[i]);
+  }
 }
 
 void read_precision(DialectReader& r, TrainConfig& cfg) {
@@ -85,10 +107,7 @@ void read_precision(DialectReader& r, TrainConfig& cfg) {
   auto state = [&](bool has, const std::string& key) {
     if (!has) return -1;
     const auto v = r.boolean(key);
-    if (!v && !r.is_auto(r.find(key))) {
-      r.defaulted(key, "false");
-      return 0;
-    }
+    if (!v && !r.is_auto(r.find(key))) return 0;
     return v ? (*v ? 1 : 0) : -1;
   };
   const int fp16 = state(has_fp16, "fp16.enabled");
@@ -102,9 +121,22 @@ void read_precision(DialectReader& r, TrainConfig& cfg) {
   } else if (fp16 == 0 || bf16 == 0) {
     cfg.training.precision = "fp32";  // mixed precision explicitly off
   }
-  if (fp16 >= 0 || bf16 >= 0)
-    r.note(fp16 >= 0 ? "fp16.enabled" : bf16_key + ".enabled",
-           "training.precision = " + cfg.training.precision);
+  // The key that decided: one that is on, else one given off, else one off by default.
+  const std::string fp16_on = "fp16.enabled", bf16_on = bf16_key + ".enabled";
+  std::string decided;
+  if (fp16 == 1 || bf16 == 1)
+    decided = fp16 == 1 ? fp16_on : bf16_on;
+  else if (fp16 == 0 || bf16 == 0)
+    decided = (fp16 == 0 && (r.find(fp16_on) || bf16 != 0)) ? fp16_on : bf16_on;
+  for (const std::string& key : {fp16_on, bf16_on}) {
+    const bool off_by_default = (key == fp16_on ? fp16 : bf16) == 0 && !r.find(key);
+    const std::string effect =
+        key == decided ? "training.precision = " + cfg.training.precision : std::string();
+    if (off_by_default)
+      r.defaulted(key, effect.empty() ? "false" : "false, " + effect);
+    else if (!effect.empty())
+      r.note(key, effect);
+  }
   if (has_fp16) {
     // A missing loss-scaler key takes DeepSpeed's default (loss_scaler.py), not the YAML's.
     Fp16Section& f = cfg.fp16;
@@ -153,25 +185,51 @@ void read_precision(DialectReader& r, TrainConfig& cfg) {
 
 void read_zero(DialectReader& r, TrainConfig& cfg) {
   const bool has = r.section("zero_optimization");
-  const int64_t stage = has ? r.integer("zero_optimization.stage", 0, 3, false).value_or(0) : 0;
+  const auto given_stage =
+      has ? r.integer("zero_optimization.stage", 0, 3, false) : std::optional<int64_t>();
+  const int64_t stage = given_stage.value_or(0);
   static const char* kStrategy[] = {"ddp", "zero1", "zero2", "zero3"};
   cfg.parallel.strategy = kStrategy[stage];
-  r.note(has ? "zero_optimization.stage" : "zero_optimization",
-         "parallel.strategy = " + cfg.parallel.strategy);
-  if (!has) return;
+  if (given_stage)
+    r.note("zero_optimization.stage", "parallel.strategy = " + cfg.parallel.strategy);
+  else if (has)
+    r.defaulted("zero_optimization.stage", "parallel.strategy = ddp (stage 0)");
+  if (!has) {  // stage 0, which offloads nothing
+    cfg.parallel.offload_optimizer = cfg.parallel.offload_params = "none";
+    r.defaulted("zero_optimization",
+                "parallel.strategy = ddp (stage 0), parallel.offload_optimizer = none, "
+                "parallel.offload_params = none");
+    return;
+  }
   const std::string z = "zero_optimization.";
+  // Offload is nvme or nothing in braid: DeepSpeed's default (no offload block, or no device),
+  // "none", "cpu" (host memory, where braid's state is already) and a device below the stage it
+  // takes effect at are all none, whatever the YAML says.
   auto offload = [&](const std::string& what, int64_t min_stage, std::string& device_field,
                      const std::string& braid_key) {
     const std::string s = z + what;
-    if (!r.section(s)) return;
+    if (!r.section(s)) {
+      device_field = "none";
+      r.defaulted(s, braid_key + " = none");
+      return;
+    }
+    const bool given = r.find(s + ".device") != nullptr;
     std::string device = r.choice(s + ".device", {"none", "cpu", "nvme"}).value_or("none");
+    device_field = "none";
     if (device != "none" && stage < min_stage) {
-      r.note(s + ".device", "ignored: '" + device + "' takes effect from zero_optimization.stage " +
-                                std::to_string(min_stage) + " (DeepSpeed ignores it at stage " +
+      r.note(s + ".device", braid_key + " = none ('" + device +
+                                "' takes effect from zero_optimization.stage " +
+                                std::to_string(min_stage) + "; DeepSpeed ignores it at stage " +
                                 std::to_string(stage) + " too)");
       device = "none";
     } else if (device == "cpu") {
-      r.note(s + ".device", "ignored: braid trains on the CPU; this is already in host memory");
+      r.note(s + ".device",
+             braid_key + " = none (braid trains on the CPU; this is already in host memory)");
+    } else if (device == "none") {
+      if (given)
+        r.note(s + ".device", braid_key + " = none");
+      else
+        r.defaulted(s + ".device", braid_key + " = none");
     } else if (device == "nvme") {
       device_field = "nvme";
       r.note(s + ".device", braid_key + " = nvme");
@@ -301,7 +359,7 @@ void read_optimizer(DialectReader& r, TrainConfig& cfg) {
     if (!r.find(p + "betas")) {
       cfg.optimizer.beta1 = 0.9;
       cfg.optimizer.beta2 = 0.999;
-      r.defaulted(p + "betas", "optimizer.beta1, beta2 = 0.9, 0.999");
+      r.defaulted(p + "betas", "optimizer.beta1 = 0.9, optimizer.beta2 = 0.999");
     }
     if (r.is_auto(r.find(p + "betas"))) r.keep_yaml(p + "betas");
     if (const json* b = r.find(p + "betas"); b && !r.is_auto(b)) {
@@ -313,8 +371,8 @@ void read_optimizer(DialectReader& r, TrainConfig& cfg) {
       }
       cfg.optimizer.beta1 = (*b)[0].get<double>();
       cfg.optimizer.beta2 = (*b)[1].get<double>();
-      r.note(p + "betas", "optimizer.beta1, beta2 = " + format_number(cfg.optimizer.beta1) + ", " +
-                              format_number(cfg.optimizer.beta2));
+      r.note(p + "betas", "optimizer.beta1 = " + format_number(cfg.optimizer.beta1) +
+                              ", optimizer.beta2 = " + format_number(cfg.optimizer.beta2));
     }
     // DeepSpeed's Adam is AdamW unless adam_w_mode is false (L2 in the gradient).
     if (!r.boolean(p + "adam_w_mode").value_or(true) && cfg.optimizer.weight_decay != 0)
@@ -356,9 +414,18 @@ void read_scheduler(DialectReader& r, TrainConfig& cfg) {
   const std::string p = "scheduler.params.";
   ScheduleSection& s = cfg.schedule;
   s.type = t == "WarmupLR" ? "constant" : t == "WarmupDecayLR" ? "linear" : "cosine";
+  // The floor and the decay's length are the scheduler's: WarmupLR has neither, WarmupDecayLR
+  // decays to 0; below, total_num_steps gives the length and cos_min_ratio the cosine's floor
+  // ("auto": the YAML's).
+  const double yaml_min_lr_ratio = s.min_lr_ratio;
   s.min_lr_ratio = 0;
   s.decay_steps = 0;
-  r.note("scheduler.type", "schedule.type = " + s.type);
+  r.note("scheduler.type",
+         "schedule.type = " + s.type +
+             (t == "WarmupLR"        ? ", schedule.min_lr_ratio = 0, schedule.decay_steps = 0 (a "
+                                       "constant rate has no decay)"
+              : t == "WarmupDecayLR" ? ", schedule.min_lr_ratio = 0 (it decays to 0)"
+                                     : ""));
   // A key missing from params takes DeepSpeed's default (lr_schedules.py): 1000 warmup steps,
   // log warmup, warmup_max_lr 1e-3, cos_min_ratio 1e-4; "auto" keeps the YAML's.
   if (auto v = r.integer(p + "warmup_num_steps", 0, INT64_MAX)) {
@@ -381,6 +448,8 @@ void read_scheduler(DialectReader& r, TrainConfig& cfg) {
     if (auto v = r.number(p + "cos_min_ratio", 0, 1)) {
       s.min_lr_ratio = *v;
       r.note(p + "cos_min_ratio", "schedule.min_lr_ratio = " + format_number(*v));
+    } else if (r.is_auto(r.find(p + "cos_min_ratio"))) {
+      s.min_lr_ratio = yaml_min_lr_ratio;
     } else if (!r.find(p + "cos_min_ratio")) {
       s.min_lr_ratio = 0.0001;
       r.defaulted(p + "cos_min_ratio", "schedule.min_lr_ratio = 0.0001");
@@ -398,8 +467,11 @@ void read_scheduler(DialectReader& r, TrainConfig& cfg) {
     }
   }
   if (t != "WarmupLR") {
-    // The decay may end before or after the run; past it the rate stays at its floor.
-    if (auto v = r.integer(p + "total_num_steps", 1, INT64_MAX)) {
+    // The decay may end before or after the run; past it the rate stays at its floor. "auto"
+    // is the run's length (HF Trainer fills it with max_steps), whatever the YAML's decay_steps.
+    if (r.is_auto(r.find(p + "total_num_steps"))) {
+      r.note(p + "total_num_steps", "schedule.decay_steps = 0 (\"auto\": training.max_steps)");
+    } else if (auto v = r.integer(p + "total_num_steps", 1, INT64_MAX)) {
       if (s.warmup_steps > *v)
         r.fail(p + "warmup_num_steps",
                std::to_string(s.warmup_steps) +
@@ -494,6 +566,34 @@ void read_rest(DialectReader& r, TrainConfig& cfg) {
   }
 }
 
+// Note [What "auto" keeps]: an "auto" value keeps the braid YAML's (HF Trainer fills it from
+// TrainingArguments, whose part the YAML plays). These are the braid keys each DeepSpeed key that
+// may say "auto" stands for, so that --print-config names the YAML line kept. (total_num_steps'
+// "auto" is training.max_steps, whatever the YAML says: read_scheduler notes it.)
+std::map<std::string, std::vector<std::string>> deepspeed_auto_keeps() {
+  std::map<std::string, std::vector<std::string>> k = {
+      {"train_batch_size", {"training.global_batch_size"}},
+      {"train_micro_batch_size_per_gpu", {"training.micro_batch_size"}},
+      {"gradient_accumulation_steps", {"training.gradient_accumulation_steps"}},
+      {"fp16.enabled", {"training.precision"}},
+      {"bf16.enabled", {"training.precision"}},
+      {"bfloat16.enabled", {"training.precision"}},
+      {"zero_optimization.reduce_bucket_size", {"parallel.bucket_mb"}},
+      {"zero_optimization.stage3_param_persistence_threshold",
+       {"parallel.param_persistence_threshold"}},
+      {"optimizer.params.betas", {"optimizer.beta1", "optimizer.beta2"}},
+      {"scheduler.params.warmup_num_steps", {"schedule.warmup_steps"}},
+      {"scheduler.params.warmup_max_lr", {"optimizer.lr"}},
+      {"scheduler.params.cos_min_ratio", {"schedule.min_lr_ratio"}},
+      {"gradient_clipping", {"optimizer.grad_clip"}}};
+  for (const char* f : {"loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
+                        "consecutive_hysteresis", "min_loss_scale"})
+    k[std::string("fp16.") + f] = {std::string("fp16.") + f};
+  for (const char* o : {"lr", "weight_decay", "eps", "momentum", "nesterov"})
+    k[std::string("optimizer.params.") + o] = {std::string("optimizer.") + o};
+  return k;
+}
+
 }  // namespace
 
 std::vector<DialectEntry> dialect::apply_deepspeed_object(TrainConfig& cfg, const json& root,
@@ -502,6 +602,7 @@ std::vector<DialectEntry> dialect::apply_deepspeed_object(TrainConfig& cfg, cons
   BRAID_CHECK(root.is_object(), source, ": a DeepSpeed config must be a JSON object, got ",
               show(root));
   DialectReader r(root, source);
+  r.auto_keeps(deepspeed_auto_keeps());
   dialect::add_training_arguments_hints(r);
   // DeepSpeed's data-parallel world excludes the Ulysses ranks of one sequence.
   int64_t dp = std::max<int64_t>(1, dp_size);
@@ -546,7 +647,12 @@ std::vector<DialectEntry> load_deepspeed_config(TrainConfig& cfg, const std::str
 
 std::string describe_dialect(const std::string& source, const std::vector<DialectEntry>& entries) {
   std::string out = "# from " + source + "\n";
-  for (const auto& e : entries) out += "#   " + e.key + ": " + e.effect + "\n";
+  std::string file = entries.empty() ? "" : entries.front().source;
+  for (const auto& e : entries) {
+    if (e.source != file) out += "# from " + e.source + "\n";
+    file = e.source;
+    out += "#   " + e.key + ": " + e.effect + "\n";
+  }
   return out;
 }
 

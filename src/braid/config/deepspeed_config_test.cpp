@@ -367,6 +367,22 @@ TEST(DeepSpeedConfig, DefaultsTable) {
       {R"({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 4})",
        "training.micro_batch_size", "2"},
       {R"({"steps_per_print": 2000})", "training.log_interval", "10"},
+      // Offload: none unless nvme at its stage (braid's state is in host memory already), not
+      // the YAML's nvme: DeepSpeed's default (no offload block), cpu, and below the stage.
+      {R"({"zero_optimization": {"stage": 3}})", "parallel.offload_optimizer", "\"none\""},
+      {R"({"zero_optimization": {"stage": 3}})", "parallel.offload_params", "\"none\""},
+      {R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}})",
+       "parallel.offload_optimizer", "\"none\""},
+      {R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"},
+          "offload_param": {"device": "nvme"}}})",
+       "parallel.offload_params", "\"none\""},  // offload_param takes effect from stage 3
+      {R"({"gradient_clipping": 1.0})", "parallel.offload_optimizer", "\"none\""},  // stage 0
+      // The floor: WarmupDecayLR decays to 0; cos_min_ratio's "auto" is the YAML's 0.3.
+      {R"({"scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 1000}}})",
+       "schedule.min_lr_ratio", "0"},
+      {R"({"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 1000,
+          "cos_min_ratio": "auto"}}})",
+       "schedule.min_lr_ratio", "0.3"},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.json);
@@ -375,6 +391,8 @@ TEST(DeepSpeedConfig, DefaultsTable) {
     c.optimizer.lr = 7e-4, c.optimizer.beta1 = 0.85, c.optimizer.beta2 = 0.95;
     c.optimizer.eps = 1e-6, c.training.precision = "fp16";
     c.fp16.loss_scale_window = 77, c.fp16.hysteresis = 5;
+    c.parallel.offload_optimizer = "nvme", c.parallel.offload_params = "nvme";
+    c.schedule.min_lr_ratio = 0.3;
     apply_deepspeed_config(c, row.json, "ds.json", 2);
     const auto entries = config_entries(c);
     auto it = std::find_if(entries.begin(), entries.end(),
@@ -394,8 +412,8 @@ TEST(DeepSpeedConfig, NotesSayWhereEachValueCameFrom) {
                              "ds.json", 2));
   for (const char* line :
        {"#   optimizer.params.lr: auto: the YAML's value\n",
-        "#   optimizer.params.betas: absent: DeepSpeed's default, optimizer.beta1, beta2 = 0.9, "
-        "0.999\n",
+        "#   optimizer.params.betas: absent: DeepSpeed's default, optimizer.beta1 = 0.9, "
+        "optimizer.beta2 = 0.999\n",
         "#   hybrid_engine: absent: switched off (enabled false)\n", "#   wandb: absent: empty\n"})
     EXPECT_NE(said.find(line), std::string::npos) << line << " in\n" << said;
 }

@@ -13,6 +13,7 @@
 
 #include "braid/config/accelerate_config.h"
 #include "braid/config/deepspeed_config.h"
+#include "braid/config/provenance.h"
 #include "testing/run_ranks.h"
 
 namespace braid::config {
@@ -23,7 +24,7 @@ const std::string kDir = std::string(BRAID_REPO_DIR) + "/testdata/dialects";
 
 // The braid YAML beside every file: values that differ from DeepSpeed's and Accelerate's
 // defaults, so a test sees which one won.
-TrainConfig yaml() {
+TrainConfig yaml(Provenance* origins = nullptr) {
   return parse_config(R"(
 model: {preset: gpt2-tiny}
 data: {random_tokens: true, seq_len: 32}
@@ -34,7 +35,7 @@ optimizer: {lr: 7.0e-4, weight_decay: 0.05, beta1: 0.85, beta2: 0.95, eps: 1.0e-
 schedule: {type: cosine, warmup_steps: 7}
 parallel: {strategy: ddp}
 )",
-                      "x.yaml");
+                      "x.yaml", origins);
 }
 
 struct Expected {
@@ -68,14 +69,14 @@ std::map<std::string, Expected> read_expected() {
 // Applies one corpus file on 2 data-parallel ranks, from the file's directory (Accelerate takes
 // a relative deepspeed_config_file from the current directory; the corpus runs from
 // testdata/dialects/deepspeed, where the ALST recipe's JSON lies).
-std::string apply(TrainConfig& c, const std::string& rel) {
+std::string apply(TrainConfig& c, const std::string& rel,
+                  std::vector<DialectEntry>* entries = nullptr) {
   const fs::path before = fs::current_path();
   fs::current_path(kDir + "/deepspeed");
   std::string error = braid::testing::error_of([&] {
-    if (rel.rfind("deepspeed/", 0) == 0)
-      load_deepspeed_config(c, kDir + "/" + rel, 2);
-    else
-      load_accelerate_config(c, kDir + "/" + rel, 2);
+    auto got = rel.rfind("deepspeed/", 0) == 0 ? load_deepspeed_config(c, kDir + "/" + rel, 2)
+                                               : load_accelerate_config(c, kDir + "/" + rel, 2);
+    if (entries) *entries = got;
   });
   fs::current_path(before);
   return error == "(no error)" ? "" : error;
@@ -117,6 +118,34 @@ TEST(DialectCorpus, EveryFileDoesWhatItsToolDoes) {
   }
   EXPECT_GE(files, 40);
   EXPECT_EQ(static_cast<size_t>(files), expected.size()) << "EXPECTED names a file not there";
+}
+
+// Every value a corpus file changes says, in --print-config, which file changed it: no mapping
+// changes a value without a note naming the braid key (provenance.h).
+TEST(DialectCorpus, EveryChangedValueNamesItsFile) {
+  int checked = 0;
+  for (const char* dir : {"deepspeed", "accelerate"}) {
+    for (const auto& e : fs::directory_iterator(kDir + "/" + dir)) {
+      const std::string rel = std::string(dir) + "/" + e.path().filename().string();
+      SCOPED_TRACE(rel);
+      Provenance origins;
+      TrainConfig c = yaml(&origins);
+      const auto before = config_entries(c);
+      std::vector<DialectEntry> entries;
+      if (!apply(c, rel, &entries).empty()) continue;  // refused
+      origins.add(entries);
+      const auto after = config_entries(c);
+      for (size_t i = 0; i < after.size(); ++i) {
+        if (after[i].second == before[i].second) continue;
+        const std::string origin = origins.of(after[i].first);
+        EXPECT_TRUE(origin.rfind("x.yaml", 0) != 0 && origin != "braid default")
+            << after[i].first << ": " << before[i].second << " -> " << after[i].second << " says "
+            << origin;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
 }
 
 // Every corpus file is named in SOURCES with its repository, path and commit.

@@ -49,12 +49,46 @@ class DialectReader {
   [[noreturn]] void unsupported(const std::string& key, const std::string& why) const {
     BRAID_THROW(source_, ": ", key, ": not supported yet (", why, ")");
   }
+  // What `key` became; the braid keys it set are the "section.key = value"s in effect.
   void note(const std::string& key, const std::string& effect) {
-    entries_.push_back({key, effect});
+    add(key, effect, braid_keys_in(effect), DialectEntry::How::given, key);
   }
   // A key absent from a block the file gives: the other tool's own default holds, not the YAML's.
   void defaulted(const std::string& key, const std::string& effect) {
-    note(key, "absent: " + tool_ + "'s default, " + effect);
+    add(key, "absent: " + tool_ + "'s default, " + effect, braid_keys_in(effect),
+        DialectEntry::How::defaulted, "no " + key + ": " + tool_ + "'s default");
+  }
+  // A value worked out from others: `how` says the arithmetic ("global_batch_size = micro 4 x
+  // accumulation 2 x dp 2").
+  void derived(const std::string& key, const std::string& effect, const std::string& how) {
+    add(key, effect + " (derived: " + how + ")", braid_keys_in(effect), DialectEntry::How::derived,
+        "derived: " + how);
+  }
+  // Another reader's entries (a DeepSpeed config inside an Accelerate one), where they applied.
+  void append(const std::vector<DialectEntry>& entries) {
+    entries_.insert(entries_.end(), entries.begin(), entries.end());
+  }
+  // The braid keys an "auto" for each key of the dialect keeps (Note [What "auto" keeps]).
+  void auto_keeps(std::map<std::string, std::vector<std::string>> keys) {
+    auto_keeps_ = std::move(keys);
+  }
+  // The braid keys ("section.key") that effect sets: each known one followed by " = ".
+  static std::vector<std::string> braid_keys_in(const std::string& effect) {
+    static const std::set<std::string> known = [] {
+      std::set<std::string> k;
+      for (const auto& [key, value] : config_entries(TrainConfig{})) k.insert(key);
+      return k;
+    }();
+    std::vector<std::string> keys;
+    if (effect.rfind("ignored:", 0) == 0) return keys;
+    for (size_t eq = effect.find(" = "); eq != std::string::npos; eq = effect.find(" = ", eq + 3)) {
+      if (eq == 0) continue;
+      const size_t before = effect.find_last_of(" ,(", eq - 1);
+      const size_t start = before == std::string::npos ? 0 : before + 1;
+      const std::string key = effect.substr(start, eq - start);
+      if (known.count(key)) keys.push_back(key);
+    }
+    return keys;
   }
 
   // Keys of the dialect that this file's reading did not ask for (another distributed_type's
@@ -107,7 +141,12 @@ class DialectReader {
   }
   // "auto": the YAML's value holds (noted once per key).
   std::nullopt_t keep_yaml(const std::string& key) {
-    if (auto_noted_.insert(key).second) note(key, "auto: the YAML's value");
+    if (auto_noted_.insert(key).second) {
+      auto it = auto_keeps_.find(key);
+      add(key, "auto: the YAML's value",
+          it == auto_keeps_.end() ? std::vector<std::string>{} : it->second,
+          DialectEntry::How::kept, key + " \"auto\": the YAML's value");
+    }
     return std::nullopt;
   }
   bool is_auto(const json* v) const {
@@ -191,6 +230,11 @@ class DialectReader {
   std::vector<DialectEntry> entries() const { return entries_; }
 
  private:
+  void add(const std::string& key, const std::string& effect, std::vector<std::string> sets,
+           DialectEntry::How how, const std::string& origin) {
+    entries_.push_back({key, effect, source_, std::move(sets), how, origin});
+  }
+
   void walk(const json& node, const std::string& prefix) const {
     for (auto it = node.begin(); it != node.end(); ++it) {
       const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
@@ -215,6 +259,7 @@ class DialectReader {
   std::set<std::string> hints_;
   std::map<std::string, std::string> foreign_;
   std::set<std::string> auto_noted_;
+  std::map<std::string, std::vector<std::string>> auto_keeps_;
   std::vector<DialectEntry> entries_;
 };
 

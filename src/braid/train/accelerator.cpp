@@ -12,6 +12,7 @@
 #include "braid/config/accelerate_config.h"
 #include "braid/config/config_agreement.h"
 #include "braid/config/deepspeed_config.h"
+#include "braid/config/provenance.h"
 #include "braid/core/error.h"
 #include "braid/optim/clip_grad.h"
 #include "braid/optim/param_groups.h"
@@ -20,8 +21,9 @@
 
 namespace braid::train {
 
-config::TrainConfig load_run_config(const RunConfigSources& s, std::string* mapping) {
-  config::TrainConfig cfg = config::load_config(s.yaml);
+config::TrainConfig load_run_config(const RunConfigSources& s, std::string* mapping,
+                                    config::Provenance* origins) {
+  config::TrainConfig cfg = config::load_config(s.yaml, origins);
   BRAID_CHECK(s.deepspeed.empty() || s.accelerate.empty(), "--deepspeed and an Accelerate config (",
               s.accelerate,
               ") both given; an Accelerate config names its DeepSpeed file itself "
@@ -47,14 +49,15 @@ config::TrainConfig load_run_config(const RunConfigSources& s, std::string* mapp
     const int64_t dp = config::data_parallel_size(cfg, launched);
     described = "# batch arithmetic over data-parallel size " + std::to_string(dp) + ": " +
                 ranks_said + "\n";
-    described +=
-        !s.deepspeed.empty()
-            ? config::describe_dialect(s.deepspeed + " (DeepSpeed)",
-                                       config::load_deepspeed_config(cfg, s.deepspeed, dp))
-            : config::describe_dialect(s.accelerate + " (Accelerate)",
-                                       config::load_accelerate_config(cfg, s.accelerate, dp));
+    const auto entries = !s.deepspeed.empty()
+                             ? config::load_deepspeed_config(cfg, s.deepspeed, dp)
+                             : config::load_accelerate_config(cfg, s.accelerate, dp);
+    described += config::describe_dialect(
+        !s.deepspeed.empty() ? s.deepspeed + " (DeepSpeed)" : s.accelerate + " (Accelerate)",
+        entries);
+    if (origins) origins->add(entries);
   }
-  for (const auto& o : s.overrides) config::apply_override(cfg, o);
+  for (const auto& o : s.overrides) config::apply_override(cfg, o, origins);
   if (mapping) *mapping = described;
   return cfg;
 }

@@ -69,9 +69,10 @@ struct RunConfigSources {
   std::vector<std::string> overrides;
   int64_t launched_ranks = 0;
 };
-// The resolved config; `mapping` (may be null) gets what the dialect file became ("" without).
-config::TrainConfig load_run_config(const RunConfigSources& sources,
-                                    std::string* mapping = nullptr);
+// The resolved config; `mapping` (may be null) gets what the dialect file became ("" without),
+// `origins` (may be null) where each value came from (config/provenance.h).
+config::TrainConfig load_run_config(const RunConfigSources& sources, std::string* mapping = nullptr,
+                                    config::Provenance* origins = nullptr);
 
 // The world this process was launched into: comm::init_world() with the config's
 // parallel.comm_timeout_s and comm_debug (the ranks of `braid launch`, mpirun or srun, else one

@@ -1,6 +1,7 @@
 #include "braid/train/train_run.h"
 
 #include "braid/checkpoint/hf_model_io.h"
+#include "braid/config/provenance.h"
 #include "braid/core/error.h"
 #include "braid/data/tokenizer.h"
 #include "braid/launch/fault_plan.h"
@@ -11,9 +12,10 @@ namespace braid::train {
 
 void run_training(const RunConfigSources& sources, bool print_config) {
   std::string mapping;
-  config::TrainConfig cfg = load_run_config(sources, &mapping);
+  config::Provenance origins;
+  config::TrainConfig cfg = load_run_config(sources, &mapping, &origins);
   if (print_config) {
-    std::printf("%s%s", mapping.c_str(), config::dump_config(cfg).c_str());
+    std::printf("%s%s", mapping.c_str(), config::dump_config(cfg, &origins).c_str());
     return;
   }
   auto world = launched_world(cfg);

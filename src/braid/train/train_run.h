@@ -12,10 +12,10 @@
 namespace braid::train {
 
 // Loads the config (load_run_config); with print_config prints what a dialect file became and
-// every key, resolved, and returns. Otherwise trains on the world this process was launched
-// into (Accelerator), with the fault plan of launch/fault_plan.h when the environment sets one.
-// A failed run prints its error line ("braid train: error: ...") while the world is up and
-// throws ReportedError.
+// every key, resolved, each with where its value came from, and returns. Otherwise trains on the
+// world this process was launched into (Accelerator), with the fault plan of launch/fault_plan.h
+// when the environment sets one. A failed run prints its error line ("braid train: error: ...")
+// while the world is up and throws ReportedError.
 void run_training(const RunConfigSources& sources, bool print_config);
 
 struct GenerateRequest {
