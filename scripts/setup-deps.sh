@@ -15,6 +15,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   libpcre2-dev nlohmann-json3-dev libyaml-cpp-dev
   libicu-dev                                       # NFC for HF tokenizer.json (Qwen, NeoX)
+  zlib1g-dev libzstd-dev                           # prepare-data's .gz and .zst inputs
   libcli11-dev                                     # the braid binary's command line
   python3
 )
