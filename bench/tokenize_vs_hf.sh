@@ -26,9 +26,10 @@ HF_PREFIX=${HF_PREFIX:-/tmp/hf}
   { echo "no corpus or tokenizer under $DATA: run scripts/fetch-data.sh" >&2; exit 1; }
 
 cores=$(nproc)
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $cores cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+cpu_field() { lscpu | sed -n "s/^$1: *//p" | head -1; }
+echo "CPU: $(cpu_field 'Model name') (family $(cpu_field 'CPU family') model $(cpu_field 'Model')), $cores cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "corpus $DATA/sotu: $(ls "$DATA"/sotu/*.txt | wc -l) documents, $(cat "$DATA"/sotu/*.txt | wc -c) bytes; best of $ROUNDS"
-printf '%-58s %7s %10s %14s\n' "" threads "MB/s" "MB/s per CPU-s"
+printf '%-62s %7s %10s %14s\n' "" threads "MB/s" "MB/s per CPU-s"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -48,7 +49,7 @@ braid_row() {
       '{ printf "%.2f", mb / ($2 + $3) }' "$work/time")
     if awk "BEGIN { exit !($mbs > $best) }"; then best=$mbs best_cpu=$cpu; fi
   done
-  printf '%-58s %7s %10s %14s\n' "$1" "$3" "$best" "$best_cpu"
+  printf '%-62s %7s %10s %14s\n' "$1" "$3" "$best" "$best_cpu"
 }
 
 for t in 1 "$cores"; do
@@ -71,5 +72,5 @@ node tools/tokenize_speed.mjs "$HF_PREFIX" "$DATA/tokenizers/gpt2/tokenizer.json
 version=$(sed -n 's/^hf tokenizers \([^ ]*\).*/\1/p' "$work/hf")
 while read -r _ run _ mbs _ cpu _ _ _ _ _ _ _ threads; do
   label="HF tokenizers $version (Rust) $([ "$run" = single ] && echo "encode" || echo "encodeBatch"), gpt2 tokenizer.json"
-  printf '%-58s %7s %10s %14s\n' "$label" "$threads" "$mbs" "$cpu"
+  printf '%-62s %7s %10s %14s\n' "$label" "$threads" "$mbs" "$cpu"
 done < <(grep -E '^hf (single|batch) ' "$work/hf")
