@@ -28,6 +28,10 @@ void encode_documents(const std::vector<std::string>& files, const Tokenizer& to
                       const EncodeDocumentsOptions& o,
                       const std::function<void(EncodedDocument&)>& sink) {
   const int threads = std::max(1, o.threads);
+  const bool tokenizer_adds_separator = [&] {
+    const std::vector<int32_t> empty = tokenizer.clone()->encode("");
+    return !empty.empty() && empty.front() == o.separator;
+  }();
   const int64_t window = o.window_documents > 0 ? o.window_documents : 16 * int64_t{threads};
 
   // Everything below is guarded by mu. Documents go reader -> queue -> a worker -> ring
@@ -85,10 +89,11 @@ void encode_documents(const std::vector<std::string>& files, const Tokenizer& to
         queue.pop_front();
       }
       EncodedDocument out{.index = doc.index,
-                          .ids = {o.separator},
+                          .ids = {},
                           .text_bytes = static_cast<int64_t>(doc.text.size()),
                           .file_bytes_done = doc.file_bytes_done};
       out.ids.reserve(doc.text.size() / 3 + 16);  // English is about 4.5 bytes a GPT-2 token
+      if (!tokenizer_adds_separator) out.ids.push_back(o.separator);
       try {
         tok->encode(doc.text, out.ids);
       } catch (const std::exception& e) {

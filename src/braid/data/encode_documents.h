@@ -3,7 +3,10 @@
 //
 // Contract: one reader thread walks the files in order through DocumentReader (decompressing,
 // splitting JSONL lines); `threads` workers, each with its own clone of the tokenizer, encode
-// documents as they come, each as [separator] + encode(text); the calling thread receives them
+// documents as they come, each as [separator] + encode(text) — or encode(text) alone when the
+// tokenizer begins every text with the separator itself (LLaMA's <s>, added by the
+// post-processor: encode("") is [<s>]), so a document starts with exactly one separator
+// either way; the calling thread receives them
 // through `sink` strictly in document order, so what the sink builds is the same for any thread
 // count. The reader stays at most `window_documents` documents and `window_bytes` bytes of text
 // ahead of the sink (one document always goes), which bounds memory on any corpus: a JSONL file

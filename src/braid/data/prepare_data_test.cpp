@@ -255,6 +255,67 @@ TEST(PrepareData, FieldChoosesTheJsonlField) {
   EXPECT_NE(msg.find("--force"), std::string::npos) << msg;  // another field: other data
 }
 
+// A LLaMA-style tokenizer.json whose post-processor begins every text with <s> (id 1): "ab" is
+// <s> ▁ab (264).
+std::string bos_adding_tokenizer_dir(const TempDir& dir) {
+  nlohmann::json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  const std::string sp = "\xE2\x96\x81";  // ▁
+  vocab[sp] = 259;
+  vocab["a"] = 260;
+  vocab["b"] = 261;
+  vocab[sp + "a"] = 262;
+  vocab["ab"] = 263;
+  vocab[sp + "ab"] = 264;
+  const nlohmann::json tok = {
+      {"version", "1.0"},
+      {"added_tokens",
+       {{{"id", 0}, {"content", "<unk>"}, {"special", true}},
+        {{"id", 1}, {"content", "<s>"}, {"special", true}},
+        {{"id", 2}, {"content", "</s>"}, {"special", true}}}},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         {{{"type", "Prepend"}, {"prepend", sp}},
+          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", sp}}}}}},
+      {"pre_tokenizer", nullptr},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single",
+         {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+      {"model",
+       {{"type", "BPE"},
+        {"unk_token", "<unk>"},
+        {"byte_fallback", true},
+        {"vocab", vocab},
+        {"merges", {sp + " a", "a b", sp + "a b"}}}}};
+  std::filesystem::create_directories(dir.file("llama"));
+  write(dir.file("llama/tokenizer.json"), tok.dump());
+  return dir.file("llama");
+}
+
+TEST(PrepareData, ATokenizerThatAddsBosGetsItOncePerDocument) {
+  TempDir dir;
+  write(dir.file("docs.jsonl"), "{\"text\": \"ab\"}\n{\"text\": \"ab ab\"}\n");
+  PrepareDataOptions o;
+  o.inputs = {dir.file("docs.jsonl")};
+  o.tokenizer_dir = bos_adding_tokenizer_dir(dir);
+  o.out_dir = dir.file("out");
+  o.val_fraction = 0;
+  const auto r = prepare_data(o);
+  EXPECT_EQ(nlohmann::json::parse(slurp(r.meta_path))["tokenizer"]["eot_id"], 1);
+  TokenShard shard(dir.file("out/train_000000.bin"), true);
+  std::vector<int32_t> ids(static_cast<size_t>(shard.size()));
+  shard.read(0, shard.size(), ids.data());
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 264, 1, 264, 264}));
+}
+
 TEST(PrepareData, BadJsonlLineFailsWritingNothing) {
   TempDir dir;
   std::string long_doc;
