@@ -16,6 +16,7 @@ PACKAGES=(
   libpcre2-dev nlohmann-json3-dev libyaml-cpp-dev
   libicu-dev                                       # NFC for HF tokenizer.json (Qwen, NeoX)
   libsentencepiece-dev                             # SentencePiece tokenizer.model (LLaMA-2)
+  zlib1g-dev libzstd-dev                           # prepare-data's .gz and .zst inputs
   libcli11-dev                                     # the braid binary's command line
   python3
 )

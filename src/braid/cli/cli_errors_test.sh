@@ -88,5 +88,30 @@ if [[ -f $gpt2/encoder.json ]]; then
     failures=$((failures + 1))
   fi
 fi
+# prepare-data on bad input: one line naming the file (and line), and no output left behind.
+if [[ -f $gpt2/encoder.json ]]; then
+  pd=$(mktemp -d)
+  printf '{"text": "fine"}\n\n{"text": "oops",}\n' > "$pd/bad.jsonl"
+  expect "$pd/bad.jsonl:3: invalid JSON at column 17" prepare-data --input "$pd/bad.jsonl" \
+    --tokenizer "$gpt2" --out "$pd/out" --val-fraction 0
+  printf '{"body": "x"}\n' | gzip > "$pd/body.jsonl.gz"
+  expect "$pd/body.jsonl.gz:1: no \"text\" field (the object has fields \"body\"" prepare-data \
+    --input "$pd/body.jsonl.gz" --tokenizer "$gpt2" --out "$pd/out" --val-fraction 0
+  printf 'plain text' > "$pd/doc.txt.gz"
+  expect "'$pd/doc.txt.gz' is named as gzip but is not gzip data" prepare-data \
+    --input "$pd/doc.txt.gz" --tokenizer "$gpt2" --out "$pd/out" --val-fraction 0
+  if [[ -e $pd/out ]]; then
+    echo "FAIL: a failed prepare-data left $pd/out behind"
+    failures=$((failures + 1))
+  fi
+  if out=$("$BRAID" prepare-data --input "$pd/body.jsonl.gz" --field body --tokenizer "$gpt2" \
+    --out "$pd/out" --val-fraction 0 2>&1) && grep -q '^tokenised .* MB/s, .* tokens/s$' <<<"$out"; then
+    echo "ok: braid prepare-data --field body: $(tail -1 <<<"$out")"
+  else
+    echo "FAIL: braid prepare-data --field body: $out"
+    failures=$((failures + 1))
+  fi
+  rm -rf "$pd"
+fi
 [[ $failures == 0 ]] || { echo "cli_errors_test: $failures failed"; exit 1; }
 echo "cli_errors_test: all passed"

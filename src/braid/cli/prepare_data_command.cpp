@@ -1,6 +1,7 @@
-// braid prepare-data: text files -> token shards (data/prepare_data.h).
+// braid prepare-data: text and JSONL files -> token shards (data/prepare_data.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -14,18 +15,24 @@
 namespace {
 
 constexpr const char* kDescription =
-    "Tokenises text files (each file one document; a directory means its *.txt files) with the "
+    "Tokenises text files (each file one document) and JSON Lines files (.jsonl: each line's "
+    "\"text\" field, or --field's, one document), either also .gz or .zst compressed, with the "
     "tokenizer in DIR (tokenizer.json, or encoder.json + vocab.bpe) into DIR/train_*.bin, "
-    "DIR/val_*.bin and "
-    "DIR/meta.json. A repeat run with the same inputs and options does nothing.";
+    "DIR/val_*.bin and DIR/meta.json; a directory means its *.txt and *.jsonl files at any "
+    "depth, in sorted order. A repeat run with the same inputs and options does nothing; a "
+    "failed run leaves the output as it was.";
 
 int run_prepare_data(const std::vector<std::string>& args) {
   braid::cli::CommandLine cl("prepare-data", kDescription);
   CLI::App& app = cl.app();
   braid::data::PrepareDataOptions o;
-  braid::cli::repeatable(app.add_option("--input", o.inputs, "text file or directory (repeatable)")
-                             ->type_name("PATH")
-                             ->required());
+  braid::cli::repeatable(
+      app.add_option("--input", o.inputs, "text or JSONL file, or directory (repeatable)")
+          ->type_name("PATH")
+          ->required());
+  app.add_option("--field", o.field, "JSONL: the string field holding each document")
+      ->type_name("NAME")
+      ->capture_default_str();
   app.add_option("--tokenizer", o.tokenizer_dir,
                  "tokenizer directory: tokenizer.json (Hugging Face), or GPT-2's encoder.json + "
                  "vocab.bpe (scripts/fetch-data.sh: data/gpt2)")
@@ -44,25 +51,37 @@ int run_prepare_data(const std::vector<std::string>& args) {
       ->type_name("N")
       ->transform(braid::cli::integer<int>());
   app.add_flag("--force", o.force, "rebuild even when the output exists");
+  bool progress = false;
+  app.add_flag("--progress", progress,
+               "print progress to stderr even when it is not a terminal (one line a second)");
   if (auto status = cl.parse(args)) return *status;
 
-  // A progress bar on a terminal, redrawn at most 10 times a second.
+  // A progress bar on a terminal, redrawn at most 10 times a second; with --progress elsewhere,
+  // a line a second.
+  const bool tty = isatty(STDERR_FILENO) != 0;
   const auto start = std::chrono::steady_clock::now();
   auto last_draw = start;
   bool drew = false;
-  if (isatty(STDERR_FILENO)) {
-    o.progress = [&](int64_t done, int64_t total) {
+  if (tty || progress) {
+    o.progress = [&](const braid::data::PrepareProgress& p) {
       const auto now = std::chrono::steady_clock::now();
-      if (done < total && now - last_draw < std::chrono::milliseconds(100)) return;
+      const bool last = p.documents == p.documents_total;
+      if (!last && now - last_draw < std::chrono::milliseconds(tty ? 100 : 1000)) return;
       last_draw = now;
-      const double frac = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 1;
+      const double frac = p.file_bytes_total > 0 ? static_cast<double>(p.file_bytes) /
+                                                       static_cast<double>(p.file_bytes_total)
+                                                 : 1;
       const double secs = std::chrono::duration<double>(now - start).count();
       constexpr int kWidth = 30;
-      const int filled = static_cast<int>(frac * kWidth);
-      std::fprintf(stderr, "\rtokenising [%s%s] %5.1f%% %.1f/%.1f MB, %.1f MB/s",
-                   std::string(filled, '#').c_str(), std::string(kWidth - filled, ' ').c_str(),
-                   100 * frac, done / 1e6, total / 1e6, secs > 0 ? done / 1e6 / secs : 0.0);
-      drew = true;
+      const int filled = std::clamp(static_cast<int>(frac * kWidth), 0, kWidth);
+      std::fprintf(stderr,
+                   "%stokenising [%s%s] %5.1f%% %.1f/%.1f MB, %lld/%lld documents, %.2f MB/s%s",
+                   tty ? "\r" : "", std::string(filled, '#').c_str(),
+                   std::string(kWidth - filled, ' ').c_str(), 100 * frac, p.file_bytes / 1e6,
+                   p.file_bytes_total / 1e6, static_cast<long long>(p.documents),
+                   static_cast<long long>(p.documents_total),
+                   secs > 0 ? p.text_bytes / 1e6 / secs : 0.0, tty ? "" : "\n");
+      drew = tty;
     };
   }
   braid::data::PrepareDataResult r;
@@ -85,9 +104,17 @@ int run_prepare_data(const std::vector<std::string>& args) {
       r.train.shards.size(), static_cast<long long>(r.val.documents),
       static_cast<long long>(r.val.tokens), r.val.shards.size(), r.vocab_size,
       static_cast<long long>(r.input_bytes));
+  if (!r.skipped && r.seconds > 0) {
+    const long long tokens = r.train.tokens + r.val.tokens;
+    std::printf(
+        "tokenised %.2f MB of text, %lld tokens, in %.2f s on %d thread(s): %.2f MB/s, "
+        "%.0f tokens/s\n",
+        r.text_bytes / 1e6, tokens, r.seconds, r.threads, r.text_bytes / 1e6 / r.seconds,
+        static_cast<double>(tokens) / r.seconds);
+  }
   return 0;
 }
 
 }  // namespace
 
-BRAID_COMMAND("prepare-data", "tokenise text files into token shards", run_prepare_data);
+BRAID_COMMAND("prepare-data", "tokenise text and JSONL files into token shards", run_prepare_data);

@@ -4,17 +4,17 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "braid/core/error.h"
+#include "braid/data/document_reader.h"
+#include "braid/data/encode_documents.h"
 #include "braid/data/token_shard.h"
 #include "braid/data/tokenizer.h"
 
@@ -97,15 +97,25 @@ std::vector<std::string> list_text_files(const std::vector<std::string>& inputs)
   for (const auto& in : inputs) {
     if (fs::is_directory(in)) {
       std::vector<std::string> found;
-      for (const auto& e : fs::directory_iterator(in)) {
-        if (e.is_regular_file() && e.path().extension() == ".txt") found.push_back(e.path());
+      for (const auto& e : fs::recursive_directory_iterator(in)) {
+        const std::string path = e.path().string();
+        const std::string_view name = strip_compression(path);
+        if (e.is_regular_file() && (name.ends_with(".txt") || name.ends_with(".jsonl"))) {
+          found.push_back(path);
+        }
       }
-      BRAID_CHECK(!found.empty(), "prepare-data: directory '", in, "' holds no .txt files");
+      BRAID_CHECK(!found.empty(), "prepare-data: directory '", in,
+                  "' holds no .txt or .jsonl files (nor .gz or .zst ones)");
       std::sort(found.begin(), found.end());
       files.insert(files.end(), found.begin(), found.end());
     } else {
       BRAID_CHECK(fs::is_regular_file(in), "prepare-data: input '", in,
                   "' is neither a file nor a directory");
+      const std::string ext = fs::path(std::string(strip_compression(in))).extension().string();
+      for (const char* other : {".bz2", ".xz", ".lz4", ".zip", ".tar", ".parquet", ".arrow"}) {
+        BRAID_CHECK(ext != other, "prepare-data: input '", in, "': ", other,
+                    " files are not read; give plain text or JSONL, or their .gz or .zst");
+      }
       files.push_back(in);
     }
   }
@@ -127,27 +137,75 @@ std::vector<int64_t> validation_documents(int64_t n, double val_fraction) {
   return out;
 }
 
+namespace {
+
+// Documents in each file, counted on `threads` threads (JSONL files are read through).
+std::vector<int64_t> count_documents(const std::vector<std::string>& files, int threads) {
+  std::vector<int64_t> counts(files.size());
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr error;
+  auto count = [&] {
+    for (size_t i; (i = next++) < files.size();) {
+      try {
+        counts[i] = DocumentReader::count(files[i]);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+        next = files.size();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(count);
+  count();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  return counts;
+}
+
+// Note [Nothing half-written]: the shards in staging replace out_dir's, meta.json last.
+void publish(const fs::path& staging, const std::string& out_dir, const std::string& meta_path,
+             const std::string& meta) {
+  fs::remove(meta_path);
+  for (const auto& e : fs::directory_iterator(out_dir)) {
+    const std::string name = e.path().filename().string();
+    if ((name.starts_with("train_") || name.starts_with("val_")) &&
+        (e.path().extension() == ".bin" || e.path().extension() == ".tmp")) {
+      fs::remove(e.path());
+    }
+  }
+  for (const auto& e : fs::directory_iterator(staging)) {
+    fs::rename(e.path(), fs::path(out_dir) / e.path().filename());
+  }
+  write_atomically(meta_path, meta);
+  fs::remove(staging);
+}
+
+}  // namespace
+
 PrepareDataResult prepare_data(const PrepareDataOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   BRAID_CHECK(o.shard_tokens >= 1, "prepare-data: shard size ", o.shard_tokens,
               " tokens must be at least 1");
   BRAID_CHECK(!o.out_dir.empty(), "prepare-data: no output directory given");
+  BRAID_CHECK(!o.field.empty(), "prepare-data: the JSONL field name is empty");
   const std::vector<std::string> files = list_text_files(o.inputs);
-  const auto n = static_cast<int64_t>(files.size());
-  const std::vector<int64_t> val_docs = validation_documents(n, o.val_fraction);
 
   PrepareDataResult result;
   json source = {{"tokenizer_dir", fs::absolute(o.tokenizer_dir).lexically_normal().string()},
                  {"val_fraction", o.val_fraction},
                  {"shard_tokens", o.shard_tokens}};
-  std::vector<int64_t> file_bytes;
+  bool any_jsonl = false;
   for (const auto& f : files) {
     const auto bytes = static_cast<int64_t>(fs::file_size(f));
-    file_bytes.push_back(bytes);
     result.input_bytes += bytes;
     source["files"].push_back(
         {{"path", fs::absolute(f).lexically_normal().string()}, {"bytes", bytes}});
+    any_jsonl = any_jsonl || document_format_of(f) == DocumentFormat::jsonl;
   }
+  // Only where it matters, so that text-only outputs of earlier versions stay up to date.
+  if (any_jsonl) source["field"] = o.field;
 
   result.meta_path = (fs::path(o.out_dir) / "meta.json").string();
   if (fs::exists(result.meta_path) && !o.force) {
@@ -183,90 +241,50 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
               "' has no bos, <|endoftext|> or eos token to separate documents");
   result.vocab_size = tokenizer->vocab_size();
 
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = o.threads > 0 ? o.threads : cores;
+  int64_t n = 0;
+  for (int64_t c : count_documents(files, threads)) n += c;
+  BRAID_CHECK(n > 0, "prepare-data: the inputs hold no documents (every JSONL line is blank)");
+  const std::vector<int64_t> val_docs = validation_documents(n, o.val_fraction);
+  result.threads = static_cast<int>(std::min<int64_t>(threads, n));
+
+  const bool made_out_dir = !fs::exists(o.out_dir);
   fs::create_directories(o.out_dir);
-  // Stale shards of an earlier run would be picked up by DataLoader::from_dir.
-  fs::remove(result.meta_path);
-  for (const auto& e : fs::directory_iterator(o.out_dir)) {
-    const std::string name = e.path().filename().string();
-    if ((name.rfind("train_", 0) == 0 || name.rfind("val_", 0) == 0) &&
-        (e.path().extension() == ".bin" || e.path().extension() == ".tmp")) {
-      fs::remove(e.path());
-    }
-  }
-
-  // Workers tokenise documents into slots; this thread writes them in order. Workers stay at
-  // most `window` documents ahead of the writer, which bounds memory on any corpus.
-  const int threads = std::max(
-      1, std::min<int>(
-             o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()),
-             static_cast<int>(n)));
-  const int64_t window = 4 * threads;
-  std::vector<std::optional<std::vector<int32_t>>> slots(static_cast<size_t>(n));
-  std::mutex mu;
-  std::condition_variable cv;
-  int64_t next_doc = 0, written = 0;
-  bool failed = false;
-  std::exception_ptr error;
-
-  auto worker = [&](std::unique_ptr<Tokenizer> tok) {
-    while (true) {
-      int64_t i;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return failed || next_doc >= n || next_doc < written + window; });
-        if (failed || next_doc >= n) return;
-        i = next_doc++;
-      }
-      std::vector<int32_t> ids{separator};
-      try {
-        tok->encode(read_text(files[i]), ids);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!failed) error = std::make_exception_ptr(Error(files[i] + ": " + e.what()));
-        failed = true;
-        cv.notify_all();
-        return;
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      slots[i] = std::move(ids);
-      cv.notify_all();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back(worker, tokenizer->clone());
-
+  const fs::path staging = fs::path(o.out_dir) / ".prepare-data.tmp";
+  fs::remove_all(staging);  // what a killed run left
+  fs::create_directories(staging);
   try {
-    ShardSink train(o.out_dir, "train", o.shard_tokens, result.vocab_size, result.train);
-    ShardSink val(o.out_dir, "val", o.shard_tokens, result.vocab_size, result.val);
+    ShardSink train(staging.string(), "train", o.shard_tokens, result.vocab_size, result.train);
+    ShardSink val(staging.string(), "val", o.shard_tokens, result.vocab_size, result.val);
     size_t next_val = 0;
-    int64_t done_bytes = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      std::vector<int32_t> ids;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return failed || slots[i].has_value(); });
-        if (failed) break;
-        ids = std::move(*slots[i]);
-        slots[i].reset();
-        written = i + 1;
-      }
-      cv.notify_all();
-      const bool is_val = next_val < val_docs.size() && val_docs[next_val] == i;
-      (is_val ? val : train).add_document(ids);
+    PrepareProgress progress{.file_bytes_total = result.input_bytes, .documents_total = n};
+    EncodeDocumentsOptions eo{.field = o.field, .separator = separator, .threads = result.threads};
+    encode_documents(files, *tokenizer, eo, [&](EncodedDocument& doc) {
+      BRAID_CHECK(doc.index < n, "prepare-data: the inputs changed while being read (counted ", n,
+                  " documents, then found more)");
+      const bool is_val = next_val < val_docs.size() && val_docs[next_val] == doc.index;
+      (is_val ? val : train).add_document(doc.ids);
       next_val += is_val;
-      done_bytes += file_bytes[i];
-      if (o.progress) o.progress(done_bytes, result.input_bytes);
-    }
+      progress.documents = doc.index + 1;
+      progress.file_bytes = doc.file_bytes_done;
+      progress.text_bytes += doc.text_bytes;
+      progress.tokens += static_cast<int64_t>(doc.ids.size());
+      if (o.progress) o.progress(progress);
+    });
+    BRAID_CHECK(progress.documents == n,
+                "prepare-data: the inputs changed while being read "
+                "(counted ",
+                n, " documents, then read ", progress.documents, ")");
     train.finish();
     val.finish();
+    result.text_bytes = progress.text_bytes;
   } catch (...) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!failed) error = std::current_exception();
-    failed = true;
-    cv.notify_all();
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    if (made_out_dir) fs::remove(o.out_dir, ec);  // only if empty
+    throw;
   }
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
 
   json meta = {
       {"format", "braid-token-shards"},
@@ -276,10 +294,11 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
       {"dtype", token_dtype_name(token_dtype_for_vocab(result.vocab_size))},
       {"document_separator", "eot_id before each document"},
       {"input_bytes", result.input_bytes},
+      {"text_bytes", result.text_bytes},
       {"train", split_json(result.train)},
       {"val", split_json(result.val)},
       {"source", source}};
-  write_atomically(result.meta_path, meta.dump(2) + "\n");
+  publish(staging, o.out_dir, result.meta_path, meta.dump(2) + "\n");
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

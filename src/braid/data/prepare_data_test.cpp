@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "braid/data/byte_unicode.h"
+#include "braid/data/compress_test_util.h"
 #include "braid/data/data_loader.h"
 #include "braid/data/test_util.h"
 #include "braid/data/token_shard.h"
@@ -144,6 +146,236 @@ TEST(PrepareData, BadInputNamesTheFile) {
   o.inputs = {dir.file("nope")};
   msg = error_of([&] { prepare_data(o); });
   EXPECT_NE(msg.find("nope"), std::string::npos) << msg;
+}
+
+// Document i of the mixed corpus: "the " i + 1 times, then text in three scripts and an emoji.
+std::string mixed_document(int i) {
+  std::string text;
+  for (int k = 0; k <= i; ++k) text += "the ";
+  return text + "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xd0\xbc\xd0\xb8\xd1\x80 \xf0\x9f\x98\x80\n";
+}
+
+// JSONL lines {"id": i, "text": document i} for i in [begin, end); ascii: escape everything
+// outside ASCII (\u00e9, surrogate pairs), else raw UTF-8.
+std::string jsonl_lines(int begin, int end, bool ascii) {
+  std::string out;
+  for (int i = begin; i < end; ++i) {
+    out += nlohmann::json{{"id", i}, {"text", mixed_document(i)}}.dump(-1, ' ', ascii) + "\n";
+  }
+  return out;
+}
+
+// Every file directly in dir, name -> bytes.
+std::map<std::string, std::string> files_in(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    out[e.path().filename().string()] = e.is_regular_file() ? slurp(e.path().string()) : "(dir)";
+  }
+  return out;
+}
+
+TEST(PrepareData, MixedDirectoryGivesTheTokensOfThePlainFiles) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("plain"));
+  for (int i = 0; i < 10; ++i) {
+    write(dir.file("plain/doc" + std::to_string(i) + ".txt"), mixed_document(i));
+  }
+  // The same ten documents, in the same order once sorted by path, in every format.
+  std::filesystem::create_directories(dir.file("mixed/d"));
+  write(dir.file("mixed/a_0.txt"), mixed_document(0));
+  testutil::write_gz(dir.file("mixed/a_1.txt.gz"), mixed_document(1));
+  testutil::write_zst(dir.file("mixed/a_2.txt.zst"), mixed_document(2));
+  write(dir.file("mixed/b.jsonl"), "\n" + jsonl_lines(3, 5, false) + "\n");
+  testutil::write_gz(dir.file("mixed/c.jsonl.gz"), jsonl_lines(5, 7, true));
+  testutil::write_zst(dir.file("mixed/d/e.jsonl.zst"), jsonl_lines(7, 10, false));
+  write(dir.file("mixed/notes.md"), "not an input");
+
+  EXPECT_EQ(
+      list_text_files({dir.file("mixed")}),
+      (std::vector<std::string>{dir.file("mixed/a_0.txt"), dir.file("mixed/a_1.txt.gz"),
+                                dir.file("mixed/a_2.txt.zst"), dir.file("mixed/b.jsonl"),
+                                dir.file("mixed/c.jsonl.gz"), dir.file("mixed/d/e.jsonl.zst")}));
+
+  PrepareDataOptions o;
+  o.tokenizer_dir = mini_tokenizer_dir(dir);
+  o.val_fraction = 0.2;
+  o.shard_tokens = 50;
+  o.inputs = {dir.file("plain")};
+  o.out_dir = dir.file("out_plain");
+  const auto plain = prepare_data(o);
+  o.inputs = {dir.file("mixed")};
+  o.out_dir = dir.file("out_mixed");
+  o.threads = 3;
+  std::vector<PrepareProgress> seen;
+  o.progress = [&](const PrepareProgress& p) { seen.push_back(p); };
+  const auto mixed = prepare_data(o);
+
+  EXPECT_EQ(mixed.train.documents, 8);
+  EXPECT_EQ(mixed.val.documents, 2);
+  EXPECT_EQ(mixed.train.tokens, plain.train.tokens);
+  EXPECT_EQ(mixed.val.tokens, plain.val.tokens);
+  EXPECT_EQ(mixed.text_bytes, plain.text_bytes);
+  ASSERT_EQ(mixed.train.shards, plain.train.shards);
+  for (const auto& s : plain.train.shards) {
+    EXPECT_EQ(slurp(dir.file("out_plain/" + s)), slurp(dir.file("out_mixed/" + s))) << s;
+  }
+  for (const auto& s : plain.val.shards) {
+    EXPECT_EQ(slurp(dir.file("out_plain/" + s)), slurp(dir.file("out_mixed/" + s))) << s;
+  }
+  ASSERT_EQ(seen.size(), 10u);
+  EXPECT_EQ(seen.back().documents, 10);
+  EXPECT_EQ(seen.back().documents_total, 10);
+  EXPECT_EQ(seen.back().file_bytes, mixed.input_bytes);
+  EXPECT_EQ(seen.back().text_bytes, mixed.text_bytes);
+  EXPECT_EQ(seen.back().tokens, mixed.train.tokens + mixed.val.tokens);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out_mixed/.prepare-data.tmp")));
+  EXPECT_EQ(nlohmann::json::parse(slurp(mixed.meta_path))["source"]["field"], "text");
+  EXPECT_FALSE(nlohmann::json::parse(slurp(plain.meta_path))["source"].contains("field"));
+}
+
+TEST(PrepareData, FieldChoosesTheJsonlField) {
+  TempDir dir;
+  write(dir.file("a.jsonl"),
+        "{\"text\": 1, \"body\": \"the the \"}\n{\"body\": \"the \", \"text\": null}\n");
+  PrepareDataOptions o;
+  o.inputs = {dir.file("a.jsonl")};
+  o.tokenizer_dir = mini_tokenizer_dir(dir);
+  o.out_dir = dir.file("out");
+  o.val_fraction = 0;
+  auto msg = error_of([&] { prepare_data(o); });
+  EXPECT_NE(msg.find(dir.file("a.jsonl") + ":1: field \"text\" holds a number, not a string"),
+            std::string::npos)
+      << msg;
+  o.field = "body";
+  const auto r = prepare_data(o);
+  EXPECT_EQ(r.train.documents, 2);
+  EXPECT_EQ(r.train.tokens, (1 + 4) + (1 + 2));  // eot the ' ' the ' ', eot the ' '
+  o.field = "text";
+  msg = error_of([&] { prepare_data(o); });
+  EXPECT_NE(msg.find("--force"), std::string::npos) << msg;  // another field: other data
+}
+
+// A LLaMA-style tokenizer.json whose post-processor begins every text with <s> (id 1): "ab" is
+// <s> ▁ab (264).
+std::string bos_adding_tokenizer_dir(const TempDir& dir) {
+  nlohmann::json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  const std::string sp = "\xE2\x96\x81";  // ▁
+  vocab[sp] = 259;
+  vocab["a"] = 260;
+  vocab["b"] = 261;
+  vocab[sp + "a"] = 262;
+  vocab["ab"] = 263;
+  vocab[sp + "ab"] = 264;
+  const nlohmann::json tok = {
+      {"version", "1.0"},
+      {"added_tokens",
+       {{{"id", 0}, {"content", "<unk>"}, {"special", true}},
+        {{"id", 1}, {"content", "<s>"}, {"special", true}},
+        {{"id", 2}, {"content", "</s>"}, {"special", true}}}},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         {{{"type", "Prepend"}, {"prepend", sp}},
+          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", sp}}}}}},
+      {"pre_tokenizer", nullptr},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single",
+         {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+      {"model",
+       {{"type", "BPE"},
+        {"unk_token", "<unk>"},
+        {"byte_fallback", true},
+        {"vocab", vocab},
+        {"merges", {sp + " a", "a b", sp + "a b"}}}}};
+  std::filesystem::create_directories(dir.file("llama"));
+  write(dir.file("llama/tokenizer.json"), tok.dump());
+  return dir.file("llama");
+}
+
+TEST(PrepareData, ATokenizerThatAddsBosGetsItOncePerDocument) {
+  TempDir dir;
+  write(dir.file("docs.jsonl"), "{\"text\": \"ab\"}\n{\"text\": \"ab ab\"}\n");
+  PrepareDataOptions o;
+  o.inputs = {dir.file("docs.jsonl")};
+  o.tokenizer_dir = bos_adding_tokenizer_dir(dir);
+  o.out_dir = dir.file("out");
+  o.val_fraction = 0;
+  const auto r = prepare_data(o);
+  EXPECT_EQ(nlohmann::json::parse(slurp(r.meta_path))["tokenizer"]["eot_id"], 1);
+  TokenShard shard(dir.file("out/train_000000.bin"), true);
+  std::vector<int32_t> ids(static_cast<size_t>(shard.size()));
+  shard.read(0, shard.size(), ids.data());
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 264, 1, 264, 264}));
+}
+
+TEST(PrepareData, BadJsonlLineFailsWritingNothing) {
+  TempDir dir;
+  std::string long_doc;
+  for (int k = 0; k < 100; ++k) long_doc += "the ";
+  PrepareDataOptions o;
+  o.inputs = {dir.file("in")};
+  o.tokenizer_dir = mini_tokenizer_dir(dir);
+  o.out_dir = dir.file("out");
+  o.val_fraction = 0;
+  o.shard_tokens = 8;
+  std::filesystem::create_directories(dir.file("in"));
+  write(dir.file("in/a.txt"), long_doc);  // shards of this are written before the bad line
+  write(dir.file("in/b.jsonl"), "{\"text\": \"the\"}\n\n{\"text\": \"the\",}\n");
+  const auto msg = error_of([&] { prepare_data(o); });
+  EXPECT_NE(msg.find(dir.file("in/b.jsonl") +
+                     ":3: invalid JSON at column 16: syntax error while parsing object key"),
+            std::string::npos)
+      << msg;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out")));
+}
+
+TEST(PrepareData, FailedRunLeavesThePreviousOutputAsItWas) {
+  TempDir dir;
+  PrepareDataOptions o;
+  o.inputs = {corpus_dir(dir)};
+  o.tokenizer_dir = mini_tokenizer_dir(dir);
+  o.out_dir = dir.file("out");
+  o.val_fraction = 0.2;
+  o.shard_tokens = 16;
+  prepare_data(o);
+  const auto before = files_in(dir.file("out"));
+  ASSERT_GT(before.size(), 3u);
+
+  // A corrupt .txt.gz is found while tokenising, after some shards are written; a missing
+  // JSONL field while counting is not (counting does not parse), nor is it after.
+  std::string text;
+  for (int k = 0; k < 2000; ++k) text += std::to_string(k * 7919 % 1000) + " the ";
+  std::string gz = testutil::gzip_bytes(text);
+  for (size_t i = 200; i < 220; ++i) gz[i] = static_cast<char>(gz[i] ^ 0x33);
+  write(dir.file("corpus/doc95.txt.gz"), gz);
+  o.force = true;
+  auto msg = error_of([&] { prepare_data(o); });
+  EXPECT_NE(msg.find(dir.file("corpus/doc95.txt.gz") + "': corrupt gzip data near byte"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(files_in(dir.file("out")), before);
+
+  std::filesystem::remove(dir.file("corpus/doc95.txt.gz"));
+  write(dir.file("corpus/more.jsonl"), "{\"text\": \"the\"}\n{\"txt\": \"the\"}\n");
+  msg = error_of([&] { prepare_data(o); });
+  EXPECT_NE(msg.find(dir.file("corpus/more.jsonl") + ":2: no \"text\" field"), std::string::npos)
+      << msg;
+  EXPECT_EQ(files_in(dir.file("out")), before);
+
+  std::filesystem::remove(dir.file("corpus/more.jsonl"));
+  write(dir.file("corpus/blank.jsonl"), "\n  \n");
+  o.inputs = {dir.file("corpus/blank.jsonl")};
+  msg = error_of([&] { prepare_data(o); });
+  EXPECT_NE(msg.find("the inputs hold no documents"), std::string::npos) << msg;
+  EXPECT_EQ(files_in(dir.file("out")), before);
 }
 
 }  // namespace
