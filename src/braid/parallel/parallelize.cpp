@@ -112,8 +112,8 @@ DataParallelShape data_parallel_shape(const ParallelPlan& plan, int dp) {
   out.shard = dp;
   if (plan.name == "none") {
     BRAID_CHECK(dp == 1, "parallel.strategy is 'none' but ", dp,
-                " data-parallel ranks were launched; choose a distributed strategy (ddp, "
-                "zero1-3, fsdp) or launch one rank per model-parallel group");
+                " ranks were launched; choose a distributed strategy (ddp, zero1-3, fsdp) or "
+                "launch one rank");
     return out;
   }
   if (plan.name == "ddp" || (fsdp && how == "NO_SHARD")) {
