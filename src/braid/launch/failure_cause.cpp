@@ -110,6 +110,13 @@ std::string FailureCause::cause(int exit_status) const {
                   pid != pids_.end() ? " with PID " + std::to_string(pid->second) + " "
                                      : " (PID not known: it died before the launcher saw it) ");
     }
+  } else if (unreaped_pid_ > 0) {
+    std::string who = "a rank";
+    for (const auto& [rank, pid] : pids_)
+      if (pid == unreaped_pid_) who = "rank " + std::to_string(rank);
+    why = who + " (pid " + std::to_string(unreaped_pid_) +
+          ") died during start-up and mpirun never noticed (it left the process unreaped); the "
+          "launcher ended the job";
   } else {
     why = "exit status " + std::to_string(exit_status) + " (no rank printed an error)";
   }

@@ -28,6 +28,9 @@ class FailureCause {
   void know_pid(int rank, pid_t pid) { pids_[rank] = pid; }
   const std::map<int, pid_t>& pids() const { return pids_; }
   void stopped(int rank, pid_t pid) { stopped_.emplace(rank, pid); }
+  // Note [Unreaped ranks]: a rank process mpirun left dead and unreaped, so never noticed.
+  void unreaped(pid_t pid) { unreaped_pid_ = pid; }
+  bool has_unreaped() const { return unreaped_pid_ > 0; }
 
   // The latest training step the job reported (a step, checkpoint or resume line); -1: none.
   int64_t step() const { return step_; }
@@ -47,6 +50,7 @@ class FailureCause {
   std::set<std::string> errors_;    // every rank error and abort line (repeats())
   std::map<int, pid_t> pids_;       // local ranks' pids
   std::map<int, pid_t> stopped_;    // ranks found stopped when the job began to fail
+  pid_t unreaped_pid_ = 0;          // Note [Unreaped ranks]
   int64_t step_ = -1;
 };
 

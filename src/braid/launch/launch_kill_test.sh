@@ -10,6 +10,9 @@
 #                  and leaves no process or file of the job
 #   startup        SIGKILL to rank 1 as soon as it exists, 3 times: the cause names rank 1 and
 #                  its pid (or says the pid is not known), never "PID 0"
+#   unreaped       Note [Unreaped ranks]: an mpirun (a stand-in first on PATH) whose rank died
+#                  and that never reaps it nor ends: the launcher ends the job within seconds,
+#                  naming the dead process's pid, exit non-zero
 #   deterministic  under --max-restarts 3, a config error and a save that fails at step 4
 #                  (EFBIG under ulimit -f on rank 1) each stop after 2 attempts with one line
 #                  naming the error and the step, exit non-zero
@@ -145,7 +148,10 @@ case $MODE in
       cause=$(grep '^braid launch: job failed' "$work/startup$i.log")
       echo "startup$i: killed rank 1 (pid $victim): exit $rc: $cause"
       (( rc != 0 )) || fail "startup$i: exit 0"
-      [[ $cause == *"rank 1"* ]] || { cat "$work/startup$i.log"; fail "the cause does not name rank 1"; }
+      # Note [Unreaped ranks]: mpirun may never notice a rank killed this early; the launcher
+      # then ends the job naming the pid (and the rank when it saw it alive).
+      [[ $cause == *"rank 1"* || $cause == *"(pid $victim) died during start-up"* ]] ||
+        { cat "$work/startup$i.log"; fail "the cause names neither rank 1 nor pid $victim"; }
       [[ $cause != *"PID 0 "* ]] || fail "the cause says PID 0"
       [[ $cause == *"PID $victim "* || $cause == *"PID not known"* || $cause == *"pid $victim"* ||
          $cause == *"] braid"* ]] || fail "the cause names another pid than $victim"
@@ -180,6 +186,28 @@ case $MODE in
       { cat "$work/efbig.log"; fail "failed save: not 2 attempts resuming from step 2"; }
     [[ $line == *"deterministic failure, not restarting: attempts 1 and 2 failed the same way at step 4: "*"rank-00001.bin"* ]] ||
       { cat "$work/efbig.log"; fail "failed save: no deterministic-failure line naming the write at step 4"; }
+    ;;
+  unreaped)
+    mkdir -p "$work/bin"
+    cat > "$work/bin/mpirun" <<'PY'
+#!/usr/bin/env python3
+import os, sys, time
+if "--version" in sys.argv:
+    print("mpirun (Open MPI) 4.1.4")
+    sys.exit(0)
+if os.fork() == 0:
+    os._exit(137)  # the rank, dead at once; this "mpirun" never reaps it
+time.sleep(120)
+PY
+    chmod +x "$work/bin/mpirun"
+    t0=$SECONDS
+    out=$(PATH="$work/bin:$PATH" timeout 60 "$BRAID" launch -n 2 -- /bin/true 2>&1)
+    rc=$?
+    echo "unreaped: exit $rc after $((SECONDS - t0)) s: $(grep 'job failed' <<< "$out")"
+    (( rc != 0 && rc != 124 )) || fail "unreaped: exit $rc"
+    (( SECONDS - t0 < 20 )) || fail "unreaped: took $((SECONDS - t0)) s"
+    grep -Eq "^braid launch: job failed .*\(pid [0-9]+\) died during start-up and mpirun never noticed" <<< "$out" ||
+      fail "unreaped: no cause naming the dead process"
     ;;
   *) fail "unknown mode '$MODE'" ;;
 esac

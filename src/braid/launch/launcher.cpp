@@ -118,6 +118,29 @@ std::string signal_name(int sig) {
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
+// Note [Unreaped ranks]: OpenMPI 4.1's mpirun can miss a rank that dies while it is still
+// starting (killed before it reached MPI_Init): the process stays a zombie child of mpirun,
+// which never reaps it and waits for the job forever. The launcher looks at mpirun's children
+// every 250 ms; one that has been a zombie for 3 s is such a rank, and the job is ended naming
+// its pid (and its rank when the launcher saw it alive).
+std::vector<pid_t> zombie_children(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), {});
+    size_t close_paren = stat.rfind(')');
+    if (close_paren == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close_paren + 1));
+    char state = 0;
+    pid_t ppid = 0;
+    if (fields >> state >> ppid && state == 'Z' && ppid == parent)
+      out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
 // Every live descendant of `root` on this machine, from the parent pids in /proc. OpenMPI puts
 // each rank in a process group of its own, so a process-group kill would miss them.
 std::vector<pid_t> descendants(pid_t root) {
@@ -168,8 +191,8 @@ void look_at_ranks(const LaunchOptions& o, FailureCause& cause, bool stops) {
 
 // Forwards the child's output line by line (retagged) until both pipes close; ends the job when
 // it outlives the deadline or the launcher is signalled.
-PumpResult pump(Child& c, const LaunchOptions& o, FailureCause& cause,
-                const SignalCatcher& signals) {
+PumpResult pump(Child& c, const LaunchOptions& o, FailureCause& cause, const SignalCatcher& signals,
+                bool under_mpirun) {
   PumpResult r;
   std::string pending[2];
   FILE* sinks[2] = {stdout, stderr};
@@ -182,6 +205,8 @@ PumpResult pump(Child& c, const LaunchOptions& o, FailureCause& cause,
   Clock::time_point drained_by = Clock::time_point::max();
   Clock::time_point next_look = start;
   bool looked_for_stops = false;
+  std::map<pid_t, Clock::time_point> zombies;  // Note [Unreaped ranks]: first seen
+  Clock::time_point next_zombie_look = start;
   while (fds[0] >= 0 || fds[1] >= 0) {
     pollfd p[3];
     int n = 0;
@@ -239,6 +264,17 @@ PumpResult pump(Child& c, const LaunchOptions& o, FailureCause& cause,
       next_look = Clock::now() + (Clock::now() - start < std::chrono::minutes(1)
                                       ? std::chrono::milliseconds(250)
                                       : std::chrono::milliseconds(5000));
+    }
+    if (under_mpirun && !reaped && !killed && kill_at == Clock::time_point::max() &&
+        Clock::now() >= next_zombie_look) {
+      const auto now = Clock::now();
+      next_zombie_look = now + std::chrono::milliseconds(250);
+      for (pid_t z : zombie_children(c.pid)) {
+        if (now - zombies.emplace(z, now).first->second < std::chrono::seconds(3)) continue;
+        cause.unreaped(z);
+        kill_at = now;  // mpirun will not end the job: end it
+        break;
+      }
     }
     if (o.job_timeout_s > 0 && !r.timed_out && r.interrupted == 0 &&
         std::chrono::duration<double>(Clock::now() - start).count() > o.job_timeout_s) {
@@ -324,7 +360,7 @@ int launch(const LaunchOptions& options) {
     if (mpirun.empty()) local.tag_output = false;
     Child child = spawn(argv, env, signals.original_mask());
     FailureCause cause;
-    PumpResult r = pump(child, local, cause, signals);
+    PumpResult r = pump(child, local, cause, signals, !mpirun.empty());
     status = r.status;
     if (int left = guard.end_attempt(); left > 0)
       std::fprintf(stderr, "braid launch: %d process(es) of the job outlived %s; killed them\n",
@@ -338,7 +374,7 @@ int launch(const LaunchOptions& options) {
     if (status == 0) return 0;
     std::string why =
         r.timed_out ? "the job ran past --job-timeout " + format_seconds(o.job_timeout_s) + " s"
-        : r.mpirun_signal && !cause.failure_seen()
+        : r.mpirun_signal && !cause.failure_seen() && !cause.has_unreaped()
             ? std::string(mpirun.empty() ? "the program" : "mpirun") + " (pid " +
                   std::to_string(child.pid) + ") was killed by " + signal_name(r.mpirun_signal)
             : cause.cause(status);
