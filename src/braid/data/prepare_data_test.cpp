@@ -255,48 +255,11 @@ TEST(PrepareData, FieldChoosesTheJsonlField) {
   EXPECT_NE(msg.find("--force"), std::string::npos) << msg;  // another field: other data
 }
 
-// A LLaMA-style tokenizer.json whose post-processor begins every text with <s> (id 1): "ab" is
+// testutil::llama_like(), whose post-processor begins every text with <s> (id 1): "ab" is
 // <s> ▁ab (264).
 std::string bos_adding_tokenizer_dir(const TempDir& dir) {
-  nlohmann::json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
-  for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    vocab[name] = 3 + b;
-  }
-  const std::string sp = "\xE2\x96\x81";  // ▁
-  vocab[sp] = 259;
-  vocab["a"] = 260;
-  vocab["b"] = 261;
-  vocab[sp + "a"] = 262;
-  vocab["ab"] = 263;
-  vocab[sp + "ab"] = 264;
-  const nlohmann::json tok = {
-      {"version", "1.0"},
-      {"added_tokens",
-       {{{"id", 0}, {"content", "<unk>"}, {"special", true}},
-        {{"id", 1}, {"content", "<s>"}, {"special", true}},
-        {{"id", 2}, {"content", "</s>"}, {"special", true}}}},
-      {"normalizer",
-       {{"type", "Sequence"},
-        {"normalizers",
-         {{{"type", "Prepend"}, {"prepend", sp}},
-          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", sp}}}}}},
-      {"pre_tokenizer", nullptr},
-      {"post_processor",
-       {{"type", "TemplateProcessing"},
-        {"single",
-         {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
-      {"model",
-       {{"type", "BPE"},
-        {"unk_token", "<unk>"},
-        {"byte_fallback", true},
-        {"vocab", vocab},
-        {"merges", {sp + " a", "a b", sp + "a b"}}}}};
   std::filesystem::create_directories(dir.file("llama"));
-  write(dir.file("llama/tokenizer.json"), tok.dump());
+  write(dir.file("llama/tokenizer.json"), testutil::llama_like().dump());
   return dir.file("llama");
 }
 

@@ -11,19 +11,19 @@ ContextParallel::ContextParallel(int rank, int size, SequenceSplit split)
   BRAID_CHECK(size >= 1 && rank >= 0 && rank < size, "ContextParallel: rank ", rank, " of ", size);
 }
 
-int64_t ContextParallel::granularity() const {
-  return split_ == SequenceSplit::zigzag ? 2 * size_ : size_;
-}
-
-void ContextParallel::check_seq_len(int64_t T) const {
-  const int64_t g = granularity();
+void check_sequence_split(int64_t T, int cp, SequenceSplit split) {
+  const int64_t g = split == SequenceSplit::zigzag ? 2 * cp : cp;
   BRAID_CHECK(T % g == 0, "data.seq_len ", T,
-              " does not split over parallel.context_parallel_size ", size_,
-              split_ == SequenceSplit::zigzag
+              " does not split over parallel.context_parallel_size ", cp,
+              split == SequenceSplit::zigzag
                   ? " with parallel.context_parallel_mode ring: its zig-zag split needs a "
                     "multiple of 2 x context_parallel_size = " +
                         std::to_string(g)
                   : std::string(" (parallel.context_parallel_mode ulysses): it must divide by it"));
+}
+
+void ContextParallel::check_seq_len(int64_t T) const {
+  check_sequence_split(T, size_, split_);
 }
 
 int64_t ContextParallel::position(int64_t t, int64_t local_len) const {

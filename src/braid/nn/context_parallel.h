@@ -33,6 +33,11 @@ using autograd::Variable;
 
 enum class SequenceSplit { zigzag, contiguous };
 
+// Throws naming the keys unless a sequence of length T splits over cp ranks this way: zigzag
+// needs a multiple of 2 cp, contiguous of cp. The one check of the plan (at start) and of each
+// forward.
+void check_sequence_split(int64_t T, int cp, SequenceSplit split);
+
 class ContextParallel {
  public:
   ContextParallel(int rank, int size, SequenceSplit split);
@@ -54,8 +59,6 @@ class ContextParallel {
 
   // Whether forwards are split now (false inside a Suspend).
   bool active() const { return active_; }
-  // What the sequence length must divide by: 2 cp (zigzag) or cp.
-  int64_t granularity() const;
   // Throws naming the keys unless a sequence of length T splits.
   void check_seq_len(int64_t T) const;
   // This rank's tokens of whole [B, T] i32 (ids, targets) -> [B, T / cp].

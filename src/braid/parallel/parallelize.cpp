@@ -65,17 +65,7 @@ void check_model_parallel(const ParallelPlan& plan, int launched) {
               tp * pp * cp > launched ? " is larger than the " : " does not divide the ", launched,
               " launched rank(s)");
   const CpMode mode = cp_mode_from_name(plan.context_parallel_mode);
-  if (cp > 1) {
-    const int64_t g = mode == CpMode::ring ? 2 * cp : cp;
-    BRAID_CHECK(
-        plan.seq_len % g == 0, "data.seq_len ", plan.seq_len,
-        " does not split over parallel.context_parallel_size ", cp,
-        mode == CpMode::ring
-            ? " with parallel.context_parallel_mode ring: its zig-zag split needs a "
-              "multiple of 2 x context_parallel_size = " +
-                  std::to_string(g)
-            : std::string(" (parallel.context_parallel_mode ulysses): it must divide by it"));
-  }
+  if (cp > 1) nn::check_sequence_split(plan.seq_len, cp, sequence_split(mode));
   if (pp == 1) return;
   BRAID_CHECK(plan.sync_each_batch != "true",
               "parallel.sync_each_batch: true with parallel.pipeline_parallel_size > 1: a "

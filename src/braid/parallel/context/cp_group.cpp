@@ -17,10 +17,12 @@ std::string cp_mode_name(CpMode mode) {
   return mode == CpMode::ring ? "ring" : "ulysses";
 }
 
+nn::SequenceSplit sequence_split(CpMode mode) {
+  return mode == CpMode::ring ? nn::SequenceSplit::zigzag : nn::SequenceSplit::contiguous;
+}
+
 CpGroup::CpGroup(std::shared_ptr<comm::ProcessGroup> group, CpMode mode)
-    : nn::ContextParallel(
-          group->rank(), group->size(),
-          mode == CpMode::ring ? nn::SequenceSplit::zigzag : nn::SequenceSplit::contiguous),
+    : nn::ContextParallel(group->rank(), group->size(), sequence_split(mode)),
       group_(std::move(group)),
       mode_(mode) {}
 

@@ -22,6 +22,8 @@ namespace braid::parallel {
 enum class CpMode { ring, ulysses };
 CpMode cp_mode_from_name(const std::string& name);  // throws naming the key
 std::string cp_mode_name(CpMode mode);
+// How a mode splits each sequence: ring zig-zag, ulysses contiguous.
+nn::SequenceSplit sequence_split(CpMode mode);
 
 struct CpCommStats {
   int64_t bytes = 0;   // what this rank sent for the model's forward and backward

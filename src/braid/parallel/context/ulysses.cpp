@@ -28,33 +28,31 @@ Tensor swap_split(CpGroup& cp, const Tensor& x, bool to_heads) {
   const int64_t Tl = to_heads ? x.size(1) : x.size(1) / n;
   const int64_t Hn = to_heads ? x.size(2) / n : x.size(2);                  // heads per group
   const size_t run = static_cast<size_t>(Hn * HS) * dtype_size(x.dtype());  // one token's group
+  // Where token (b, t) of head group j lies, in runs: in the token layout, the head layout,
+  // and the all-to-all's buffers (message j).
+  enum class Layout { tokens, heads, message };
+  const auto offset = [&](Layout l, int64_t j, int64_t b, int64_t t) {
+    const int64_t i = l == Layout::tokens  ? (b * Tl + t) * n + j
+                      : l == Layout::heads ? b * n * Tl + j * Tl + t
+                                           : (j * B + b) * Tl + t;
+    return static_cast<size_t>(i) * run;
+  };
+  const auto copy_runs = [&](void* to, Layout to_layout, const void* from, Layout from_layout) {
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < Tl; ++t)
+          std::memcpy(static_cast<char*>(to) + offset(to_layout, j, b, t),
+                      static_cast<const char*>(from) + offset(from_layout, j, b, t), run);
+  };
   Tensor send = Tensor::empty(Shape{x.numel()}, x.dtype(), MemCategory::communication);
   Tensor recv = Tensor::empty(Shape{x.numel()}, x.dtype(), MemCategory::communication);
-  // Message j, token (b, t) at run index (j B + b) Tl + t of either buffer.
-  const auto at = [&](const Tensor& buf, int64_t j, int64_t b, int64_t t) {
-    return static_cast<const char*>(buf.raw_data()) +
-           static_cast<size_t>((j * B + b) * Tl + t) * run;
-  };
-  const auto* src = static_cast<const char*>(x.raw_data());
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < Tl; ++t) {
-        // tokens: x[b, t, j Hn ...]; heads: x[b, j Tl + t, ...]
-        const size_t from = to_heads ? static_cast<size_t>((b * Tl + t) * n + j) * run
-                                     : static_cast<size_t>(b * n * Tl + j * Tl + t) * run;
-        std::memcpy(const_cast<char*>(at(send, j, b, t)), src + from, run);
-      }
+  copy_runs(send.raw_data(), Layout::message, x.raw_data(),
+            to_heads ? Layout::tokens : Layout::heads);
   cp.wait(cp.group().all_to_all(recv, send), send.nbytes() / n * (n - 1));
   const Shape shape = to_heads ? Shape{B, n * Tl, Hn, HS} : Shape{B, Tl, n * Hn, HS};
   Tensor out = Tensor::empty(shape, x.dtype(), MemCategory::activations);
-  auto* dst = static_cast<char*>(out.raw_data());
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < Tl; ++t) {
-        const size_t to = to_heads ? static_cast<size_t>(b * n * Tl + j * Tl + t) * run
-                                   : static_cast<size_t>((b * Tl + t) * n + j) * run;
-        std::memcpy(dst + to, at(recv, j, b, t), run);
-      }
+  copy_runs(out.raw_data(), to_heads ? Layout::heads : Layout::tokens, recv.raw_data(),
+            Layout::message);
   return out;
 }
 
