@@ -31,12 +31,7 @@ Parallelism::~Parallelism() = default;
 
 std::string Parallelism::describe() const {
   std::string s = data_->describe();
-  if (context_) {
-    // The data-parallel group holds the cp ranks of each batch too.
-    const size_t at = s.find("over dp=");
-    if (at != std::string::npos) s.replace(at, 8, "over dp x cp=");
-    s += " x " + context_->describe();
-  }
+  if (context_) s += " x " + context_->describe();
   if (tensor_) s += " x " + tensor_->describe();
   if (pipeline_) s += pipeline_->describe();
   return s;

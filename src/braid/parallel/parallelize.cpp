@@ -191,6 +191,8 @@ std::unique_ptr<DataParallel> apply_data_parallel(const ParallelPlan& plan,
               "parallel.unsharded_units / keep_gathered_units: per-unit policies apply to "
               "sharded parameters (zero3 / fsdp), not ",
               plan.name);
+  // The group it runs over holds the cp ranks of each batch too.
+  const std::string group_name = mesh.size("cp") > 1 ? "dp x cp" : "dp";
   if (shape.replicated) {
     // One batch split over cp ranks still sums their gradients: plain reduction over cp.
     if (plan.name == "none" && mesh.size("dp") == 1)
@@ -200,11 +202,13 @@ std::unique_ptr<DataParallel> apply_data_parallel(const ParallelPlan& plan,
     o.find_unused_parameters = plan.find_unused_parameters;
     o.reduce_dtype = plan.reduce_dtype;
     o.sync_each_batch = plan.sync_each_batch == "true";
+    o.group_name = group_name;
     return std::make_unique<ReplicatedDataParallel>(mesh.group_ptr("dp"), o);
   }
   ZeroOptions o = shape.zero;
   // Each rank its own offload file, also where tp and pp peers share a dp coordinate.
   o.offload_rank = mesh.world().rank();
+  o.group_name = group_name;
   return std::make_unique<ShardedDataParallel>(ZeroGroups::from_mesh(mesh, o.stage == 3), o);
 }
 

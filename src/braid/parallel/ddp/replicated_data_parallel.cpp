@@ -31,7 +31,7 @@ ReplicatedDataParallel::~ReplicatedDataParallel() = default;
 
 std::string ReplicatedDataParallel::describe() const {
   if (!group_) return "none (one process)";
-  return "ddp over dp=" + std::to_string(group_->size()) + ", " +
+  return "ddp over " + options_.group_name + "=" + std::to_string(group_->size()) + ", " +
          std::to_string(ddp_ ? ddp_->buckets().size() : 0) + " gradient buckets";
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "braid/comm/process_group.h"
 #include "braid/parallel/data_parallel.h"
@@ -23,6 +24,7 @@ struct ReplicatedOptions {
   bool find_unused_parameters = false;
   bool sync_each_batch = false;
   DType reduce_dtype = DType::f32;  // Note [Reduce dtype]
+  std::string group_name = "dp";    // the group in describe() ("dp x cp" with context parallelism)
 };
 
 class ReplicatedDataParallel : public DataParallel {

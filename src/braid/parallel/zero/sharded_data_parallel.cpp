@@ -59,7 +59,7 @@ ShardedDataParallel::~ShardedDataParallel() {
 std::string ShardedDataParallel::describe() const {
   const ZeroOptions& o = rt_->options();
   const ZeroGroups& g = rt_->groups();
-  std::string s = o.label + " over dp=" + std::to_string(g.n);
+  std::string s = o.label + " over " + o.group_name + "=" + std::to_string(g.n);
   if (g.r > 1) {
     s += " (" + std::to_string(g.r) + " replicas x shard groups of " + std::to_string(g.s);
     // HYBRID_SHARD means to keep the shard groups' traffic inside a host.

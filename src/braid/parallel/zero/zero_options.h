@@ -23,7 +23,8 @@
 namespace braid::parallel {
 
 struct ZeroOptions {
-  int stage = 3;  // 1: optimizer state sharded; 2: + gradients; 3: + parameters
+  std::string group_name = "dp";  // the group in describe() ("dp x cp" with context parallelism)
+  int stage = 3;                  // 1: optimizer state sharded; 2: + gradients; 3: + parameters
   // Stage 3: free a unit's gathered parameters after its forward (FULL_SHARD) or keep them until
   // its backward is done (SHARD_GRAD_OP).
   bool reshard_after_forward = true;
