@@ -5,7 +5,7 @@ BUILD  := build/$(PRESET)
 BRAID  := $(BUILD)/src/braid/cli/braid
 JOBS   ?= $(shell nproc)
 
-.PHONY: all deps test-deps data build demo test test-long test-asan test-tsan bench format clean
+.PHONY: all deps test-deps data build cuda-build demo test test-long test-asan test-tsan bench format clean
 
 all: build
 
@@ -31,9 +31,20 @@ demo: build data
 	    --tokenizer data/gpt2 --out data/sotu-tok
 	$(BRAID) launch -n 2 -- $(BRAID) train configs/demo.yaml
 
+# The CUDA backend (BRAID_CUDA=ON: kernels, cuBLASLt, their tests and the GPU benchmark), built
+# where nvcc is installed so it never rots; its tests skip without a GPU (tools/gpu_run.sh runs
+# them on one). Warnings are errors, as everywhere.
+NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+cuda-build: deps
+	@if [ -z "$(NVCC)" ]; then echo "cuda-build: no nvcc here, the CUDA backend is not built"; \
+	else test -f build/cuda/build.ninja || cmake --preset cuda -DBRAID_WITH_MPI=OFF \
+	  -DCMAKE_CUDA_COMPILER=$(NVCC) > /dev/null && \
+	  cmake --build build/cuda -j $(JOBS) --target cuda_kernels_tests gpu_step_tests gpu_train_bench \
+	  && (cd build/cuda && ctest --output-on-failure -L cuda); fi
+
 # Every test: unit tests (thread-backed ranks), real multi-process tests under mpirun, parity;
-# not the long fault loops (label long: make test-long).
-test: test-deps build data
+# not the long fault loops (label long: make test-long). The CUDA backend is compiled too.
+test: test-deps build data cuda-build
 	cd $(BUILD) && BRAID_DATA_DIR=$(CURDIR)/data ctest --output-on-failure -j $(JOBS) --timeout 300 \
 	  -LE long
 

@@ -45,6 +45,12 @@ void check_not_released(const Node& node) {
 
 // dst += src, any float dtypes (only used for a leaf root, which is rare and small).
 void accumulate(Tensor& dst, const Tensor& src) {
+  if (!dst.device().is_cpu()) {
+    Tensor host = dst.to(Device::cpu());
+    accumulate(host, src);
+    dst.copy_(host);
+    return;
+  }
   std::vector<float> d = dst.to_f32_vector();
   std::vector<float> s = src.to_f32_vector();
   for (size_t i = 0; i < d.size(); ++i) d[i] += s[i];

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "braid/core/device_backend.h"
 #include "braid/core/error.h"
 
 namespace braid {
@@ -14,7 +15,18 @@ std::string Device::str() const {
 Storage::Storage(size_t nbytes, Device device, MemCategory category,
                  std::shared_ptr<MemoryTracker> tracker)
     : nbytes_(nbytes), device_(device), category_(category), tracker_(std::move(tracker)) {
-  BRAID_CHECK(device.is_cpu(), "device ", device.str(), " is not supported by this build");
+  if (!device.is_cpu()) {
+    DeviceBackend& backend = require_device_backend(device);
+    if (tracker_) tracker_->charge(category_, static_cast<int64_t>(nbytes_));
+    capacity_ = nbytes_;
+    try {
+      data_ = backend.allocate(nbytes_, device);
+    } catch (...) {
+      if (tracker_) tracker_->release(category_, static_cast<int64_t>(nbytes_));
+      throw;
+    }
+    return;
+  }
   if (tracker_) tracker_->charge(category_, static_cast<int64_t>(nbytes_));
   const size_t alignment = nbytes_ >= kPageAlignedFrom ? kPageAlignment : kSmallAlignment;
   capacity_ = (nbytes_ + alignment - 1) / alignment * alignment;
@@ -29,7 +41,11 @@ Storage::Storage(size_t nbytes, Device device, MemCategory category,
 }
 
 Storage::~Storage() {
-  std::free(data_);
+  if (device_.is_cpu()) {
+    std::free(data_);
+  } else if (data_) {
+    require_device_backend(device_).release(data_, nbytes_, device_);
+  }
   if (tracker_) tracker_->release(category_, static_cast<int64_t>(nbytes_));
 }
 

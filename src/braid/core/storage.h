@@ -1,9 +1,11 @@
 // Storage: one owned allocation, charged to a MemoryTracker category for its whole life.
-// Tensors share Storage through shared_ptr.
+// Tensors share Storage through shared_ptr. On a device other than the CPU the bytes come from
+// that device's backend (Note [Device backends], device_backend.h) and data() is a device
+// address.
 // Alignment: allocations of 64 KiB or more start on a 4096-byte boundary and their size is
 // rounded up to a multiple of 4096 bytes (capacity()), so they can be handed to O_DIRECT file
 // I/O as they are (parallel/zero/offload_file.h); smaller ones are 64-byte aligned and rounded
-// up to 64. The tracker is charged the requested nbytes, not the capacity.
+// up to 64 (host memory only). The tracker is charged the requested nbytes, not the capacity.
 #pragma once
 
 #include <cstddef>

@@ -38,26 +38,26 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
 Tensor Tensor::randn(const Shape& shape, Rng& rng, float stddev, DType dtype) {
   std::vector<float> v(static_cast<size_t>(shape.numel()));
   for (auto& x : v) x = rng.normal() * stddev;
-  Tensor t = empty(shape, dtype);
+  Tensor t = empty(shape, dtype, Device::cpu());
   convert_from_f32(v.data(), t.raw_data(), dtype, t.numel());
-  return t;
+  return t.to_default_device();
 }
 
 Tensor Tensor::uniform(const Shape& shape, Rng& rng, float lo, float hi, DType dtype) {
   std::vector<float> v(static_cast<size_t>(shape.numel()));
   for (auto& x : v) x = lo + (hi - lo) * rng.uniform();
-  Tensor t = empty(shape, dtype);
+  Tensor t = empty(shape, dtype, Device::cpu());
   convert_from_f32(v.data(), t.raw_data(), dtype, t.numel());
-  return t;
+  return t.to_default_device();
 }
 
 template <typename T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
   BRAID_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), "from_vector: ", values.size(),
               " values for shape ", shape.str());
-  Tensor t = empty(shape, dtype_of<T>::value);
+  Tensor t = empty(shape, dtype_of<T>::value, Device::cpu());
   if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
-  return t;
+  return t.to_default_device();
 }
 template Tensor Tensor::from_vector(const std::vector<float>&, const Shape&);
 template Tensor Tensor::from_vector(const std::vector<int32_t>&, const Shape&);
@@ -67,13 +67,35 @@ template Tensor Tensor::from_vector(const std::vector<bf16>&, const Shape&);
 template Tensor Tensor::from_vector(const std::vector<f16>&, const Shape&);
 
 void* Tensor::raw_data() {
+  check_host();
+  return device_data();
+}
+
+const void* Tensor::raw_data() const {
+  check_host();
+  return device_data();
+}
+
+void* Tensor::device_data() {
   BRAID_CHECK(defined(), "access to an undefined tensor");
   return static_cast<char*>(storage_->data()) + offset_ * dtype_size(dtype_);
 }
 
-const void* Tensor::raw_data() const {
+const void* Tensor::device_data() const {
   BRAID_CHECK(defined(), "access to an undefined tensor");
   return static_cast<const char*>(storage_->data()) + offset_ * dtype_size(dtype_);
+}
+
+void Tensor::check_host() const {
+  BRAID_CHECK(defined(), "access to an undefined tensor");
+  BRAID_CHECK(storage_->device().is_cpu(), "a tensor of shape ", shape_.str(), " on ",
+              storage_->device().str(),
+              " was read or written as host memory (copy it with Tensor::to(Device::cpu()))");
+}
+
+Tensor Tensor::to_default_device() const {
+  const Device d = current_device();
+  return d == device() ? *this : to(d);
 }
 
 void Tensor::check_dtype(DType want) const {
@@ -110,14 +132,20 @@ Tensor Tensor::flat_range(int64_t off, int64_t count) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t = empty(shape_, dtype_, storage_ ? storage_->category() : MemCategory::other);
-  if (nbytes()) std::memcpy(t.raw_data(), raw_data(), nbytes());
+  return to(device());
+}
+
+Tensor Tensor::to(Device dev) const {
+  Tensor t = empty(shape_, dtype_, storage_ ? storage_->category() : MemCategory::other,
+                   MemoryScope::current_tracker(), dev);
+  t.copy_(*this);
   return t;
 }
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return clone();
-  Tensor t = empty(shape_, dtype, storage_ ? storage_->category() : MemCategory::other);
+  Tensor t = empty(shape_, dtype, storage_ ? storage_->category() : MemCategory::other,
+                   MemoryScope::current_tracker(), device());
   t.copy_(*this);
   return t;
 }
@@ -192,6 +220,10 @@ void Tensor::copy_(const Tensor& src) {
   BRAID_CHECK(src.numel() == numel(), "copy_: source has ", src.numel(), " elements, destination ",
               numel());
   if (numel() == 0) return;
+  if (!device().is_cpu() || !src.device().is_cpu()) {
+    copy_across_devices(src);
+    return;
+  }
   if (src.dtype_ == dtype_) {
     std::memmove(raw_data(), src.raw_data(), nbytes());
     return;
@@ -207,13 +239,41 @@ void Tensor::copy_(const Tensor& src) {
   }
 }
 
+// Same dtype: one backend copy. Same device, other dtype: the backend converts there. Otherwise
+// through a host copy of the source in the destination's dtype.
+void Tensor::copy_across_devices(const Tensor& src) {
+  const Device dd = device(), sd = src.device();
+  DeviceBackend& backend = require_device_backend(dd.is_cpu() ? sd : dd);
+  if (src.dtype_ == dtype_) {
+    backend.copy(device_data(), dd, src.device_data(), sd, nbytes());
+  } else if (dd == sd) {
+    backend.convert(device_data(), dtype_, src.device_data(), src.dtype_, numel(), dd);
+  } else {
+    Tensor host = src.device().is_cpu() ? src : src.to(Device::cpu());
+    Tensor converted = empty(shape_, dtype_, MemCategory::other, nullptr, Device::cpu());
+    converted.copy_(host);
+    backend.copy(device_data(), dd, converted.raw_data(), Device::cpu(), nbytes());
+  }
+}
+
 void Tensor::zero_() {
-  if (numel()) std::memset(raw_data(), 0, nbytes());
+  if (!numel()) return;
+  if (!device().is_cpu()) {
+    require_device_backend(device()).zero(device_data(), nbytes(), device());
+    return;
+  }
+  std::memset(raw_data(), 0, nbytes());
 }
 
 void Tensor::fill_(double value) {
   int64_t n = numel();
   if (n == 0) return;
+  if (!device().is_cpu()) {
+    Tensor host = empty(shape_, dtype_, MemCategory::other, nullptr, Device::cpu());
+    host.fill_(value);
+    copy_(host);
+    return;
+  }
   switch (dtype_) {
     case DType::f32: {
       float* p = data<float>();
@@ -239,12 +299,14 @@ void Tensor::fill_(double value) {
 
 float Tensor::item() const {
   BRAID_CHECK(numel() == 1, "item() on a tensor of shape ", shape_.str());
+  if (!device().is_cpu()) return to(Device::cpu()).item();
   float v;
   convert_to_f32(raw_data(), dtype_, &v, 1);
   return v;
 }
 
 std::vector<float> Tensor::to_f32_vector() const {
+  if (!device().is_cpu()) return to(Device::cpu()).to_f32_vector();
   std::vector<float> v(static_cast<size_t>(numel()));
   if (!v.empty()) convert_to_f32(raw_data(), dtype_, v.data(), numel());
   return v;

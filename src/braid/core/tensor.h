@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "braid/core/device.h"
+#include "braid/core/device_backend.h"
 #include "braid/core/dtype.h"
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
@@ -22,13 +23,15 @@ class Tensor {
  public:
   Tensor() = default;  // undefined tensor
 
-  // Allocation is charged to the thread's MemoryScope tracker and category.
-  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  // Allocation is charged to the thread's MemoryScope tracker and category, on the thread's
+  // default device (current_device(): the CPU unless a DeviceScope says otherwise).
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32,
+                      Device device = current_device());
   // Explicit category (tracker still from the scope).
   static Tensor empty(const Shape& shape, DType dtype, MemCategory category);
   // Fully explicit.
   static Tensor empty(const Shape& shape, DType dtype, MemCategory category,
-                      std::shared_ptr<MemoryTracker> tracker, Device device = Device::cpu());
+                      std::shared_ptr<MemoryTracker> tracker, Device device = current_device());
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
   // Normal(0, stddev) / uniform [lo, hi) drawn in f32 from rng, then converted to dtype.
@@ -48,8 +51,13 @@ class Tensor {
   int64_t offset() const { return offset_; }  // in elements
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
+  // Host access: throws for a tensor on another device (Note [Device backends]).
   void* raw_data();
   const void* raw_data() const;
+  // The address on the tensor's own device (a device pointer for a device tensor): for kernels
+  // and backends that know where the bytes are.
+  void* device_data();
+  const void* device_data() const;
   template <typename T>
   T* data() {
     check_dtype(dtype_of<T>::value);
@@ -66,9 +74,10 @@ class Tensor {
   Tensor flat_range(int64_t offset, int64_t count) const;  // 1-D view of the flat elements
   Tensor flatten() const { return view(Shape{numel()}); }
 
-  Tensor clone() const;           // same category as the source storage
-  Tensor to(DType dtype) const;   // converting copy (clone if same dtype)
-  void copy_(const Tensor& src);  // same numel; converts dtype
+  Tensor clone() const;            // same category and device as the source storage
+  Tensor to(Device device) const;  // a copy on `device` (same category, dtype and shape)
+  Tensor to(DType dtype) const;    // converting copy (clone if same dtype)
+  void copy_(const Tensor& src);   // same numel; converts dtype; any devices
   void zero_();
   void fill_(double value);
   float item() const;  // numel == 1, as float
@@ -77,6 +86,9 @@ class Tensor {
 
  private:
   void check_dtype(DType want) const;
+  void check_host() const;
+  void copy_across_devices(const Tensor& src);
+  Tensor to_default_device() const;  // *this, or a copy on current_device()
 
   std::shared_ptr<Storage> storage_;
   int64_t offset_ = 0;

@@ -1,15 +1,45 @@
-// The device seam: kernels run on the CPU; a tensor on another device is routed here, and a
-// backend that is not built (CUDA today, see no_cuda.cpp) throws
-// "<backend> does not support <op>". A CUDA build swaps no_cuda.cpp for cuda/ dispatch.
+// The device seam: kernels run on the CPU; a tensor on another device is routed here.
+// Every op of ops.h begins with BRAID_DEVICE_DISPATCH: when an argument is on a CUDA device
+// and braid was built with BRAID_CUDA=ON the op runs as cuda::<op> (cuda/cuda_ops.h);
+// otherwise the CPU kernel's check_cpu throws "<backend> does not support <op>" (no_cuda.cpp)
+// or, in a CUDA build, names the op the CUDA backend has no kernel for (cuda/backend.cpp).
 #pragma once
 
+#include <initializer_list>
+
 #include "braid/core/device.h"
+#include "braid/core/tensor.h"
+
+#if BRAID_CUDA
+#include "braid/kernels/cuda/cuda_ops.h"
+#include "braid/kernels/cuda/op_profile.h"
+#endif
 
 namespace braid::kernels {
 
 // Throws braid::Error "<backend> does not support <op>" for a device braid cannot run op on.
 [[noreturn]] void unsupported_device(Device device, const char* op);
-// Whether kernels for this device type were compiled in.
+// Whether kernels for this device type were compiled in (and, for CUDA, a device is visible).
 bool device_supported(DeviceType type);
 
+// Whether any defined tensor among `tensors` lives off the CPU.
+inline bool on_device(std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    if (t && t->defined() && !t->device().is_cpu()) return true;
+  }
+  return false;
+}
+
 }  // namespace braid::kernels
+
+#if BRAID_CUDA
+#define BRAID_DEVICE_DISPATCH(op, args, ...)              \
+  if (::braid::kernels::on_device({__VA_ARGS__})) {       \
+    ::braid::kernels::cuda::OpTimer braid_op_timer_(#op); \
+    return ::braid::kernels::cuda::op args;               \
+  }
+#else
+#define BRAID_DEVICE_DISPATCH(op, args, ...) \
+  do {                                       \
+  } while (0)
+#endif

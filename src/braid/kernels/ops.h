@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "braid/core/tensor.h"
 
@@ -182,6 +183,11 @@ float max_abs(const Tensor& x);
 // sum_i floor(x_i^2 * 2^shift), exactly. Needs every x_i^2 * 2^shift < 2^55: take shift from
 // the max |x| over every piece that will be summed (optim::exact_norm_shift).
 __int128 sum_squares_fixed(const Tensor& x, int shift);
+// The same over several tensors (undefined and empty ones skipped) as one reduction: equal to
+// the max / the sum of the calls one by one, with one round trip to the host on a GPU instead
+// of one per tensor. The tensors must all be on one device.
+float max_abs(const std::vector<Tensor>& xs);
+__int128 sum_squares_fixed(const std::vector<Tensor>& xs, int shift);
 
 // ---- Optimiser steps, fused over flat buffers (param f32; grad f32, bf16 or f16) ----
 // AdamW with decoupled weight decay and bias correction at step t (1-based):

@@ -92,6 +92,12 @@ void ParamLayout::init_unit(int u, Tensor& unit_params, uint64_t seed) const {
   BRAID_CHECK(unit_params.dtype() == DType::f32 && unit_params.numel() >= unit.numel,
               "ParamLayout::init_unit: unit '", unit.name, "' needs an f32 buffer of ", unit.numel,
               " elements, got ", dtype_name(unit_params.dtype()), " ", unit_params.numel());
+  if (!unit_params.device().is_cpu()) {  // drawn on the host, as on the CPU, then copied over
+    Tensor host = unit_params.to(Device::cpu());
+    init_unit(u, host, seed);
+    unit_params.copy_(host);
+    return;
+  }
   const Rng base(seed);
   float* data = unit_params.data<float>();
   for (int i : unit.params) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "braid/kernels/cpu/common.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::kernels {
@@ -31,6 +32,7 @@ inline float sigmoid(float x) {
 }  // namespace
 
 void gelu_forward(Tensor& out, const Tensor& inp) {
+  BRAID_DEVICE_DISPATCH(gelu_forward, (out, inp), &out, &inp);
   const char* op = "gelu_forward";
   check_cpu(op, {&out, &inp});
   check_float(op, "inp", inp);
@@ -58,6 +60,7 @@ void gelu_forward(Tensor& out, const Tensor& inp) {
 }
 
 void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp) {
+  BRAID_DEVICE_DISPATCH(gelu_backward, (dinp, dout, inp), &dinp, &dout, &inp);
   const char* op = "gelu_backward";
   check_cpu(op, {&dinp, &dout, &inp});
   check_float(op, "inp", inp);
@@ -92,6 +95,7 @@ void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp) {
 }
 
 void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) {
+  BRAID_DEVICE_DISPATCH(swiglu_forward, (out, gate, up), &out, &gate, &up);
   const char* op = "swiglu_forward";
   check_cpu(op, {&out, &gate, &up});
   check_float(op, "gate", gate);
@@ -119,6 +123,8 @@ void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) {
 
 void swiglu_backward(Tensor* dgate, Tensor* dup, const Tensor& dout, const Tensor& gate,
                      const Tensor& up) {
+  BRAID_DEVICE_DISPATCH(swiglu_backward, (dgate, dup, dout, gate, up), dgate, dup, &dout, &gate,
+                        &up);
   const char* op = "swiglu_backward";
   check_cpu(op, {dgate, dup, &dout, &gate, &up});
   check_float(op, "gate", gate);

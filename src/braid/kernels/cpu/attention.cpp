@@ -22,6 +22,7 @@
 #include "braid/kernels/cpu/attention_bf16.h"
 #include "braid/kernels/cpu/attention_tiles.h"
 #include "braid/kernels/cpu/common.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::kernels {
@@ -398,6 +399,7 @@ void backward_bf16(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q
 
 void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        bool causal) {
+  BRAID_DEVICE_DISPATCH(attention_forward, (out, lse, q, k, v, causal), &out, &lse, &q, &k, &v);
   const char* op = "attention_forward";
   check_cpu(op, {&out, &lse, &q, &k, &v});
   AttnDims d = check_attention(op, q, k, v, causal);
@@ -419,6 +421,8 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& 
 void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, const Tensor& dout, const Tensor& q,
                         const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                         bool causal) {
+  BRAID_DEVICE_DISPATCH(attention_backward, (dq, dk, dv, dout, q, k, v, out, lse, causal), dq, dk,
+                        dv, &dout, &q, &k, &v, &out, &lse);
   const char* op = "attention_backward";
   check_cpu(op, {dq, dk, dv, &dout, &q, &k, &v, &out, &lse});
   AttnDims d = check_attention(op, q, k, v, causal);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "braid/kernels/cpu/common.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::kernels {
@@ -12,6 +13,7 @@ namespace braid::kernels {
 using namespace cpu;
 
 void bias_add_forward(Tensor& out, const Tensor& x, const Tensor& bias) {
+  BRAID_DEVICE_DISPATCH(bias_add_forward, (out, x, bias), &out, &x, &bias);
   const char* op = "bias_add_forward";
   check_cpu(op, {&out, &x, &bias});
   check_float(op, "x", x);
@@ -33,6 +35,7 @@ void bias_add_forward(Tensor& out, const Tensor& x, const Tensor& bias) {
 }
 
 void bias_add_backward(Tensor& dbias, const Tensor& dout) {
+  BRAID_DEVICE_DISPATCH(bias_add_backward, (dbias, dout), &dbias, &dout);
   const char* op = "bias_add_backward";
   check_cpu(op, {&dbias, &dout});
   check_float(op, "dout", dout);

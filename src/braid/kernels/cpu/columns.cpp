@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "braid/kernels/cpu/common.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::kernels {
@@ -27,6 +28,7 @@ void check_columns(const char* op, const char* wide_name, const Tensor& wide,
 }  // namespace
 
 void copy_columns(Tensor& out, const Tensor& inp, int64_t start) {
+  BRAID_DEVICE_DISPATCH(copy_columns, (out, inp, start), &out, &inp);
   const char* op = "copy_columns";
   check_cpu(op, {&out, &inp});
   check_columns(op, "inp", inp, "out", out, start);
@@ -42,6 +44,7 @@ void copy_columns(Tensor& out, const Tensor& inp, int64_t start) {
 }
 
 void add_columns(Tensor& dinp, const Tensor& dout, int64_t start) {
+  BRAID_DEVICE_DISPATCH(add_columns, (dinp, dout, start), &dinp, &dout);
   const char* op = "add_columns";
   check_cpu(op, {&dinp, &dout});
   check_columns(op, "dinp", dinp, "dout", dout, start);

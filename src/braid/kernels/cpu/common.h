@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "braid/core/tensor.h"
+#include "braid/kernels/checks.h"
 
 namespace braid::kernels::cpu {
 
@@ -163,26 +164,12 @@ decltype(auto) dispatch_float(DType dtype, const char* op, Fn&& fn) {
   BRAID_THROW(op, ": unsupported dtype ", dtype_name(dtype), " (expected f32, bf16 or f16)");
 }
 
-// ---- checks ----
+// ---- checks (and those of checks.h) ----
 // Every tensor must live on the CPU; a tensor elsewhere throws "<backend> does not support
 // <op>" through the device seam (no_cuda.cpp).
 void check_cpu(const char* op, std::initializer_list<const Tensor*> tensors);
-void check_defined(const char* op, const char* name, const Tensor& t);
-void check_dtype(const char* op, const char* name, const Tensor& t, DType want);
-void check_float(const char* op, const char* name, const Tensor& t);  // f32, bf16 or f16
-void check_same_dtype(const char* op, const char* name, const Tensor& t, const char* ref_name,
-                      const Tensor& ref);
-// A parameter gradient: the dtype of ref (the op's input) or f32 (Note [Parameter gradients]).
-void check_param_grad(const char* op, const char* name, const Tensor& t, const char* ref_name,
-                      const Tensor& ref);
-void check_shape(const char* op, const char* name, const Tensor& t, const Shape& want);
-void check_numel(const char* op, const char* name, const Tensor& t, int64_t want);
 // grad[i] += sums[i] for i < n, added in f32 and rounded once to grad's dtype (any float).
 void add_sums(Tensor& grad, const double* sums, int64_t n);
-
-// Rows and columns of t viewed as [N, C] over its last dimension.
-int64_t rows_of(const Tensor& t);
-int64_t cols_of(const Tensor& t);
 
 // ---- scratch ----
 // Note [Kernel scratch]

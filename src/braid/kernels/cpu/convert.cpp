@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "braid/kernels/cpu/common.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::kernels::cpu {
@@ -191,6 +192,7 @@ void dispatch_cast(DType dtype, const char* name, Fn&& fn) {
 }  // namespace
 
 void cast(Tensor& out, const Tensor& in) {
+  BRAID_DEVICE_DISPATCH(cast, (out, in), &out, &in);
   const char* op = "cast";
   check_cpu(op, {&out, &in});
   check_defined(op, "in", in);

@@ -34,6 +34,7 @@
 
 #include "braid/kernels/cpu/common.h"
 #include "braid/kernels/cpu/gemm.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::kernels {
@@ -262,6 +263,8 @@ void ce_backward(const char* op, bool is_slice, Tensor* dx, Tensor* dweight, con
 
 double lm_head_ce_forward(Tensor& lse, int64_t* count, const Tensor& x, const Tensor& weight,
                           const Tensor& targets, int32_t ignore_index) {
+  BRAID_DEVICE_DISPATCH(lm_head_ce_forward, (lse, count, x, weight, targets, ignore_index), &lse,
+                        &x, &weight, &targets);
   return lm_head_ce_forward_backward(lse, count, nullptr, nullptr, x, weight, targets, 0.0f,
                                      ignore_index);
 }
@@ -269,6 +272,9 @@ double lm_head_ce_forward(Tensor& lse, int64_t* count, const Tensor& x, const Te
 double lm_head_ce_forward_backward(Tensor& lse, int64_t* count, Tensor* dx, Tensor* dweight,
                                    const Tensor& x, const Tensor& weight, const Tensor& targets,
                                    float scale, int32_t ignore_index) {
+  BRAID_DEVICE_DISPATCH(lm_head_ce_forward_backward,
+                        (lse, count, dx, dweight, x, weight, targets, scale, ignore_index), &lse,
+                        dx, dweight, &x, &weight, &targets);
   const char* op = dx || dweight ? "lm_head_ce_forward_backward" : "lm_head_ce_forward";
   check_cpu(op, {&lse, dx, dweight, &x, &weight, &targets});
   CeDims d = check_ce(op, x, weight, targets, ignore_index);
@@ -289,6 +295,9 @@ double lm_head_ce_forward_backward(Tensor& lse, int64_t* count, Tensor* dx, Tens
 void lm_head_ce_backward(Tensor* dx, Tensor* dweight, const Tensor& x, const Tensor& weight,
                          const Tensor& targets, const Tensor& lse, float scale,
                          int32_t ignore_index) {
+  BRAID_DEVICE_DISPATCH(lm_head_ce_backward,
+                        (dx, dweight, x, weight, targets, lse, scale, ignore_index), dx, dweight,
+                        &x, &weight, &targets, &lse);
   ce_backward("lm_head_ce_backward", false, dx, dweight, x, weight, targets, lse, scale, 0, 0,
               ignore_index);
 }
@@ -296,6 +305,10 @@ void lm_head_ce_backward(Tensor* dx, Tensor* dweight, const Tensor& x, const Ten
 void lm_head_ce_partial_forward(Tensor& row_max, Tensor& sumexp, Tensor& target_logit,
                                 const Tensor& x, const Tensor& weight, const Tensor& targets,
                                 int64_t v0, int64_t valid, int32_t ignore_index) {
+  BRAID_DEVICE_DISPATCH(
+      lm_head_ce_partial_forward,
+      (row_max, sumexp, target_logit, x, weight, targets, v0, valid, ignore_index), &row_max,
+      &sumexp, &target_logit, &x, &weight, &targets);
   const char* op = "lm_head_ce_partial_forward";
   check_cpu(op, {&row_max, &sumexp, &target_logit, &x, &weight, &targets});
   CeDims d = check_ce(op, x, weight, targets, ignore_index, true);
@@ -319,11 +332,15 @@ void lm_head_ce_partial_forward(Tensor& row_max, Tensor& sumexp, Tensor& target_
 void lm_head_ce_partial_backward(Tensor* dx, Tensor* dweight, const Tensor& x, const Tensor& weight,
                                  const Tensor& targets, const Tensor& lse, float scale, int64_t v0,
                                  int64_t valid, int32_t ignore_index) {
+  BRAID_DEVICE_DISPATCH(lm_head_ce_partial_backward,
+                        (dx, dweight, x, weight, targets, lse, scale, v0, valid, ignore_index), dx,
+                        dweight, &x, &weight, &targets, &lse);
   ce_backward("lm_head_ce_partial_backward", true, dx, dweight, x, weight, targets, lse, scale, v0,
               valid, ignore_index);
 }
 
 void lm_head_logits(Tensor& logits, const Tensor& x, const Tensor& weight) {
+  BRAID_DEVICE_DISPATCH(lm_head_logits, (logits, x, weight), &logits, &x, &weight);
   const char* op = "lm_head_logits";
   check_cpu(op, {&logits, &x, &weight});
   check_float(op, "x", x);

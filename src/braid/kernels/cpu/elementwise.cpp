@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "braid/kernels/cpu/common.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::kernels {
@@ -11,6 +12,7 @@ namespace braid::kernels {
 using namespace cpu;
 
 void add_forward(Tensor& out, const Tensor& a, const Tensor& b) {
+  BRAID_DEVICE_DISPATCH(add_forward, (out, a, b), &out, &a, &b);
   const char* op = "add_forward";
   check_cpu(op, {&out, &a, &b});
   check_float(op, "a", a);
@@ -38,6 +40,7 @@ void add_forward(Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 void axpy(Tensor& y, const Tensor& x, float alpha) {
+  BRAID_DEVICE_DISPATCH(axpy, (y, x, alpha), &y, &x);
   const char* op = "axpy";
   check_cpu(op, {&y, &x});
   check_float(op, "y", y);
@@ -66,6 +69,7 @@ void axpy(Tensor& y, const Tensor& x, float alpha) {
 }
 
 void scale(Tensor& x, float alpha) {
+  BRAID_DEVICE_DISPATCH(scale, (x, alpha), &x);
   const char* op = "scale";
   check_cpu(op, {&x});
   check_float(op, "x", x);
@@ -86,6 +90,7 @@ void scale(Tensor& x, float alpha) {
 }
 
 double sum_squares(const Tensor& x) {
+  BRAID_DEVICE_DISPATCH(sum_squares, (x), &x);
   const char* op = "sum_squares";
   check_cpu(op, {&x});
   check_float(op, "x", x);

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "braid/kernels/cpu/common.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::kernels {
@@ -163,6 +164,7 @@ void backward_pos(const char* op, Tensor& dwpe, const Tensor& dout, const EmbedD
 }  // namespace
 
 void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& wte, const Tensor* wpe) {
+  BRAID_DEVICE_DISPATCH(embedding_forward, (out, ids, wte, wpe), &out, &ids, &wte, wpe);
   const char* op = "embedding_forward";
   check_cpu(op, {&out, &ids, &wte, wpe});
   EmbedDims d = check_embedding(op, ids, wte, "wte", wpe, "wpe");
@@ -174,6 +176,7 @@ void embedding_forward(Tensor& out, const Tensor& ids, const Tensor& wte, const 
 }
 
 void embedding_slice_forward(Tensor& out, const Tensor& ids, const Tensor& wte, int64_t v0) {
+  BRAID_DEVICE_DISPATCH(embedding_slice_forward, (out, ids, wte, v0), &out, &ids, &wte);
   const char* op = "embedding_slice_forward";
   check_cpu(op, {&out, &ids, &wte});
   EmbedDims d = check_embedding(op, ids, wte, "wte", nullptr, "", true);
@@ -185,6 +188,7 @@ void embedding_slice_forward(Tensor& out, const Tensor& ids, const Tensor& wte, 
 }
 
 void embedding_backward(Tensor* dwte, Tensor* dwpe, const Tensor& dout, const Tensor& ids) {
+  BRAID_DEVICE_DISPATCH(embedding_backward, (dwte, dwpe, dout, ids), dwte, dwpe, &dout, &ids);
   const char* op = "embedding_backward";
   check_cpu(op, {dwte, dwpe, &dout, &ids});
   check_float(op, "dout", dout);
@@ -210,6 +214,7 @@ void embedding_backward(Tensor* dwte, Tensor* dwpe, const Tensor& dout, const Te
 }
 
 void embedding_slice_backward(Tensor& dwte, const Tensor& dout, const Tensor& ids, int64_t v0) {
+  BRAID_DEVICE_DISPATCH(embedding_slice_backward, (dwte, dout, ids, v0), &dwte, &dout, &ids);
   const char* op = "embedding_slice_backward";
   check_cpu(op, {&dwte, &dout, &ids});
   check_float(op, "dout", dout);

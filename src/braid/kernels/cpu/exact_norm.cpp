@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "braid/kernels/cpu/common.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::kernels {
@@ -28,6 +29,7 @@ namespace braid::kernels {
 using namespace cpu;
 
 float max_abs(const Tensor& x) {
+  BRAID_DEVICE_DISPATCH(max_abs, (x), &x);
   const char* op = "max_abs";
   check_cpu(op, {&x});
   check_float(op, "x", x);
@@ -53,6 +55,7 @@ float max_abs(const Tensor& x) {
 }
 
 __int128 sum_squares_fixed(const Tensor& x, int shift) {
+  BRAID_DEVICE_DISPATCH(sum_squares_fixed, (x, shift), &x);
   const char* op = "sum_squares_fixed";
   check_cpu(op, {&x});
   check_float(op, "x", x);
@@ -80,6 +83,44 @@ __int128 sum_squares_fixed(const Tensor& x, int shift) {
   __int128 total = 0;
   for (int64_t s : block_sum) total += s;
   return total;
+}
+
+#if BRAID_CUDA
+namespace {
+
+// The tensors' device (all must share it), for the list versions' dispatch.
+bool list_on_device(const char* op, const std::vector<Tensor>& xs) {
+  int on = -1;
+  for (const Tensor& x : xs) {
+    if (!x.defined()) continue;
+    const int here = x.device().is_cpu() ? 0 : 1;
+    BRAID_CHECK(on < 0 || on == here, op, ": the tensors are on different devices");
+    on = here;
+  }
+  return on == 1;
+}
+
+}  // namespace
+#endif
+
+float max_abs(const std::vector<Tensor>& xs) {
+#if BRAID_CUDA
+  if (list_on_device("max_abs", xs)) return cuda::max_abs(xs);
+#endif
+  float m = 0.0f;
+  for (const Tensor& x : xs)
+    if (x.defined() && x.numel() > 0) m = std::max(m, max_abs(x));
+  return m;
+}
+
+__int128 sum_squares_fixed(const std::vector<Tensor>& xs, int shift) {
+#if BRAID_CUDA
+  if (list_on_device("sum_squares_fixed", xs)) return cuda::sum_squares_fixed(xs, shift);
+#endif
+  __int128 sum = 0;
+  for (const Tensor& x : xs)
+    if (x.defined() && x.numel() > 0) sum += sum_squares_fixed(x, shift);
+  return sum;
 }
 
 }  // namespace braid::kernels

@@ -7,6 +7,7 @@
 // ops.h) is accumulated into directly (the dweight GEMM runs with beta = 1 on it).
 #include "braid/kernels/cpu/common.h"
 #include "braid/kernels/cpu/gemm.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::kernels {
@@ -32,7 +33,6 @@ void check_linear(const char* op, const Tensor& inp, const Tensor& weight, int64
 
 void linear_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor* bias) {
   const char* op = "linear_forward";
-  check_cpu(op, {&out, &inp, &weight, bias});
   int64_t N, C, OC;
   check_linear(op, inp, weight, &N, &C, &OC);
   check_same_dtype(op, "out", out, "inp", inp);
@@ -43,6 +43,8 @@ void linear_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const 
     check_same_dtype(op, "bias", *bias, "inp", inp);
     check_numel(op, "bias", *bias, OC);
   }
+  BRAID_DEVICE_DISPATCH(linear_forward, (out, inp, weight, bias), &out, &inp, &weight, bias);
+  check_cpu(op, {&out, &inp, &weight, bias});
   dispatch_float(inp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const float* b = nullptr;
@@ -67,7 +69,6 @@ void linear_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const 
 void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor& dout,
                      const Tensor& inp, const Tensor& weight) {
   const char* op = "linear_backward";
-  check_cpu(op, {dinp, dweight, dbias, &dout, &inp, &weight});
   int64_t N, C, OC;
   check_linear(op, inp, weight, &N, &C, &OC);
   check_same_dtype(op, "dout", dout, "inp", inp);
@@ -80,6 +81,9 @@ void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor&
   }
   if (dbias)
     check_param_grad(op, "dbias", *dbias, "inp", inp), check_numel(op, "dbias", *dbias, OC);
+  BRAID_DEVICE_DISPATCH(linear_backward, (dinp, dweight, dbias, dout, inp, weight), dinp, dweight,
+                        dbias, &dout, &inp, &weight);
+  check_cpu(op, {dinp, dweight, dbias, &dout, &inp, &weight});
   dispatch_float(inp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* g = dout.data<T>();

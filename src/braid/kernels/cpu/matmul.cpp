@@ -8,6 +8,7 @@
 
 #include "braid/kernels/cpu/common.h"
 #include "braid/kernels/cpu/gemm.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::kernels {
@@ -17,7 +18,6 @@ using namespace cpu;
 void matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha,
             float beta) {
   const char* op = "matmul";
-  check_cpu(op, {&c, &a, &b});
   check_float(op, "a", a);
   check_same_dtype(op, "b", b, "a", a);
   check_same_dtype(op, "c", c, "a", a);
@@ -28,6 +28,8 @@ void matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool tran
   BRAID_CHECK(K == Kb && c.size(0) == M && c.size(1) == N, op, ": shapes do not multiply: a ",
               a.shape().str(), (trans_a ? "^T" : ""), " @ b ", b.shape().str(),
               (trans_b ? "^T" : ""), " -> c ", c.shape().str());
+  BRAID_DEVICE_DISPATCH(matmul, (c, a, b, trans_a, trans_b, alpha, beta), &c, &a, &b);
+  check_cpu(op, {&c, &a, &b});
   dispatch_float(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>) {

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "braid/kernels/cpu/common.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::kernels {
@@ -111,6 +112,8 @@ void norm_backward(T* dinp, Tensor* dweight, Tensor* dbias, const T* dout, const
 
 void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp,
                        const Tensor& weight, const Tensor& bias, float eps) {
+  BRAID_DEVICE_DISPATCH(layernorm_forward, (out, mean, rstd, inp, weight, bias, eps), &out, &mean,
+                        &rstd, &inp, &weight, &bias);
   const char* op = "layernorm_forward";
   check_cpu(op, {&out, &mean, &rstd, &inp, &weight, &bias});
   int64_t N, C;
@@ -158,6 +161,8 @@ void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in
 void layernorm_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor& dout,
                         const Tensor& inp, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd) {
+  BRAID_DEVICE_DISPATCH(layernorm_backward, (dinp, dweight, dbias, dout, inp, weight, mean, rstd),
+                        dinp, dweight, dbias, &dout, &inp, &weight, &mean, &rstd);
   const char* op = "layernorm_backward";
   check_cpu(op, {dinp, dweight, dbias, &dout, &inp, &weight, &mean, &rstd});
   int64_t N, C;
@@ -179,6 +184,7 @@ void layernorm_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tens
 
 void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor& weight,
                      float eps) {
+  BRAID_DEVICE_DISPATCH(rmsnorm_forward, (out, rstd, inp, weight, eps), &out, &rstd, &inp, &weight);
   const char* op = "rmsnorm_forward";
   check_cpu(op, {&out, &rstd, &inp, &weight});
   int64_t N, C;
@@ -216,6 +222,8 @@ void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor&
 
 void rmsnorm_backward(Tensor* dinp, Tensor* dweight, const Tensor& dout, const Tensor& inp,
                       const Tensor& weight, const Tensor& rstd) {
+  BRAID_DEVICE_DISPATCH(rmsnorm_backward, (dinp, dweight, dout, inp, weight, rstd), dinp, dweight,
+                        &dout, &inp, &weight, &rstd);
   const char* op = "rmsnorm_backward";
   check_cpu(op, {dinp, dweight, &dout, &inp, &weight, &rstd});
   int64_t N, C;

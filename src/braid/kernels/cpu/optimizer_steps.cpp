@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "braid/kernels/cpu/common.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::kernels {
@@ -16,6 +17,8 @@ using namespace cpu;
 
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
                 float beta2, float eps, float weight_decay, int64_t t) {
+  BRAID_DEVICE_DISPATCH(adamw_step, (param, grad, m, v, lr, beta1, beta2, eps, weight_decay, t),
+                        &param, &grad, &m, &v);
   const char* op = "adamw_step";
   check_cpu(op, {&param, &grad, &m, &v});
   check_dtype(op, "param", param, DType::f32);
@@ -54,6 +57,9 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float l
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum,
               float weight_decay, bool nesterov, bool first_step) {
+  BRAID_DEVICE_DISPATCH(
+      sgd_step, (param, grad, momentum_buf, lr, momentum, weight_decay, nesterov, first_step),
+      &param, &grad, &momentum_buf);
   const char* op = "sgd_step";
   check_cpu(op, {&param, &grad, &momentum_buf});
   check_dtype(op, "param", param, DType::f32);

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "braid/kernels/cpu/common.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::kernels {
@@ -133,6 +134,7 @@ void backward(Tensor& dx, const Tensor& dout, float theta, const RopePositions& 
 }  // namespace
 
 void rope_forward(Tensor& out, const Tensor& x, float theta, int64_t pos0) {
+  BRAID_DEVICE_DISPATCH(rope_forward, (out, x, theta, pos0), &out, &x);
   const char* op = "rope_forward";
   check_cpu(op, {&out, &x});
   const RopeDims d = check_rope(op, "x", x, pos0);
@@ -140,6 +142,7 @@ void rope_forward(Tensor& out, const Tensor& x, float theta, int64_t pos0) {
 }
 
 void rope_forward(Tensor& out, const Tensor& x, float theta, const Tensor& positions) {
+  BRAID_DEVICE_DISPATCH(rope_forward, (out, x, theta, positions), &out, &x, &positions);
   const char* op = "rope_forward";
   check_cpu(op, {&out, &x, &positions});
   const RopeDims d = check_rope(op, "x", x, 0);
@@ -147,6 +150,7 @@ void rope_forward(Tensor& out, const Tensor& x, float theta, const Tensor& posit
 }
 
 void rope_backward(Tensor& dx, const Tensor& dout, float theta, int64_t pos0) {
+  BRAID_DEVICE_DISPATCH(rope_backward, (dx, dout, theta, pos0), &dx, &dout);
   const char* op = "rope_backward";
   check_cpu(op, {&dx, &dout});
   const RopeDims d = check_rope(op, "dout", dout, pos0);
@@ -154,6 +158,7 @@ void rope_backward(Tensor& dx, const Tensor& dout, float theta, int64_t pos0) {
 }
 
 void rope_backward(Tensor& dx, const Tensor& dout, float theta, const Tensor& positions) {
+  BRAID_DEVICE_DISPATCH(rope_backward, (dx, dout, theta, positions), &dx, &dout, &positions);
   const char* op = "rope_backward";
   check_cpu(op, {&dx, &dout, &positions});
   const RopeDims d = check_rope(op, "dout", dout, 0);
