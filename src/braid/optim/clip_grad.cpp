@@ -26,15 +26,8 @@ double grad_norm(float local_max, const std::function<__int128(int shift)>& loca
 }
 
 double grad_norm(const std::vector<Tensor>& grads, const NormReduction& reduce) {
-  float max = 0.0f;
-  for (const Tensor& g : grads)
-    if (g.defined() && g.numel() > 0) max = std::max(max, kernels::max_abs(g));
-  auto local_sum = [&grads](int shift) {
-    __int128 sum = 0;
-    for (const Tensor& g : grads)
-      if (g.defined() && g.numel() > 0) sum += kernels::sum_squares_fixed(g, shift);
-    return sum;
-  };
+  const float max = kernels::max_abs(grads);  // one reduction over the list (one GPU round trip)
+  auto local_sum = [&grads](int shift) { return kernels::sum_squares_fixed(grads, shift); };
   return grad_norm(max, local_sum, reduce);
 }
 
