@@ -17,13 +17,13 @@ constexpr std::chrono::seconds kWaitMargin{30};
 
 bool byte_overlap(const Tensor& a, const Tensor& b) {
   if (!a.shares_storage(b) || a.numel() == 0 || b.numel() == 0) return false;
-  auto lo_a = static_cast<const char*>(a.raw_data());
-  auto lo_b = static_cast<const char*>(b.raw_data());
+  auto lo_a = static_cast<const char*>(a.device_data());
+  auto lo_b = static_cast<const char*>(b.device_data());
   return lo_a < lo_b + b.nbytes() && lo_b < lo_a + a.nbytes();
 }
 
 bool same_view(const Tensor& a, const Tensor& b) {
-  return a.shares_storage(b) && a.raw_data() == b.raw_data() && a.nbytes() == b.nbytes();
+  return a.shares_storage(b) && a.device_data() == b.device_data() && a.nbytes() == b.nbytes();
 }
 
 }  // namespace
