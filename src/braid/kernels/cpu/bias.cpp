@@ -13,9 +13,7 @@ namespace braid::kernels {
 using namespace cpu;
 
 void bias_add_forward(Tensor& out, const Tensor& x, const Tensor& bias) {
-  BRAID_DEVICE_DISPATCH(bias_add_forward, (out, x, bias), &out, &x, &bias);
   const char* op = "bias_add_forward";
-  check_cpu(op, {&out, &x, &bias});
   check_float(op, "x", x);
   check_same_dtype(op, "bias", bias, "x", x);
   check_same_dtype(op, "out", out, "x", x);
@@ -23,6 +21,8 @@ void bias_add_forward(Tensor& out, const Tensor& x, const Tensor& bias) {
   BRAID_CHECK(bias.dim() == 1 && cols_of(x) == C && out.numel() == x.numel(), op, ": x ",
               x.shape().str(), ", bias ", bias.shape().str(), " and out ", out.shape().str(),
               " do not fit (need x[N,C], bias[C], out like x)");
+  BRAID_DEVICE_DISPATCH(bias_add_forward, (out, x, bias), &out, &x, &bias);
+  check_cpu(op, {&out, &x, &bias});
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data<T>();
@@ -35,14 +35,14 @@ void bias_add_forward(Tensor& out, const Tensor& x, const Tensor& bias) {
 }
 
 void bias_add_backward(Tensor& dbias, const Tensor& dout) {
-  BRAID_DEVICE_DISPATCH(bias_add_backward, (dbias, dout), &dbias, &dout);
   const char* op = "bias_add_backward";
-  check_cpu(op, {&dbias, &dout});
   check_float(op, "dout", dout);
   check_param_grad(op, "dbias", dbias, "dout", dout);
   const int64_t C = dbias.numel(), N = rows_of(dout);
   BRAID_CHECK(cols_of(dout) == C, op, ": dout ", dout.shape().str(), " does not fit dbias ",
               dbias.shape().str());
+  BRAID_DEVICE_DISPATCH(bias_add_backward, (dbias, dout), &dbias, &dout);
+  check_cpu(op, {&dbias, &dout});
   dispatch_float(dout.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     add_column_sums(dbias, dout.data<T>(), N, C);

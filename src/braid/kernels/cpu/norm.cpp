@@ -112,16 +112,16 @@ void norm_backward(T* dinp, Tensor* dweight, Tensor* dbias, const T* dout, const
 
 void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp,
                        const Tensor& weight, const Tensor& bias, float eps) {
-  BRAID_DEVICE_DISPATCH(layernorm_forward, (out, mean, rstd, inp, weight, bias, eps), &out, &mean,
-                        &rstd, &inp, &weight, &bias);
   const char* op = "layernorm_forward";
-  check_cpu(op, {&out, &mean, &rstd, &inp, &weight, &bias});
   int64_t N, C;
   check_norm(op, inp, weight, &bias, &N, &C);
   check_same_dtype(op, "out", out, "inp", inp);
   check_numel(op, "out", out, N * C);
   check_stat(op, "mean", mean, N);
   check_stat(op, "rstd", rstd, N);
+  BRAID_DEVICE_DISPATCH(layernorm_forward, (out, mean, rstd, inp, weight, bias, eps), &out, &mean,
+                        &rstd, &inp, &weight, &bias);
+  check_cpu(op, {&out, &mean, &rstd, &inp, &weight, &bias});
   dispatch_float(inp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* x = inp.data<T>();
@@ -161,10 +161,7 @@ void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in
 void layernorm_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor& dout,
                         const Tensor& inp, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd) {
-  BRAID_DEVICE_DISPATCH(layernorm_backward, (dinp, dweight, dbias, dout, inp, weight, mean, rstd),
-                        dinp, dweight, dbias, &dout, &inp, &weight, &mean, &rstd);
   const char* op = "layernorm_backward";
-  check_cpu(op, {dinp, dweight, dbias, &dout, &inp, &weight, &mean, &rstd});
   int64_t N, C;
   check_norm(op, inp, weight, nullptr, &N, &C);
   check_same_dtype(op, "dout", dout, "inp", inp);
@@ -175,6 +172,9 @@ void layernorm_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tens
   if (dweight)
     check_param_grad(op, "dweight", *dweight, "inp", inp), check_numel(op, "dweight", *dweight, C);
   if (dbias) check_param_grad(op, "dbias", *dbias, "inp", inp), check_numel(op, "dbias", *dbias, C);
+  BRAID_DEVICE_DISPATCH(layernorm_backward, (dinp, dweight, dbias, dout, inp, weight, mean, rstd),
+                        dinp, dweight, dbias, &dout, &inp, &weight, &mean, &rstd);
+  check_cpu(op, {dinp, dweight, dbias, &dout, &inp, &weight, &mean, &rstd});
   dispatch_float(inp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     norm_backward<T>(dinp ? dinp->data<T>() : nullptr, dweight, dbias, dout.data<T>(),
@@ -184,14 +184,14 @@ void layernorm_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tens
 
 void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor& weight,
                      float eps) {
-  BRAID_DEVICE_DISPATCH(rmsnorm_forward, (out, rstd, inp, weight, eps), &out, &rstd, &inp, &weight);
   const char* op = "rmsnorm_forward";
-  check_cpu(op, {&out, &rstd, &inp, &weight});
   int64_t N, C;
   check_norm(op, inp, weight, nullptr, &N, &C);
   check_same_dtype(op, "out", out, "inp", inp);
   check_numel(op, "out", out, N * C);
   check_stat(op, "rstd", rstd, N);
+  BRAID_DEVICE_DISPATCH(rmsnorm_forward, (out, rstd, inp, weight, eps), &out, &rstd, &inp, &weight);
+  check_cpu(op, {&out, &rstd, &inp, &weight});
   dispatch_float(inp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* x = inp.data<T>();
@@ -222,10 +222,7 @@ void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor&
 
 void rmsnorm_backward(Tensor* dinp, Tensor* dweight, const Tensor& dout, const Tensor& inp,
                       const Tensor& weight, const Tensor& rstd) {
-  BRAID_DEVICE_DISPATCH(rmsnorm_backward, (dinp, dweight, dout, inp, weight, rstd), dinp, dweight,
-                        &dout, &inp, &weight, &rstd);
   const char* op = "rmsnorm_backward";
-  check_cpu(op, {dinp, dweight, &dout, &inp, &weight, &rstd});
   int64_t N, C;
   check_norm(op, inp, weight, nullptr, &N, &C);
   check_same_dtype(op, "dout", dout, "inp", inp);
@@ -234,6 +231,9 @@ void rmsnorm_backward(Tensor* dinp, Tensor* dweight, const Tensor& dout, const T
   if (dinp) check_same_dtype(op, "dinp", *dinp, "inp", inp), check_numel(op, "dinp", *dinp, N * C);
   if (dweight)
     check_param_grad(op, "dweight", *dweight, "inp", inp), check_numel(op, "dweight", *dweight, C);
+  BRAID_DEVICE_DISPATCH(rmsnorm_backward, (dinp, dweight, dout, inp, weight, rstd), dinp, dweight,
+                        &dout, &inp, &weight, &rstd);
+  check_cpu(op, {dinp, dweight, &dout, &inp, &weight, &rstd});
   dispatch_float(inp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     norm_backward<T>(dinp ? dinp->data<T>() : nullptr, dweight, nullptr, dout.data<T>(),

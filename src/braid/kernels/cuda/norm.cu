@@ -205,26 +205,6 @@ __global__ void norm_param_sum_kernel(G* __restrict__ grad, const float* __restr
   }
 }
 
-void check_norm(const char* op, const Tensor& inp, const Tensor& weight, const Tensor* bias,
-                int64_t* N, int64_t* C) {
-  check_float(op, "inp", inp);
-  check_same_dtype(op, "weight", weight, "inp", inp);
-  *C = cols_of(inp);
-  *N = rows_of(inp);
-  BRAID_CHECK(weight.numel() == *C, op, ": weight has shape ", weight.shape().str(), " but inp ",
-              inp.shape().str(), " has C=", *C);
-  if (bias) {
-    check_same_dtype(op, "bias", *bias, "inp", inp);
-    BRAID_CHECK(bias->numel() == *C, op, ": bias has shape ", bias->shape().str(), " but inp ",
-                inp.shape().str(), " has C=", *C);
-  }
-}
-
-void check_stat(const char* op, const char* name, const Tensor& t, int64_t N) {
-  check_dtype(op, name, t, DType::f32);
-  check_numel(op, name, t, N);
-}
-
 unsigned row_grid(int64_t N) {
   return grid_for(N, kRowBlock / 32);
 }
@@ -300,12 +280,7 @@ void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in
                        const Tensor& weight, const Tensor& bias, float eps) {
   const char* op = "layernorm_forward";
   check_cuda(op, {&out, &mean, &rstd, &inp, &weight, &bias});
-  int64_t N, C;
-  check_norm(op, inp, weight, &bias, &N, &C);
-  check_same_dtype(op, "out", out, "inp", inp);
-  check_numel(op, "out", out, N * C);
-  check_stat(op, "mean", mean, N);
-  check_stat(op, "rstd", rstd, N);
+  const int64_t N = rows_of(inp), C = cols_of(inp);  // checked by the ops.h entry
   dispatch_float(inp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     launch_forward<T>(op, ptr<T>(out), ptr<float>(mean), ptr<float>(rstd), ptr<T>(inp),
@@ -318,16 +293,7 @@ void layernorm_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tens
                         const Tensor& rstd) {
   const char* op = "layernorm_backward";
   check_cuda(op, {dinp, dweight, dbias, &dout, &inp, &weight, &mean, &rstd});
-  int64_t N, C;
-  check_norm(op, inp, weight, nullptr, &N, &C);
-  check_same_dtype(op, "dout", dout, "inp", inp);
-  check_numel(op, "dout", dout, N * C);
-  check_stat(op, "mean", mean, N);
-  check_stat(op, "rstd", rstd, N);
-  if (dinp) check_same_dtype(op, "dinp", *dinp, "inp", inp), check_numel(op, "dinp", *dinp, N * C);
-  if (dweight)
-    check_param_grad(op, "dweight", *dweight, "inp", inp), check_numel(op, "dweight", *dweight, C);
-  if (dbias) check_param_grad(op, "dbias", *dbias, "inp", inp), check_numel(op, "dbias", *dbias, C);
+  const int64_t N = rows_of(inp), C = cols_of(inp);  // checked by the ops.h entry
   dispatch_float(inp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     norm_backward<T>(op, dinp ? ptr<T>(*dinp) : nullptr, dweight, dbias, ptr<T>(dout), ptr<T>(inp),
@@ -339,11 +305,7 @@ void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor&
                      float eps) {
   const char* op = "rmsnorm_forward";
   check_cuda(op, {&out, &rstd, &inp, &weight});
-  int64_t N, C;
-  check_norm(op, inp, weight, nullptr, &N, &C);
-  check_same_dtype(op, "out", out, "inp", inp);
-  check_numel(op, "out", out, N * C);
-  check_stat(op, "rstd", rstd, N);
+  const int64_t N = rows_of(inp), C = cols_of(inp);  // checked by the ops.h entry
   dispatch_float(inp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     launch_forward<T>(op, ptr<T>(out), nullptr, ptr<float>(rstd), ptr<T>(inp), ptr<T>(weight),
@@ -355,14 +317,7 @@ void rmsnorm_backward(Tensor* dinp, Tensor* dweight, const Tensor& dout, const T
                       const Tensor& weight, const Tensor& rstd) {
   const char* op = "rmsnorm_backward";
   check_cuda(op, {dinp, dweight, &dout, &inp, &weight, &rstd});
-  int64_t N, C;
-  check_norm(op, inp, weight, nullptr, &N, &C);
-  check_same_dtype(op, "dout", dout, "inp", inp);
-  check_numel(op, "dout", dout, N * C);
-  check_stat(op, "rstd", rstd, N);
-  if (dinp) check_same_dtype(op, "dinp", *dinp, "inp", inp), check_numel(op, "dinp", *dinp, N * C);
-  if (dweight)
-    check_param_grad(op, "dweight", *dweight, "inp", inp), check_numel(op, "dweight", *dweight, C);
+  const int64_t N = rows_of(inp), C = cols_of(inp);  // checked by the ops.h entry
   dispatch_float(inp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     norm_backward<T>(op, dinp ? ptr<T>(*dinp) : nullptr, dweight, nullptr, ptr<T>(dout),
