@@ -1,6 +1,7 @@
 // The GEMM-backed functions: linear, embedding, attention, lm_head_cross_entropy.
 #include "braid/autograd/function_util.h"
 #include "braid/autograd/functions.h"
+#include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
 namespace braid::autograd {
@@ -210,7 +211,7 @@ Variable lm_head_cross_entropy(const Variable& x, const Variable& w, const Tenso
   const bool record = should_record({&x, &w});
   Tensor dx_unit, dw_unit;
   double sum;
-  if (record && !x.value().device().is_cpu()) {  // Note [Fused LM head on a device]
+  if (record && kernels::on_device({&x.value()})) {  // Note [Fused LM head on a device]
     dx_unit = activation(xs, x.value().dtype());
     dx_unit.zero_();
     dw_unit = activation(w.shape(), DType::f32);

@@ -53,6 +53,7 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("training.resume", &c.training.resume);
   f("training.reduce_dtype", &c.training.reduce_dtype);
   f("training.on_nonfinite", &c.training.on_nonfinite);
+  f("training.device", &c.training.device);
   f("training.detect_anomaly", &c.training.detect_anomaly);
   f("optimizer.type", &c.optimizer.type);
   f("optimizer.lr", &c.optimizer.lr);
@@ -301,6 +302,13 @@ void validate_training(const TrainConfig& c) {
   checkpoint_policy(c);  // throws naming a bad model.activation_checkpointing
   one_of("training.reduce_dtype", c.training.reduce_dtype, {"fp32", "bf16", "fp16"});
   one_of("training.on_nonfinite", c.training.on_nonfinite, {"stop", "skip", "off"});
+  {
+    const std::string& d = c.training.device;
+    const bool indexed = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
+                         d.find_first_not_of("0123456789", 5) == std::string::npos;
+    BRAID_CHECK(d == "cpu" || d == "cuda" || indexed, "training.device: '", d,
+                "' is not cpu, cuda or cuda:N");
+  }
   optim::LossScaler check_fp16(loss_scaler_config(c));  // throws naming the bad fp16 key
   BRAID_CHECK(c.training.max_steps > 0, "training.max_steps must be positive, got ",
               c.training.max_steps);

@@ -60,6 +60,10 @@ struct TrainingSection {
   // Check every module's output and every parameter's gradient as they are produced, so the
   // first non-finite tensor is named (Note [Anomaly detection]); costs a pass over each.
   bool detect_anomaly = false;
+  // Where the model lives and computes: cpu, or cuda (the rank's local index among the ranks
+  // of its host) or cuda:N (docs/gpu.md). Not yet with more than one rank, checkpoints, samples
+  // or evaluation data: those are refused at start.
+  std::string device = "cpu";
   // Where training starts: auto (the newest valid checkpoint under checkpoint.dir, if any),
   // never, or a checkpoint directory (or a directory of them).
   std::string resume = "auto";

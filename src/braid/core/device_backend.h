@@ -40,6 +40,9 @@ class DeviceBackend {
                        Device device) = 0;
   // Waits until the device's queued work is done.
   virtual void synchronize(Device device) = 0;
+  // Whether the device's memory is host memory in disguise (the simulated device, Note
+  // [Simulated device]): the CPU kernels then run on it, inside a HostKernelScope.
+  virtual bool host_addressable() const { return false; }
 };
 
 // The backend registered for `type` (null for the CPU and for types with none registered).
@@ -50,6 +53,27 @@ void register_device_backend(DeviceType type, DeviceBackend* backend);
 
 // The thread's default device for Tensor::empty (Device::cpu() unless a scope is active).
 Device current_device();
+
+// Note [Simulated device]: a DeviceBackend whose "device" memory is host memory, registered in
+// place of CUDA by tests (register_simulated_device) in builds without a real backend. Tensors on
+// it are device tensors to everything above the kernels: host code that reads or writes them
+// outside a kernel throws, as on a GPU, while the kernels (which enter a HostKernelScope) run
+// their CPU code on them. So the device paths of the trainer, the strategies, checkpoints and
+// communication are exercised on any machine, bit for bit equal to the CPU run.
+DeviceBackend& simulated_device_backend();
+// Registers the simulated backend for `type` (tests); false when a real one is registered.
+bool register_simulated_device(DeviceType type = DeviceType::cuda);
+
+// While one is alive on this thread, tensors on a host-addressable device may be read and
+// written as host memory (the kernels' bodies).
+class HostKernelScope {
+ public:
+  HostKernelScope();
+  ~HostKernelScope();
+  HostKernelScope(const HostKernelScope&) = delete;
+  HostKernelScope& operator=(const HostKernelScope&) = delete;
+  static bool active();
+};
 
 class DeviceScope {
  public:

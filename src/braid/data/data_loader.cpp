@@ -95,8 +95,9 @@ Batch DataLoader::make_batch(DistributedSampler& sampler, const DataLoaderState&
   sampler.set_epoch(at.epoch);
   Batch b;
   b.state = at;
-  b.inputs = Tensor::empty(Shape{B, T}, DType::i32, MemCategory::other, tracker_);
-  b.targets = Tensor::empty(Shape{B, T}, DType::i32, MemCategory::other, tracker_);
+  // On the host whatever the default device: the loader fills them (a trainer copies them over).
+  b.inputs = Tensor::empty(Shape{B, T}, DType::i32, MemCategory::other, tracker_, Device::cpu());
+  b.targets = Tensor::empty(Shape{B, T}, DType::i32, MemCategory::other, tracker_, Device::cpu());
   int32_t* in = b.inputs.data<int32_t>();
   int32_t* tg = b.targets.data<int32_t>();
   for (int64_t r = 0; r < B; ++r) {

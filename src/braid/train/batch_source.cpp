@@ -13,8 +13,12 @@ RandomTokenSource::RandomTokenSource(int64_t batch, int64_t seq_len, int64_t voc
 
 data::Batch RandomTokenSource::next() {
   data::Batch b;
-  b.inputs = Tensor::empty(Shape{batch_, seq_len_}, DType::i32, MemCategory::activations);
-  b.targets = Tensor::empty(Shape{batch_, seq_len_}, DType::i32, MemCategory::activations);
+  // On the host whatever the default device (Note [Training device]): filled here.
+  const auto& tracker = MemoryScope::current_tracker();
+  b.inputs = Tensor::empty(Shape{batch_, seq_len_}, DType::i32, MemCategory::activations, tracker,
+                           Device::cpu());
+  b.targets = Tensor::empty(Shape{batch_, seq_len_}, DType::i32, MemCategory::activations, tracker,
+                            Device::cpu());
   b.state = {0, counter_};
   int32_t* in = b.inputs.data<int32_t>();
   int32_t* tg = b.targets.data<int32_t>();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <sstream>
@@ -70,6 +71,37 @@ nn::ModelConfig model_config_from(const config::TrainConfig& cfg) {
   return mc;
 }
 
+namespace {
+
+// Note [Training device]: with training.device other than cpu, the model, its gradients and
+// optimizer state are made under a DeviceScope (so on the device), each micro-batch's token ids
+// are copied there, and every step and evaluation runs under the scope; what the trainer keeps
+// on the host (losses, norms, metrics) comes back through Tensor::item and the like. Not yet:
+// several ranks (the strategies' collectives on device tensors), checkpoints and samples; they
+// are refused at start with the key to change.
+Device training_device(const config::TrainConfig& c, int world_size) {
+  const std::string& d = c.training.device;
+  if (d == "cpu") return Device::cpu();
+  const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  if (!env) env = std::getenv("SLURM_LOCALID");
+  const int index = d == "cuda" ? (env ? std::atoi(env) : 0) : std::atoi(d.c_str() + 5);
+  const Device dev{DeviceType::cuda, index};
+  require_device_backend(dev);  // "braid was built without a CUDA backend" where it was
+  auto refuse = [&](bool bad, const char* what) {
+    BRAID_CHECK(!bad, "training.device ", d, ": ", what, " on a device is not supported yet");
+  };
+  refuse(world_size > 1, "more than one rank (launch one process)");
+  refuse(c.checkpoint.interval > 0, "checkpoints (set checkpoint.interval: 0)");
+  refuse(c.output.samples > 0, "samples (set output.samples: 0)");
+  return dev;
+}
+
+Tensor on(Device device, const Tensor& t) {
+  return device.is_cpu() ? t : t.to(device);
+}
+
+}  // namespace
+
 Trainer::Trainer(config::TrainConfig config, std::shared_ptr<comm::ProcessGroup> world,
                  TrainerOptions options)
     : cfg_(std::move(config)),
@@ -84,8 +116,10 @@ Trainer::Trainer(config::TrainConfig config, std::shared_ptr<comm::ProcessGroup>
     // resolved batch arithmetic.
     acc_ = std::make_unique<Accelerator>(cfg_, world_, tracker_);
     cfg_ = acc_->config();
+    comm::all_ranks_or_throw(world_.get(), [&] { device_ = training_device(cfg_, world_size()); });
     comm::all_ranks_or_throw(world_.get(), [&] { check_output_paths(cfg_); });
     open_resume();
+    DeviceScope on_device(device_);  // Note [Training device]
     build_model();
     if (resume_) report_resume();  // after materialising: describe() names the buckets
     acc_->prepare_optimizer();
@@ -226,7 +260,8 @@ double Trainer::evaluate() {
   double sum = 0, count = 0;
   for (int64_t i = 0; i < cfg_.training.eval_batches; ++i) {
     data::Batch b = val_data_->next();
-    sum += acc_->eval_loss(*model_, b.inputs, b.targets);
+    DeviceScope on_device(device_);  // Note [Training device]
+    sum += acc_->eval_loss(*model_, on(device_, b.inputs), on(device_, b.targets));
     // This rank's share of the tokens (its cp share; the loss above is its tokens' sum).
     count += static_cast<double>(b.targets.numel() * dp_size() / acc_->loss_shares());
     ++val_batches_;
@@ -290,7 +325,7 @@ TrainResult Trainer::run() {
     batches.count = accum;
     batches.next = [this](int64_t) {
       data::Batch b = train_data_->next();
-      return std::pair{b.inputs, b.targets};
+      return std::pair{on(device_, b.inputs), on(device_, b.targets)};
     };
     batches.denominator = tokens_per_step;
     batches.at = [&](int64_t m, const char* point) {
@@ -301,7 +336,10 @@ TrainResult Trainer::run() {
       if (forward && nan_injector_ && options_.inject_nan(step + 1)) nan_injector_->arm();
     };
     hooks.before_update = [this, step] { fault(step + 1, "optimizer"); };
-    const Accelerator::StepResult r = acc_->train_step(*model_, batches, step, hooks);
+    const Accelerator::StepResult r = [&] {
+      DeviceScope on_device(device_);  // Note [Training device]
+      return acc_->train_step(*model_, batches, step, hooks);
+    }();
     if (!r.skipped.empty()) {
       ++result.skipped_steps;
       say(r.skipped);

@@ -122,6 +122,7 @@ class Trainer {
   TrainerOptions options_;
   std::shared_ptr<MemoryTracker> tracker_;  // the Accelerator's
   std::unique_ptr<Accelerator> acc_;        // runtime, optimizer, fp16 loss scaler
+  Device device_;  // training.device: where the model lives and computes (Note [Training device])
   std::unique_ptr<nn::Transformer> model_;
   std::unique_ptr<BatchSource> train_data_;
   std::unique_ptr<BatchSource> val_data_;

@@ -12,7 +12,8 @@ namespace braid::kernels::cpu {
 
 void check_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors) {
-    if (t && t->defined() && !t->device().is_cpu()) unsupported_device(t->device(), op);
+    if (t && t->defined() && !t->device().is_cpu() && !simulated(t->device()))
+      unsupported_device(t->device(), op);
   }
 }
 

@@ -1,0 +1,82 @@
+// training.device (Note [Training device]) on the simulated device (Note [Simulated device]):
+// the trainer's whole path (model, optimizer state, batches, steps, evaluation, export) with
+// device tensors, where any host access outside a kernel would throw, gives the CPU run's
+// weights bit for bit; what is not supported on a device yet is refused at start.
+#include <gtest/gtest.h>
+
+#include "braid/core/device_backend.h"
+#include "testing/train/ddp_parity_util.h"
+
+namespace braid::train {
+namespace {
+
+class TrainerDevice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!register_simulated_device()) GTEST_SKIP() << "a real CUDA backend is registered";
+  }
+  void TearDown() override {
+    if (device_backend(DeviceType::cuda) == &simulated_device_backend())
+      register_device_backend(DeviceType::cuda, nullptr);
+  }
+};
+
+Tensor train_on(config::TrainConfig c, const std::string& device) {
+  c.training.device = device;
+  Trainer trainer(c, nullptr, quiet());
+  trainer.run();
+  return trainer.gather_parameters().to(Device::cpu());
+}
+
+TEST_F(TrainerDevice, StepsGiveTheCpuWeightsBitForBit) {
+  for (const char* precision : {"fp32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    config::TrainConfig c = tiny(2, 2, "none");
+    c.training.precision = precision;
+    c.training.max_steps = 4;
+    const Tensor cpu = train_on(c, "cpu");
+    const Tensor dev = train_on(c, "cuda");
+    EXPECT_EQ(dev.to_f32_vector(), cpu.to_f32_vector());
+  }
+}
+
+TEST_F(TrainerDevice, RefusesWhatIsNotSupportedYet) {
+  auto refused = [](config::TrainConfig c, const std::string& want) {
+    c.training.device = "cuda";
+    try {
+      Trainer trainer(c, nullptr, quiet());
+      ADD_FAILURE() << "not refused: " << want;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  config::TrainConfig c = tiny(2, 1, "none");
+  c.checkpoint.interval = 2;
+  refused(c, "checkpoint.interval");
+  c = tiny(2, 1, "none");
+  c.output.samples = 1;
+  refused(c, "output.samples");
+  c = tiny(2, 1, "none");
+  c.training.device = "gpu";
+  try {
+    config::validate(c);
+    ADD_FAILURE() << "training.device gpu accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("training.device"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TrainerDeviceWithoutBackend, SaysTheBuildHasNoCuda) {
+  if (device_backend(DeviceType::cuda)) GTEST_SKIP() << "a CUDA backend is registered";
+  config::TrainConfig c = tiny(2, 1, "none");
+  c.training.device = "cuda:0";
+  try {
+    Trainer trainer(c, nullptr, quiet());
+    ADD_FAILURE() << "training.device cuda ran without a backend";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("without a CUDA backend"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace braid::train
