@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 bins=(build/cuda/src/braid/kernels/cuda_kernels_tests build/cuda/src/braid/train/device_step_tests
       build/cuda/bench/gpu_train_bench)
 [[ -x build/cuda/src/braid/comm/nccl_tests ]] && bins+=(build/cuda/src/braid/comm/nccl_tests)
+[[ -x build/cuda/src/braid/cli/braid ]] && bins+=(build/cuda/src/braid/cli/braid)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" gpu-bundle

@@ -57,6 +57,10 @@ if [[ $what == all || $what == bench || $what == braid ]]; then
     --seq 1024 --steps 10 --warmup 3
   sed -n '/BRAID_CUDA_PROFILE/,$p' "$out/bench_braid_profile.log" | head -40
 fi
+if [[ -x $b/bin/braid && ( $what == all || $what == braid ) ]]; then
+  run braid_train 180 "$b/bin/braid" train configs/gpu-gpt2.yaml --set output.dir="$b/out"
+  grep -E 'step|error|tokens/s|MFU' "$out/braid_train.log" | tail -6
+fi
 if [[ $what == all || $what == bench ]]; then
   run torch_eager 120 python3 bench/gpu_train_torch.py --mode eager --steps 10
   grep -E '^(pytorch|RESULT)' "$out/torch_eager.log"; tail -2 "$out/torch_eager.log"

@@ -39,7 +39,9 @@ void matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool tran
 // Which library does GEMM ("onednn", "openblas", ...) and its measured peak in GFLOP/s for
 // an n x n x n f32 product on the calling thread's OpenMP threads (for MFU reports).
 const char* gemm_backend_name();
-double measure_gemm_peak_gflops(int n = 1024, DType dtype = DType::f32);
+// On a device (a GPU: measure with n = 8192 to reach its peak) the products run there.
+double measure_gemm_peak_gflops(int n = 1024, DType dtype = DType::f32,
+                                Device device = Device::cpu());
 
 // ---- Linear ----
 // out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be null)

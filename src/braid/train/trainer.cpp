@@ -96,6 +96,12 @@ Device training_device(const config::TrainConfig& c, int world_size) {
   return dev;
 }
 
+// The GEMM peak MFU is reported against: this rank's CPU cores, or its device (a GPU reaches its
+// peak only on large products).
+double gemm_peak(Device device, DType dtype) {
+  return kernels::measure_gemm_peak_gflops(device.is_cpu() ? 2048 : 8192, dtype, device);
+}
+
 Tensor on(Device device, const Tensor& t) {
   return device.is_cpu() ? t : t.to(device);
 }
@@ -287,8 +293,7 @@ TrainResult Trainer::run() {
   if (!mc.tie_word_embeddings) matmul_params -= mc.vocab_size * mc.d_model;  // lookup table
   const double flops_tok = flops_per_token(matmul_params, mc.n_layer, T, mc.d_model);
   if (options_.measure_peak)
-    result.peak_gflops =
-        all_reduce_sum(kernels::measure_gemm_peak_gflops(2048, cfg_.compute_dtype()));
+    result.peak_gflops = all_reduce_sum(gemm_peak(device_, cfg_.compute_dtype()));
 
   progress.header(describe_run(cfg_, *model_, *acc_, world_size(),
                                world_ ? world_->placement() : "", result.peak_gflops, flops_tok));
@@ -394,8 +399,7 @@ TrainResult Trainer::run() {
   // inflates MFU (seen: 148%), so the summary uses the better of a start and an end measurement.
   if (options_.measure_peak)
     result.peak_gflops =
-        std::max(result.peak_gflops,
-                 all_reduce_sum(kernels::measure_gemm_peak_gflops(2048, cfg_.compute_dtype())));
+        std::max(result.peak_gflops, all_reduce_sum(gemm_peak(device_, cfg_.compute_dtype())));
   result.mfu =
       result.peak_gflops > 0 ? result.tokens_per_s * flops_tok / (result.peak_gflops * 1e9) : 0;
   result.exposed_comm_ms = world_size() > 1 && !exposed_ms.empty() ? steady_median(exposed_ms) : 0;

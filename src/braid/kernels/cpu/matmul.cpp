@@ -44,17 +44,24 @@ void matmul(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool tran
   });
 }
 
-double measure_gemm_peak_gflops(int n, DType dtype) {
+double measure_gemm_peak_gflops(int n, DType dtype, Device device) {
   BRAID_CHECK(n > 0, "measure_gemm_peak_gflops: n must be positive, got ", n);
   BRAID_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
               "measure_gemm_peak_gflops: unsupported dtype ", dtype_name(dtype));
+  DeviceScope on(device);
+  // A device's work is queued: wait for it around each timed product.
+  auto sync = [&] {
+    if (!device.is_cpu()) require_device_backend(device).synchronize(device);
+  };
   Tensor a = Tensor::full(Shape{n, n}, 0.5, dtype), b = Tensor::full(Shape{n, n}, 0.25, dtype);
   Tensor c = Tensor::zeros(Shape{n, n}, dtype);
   matmul(c, a, b, false, false);  // warm-up: primitive creation, page faults
   double flops = 2.0 * n * n * n, best = 0;
   for (int rep = 0; rep < 5; ++rep) {
+    sync();
     auto t0 = std::chrono::steady_clock::now();
     matmul(c, a, b, false, false);
+    sync();
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, flops / s * 1e-9);
   }

@@ -27,29 +27,6 @@ __device__ __forceinline__ float sigmoid_f(float x) {
   return 1.0f / (1.0f + expf(-x));
 }
 
-// P consecutive elements as f32: P = 1 (scalar) or Pack128<T>::size (one 128-bit access).
-template <typename T, int P>
-__device__ __forceinline__ void load_vec(const T* p, float* out) {
-  if constexpr (P == 1) {
-    out[0] = ld(p);
-  } else {
-    const Pack128<T> pk = load128(p);
-#pragma unroll
-    for (int j = 0; j < P; ++j) out[j] = pk.get(j);
-  }
-}
-template <typename T, int P>
-__device__ __forceinline__ void store_vec(T* p, const float* in) {
-  if constexpr (P == 1) {
-    st(p, in[0]);
-  } else {
-    Pack128<T> pk;
-#pragma unroll
-    for (int j = 0; j < P; ++j) pk.set(j, in[j]);
-    store128(p, pk);
-  }
-}
-
 // Grid-stride over n / P groups of P elements.
 #define BRAID_FOR_PACKS(i, n, P)                                                                 \
   for (int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * (P); i < (n); \

@@ -436,19 +436,31 @@ __int128 sum_squares_fixed(const Tensor& x, int shift) {
   return static_cast<__int128>(total);
 }
 
+namespace {
+
 // The list versions: every tensor's blocks write their partials into one buffer, read back
-// once.
-float max_abs(const std::vector<Tensor>& xs) {
-  const char* op = "max_abs";
+// once. The tensors to reduce (defined, not empty) and their block counts; *total the sum.
+std::vector<std::pair<const Tensor*, unsigned>> reduction_parts(const char* op,
+                                                                const std::vector<Tensor>& xs,
+                                                                int64_t* total) {
   std::vector<std::pair<const Tensor*, unsigned>> parts;
-  int64_t total = 0;
+  *total = 0;
   for (const Tensor& x : xs) {
     if (!x.defined() || x.numel() == 0) continue;
     check_cuda(op, {&x});
     check_float(op, "x", x);
     parts.emplace_back(&x, grid_for(x.numel(), kThreads, kReduceBlocks));
-    total += parts.back().second;
+    *total += parts.back().second;
   }
+  return parts;
+}
+
+}  // namespace
+
+float max_abs(const std::vector<Tensor>& xs) {
+  const char* op = "max_abs";
+  int64_t total = 0;
+  const auto parts = reduction_parts(op, xs, &total);
   if (total == 0) return 0.0f;
   Scratch partial(static_cast<size_t>(total) * sizeof(float));
   int64_t at = 0;
@@ -470,15 +482,8 @@ float max_abs(const std::vector<Tensor>& xs) {
 
 __int128 sum_squares_fixed(const std::vector<Tensor>& xs, int shift) {
   const char* op = "sum_squares_fixed";
-  std::vector<std::pair<const Tensor*, unsigned>> parts;
   int64_t total = 0;
-  for (const Tensor& x : xs) {
-    if (!x.defined() || x.numel() == 0) continue;
-    check_cuda(op, {&x});
-    check_float(op, "x", x);
-    parts.emplace_back(&x, grid_for(x.numel(), kThreads, kReduceBlocks));
-    total += parts.back().second;
-  }
+  const auto parts = reduction_parts(op, xs, &total);
   if (total == 0) return 0;
   const double scale = std::ldexp(1.0, shift);
   Scratch partial(static_cast<size_t>(total) * sizeof(U128));

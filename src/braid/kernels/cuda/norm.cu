@@ -14,29 +14,6 @@ namespace {
 
 constexpr int kRowBlock = 256;  // 8 warps, one row each
 
-// P consecutive elements as f32: P = 1 (scalar) or Pack128<T>::size (one 128-bit access).
-template <typename T, int P>
-__device__ __forceinline__ void load_vec(const T* p, float* out) {
-  if constexpr (P == 1) {
-    out[0] = ld(p);
-  } else {
-    const Pack128<T> pk = load128(p);
-#pragma unroll
-    for (int j = 0; j < P; ++j) out[j] = pk.get(j);
-  }
-}
-template <typename T, int P>
-__device__ __forceinline__ void store_vec(T* p, const float* in) {
-  if constexpr (P == 1) {
-    st(p, in[0]);
-  } else {
-    Pack128<T> pk;
-#pragma unroll
-    for (int j = 0; j < P; ++j) pk.set(j, in[j]);
-    store128(p, pk);
-  }
-}
-
 // One warp per row. mean == nullptr: rmsnorm (no centring, no bias).
 template <typename T, int P>
 __global__ void norm_forward_kernel(T* __restrict__ out, float* __restrict__ mean,
