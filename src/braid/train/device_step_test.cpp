@@ -74,9 +74,9 @@ class DeviceStepTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     gpu_ = kernels::device_supported(DeviceType::cuda);
-    if (!gpu_) {
-      ASSERT_TRUE(register_simulated_device()) << "a CUDA backend without a device";
-    }
+    // A CUDA build on a machine without a GPU: the real backend is registered, so no simulated
+    // one can be, and there is no device to run on.
+    if (!gpu_ && !register_simulated_device()) GTEST_SKIP() << "no CUDA device is visible";
   }
   void TearDown() override {
     if (device_backend(DeviceType::cuda) == &simulated_device_backend())
