@@ -39,7 +39,7 @@ cuda-build: deps
 	@if [ -z "$(NVCC)" ]; then echo "cuda-build: no nvcc here, the CUDA backend is not built"; \
 	else test -f build/cuda/build.ninja || cmake --preset cuda -DBRAID_WITH_MPI=OFF \
 	  -DCMAKE_CUDA_COMPILER=$(NVCC) > /dev/null && \
-	  cmake --build build/cuda -j $(JOBS) --target cuda_kernels_tests device_step_tests gpu_train_bench \
+	  cmake --build build/cuda -j $(JOBS) --target cuda_targets \
 	  && (cd build/cuda && ctest --output-on-failure -L cuda); fi
 
 # Every test: unit tests (thread-backed ranks), real multi-process tests under mpirun, parity;
