@@ -399,14 +399,14 @@ void backward_bf16(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q
 
 void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        bool causal) {
-  BRAID_DEVICE_DISPATCH(attention_forward, (out, lse, q, k, v, causal), &out, &lse, &q, &k, &v);
   const char* op = "attention_forward";
-  check_cpu(op, {&out, &lse, &q, &k, &v});
   AttnDims d = check_attention(op, q, k, v, causal);
   check_same_dtype(op, "out", out, "q", q);
   check_shape(op, "out", out, q.shape());
   check_dtype(op, "lse", lse, DType::f32);
   check_shape(op, "lse", lse, Shape{d.B, d.NH, d.Tq});
+  BRAID_DEVICE_DISPATCH(attention_forward, (out, lse, q, k, v, causal), &out, &lse, &q, &k, &v);
+  check_cpu(op, {&out, &lse, &q, &k, &v});
   dispatch_float(q.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
 #ifdef __AVX512BF16__  // Note [bf16 attention tiles]
@@ -421,10 +421,7 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& 
 void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, const Tensor& dout, const Tensor& q,
                         const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                         bool causal) {
-  BRAID_DEVICE_DISPATCH(attention_backward, (dq, dk, dv, dout, q, k, v, out, lse, causal), dq, dk,
-                        dv, &dout, &q, &k, &v, &out, &lse);
   const char* op = "attention_backward";
-  check_cpu(op, {dq, dk, dv, &dout, &q, &k, &v, &out, &lse});
   AttnDims d = check_attention(op, q, k, v, causal);
   check_same_dtype(op, "dout", dout, "q", q);
   check_shape(op, "dout", dout, q.shape());
@@ -435,6 +432,9 @@ void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, const Tensor& dout, 
   if (dq) check_same_dtype(op, "dq", *dq, "q", q), check_shape(op, "dq", *dq, q.shape());
   if (dk) check_same_dtype(op, "dk", *dk, "k", k), check_shape(op, "dk", *dk, k.shape());
   if (dv) check_same_dtype(op, "dv", *dv, "v", v), check_shape(op, "dv", *dv, v.shape());
+  BRAID_DEVICE_DISPATCH(attention_backward, (dq, dk, dv, dout, q, k, v, out, lse, causal), dq, dk,
+                        dv, &dout, &q, &k, &v, &out, &lse);
+  check_cpu(op, {dq, dk, dv, &dout, &q, &k, &v, &out, &lse});
   if (!dq && !dk && !dv) return;
   dispatch_float(q.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
