@@ -81,24 +81,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// The card's bf16 peak as cuBLASLt reaches it: an 8192^3 product, best of 10 after 3.
-double measured_peak_tflops(Device gpu) {
-  const int64_t n = 8192;
-  Rng rng(1);
-  Tensor a = Tensor::randn(Shape{n, n}, rng, 1.0f, DType::bf16).to(gpu);
-  Tensor b = Tensor::randn(Shape{n, n}, rng, 1.0f, DType::bf16).to(gpu);
-  Tensor c = Tensor::empty(Shape{n, n}, DType::bf16, MemCategory::other, nullptr, gpu);
-  double best = 1e30;
-  for (int i = 0; i < 13; ++i) {
-    require_device_backend(gpu).synchronize(gpu);
-    auto t0 = Clock::now();
-    kernels::matmul(c, a, b, false, false);
-    require_device_backend(gpu).synchronize(gpu);
-    if (i >= 3) best = std::min(best, seconds_since(t0));
-  }
-  return 2.0 * n * n * n / best / 1e12;
-}
-
 // --gemm-probe: TFLOP/s of the LM head's GEMM shapes (rows x vocab x C) with the vocabulary as
 // is and padded to a multiple of 64, f32 and bf16 outputs: what the cross-entropy kernels choose
 // between.
@@ -152,7 +134,7 @@ int main(int argc, char** argv) {
   const cudaDeviceProp& props = kernels::cuda::properties(0);
   std::printf("device: %s, %d SMs, %.1f GiB\n", props.name, props.multiProcessorCount,
               static_cast<double>(props.totalGlobalMem) / (1 << 30));
-  const double peak = measured_peak_tflops(gpu);
+  const double peak = kernels::measure_gemm_peak_gflops(8192, DType::bf16, gpu) / 1e3;
   std::printf("measured bf16 GEMM peak (cuBLASLt 8192^3): %.1f TFLOP/s\n", peak);
   if (o.gemm_probe) {
     gemm_probe(gpu);
