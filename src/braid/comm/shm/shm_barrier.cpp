@@ -91,12 +91,10 @@ void ShmEngine::await(const CollectiveOp& op, uint64_t k) {
     // (Note [Sleeping in barriers]). Deadlines, liveness and send/recv progress are checked
     // throughout.
     const auto t0 = Clock::now();
-    if (started_ == Clock::time_point{}) started_ = t0;
+    note_clock(t0);
     auto next_progress = t0;
     auto next_liveness = t0 + std::chrono::milliseconds(20);
     bool p2p_pending = progress_ != nullptr;
-    auto last = t0;
-    Clock::duration away{};  // the longest this loop went unchecked (Note [Stopped waiter])
     for (uint64_t it = 0;; ++it) {
       if ((waiting_on = first_absent(k, waiting_on)) == size_) break;
       if (it % 16 != 0) {
@@ -104,8 +102,7 @@ void ShmEngine::await(const CollectiveOp& op, uint64_t k) {
         continue;
       }
       const auto now = Clock::now();
-      away = std::max(away, now - last);
-      last = now;
+      note_clock(now);
       const auto waited = now - t0;
       if (waited > std::chrono::microseconds(50) && waited <= std::chrono::milliseconds(2)) {
         sched_yield();
@@ -127,7 +124,7 @@ void ShmEngine::await(const CollectiveOp& op, uint64_t k) {
       }
       if (now > deadline_) {
         if ((waiting_on = first_absent(k, waiting_on)) == size_) break;
-        throw_timeout(op, k, away);
+        throw_timeout(op, k);
       }
     }
   }
@@ -145,14 +142,16 @@ bool ShmEngine::await_briefly(const CollectiveOp& op, uint64_t k, Clock::duratio
   int waiting_on = first_absent(k, 0);
   if (waiting_on < size_) {
     const auto t0 = Clock::now();
-    if (started_ == Clock::time_point{}) started_ = t0;
+    note_clock(t0);
     for (uint64_t it = 1;; ++it) {
       if ((waiting_on = first_absent(k, waiting_on)) == size_) break;
       if (it % 16 != 0) {
         cpu_relax();
         continue;
       }
-      const auto waited = Clock::now() - t0;
+      const auto now = Clock::now();
+      note_clock(now);
+      const auto waited = now - t0;
       if (waited > patience) return false;
       if (waited > kSpinOnly) sched_yield();
     }
@@ -211,12 +210,27 @@ std::string ShmEngine::dead_peer(const CollectiveOp& op, uint64_t target) const 
   return "";
 }
 
-// Note [Stopped waiter]: the loop above looks at the clock at least every 20 ms. When it went
-// unchecked for much longer, this rank itself was not running (SIGSTOP, a debugger, SIGCONT
-// from mpirun ending the job): the deadline passed while it was stopped, and the peers it sees
-// short of the barrier may be waiting for it. Blaming them ("ranks [0] stopped inside it") would
-// name a healthy rank, so it says it was stopped instead.
-void ShmEngine::throw_timeout(const CollectiveOp& op, uint64_t target, Clock::duration away) const {
+// Note [Stopped waiter]: a waiting loop reads the clock at least every 20 ms, and an op's waits
+// follow each other within microseconds (a chunk's copy between two barriers). When the op's
+// clock readings are much further apart, this rank itself was not running (SIGSTOP, a debugger,
+// SIGCONT from mpirun ending the job), and so was it when the op's first reading already finds
+// the deadline passed (the deadline is set just before the op starts). The stop may have come
+// in one wait or between two, and the timeout is seen in a later one, so the gaps are tracked
+// over the whole op, not per wait. Then the deadline passed while this rank was stopped, and
+// the peers it sees short of the barrier may be waiting for it (or have given up on it):
+// blaming them ("ranks [0] stopped inside it") would name a healthy rank, so it says it was
+// stopped instead.
+void ShmEngine::note_clock(Clock::time_point now) {
+  if (last_clock_ == Clock::time_point{}) {
+    started_ = now;
+    late_start_ = now > deadline_;
+  } else {
+    away_ = std::max(away_, now - last_clock_);
+  }
+  last_clock_ = now;
+}
+
+void ShmEngine::throw_timeout(const CollectiveOp& op, uint64_t target) const {
   std::vector<int> absent, stalled;
   std::ostringstream where;
   for (int r = 0; r < size_; ++r) {
@@ -236,10 +250,13 @@ void ShmEngine::throw_timeout(const CollectiveOp& op, uint64_t target, Clock::du
   std::ostringstream os;
   os.precision(3);
   os << op.describe() << " timed out after " << secs << " s: ";
-  if (away > std::chrono::seconds(1)) {
-    os << "this rank (" << rank_ << ") itself did not run for "
-       << std::chrono::duration<double>(away).count()
-       << " s of it (stopped: SIGSTOP or a debugger), so it does not know which peer is late";
+  if (late_start_ || away_ > std::chrono::seconds(1)) {
+    os << "this rank (" << rank_ << ") itself ";
+    if (late_start_)
+      os << "was not running when its deadline passed";
+    else
+      os << "did not run for " << std::chrono::duration<double>(away_).count() << " s of it";
+    os << " (stopped: SIGSTOP or a debugger), so it does not know which peer is late";
     throw CommError(os.str());
   }
   if (!absent.empty()) os << "ranks " << rank_list(absent) << " never arrived";

@@ -74,6 +74,9 @@ ShmEngine::ShmEngine(void* base, int rank, int size, size_t slot_bytes, bool che
 
 void ShmEngine::begin(const CollectiveOp& op, Clock::time_point deadline) {
   started_ = {};  // set by the first wait: an op that never waits reads no clock for it
+  last_clock_ = {};
+  away_ = {};
+  late_start_ = false;
   deadline_ = deadline;
   RankControl& me = ctl(rank_);
   me.fp[op.seq % 2] = op.fingerprint();  // published by the first barrier's release

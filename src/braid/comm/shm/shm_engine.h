@@ -90,9 +90,8 @@ class ShmEngine {
   void arrive(uint64_t k);
   void sleep_until_arrival(int peer, uint64_t k, Clock::duration at_most);
   static void wake_all(std::atomic<uint32_t>& word);
-  // away: the longest the waiting loop went unchecked (Note [Stopped waiter]).
-  [[noreturn]] void throw_timeout(const CollectiveOp& op, uint64_t target,
-                                  Clock::duration away) const;
+  void note_clock(Clock::time_point now);  // a wait read the clock (Note [Stopped waiter])
+  [[noreturn]] void throw_timeout(const CollectiveOp& op, uint64_t target) const;
   std::string dead_peer(const CollectiveOp& op, uint64_t target) const;  // "" when all alive
   void check_fingerprints(const CollectiveOp& op) const;
 
@@ -113,6 +112,11 @@ class ShmEngine {
   uint64_t started_phase_ = 0;  // the barrier start() arrived at
   Clock::time_point deadline_;
   Clock::time_point started_;  // the op's first wait (timeout messages count from it)
+  // Note [Stopped waiter]: the op's latest clock reading in a wait, the longest gap between two
+  // readings, and whether its first reading already found the deadline passed.
+  Clock::time_point last_clock_;
+  Clock::duration away_{};
+  bool late_start_ = false;
 };
 
 }  // namespace braid::comm
