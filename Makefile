@@ -31,16 +31,17 @@ demo: build data
 	    --tokenizer data/gpt2 --out data/sotu-tok
 	$(BRAID) launch -n 2 -- $(BRAID) train configs/demo.yaml
 
-# The CUDA backend (BRAID_CUDA=ON: kernels, cuBLASLt, their tests and the GPU benchmark), built
-# where nvcc is installed so it never rots; its tests skip without a GPU (tools/gpu_run.sh runs
-# them on one). Warnings are errors, as everywhere.
+# The CUDA backend (braid_cuda: kernels, cuBLASLt, NCCL, their tests and the GPU benchmark),
+# compiled where nvcc is installed so it never rots: beside the CPU build, in the same tree
+# (BRAID_CUDA_CHECK: the CPU objects and the braid binary are unchanged, Note [Device kernels]).
+# Its tests skip without a GPU (tools/gpu_run.sh runs them on one). Warnings are errors, as
+# everywhere. `cmake --preset cuda` makes a build whose braid runs on the GPU.
 NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-cuda-build: deps
+cuda-build: build
 	@if [ -z "$(NVCC)" ]; then echo "cuda-build: no nvcc here, the CUDA backend is not built"; \
-	else test -f build/cuda/build.ninja || cmake --preset cuda -DBRAID_WITH_MPI=OFF \
-	  -DCMAKE_CUDA_COMPILER=$(NVCC) > /dev/null && \
-	  cmake --build build/cuda -j $(JOBS) --target cuda_targets \
-	  && (cd build/cuda && ctest --output-on-failure -L cuda); fi
+	else cmake $(BUILD) -DBRAID_CUDA_CHECK=ON -DCMAKE_CUDA_COMPILER=$(NVCC) > /dev/null && \
+	  cmake --build $(BUILD) -j $(JOBS) --target cuda_targets \
+	  && (cd $(BUILD) && ctest --output-on-failure -L cuda); fi
 
 # Every test: unit tests (thread-backed ranks), real multi-process tests under mpirun, parity;
 # not the long fault loops (label long: make test-long). The CUDA backend is compiled too.

@@ -65,9 +65,10 @@ function(braid_layer name)
 endfunction()
 
 # braid_unit_tests(NAME SOURCES... LIBS...): one gtest binary per layer; every test gets a
-# timeout so none can hang CI.
+# timeout so none can hang CI. PREFIX names the ctest tests "<prefix><suite>.<case>" (a second
+# binary built from the same sources).
 function(braid_unit_tests name)
-  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT;PREFIX" "SOURCES;LIBS;LABELS" ${ARGN})
   if(NOT BRAID_BUILD_TESTS OR NOT T_SOURCES)
     return()
   endif()
@@ -76,7 +77,8 @@ function(braid_unit_tests name)
   endif()
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} braid_testing GTest::gtest GTest::gtest_main)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS unit)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 TEST_PREFIX "${T_PREFIX}"
+    PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS unit)
   if(T_LABELS)
     # Discovery passes properties as single words, so further labels are set on the discovered
     # tests by a file ctest reads after the discovery's own.

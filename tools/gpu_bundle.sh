@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Packs what a GPU machine needs to run braid's CUDA tests and benchmarks without building
-# there: the build/cuda binaries (cuda_kernels_tests, device_step_tests, gpu_train_bench) and the
+# there: the build/cuda binaries (cuda_kernels_tests, device_step_cuda_tests, gpu_train_bench) and the
 # Debian shared libraries they link (not libc, not CUDA's: the driver and cuBLASLt come from
 # the GPU machine), in gpu-bundle/bundle.tar.xz. tools/gpu_run.sh unpacks and runs it there.
 #
 #   cmake --preset cuda -DBRAID_WITH_MPI=OFF -DBRAID_NATIVE=OFF \
 #         -DCMAKE_CXX_FLAGS=-march=x86-64-v4 -DCMAKE_C_FLAGS=-march=x86-64-v4
-#   cmake --build build/cuda --target cuda_kernels_tests device_step_tests gpu_train_bench nccl_tests
+#   cmake --build build/cuda --target cuda_kernels_tests device_step_cuda_tests gpu_train_bench nccl_tests
 #   tools/gpu_bundle.sh            # then carry gpu-bundle to the GPU machine
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bins=(build/cuda/src/braid/kernels/cuda_kernels_tests build/cuda/src/braid/train/device_step_tests
+bins=(build/cuda/src/braid/kernels/cuda_kernels_tests build/cuda/src/braid/train/device_step_cuda_tests
       build/cuda/bench/gpu_train_bench)
 [[ -x build/cuda/src/braid/comm/nccl_tests ]] && bins+=(build/cuda/src/braid/comm/nccl_tests)
 [[ -x build/cuda/src/braid/cli/braid ]] && bins+=(build/cuda/src/braid/cli/braid)

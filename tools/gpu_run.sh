@@ -40,7 +40,7 @@ if [[ $what == all || $what == tests || $what == braid ]]; then
     run "kernels_${suite//\//_}" 120 "$b/bin/cuda_kernels_tests" --gtest_filter="$suite.*"
     grep -E '^\[  FAILED  \]|Failure|error' "$out/kernels_${suite//\//_}.log" | head -8
   done
-  run gpu_step 150 "$b/bin/device_step_tests"
+  run gpu_step 150 "$b/bin/device_step_cuda_tests"
   grep -E '^\[  FAILED  \]|Failure|Which is|error' "$out/gpu_step.log" | head -12
   if [[ -x $b/bin/nccl_tests ]]; then
     run nccl 150 "$b/bin/nccl_tests"

@@ -1,28 +1,25 @@
 // The device seam: kernels run on the CPU; a tensor on another device is routed here.
-// Every op of ops.h passes BRAID_DEVICE_DISPATCH: when an argument is on a CUDA device and braid
-// was built with BRAID_CUDA=ON the op runs as cuda::<op> (cuda/cuda_ops.h); on the simulated
-// device (Note [Simulated device], core/device_backend.h) the CPU kernel runs on it; otherwise
-// the CPU kernel's check_cpu throws "<backend> does not support <op>" (no_cuda.cpp) or, in a
-// CUDA build, names the op the CUDA backend has no kernel for (cuda/backend.cpp).
+// Every op of ops.h passes BRAID_DEVICE_DISPATCH: when an argument is on a real device the op
+// runs as that device's registered kernel (device_kernels.h, Note [Device kernels]: the CUDA
+// backend's when braid_cuda is linked in); on the simulated device (Note [Simulated device],
+// core/device_backend.h) the CPU kernel runs on it; a device without kernels, or without this
+// op's, throws naming the op and the device (device_kernels.cpp).
 #pragma once
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 
 #include "braid/core/device.h"
 #include "braid/core/device_backend.h"
 #include "braid/core/tensor.h"
-
-#if BRAID_CUDA
-#include "braid/kernels/cuda/cuda_ops.h"
-#include "braid/kernels/cuda/op_profile.h"
-#endif
+#include "braid/kernels/device_kernels.h"
 
 namespace braid::kernels {
 
 // Throws braid::Error "<backend> does not support <op>" for a device braid cannot run op on.
 [[noreturn]] void unsupported_device(Device device, const char* op);
-// Whether kernels for this device type were compiled in (and, for CUDA, a device is visible).
+// Whether kernels for this device type are linked in (and a device of it is visible).
 bool device_supported(DeviceType type);
 
 // Whether a device's memory is host memory (the simulated device, Note [Simulated device] in
@@ -32,13 +29,40 @@ inline bool simulated(Device d) {
   return b && b->host_addressable();
 }
 
-// Whether any defined tensor among `tensors` lives on a real device (off the CPU, not simulated).
-inline bool on_device(std::initializer_list<const Tensor*> tensors) {
+// The device of the first defined tensor among `tensors` that lives on a real device (off the
+// CPU, not simulated); none when all are on the CPU or the simulated device.
+inline std::optional<Device> real_device(std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors) {
-    if (t && t->defined() && !t->device().is_cpu() && !simulated(t->device())) return true;
+    if (t && t->defined() && !t->device().is_cpu() && !simulated(t->device())) return t->device();
   }
-  return false;
+  return std::nullopt;
 }
+inline bool on_device(std::initializer_list<const Tensor*> tensors) {
+  return real_device(tensors).has_value();
+}
+
+// One dispatched call (BRAID_DEVICE_DISPATCH): finds the device's kernel for op, or throws
+// naming both, and brackets the call with the backend's profiling hooks, if any (the object
+// lives until the end of the call's full expression).
+class DeviceCall {
+ public:
+  DeviceCall(Device device, const char* op);
+  ~DeviceCall();
+  DeviceCall(const DeviceCall&) = delete;
+  DeviceCall& operator=(const DeviceCall&) = delete;
+
+  template <typename Fn>
+  Fn operator()(Fn DeviceKernels::*kernel) const {
+    if (!(kernels_->*kernel)) unsupported_device(device_, op_);
+    return kernels_->*kernel;
+  }
+
+ private:
+  Device device_;
+  const char* op_;
+  const DeviceKernels* kernels_;
+  void* token_ = nullptr;
+};
 
 // Lets the rest of a CPU kernel read and write its tensors that sit on the simulated device.
 class SimulatedDeviceRoute {
@@ -58,14 +82,8 @@ class SimulatedDeviceRoute {
 
 }  // namespace braid::kernels
 
-#if BRAID_CUDA
-#define BRAID_DEVICE_DISPATCH(op, args, ...)              \
-  if (::braid::kernels::on_device({__VA_ARGS__})) {       \
-    ::braid::kernels::cuda::OpTimer braid_op_timer_(#op); \
-    return ::braid::kernels::cuda::op args;               \
-  }                                                       \
+#define BRAID_DEVICE_DISPATCH(op, args, ...)                                                       \
+  if (const auto braid_device_ = ::braid::kernels::real_device({__VA_ARGS__}))                     \
+    return ::braid::kernels::DeviceCall(*braid_device_, #op)(&::braid::kernels::DeviceKernels::op) \
+        args;                                                                                      \
   ::braid::kernels::SimulatedDeviceRoute braid_simulated_route_({__VA_ARGS__})
-#else
-#define BRAID_DEVICE_DISPATCH(op, args, ...) \
-  ::braid::kernels::SimulatedDeviceRoute braid_simulated_route_({__VA_ARGS__})
-#endif

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "braid/kernels/cpu/common.h"
@@ -85,28 +86,27 @@ __int128 sum_squares_fixed(const Tensor& x, int shift) {
   return total;
 }
 
-#if BRAID_CUDA
 namespace {
 
-// The tensors' device (all must share it), for the list versions' dispatch.
-bool list_on_device(const char* op, const std::vector<Tensor>& xs) {
-  int on = -1;
+// The real device the tensors are on (all must share one), for the list versions' dispatch.
+std::optional<Device> list_device(const char* op, const std::vector<Tensor>& xs) {
+  std::optional<Device> on;
+  bool first = true;
   for (const Tensor& x : xs) {
     if (!x.defined()) continue;
-    const int here = x.device().is_cpu() ? 0 : 1;
-    BRAID_CHECK(on < 0 || on == here, op, ": the tensors are on different devices");
+    const std::optional<Device> here = real_device({&x});
+    BRAID_CHECK(first || on == here, op, ": the tensors are on different devices");
     on = here;
+    first = false;
   }
-  return on == 1;
+  return on;
 }
 
 }  // namespace
-#endif
 
 float max_abs(const std::vector<Tensor>& xs) {
-#if BRAID_CUDA
-  if (list_on_device("max_abs", xs)) return cuda::max_abs(xs);
-#endif
+  if (const auto d = list_device("max_abs", xs))
+    return DeviceCall(*d, "max_abs")(&DeviceKernels::max_abs_list)(xs);
   float m = 0.0f;
   for (const Tensor& x : xs)
     if (x.defined() && x.numel() > 0) m = std::max(m, max_abs(x));
@@ -114,9 +114,8 @@ float max_abs(const std::vector<Tensor>& xs) {
 }
 
 __int128 sum_squares_fixed(const std::vector<Tensor>& xs, int shift) {
-#if BRAID_CUDA
-  if (list_on_device("sum_squares_fixed", xs)) return cuda::sum_squares_fixed(xs, shift);
-#endif
+  if (const auto d = list_device("sum_squares_fixed", xs))
+    return DeviceCall(*d, "sum_squares_fixed")(&DeviceKernels::sum_squares_fixed_list)(xs, shift);
   __int128 sum = 0;
   for (const Tensor& x : xs)
     if (x.defined() && x.numel() > 0) sum += sum_squares_fixed(x, shift);

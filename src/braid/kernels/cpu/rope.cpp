@@ -142,7 +142,7 @@ void rope_forward(Tensor& out, const Tensor& x, float theta, int64_t pos0) {
 }
 
 void rope_forward(Tensor& out, const Tensor& x, float theta, const Tensor& positions) {
-  BRAID_DEVICE_DISPATCH(rope_forward, (out, x, theta, positions), &out, &x, &positions);
+  BRAID_DEVICE_DISPATCH(rope_forward_at, (out, x, theta, positions), &out, &x, &positions);
   const char* op = "rope_forward";
   check_cpu(op, {&out, &x, &positions});
   const RopeDims d = check_rope(op, "x", x, 0);
@@ -158,7 +158,7 @@ void rope_backward(Tensor& dx, const Tensor& dout, float theta, int64_t pos0) {
 }
 
 void rope_backward(Tensor& dx, const Tensor& dout, float theta, const Tensor& positions) {
-  BRAID_DEVICE_DISPATCH(rope_backward, (dx, dout, theta, positions), &dx, &dout, &positions);
+  BRAID_DEVICE_DISPATCH(rope_backward_at, (dx, dout, theta, positions), &dx, &dout, &positions);
   const char* op = "rope_backward";
   check_cpu(op, {&dx, &dout, &positions});
   const RopeDims d = check_rope(op, "dout", dout, 0);

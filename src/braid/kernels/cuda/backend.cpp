@@ -1,10 +1,13 @@
-// The CUDA DeviceBackend (core/device_backend.h), registered when the kernels library is
-// linked, and the device seam of kernels/device.h for a build with CUDA.
+// The CUDA DeviceBackend (core/device_backend.h) and the CUDA kernels' table (Note [Device
+// kernels], kernels/device_kernels.h), both registered at static initialisation when braid_cuda
+// is linked in.
 #include <cuda_runtime_api.h>
 
 #include "braid/core/device_backend.h"
 #include "braid/core/error.h"
 #include "braid/kernels/cuda/allocator.h"
+#include "braid/kernels/cuda/cuda_ops.h"
+#include "braid/kernels/cuda/op_profile.h"
 #include "braid/kernels/cuda/runtime.h"
 #include "braid/kernels/device.h"
 
@@ -63,24 +66,75 @@ class CudaBackend final : public DeviceBackend {
 
 CudaBackend g_backend;
 
-// Registered at static initialisation. This file is always linked: check_cpu (every CPU
-// kernel) calls unsupported_device, defined below.
+void* op_begin(const char* op) {
+  return new OpTimer(op);
+}
+
+void op_end(void* token) {
+  delete static_cast<OpTimer*>(token);
+}
+
+DeviceKernels make_kernels() {
+  DeviceKernels k;
+  k.name = "CUDA";
+  k.available = &available;
+  if (profiling()) {  // BRAID_CUDA_PROFILE=1 (op_profile.h); otherwise no hook at all
+    k.op_begin = &op_begin;
+    k.op_end = &op_end;
+  }
+  k.matmul = &cuda::matmul;
+  k.linear_forward = &cuda::linear_forward;
+  k.linear_backward = &cuda::linear_backward;
+  k.bias_add_forward = &cuda::bias_add_forward;
+  k.bias_add_backward = &cuda::bias_add_backward;
+  k.embedding_forward = &cuda::embedding_forward;
+  k.embedding_backward = &cuda::embedding_backward;
+  k.embedding_slice_forward = &cuda::embedding_slice_forward;
+  k.embedding_slice_backward = &cuda::embedding_slice_backward;
+  k.layernorm_forward = &cuda::layernorm_forward;
+  k.layernorm_backward = &cuda::layernorm_backward;
+  k.rmsnorm_forward = &cuda::rmsnorm_forward;
+  k.rmsnorm_backward = &cuda::rmsnorm_backward;
+  k.gelu_forward = &cuda::gelu_forward;
+  k.gelu_backward = &cuda::gelu_backward;
+  k.swiglu_forward = &cuda::swiglu_forward;
+  k.swiglu_backward = &cuda::swiglu_backward;
+  k.rope_forward = &cuda::rope_forward;
+  k.rope_backward = &cuda::rope_backward;
+  k.rope_forward_at = &cuda::rope_forward;
+  k.rope_backward_at = &cuda::rope_backward;
+  k.attention_forward = &cuda::attention_forward;
+  k.attention_backward = &cuda::attention_backward;
+  k.lm_head_ce_forward = &cuda::lm_head_ce_forward;
+  k.lm_head_ce_backward = &cuda::lm_head_ce_backward;
+  k.lm_head_ce_forward_backward = &cuda::lm_head_ce_forward_backward;
+  k.lm_head_ce_partial_forward = &cuda::lm_head_ce_partial_forward;
+  k.lm_head_ce_partial_backward = &cuda::lm_head_ce_partial_backward;
+  k.lm_head_logits = &cuda::lm_head_logits;
+  k.copy_columns = &cuda::copy_columns;
+  k.add_columns = &cuda::add_columns;
+  k.cast = &cuda::cast;
+  k.add_forward = &cuda::add_forward;
+  k.axpy = &cuda::axpy;
+  k.scale = &cuda::scale;
+  k.sum_squares = &cuda::sum_squares;
+  k.max_abs = &cuda::max_abs;
+  k.sum_squares_fixed = &cuda::sum_squares_fixed;
+  k.max_abs_list = &cuda::max_abs;
+  k.sum_squares_fixed_list = &cuda::sum_squares_fixed;
+  k.adamw_step = &cuda::adamw_step;
+  k.sgd_step = &cuda::sgd_step;
+  return k;
+}
+
+const DeviceKernels g_kernels = make_kernels();
+
 const bool g_registered = [] {
   register_device_backend(DeviceType::cuda, &g_backend);
+  register_device_kernels(DeviceType::cuda, &g_kernels);
   return true;
 }();
 
 }  // namespace
 }  // namespace cuda
-
-void unsupported_device(Device device, const char* op) {
-  (void)cuda::g_registered;
-  BRAID_THROW("the CUDA backend has no kernel for ", op, " yet (tensor on ", device.str(), ")");
-}
-
-bool device_supported(DeviceType type) {
-  (void)cuda::g_registered;
-  return type == DeviceType::cpu || (type == DeviceType::cuda && cuda::available());
-}
-
 }  // namespace braid::kernels
