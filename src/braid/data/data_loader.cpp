@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "braid/core/error.h"
+#include "braid/data/token_flags.h"
 
 namespace braid::data {
 
@@ -90,7 +91,7 @@ Batch DataLoader::next() {
 }
 
 Batch DataLoader::make_batch(DistributedSampler& sampler, const DataLoaderState& at,
-                             std::vector<int32_t>& window) const {
+                             std::vector<int32_t>& window, std::vector<int32_t>& flags) const {
   const int64_t B = options_.batch_size, T = options_.seq_len;
   sampler.set_epoch(at.epoch);
   Batch b;
@@ -100,10 +101,19 @@ Batch DataLoader::make_batch(DistributedSampler& sampler, const DataLoaderState&
   b.targets = Tensor::empty(Shape{B, T}, DType::i32, MemCategory::other, tracker_, Device::cpu());
   int32_t* in = b.inputs.data<int32_t>();
   int32_t* tg = b.targets.data<int32_t>();
+  b.counted = B * T;
   for (int64_t r = 0; r < B; ++r) {
-    dataset_.read_sample(sampler[at.position * B + r], window.data());
+    dataset_.read_sample(sampler[at.position * B + r], window.data(), flags.data());
     std::memcpy(in + r * T, window.data(), static_cast<size_t>(T) * sizeof(int32_t));
     std::memcpy(tg + r * T, window.data() + 1, static_cast<size_t>(T) * sizeof(int32_t));
+    if (!dataset_.has_flags()) continue;
+    // Note [Token flags]: only a trained token that does not begin an example is a target.
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t f = flags[static_cast<size_t>(t + 1)];
+      if ((f & kFlagTarget) && !(f & kFlagSegmentStart)) continue;
+      tg[r * T + t] = kIgnoreTarget;
+      --b.counted;
+    }
   }
   return b;
 }
@@ -113,6 +123,7 @@ void DataLoader::produce(DataLoaderState at) {
     DistributedSampler sampler(dataset_.num_samples(), options_.world, options_.rank,
                                {options_.shuffle, options_.seed, options_.drop_last});
     std::vector<int32_t> window(static_cast<size_t>(options_.seq_len + 1));
+    std::vector<int32_t> flags(dataset_.has_flags() ? window.size() : 0);
     while (true) {
       {
         std::unique_lock<std::mutex> lock(mu_);
@@ -121,7 +132,7 @@ void DataLoader::produce(DataLoaderState at) {
         });
         if (stopping_) return;
       }
-      Batch b = make_batch(sampler, at, window);  // outside the lock: the slow part
+      Batch b = make_batch(sampler, at, window, flags);  // outside the lock: the slow part
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopping_) return;

@@ -2,9 +2,10 @@
 // shards in the order a DistributedSampler gives, prefetched by a background thread.
 //
 // A batch is inputs [B, T] i32 and targets [B, T] i32 (targets are inputs shifted by one
-// token); sample i is tokens [i * stride, i * stride + T + 1) of the shards' stream (stride
-// defaults to T). An epoch is the rank's sampler order cut into batches_per_epoch() whole
-// batches, the same count on every rank; next() moves on to the next epoch (reshuffled) by
+// token; with flag shards, kIgnoreTarget where the flags say the token is not trained: Note
+// [Token flags], token_flags.h); sample i is tokens [i * stride, i * stride + T + 1) of the shards'
+// stream (stride defaults to T). An epoch is the rank's sampler order cut into batches_per_epoch()
+// whole batches, the same count on every rank; next() moves on to the next epoch (reshuffled) by
 // itself, forever. state() names the next batch to come, so a loader built with the same
 // options and given that state with set_state() returns exactly the batches the first one would
 // have.
@@ -49,6 +50,7 @@ struct DataLoaderState {
 struct Batch {
   Tensor inputs;          // [B, T] i32
   Tensor targets;         // [B, T] i32
+  int64_t counted = 0;    // targets that are not kIgnoreTarget
   DataLoaderState state;  // where this batch was: (epoch, index within the epoch)
 };
 
@@ -73,6 +75,7 @@ class DataLoader {
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
   int64_t num_samples() const { return dataset_.num_samples(); }  // all ranks, one epoch
   int64_t vocab_size() const { return dataset_.vocab_size(); }
+  bool masked() const { return dataset_.has_flags(); }  // flag shards mask targets
   const DataLoaderOptions& options() const { return options_; }
 
  private:
@@ -80,7 +83,7 @@ class DataLoader {
   void stop();
   void produce(DataLoaderState from);  // the background thread
   Batch make_batch(DistributedSampler& sampler, const DataLoaderState& at,
-                   std::vector<int32_t>& window) const;
+                   std::vector<int32_t>& window, std::vector<int32_t>& flags) const;
 
   DataLoaderOptions options_;
   TokenDataset dataset_;

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "braid/core/error.h"
+#include "braid/data/token_flags.h"
 
 namespace braid::data {
 
@@ -24,10 +27,45 @@ TokenDataset::TokenDataset(const std::vector<std::string>& shard_paths, int64_t 
   }
   starts_.push_back(total_tokens_);
   if (vocab_size_ == 0) vocab_size_ = header_vocab;
+  // Flag shards: beside every shard or none (Note [Token flags]).
+  namespace fs = std::filesystem;
+  const bool flagged = fs::exists(flags_path(shard_paths.front()));
+  for (const auto& p : shard_paths) {
+    const std::string f = flags_path(p);
+    const std::string first = flags_path(shard_paths.front());
+    BRAID_CHECK(fs::exists(f) == flagged, "token shards: '", flagged ? first : f, "' exists but '",
+                flagged ? f : first,
+                "' does not: a dataset has flag shards beside every shard or none");
+    if (!flagged) continue;
+    flags_.emplace_back(f);
+    const TokenShard& fl = flags_.back();
+    const TokenShard& sh = shards_[flags_.size() - 1];
+    BRAID_CHECK(fl.size() == sh.size(), "flag shard '", f, "' holds ", fl.size(),
+                " values for the ", sh.size(), " tokens of '", p, "'");
+    BRAID_CHECK(fl.vocab_size() <= kFlagValues, "flag shard '", f, "': vocab size ",
+                fl.vocab_size(), " at offset 24, expected at most ", kFlagValues);
+  }
   if (total_tokens_ >= window_) num_samples_ = (total_tokens_ - window_) / stride_ + 1;
   BRAID_CHECK(num_samples_ > 0, "TokenDataset: ", shard_paths.size(), " shard(s) starting with '",
               shard_paths.front(), "' hold ", total_tokens_, " tokens, fewer than one window of ",
               window_);
+}
+
+int64_t TokenDataset::row_tokens(const std::string& dir) {
+  const std::filesystem::path meta = std::filesystem::path(dir) / "meta.json";
+  if (!std::filesystem::exists(meta)) return 0;
+  std::ifstream in(meta);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    BRAID_THROW("'", meta.string(), "' is not valid JSON: ", e.what());
+  }
+  if (!j.is_object() || !j.contains("row_tokens")) return 0;
+  BRAID_CHECK(j["row_tokens"].is_number_integer() && j["row_tokens"].get<int64_t>() >= 2, "'",
+              meta.string(), "': row_tokens must be an integer of at least 2, got ",
+              j["row_tokens"].dump());
+  return j["row_tokens"].get<int64_t>();
 }
 
 std::vector<std::string> TokenDataset::find_shards(const std::string& dir,
@@ -47,24 +85,29 @@ std::vector<std::string> TokenDataset::find_shards(const std::string& dir,
   return out;
 }
 
-void TokenDataset::read_sample(int64_t i, int32_t* out) const {
+void TokenDataset::read_sample(int64_t i, int32_t* out, int32_t* flags) const {
   BRAID_CHECK(i >= 0 && i < num_samples_, "TokenDataset: sample ", i, " outside [0, ", num_samples_,
               ")");
-  int64_t pos = i * stride_;
+  read_window(shards_, i * stride_, out, vocab_size_);
+  if (flags && has_flags()) read_window(flags_, i * stride_, flags, kFlagValues);
+}
+
+void TokenDataset::read_window(const std::vector<TokenShard>& shards, int64_t pos, int32_t* out,
+                               int64_t limit) const {
   int64_t left = window_;
   // The shard holding pos: the last start <= pos (skipping empty shards).
   auto s = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), pos) -
                                starts_.begin() - 1);
   while (left > 0) {
-    const TokenShard& shard = shards_[s];
+    const TokenShard& shard = shards[s];
     const int64_t offset = pos - starts_[s];
     const int64_t n = std::min(left, shard.size() - offset);
     if (n > 0) {
       shard.read(offset, n, out);
       for (int64_t k = 0; k < n; ++k) {
-        BRAID_CHECK(out[k] >= 0 && out[k] < vocab_size_, "token shard '", shard.path(), "': token ",
-                    out[k], " at token offset ", offset + k, " is outside [0, ", vocab_size_,
-                    ") (the vocabulary size)");
+        BRAID_CHECK(out[k] >= 0 && out[k] < limit, "token shard '", shard.path(), "': token ",
+                    out[k], " at token offset ", offset + k, " is outside [0, ", limit,
+                    limit == kFlagValues ? ") (the flag values)" : ") (the vocabulary size)");
       }
       out += n;
       left -= n;

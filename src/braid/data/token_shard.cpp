@@ -40,11 +40,17 @@ TokenDType token_dtype_for_vocab(int64_t vocab_size) {
 }
 
 size_t token_dtype_size(TokenDType d) {
-  return d == TokenDType::u16 ? 2 : 4;
+  return d == TokenDType::u8 ? 1 : d == TokenDType::u16 ? 2 : 4;
 }
 const char* token_dtype_name(TokenDType d) {
-  return d == TokenDType::u16 ? "u16" : "i32";
+  return d == TokenDType::u8 ? "u8" : d == TokenDType::u16 ? "u16" : "i32";
 }
+
+namespace {
+int64_t dtype_limit(TokenDType d) {
+  return d == TokenDType::u8 ? 256 : d == TokenDType::u16 ? 65536 : INT32_MAX;
+}
+}  // namespace
 
 uint64_t shard_checksum(const void* data, size_t nbytes) {
   constexpr uint64_t kPrime = 0x100000001b3ull;
@@ -63,9 +69,11 @@ size_t chunks_of(size_t payload_bytes, size_t chunk_bytes) {
 }  // namespace
 
 void write_token_shard(const std::string& path, std::span<const int32_t> ids, int64_t vocab_size,
-                       size_t chunk_bytes) {
+                       size_t chunk_bytes, std::optional<TokenDType> want) {
   BRAID_CHECK(chunk_bytes > 0, "token shard '", path, "': chunk bytes must be positive");
-  const TokenDType dtype = token_dtype_for_vocab(vocab_size);
+  const TokenDType dtype = want ? *want : token_dtype_for_vocab(vocab_size);
+  BRAID_CHECK(vocab_size <= dtype_limit(dtype), "token shard '", path, "': vocab size ", vocab_size,
+              " does not fit dtype ", token_dtype_name(dtype));
   const size_t elem = token_dtype_size(dtype);
   const size_t payload_bytes = ids.size() * elem;
   const size_t num_chunks = chunks_of(payload_bytes, chunk_bytes);
@@ -74,7 +82,9 @@ void write_token_shard(const std::string& path, std::span<const int32_t> ids, in
   for (size_t i = 0; i < ids.size(); ++i) {
     BRAID_CHECK(ids[i] >= 0 && ids[i] < vocab_size, "token shard '", path, "': token ", i, " is ",
                 ids[i], ", outside [0, ", vocab_size, ")");
-    if (dtype == TokenDType::u16) {
+    if (dtype == TokenDType::u8) {
+      payload[i] = static_cast<unsigned char>(ids[i]);
+    } else if (dtype == TokenDType::u16) {
       store(payload + i * 2, static_cast<uint16_t>(ids[i]));
     } else {
       store(payload + i * 4, ids[i]);
@@ -142,15 +152,16 @@ TokenShard::TokenShard(const std::string& path, bool verify_checksum) : path_(pa
                 "': version ", version_, " at offset 8, this build reads versions 1 and ",
                 kTokenShardVersion);
     const auto dtype = load<uint32_t>(map_ + 12);
-    BRAID_CHECK(dtype == 1 || dtype == 2, "token shard '", path, "': dtype ", dtype,
-                " at offset 12, expected 1 (u16) or 2 (i32)");
+    BRAID_CHECK(dtype >= 1 && dtype <= 3, "token shard '", path, "': dtype ", dtype,
+                " at offset 12, expected 1 (u16), 2 (i32) or 3 (u8)");
     dtype_ = static_cast<TokenDType>(dtype);
     const auto count = load<uint64_t>(map_ + 16);
     const auto vocab = load<uint64_t>(map_ + 24);
     BRAID_CHECK(vocab > 0 && vocab <= INT32_MAX, "token shard '", path, "': vocab size ", vocab,
                 " at offset 24 outside [1, ", INT32_MAX, "]");
-    BRAID_CHECK(dtype_ != TokenDType::u16 || vocab <= 65536, "token shard '", path,
-                "': vocab size ", vocab, " at offset 24 does not fit dtype u16");
+    BRAID_CHECK(static_cast<int64_t>(vocab) <= dtype_limit(dtype_), "token shard '", path,
+                "': vocab size ", vocab, " at offset 24 does not fit dtype ",
+                token_dtype_name(dtype_));
     // Everything after the header: the payload, then (version 2) its chunk table.
     const size_t body = file_bytes - kTokenShardHeaderBytes;
     const size_t elem = token_dtype_size(dtype_);
@@ -256,6 +267,8 @@ void TokenShard::read(int64_t begin, int64_t count, int32_t* out) const {
   const unsigned char* p = map_ + kTokenShardHeaderBytes;
   if (dtype_ == TokenDType::i32) {
     std::memcpy(out, p + begin * 4, static_cast<size_t>(count) * 4);
+  } else if (dtype_ == TokenDType::u8) {
+    for (int64_t i = 0; i < count; ++i) out[i] = p[begin + i];
   } else {
     for (int64_t i = 0; i < count; ++i) out[i] = load<uint16_t>(p + (begin + i) * 2);
   }

@@ -3,7 +3,8 @@
 //   offset  size  field
 //        0     8  magic "BRAIDTOK"
 //        8     4  version (u32): 2; version 1 (no chunk table) is still read
-//       12     4  dtype (u32): 1 = u16 (vocabularies of at most 65536 tokens), 2 = i32
+//       12     4  dtype (u32): 1 = u16 (vocabularies of at most 65536 tokens), 2 = i32,
+//                 3 = u8 (at most 256 values: the flag shards of Note [Token flags])
 //       16     8  token count (u64)
 //       24     8  vocab size (u64): every id is below it
 //       32     8  checksum (u64): shard_checksum() of the payload bytes
@@ -31,13 +32,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace braid::data {
 
-enum class TokenDType : uint32_t { u16 = 1, i32 = 2 };
+enum class TokenDType : uint32_t { u16 = 1, i32 = 2, u8 = 3 };
 
 constexpr uint32_t kTokenShardVersion = 2;
 constexpr size_t kTokenShardHeaderBytes = 64;
@@ -51,10 +53,12 @@ const char* token_dtype_name(TokenDType d);
 // FNV-1a over the bytes, 8 at a time (little-endian words), then the tail byte by byte.
 uint64_t shard_checksum(const void* data, size_t nbytes);
 
-// Writes ids (each < vocab_size, checked) to path in the dtype vocab_size implies, as a version
-// 2 shard with a checksum per chunk_bytes of payload.
+// Writes ids (each < vocab_size, checked) to path in the dtype vocab_size implies (or `dtype`,
+// which must hold every id below vocab_size), as a version 2 shard with a checksum per
+// chunk_bytes of payload.
 void write_token_shard(const std::string& path, std::span<const int32_t> ids, int64_t vocab_size,
-                       size_t chunk_bytes = kTokenShardChunkBytes);
+                       size_t chunk_bytes = kTokenShardChunkBytes,
+                       std::optional<TokenDType> dtype = std::nullopt);
 
 class TokenShard {
  public:

@@ -20,6 +20,7 @@ data::Batch RandomTokenSource::next() {
   b.targets = Tensor::empty(Shape{batch_, seq_len_}, DType::i32, MemCategory::activations, tracker,
                             Device::cpu());
   b.state = {0, counter_};
+  b.counted = batch_ * seq_len_;
   int32_t* in = b.inputs.data<int32_t>();
   int32_t* tg = b.targets.data<int32_t>();
   const int64_t first = counter_++ * batch_ * world_ + rank_ * batch_;

@@ -21,6 +21,8 @@ class BatchSource {
   virtual ~BatchSource() = default;
   virtual data::Batch next() = 0;
   virtual int64_t vocab_size() const = 0;
+  // Whether targets may be masked (flag shards, Note [Token flags]): the loss then counts them.
+  virtual bool masked() const { return false; }
   // Continues as if `batches` batches had been read from the start (a resumed run).
   virtual void seek(int64_t batches) = 0;
 };
@@ -46,6 +48,7 @@ class ShardSource : public BatchSource {
               const data::DataLoaderOptions& options);
   data::Batch next() override { return loader_->next(); }
   int64_t vocab_size() const override { return loader_->vocab_size(); }
+  bool masked() const override { return loader_->masked(); }
   void seek(int64_t batches) override;
   data::DataLoader& loader() { return *loader_; }
 

@@ -236,6 +236,13 @@ void Trainer::build_data() {
   lo.shuffle = true;
   lo.drop_last = true;
   lo.vocab_size = vocab;
+  // Instruction data comes in rows of seq_len + 1 tokens, one sample a row (Note [Token flags]).
+  if (const int64_t row = data::TokenDataset::row_tokens(cfg_.data.train); row > 0) {
+    BRAID_CHECK(row == cfg_.data.seq_len + 1, "data.train '", cfg_.data.train, "' holds rows of ",
+                row, " tokens (meta.json row_tokens), prepared for seq_len ", row - 1,
+                ", but data.seq_len is ", cfg_.data.seq_len);
+    lo.stride = row;
+  }
   // The loader checks the sample count against world size and micro-batch, with the numbers.
   train_data_ = std::make_unique<ShardSource>(cfg_.data.train, "train", lo);
   if (t.eval_batches > 0) {
@@ -251,6 +258,16 @@ double Trainer::all_reduce_sum(double v) {
   t.data<float>()[0] = static_cast<float>(v);
   world_->all_reduce(t)->wait();
   return t.data<float>()[0];
+}
+
+// Every rank of a data-parallel replica reads the replica's batches: the world's sum counts each
+// world / dp times. Exact (integers).
+int64_t Trainer::counted_over_replicas(int64_t n) {
+  if (world_size() == 1) return n;
+  Tensor t = Tensor::empty(Shape{1}, DType::i64, MemCategory::communication);
+  t.data<int64_t>()[0] = n;
+  world_->all_reduce(t)->wait();
+  return t.data<int64_t>()[0] / (world_size() / dp_size());
 }
 
 // Losses are the same on every model-parallel rank of a data-parallel replica, and split over
@@ -269,7 +286,7 @@ double Trainer::evaluate() {
     DeviceScope on_device(device_);  // Note [Training device]
     sum += acc_->eval_loss(*model_, on(device_, b.inputs), on(device_, b.targets));
     // This rank's share of the tokens (its cp share; the loss above is its tokens' sum).
-    count += static_cast<double>(b.targets.numel() * dp_size() / acc_->loss_shares());
+    count += static_cast<double>(b.counted * dp_size()) / acc_->loss_shares();
     ++val_batches_;
   }
   sum = sum_over_replicas(sum);
@@ -328,11 +345,23 @@ TrainResult Trainer::run() {
     if (anomaly_) anomaly_->begin_step();
     parallel::MicroBatches batches;
     batches.count = accum;
-    batches.next = [this](int64_t) {
-      data::Batch b = train_data_->next();
+    batches.denominator = tokens_per_step;
+    // Masked targets (Note [Token flags]): the step's micro-batches are read first, so the loss
+    // can be divided by the number of targets the whole step counts.
+    std::vector<data::Batch> step_batches;
+    if (train_data_->masked()) {
+      int64_t counted = 0;
+      for (int64_t m = 0; m < accum; ++m) {
+        step_batches.push_back(train_data_->next());
+        counted += step_batches.back().counted;
+      }
+      batches.denominator =
+          static_cast<double>(std::max<int64_t>(counted_over_replicas(counted), 1));
+    }
+    batches.next = [&](int64_t m) {
+      data::Batch b = step_batches.empty() ? train_data_->next() : std::move(step_batches[m]);
       return std::pair{on(device_, b.inputs), on(device_, b.targets)};
     };
-    batches.denominator = tokens_per_step;
     batches.at = [&](int64_t m, const char* point) {
       const bool forward = std::string_view(point) == "forward";
       if (anomaly_) anomaly_->set_micro_step(m);

@@ -111,6 +111,7 @@ class Trainer {
   void poll_async_save(bool wait, TrainResult& result);
   double all_reduce_sum(double v);
   double sum_over_replicas(double v);
+  int64_t counted_over_replicas(int64_t n);  // a count every rank of a replica holds, summed
   void finish(TrainResult& result);
   // Note [Metrics log] (metrics_log.h): rank 0's lines; the step line gathers every rank's step
   // time, and the end adds a pipeline's last step. Collective where it gathers.
