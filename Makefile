@@ -5,7 +5,7 @@ BUILD  := build/$(PRESET)
 BRAID  := $(BUILD)/src/braid/cli/braid
 JOBS   ?= $(shell nproc)
 
-.PHONY: all deps test-deps data build cuda-build demo test test-long test-asan test-tsan bench format clean
+.PHONY: all deps test-deps data build cuda-build demo finetune-demo test test-long test-asan test-tsan bench format clean
 
 all: build
 
@@ -31,17 +31,22 @@ demo: build data
 	    --tokenizer data/gpt2 --out data/sotu-tok
 	$(BRAID) launch -n 2 -- $(BRAID) train configs/demo.yaml
 
+# Fine-tuning an HF checkpoint on instruction data (examples/finetune/README.md): a base LLaMA
+# checkpoint, arithmetic.jsonl through the llama3 template, 2 ranks, export with the tokenizer.
+finetune-demo: build data
+	examples/finetune/finetune.sh $(BRAID) . out/finetune
+
 # The CUDA backend (braid_cuda: kernels, cuBLASLt, NCCL, their tests and the GPU benchmark),
 # compiled where nvcc is installed so it never rots: beside the CPU build, in the same tree
 # (BRAID_CUDA_CHECK: the CPU objects and the braid binary are unchanged, Note [Device kernels]).
-# Its tests skip without a GPU (tools/gpu_run.sh runs them on one). Warnings are errors, as
+# Its tests (label cuda) run with the others in `make test` and skip without a GPU
+# (tools/gpu_run.sh runs them on one). Warnings are errors, as
 # everywhere. `cmake --preset cuda` makes a build whose braid runs on the GPU.
 NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 cuda-build: build
 	@if [ -z "$(NVCC)" ]; then echo "cuda-build: no nvcc here, the CUDA backend is not built"; \
 	else cmake $(BUILD) -DBRAID_CUDA_CHECK=ON -DCMAKE_CUDA_COMPILER=$(NVCC) > /dev/null && \
-	  cmake --build $(BUILD) -j $(JOBS) --target cuda_targets \
-	  && (cd $(BUILD) && ctest --output-on-failure -L cuda); fi
+	  cmake --build $(BUILD) -j $(JOBS) --target cuda_targets; fi
 
 # Every test: unit tests (thread-backed ranks), real multi-process tests under mpirun, parity;
 # not the long fault loops (label long: make test-long). The CUDA backend is compiled too.

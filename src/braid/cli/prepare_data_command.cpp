@@ -19,8 +19,12 @@ constexpr const char* kDescription =
     "\"text\" field, or --field's, one document), either also .gz or .zst compressed, with the "
     "tokenizer in DIR (tokenizer.json, or encoder.json + vocab.bpe) into DIR/train_*.bin, "
     "DIR/val_*.bin and DIR/meta.json; a directory means its *.txt and *.jsonl files at any "
-    "depth, in sorted order. A repeat run with the same inputs and options does nothing; a "
-    "failed run leaves the output as it was.";
+    "depth, in sorted order. With --chat-template, instruction data instead: each JSONL line "
+    "an example ({\"prompt\", \"completion\"} or {\"messages\": [{\"role\", "
+    "\"content\"}]}) rendered through the template, the loss on the completion and assistant "
+    "tokens only (flag shards beside the token shards), one example a row of --seq-len + 1 "
+    "tokens. A repeat run with the same inputs and options does nothing; a failed run leaves "
+    "the output as it was.";
 
 int run_prepare_data(const std::vector<std::string>& args) {
   braid::cli::CommandLine cl("prepare-data", kDescription);
@@ -50,6 +54,16 @@ int run_prepare_data(const std::vector<std::string>& args) {
   app.add_option("--threads", o.threads, "tokenising threads (default: every core)")
       ->type_name("N")
       ->transform(braid::cli::integer<int>());
+  app.add_option("--chat-template", o.chat_template,
+                 "instruction data through this role template: plain, chatml or llama3")
+      ->type_name("NAME");
+  app.add_option("--seq-len", o.seq_len,
+                 "instruction data: the data.seq_len it trains with (rows of seq-len + 1 tokens)")
+      ->type_name("T")
+      ->transform(braid::cli::integer<int64_t>());
+  app.add_option("--layout", o.layout, "instruction data: pad (one example a row)")
+      ->type_name("pad")
+      ->capture_default_str();
   app.add_flag("--force", o.force, "rebuild even when the output exists");
   bool progress = false;
   app.add_flag("--progress", progress,
@@ -97,13 +111,22 @@ int run_prepare_data(const std::vector<std::string>& args) {
   } else {
     std::printf("wrote %s in %.2f s: ", o.out_dir.c_str(), r.seconds);
   }
+  const char* what = o.chat_template.empty() ? "documents" : "examples";
   std::printf(
-      "train %lld documents, %lld tokens, %zu shard(s); val %lld documents, %lld tokens, "
+      "train %lld %s, %lld tokens, %zu shard(s); val %lld %s, %lld tokens, "
       "%zu shard(s); vocab %d; %lld input bytes\n",
-      static_cast<long long>(r.train.documents), static_cast<long long>(r.train.tokens),
-      r.train.shards.size(), static_cast<long long>(r.val.documents),
+      static_cast<long long>(r.train.documents), what, static_cast<long long>(r.train.tokens),
+      r.train.shards.size(), static_cast<long long>(r.val.documents), what,
       static_cast<long long>(r.val.tokens), r.val.shards.size(), r.vocab_size,
       static_cast<long long>(r.input_bytes));
+  if (!o.chat_template.empty()) {
+    std::printf(
+        "examples: train %lld rows (%lld cut to a row), %lld trained tokens; val %lld rows "
+        "(%lld cut), %lld trained tokens\n",
+        static_cast<long long>(r.train.rows), static_cast<long long>(r.train.truncated),
+        static_cast<long long>(r.train.trained), static_cast<long long>(r.val.rows),
+        static_cast<long long>(r.val.truncated), static_cast<long long>(r.val.trained));
+  }
   if (!r.skipped && r.seconds > 0) {
     const long long tokens = r.train.tokens + r.val.tokens;
     std::printf(

@@ -172,6 +172,10 @@ bool DocumentReader::next(std::string& text) {
   while (next_line(line)) {
     ++line_;
     if (is_blank(line)) continue;
+    if (field_.empty()) {  // the whole line (instruction data parses it itself)
+      text.assign(line);
+      return true;
+    }
     FieldSax sax(field_, text);
     if (!json::sax_parse(line.begin(), line.end(), &sax)) {
       BRAID_THROW(where(), ": ", sax.error());

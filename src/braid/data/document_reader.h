@@ -1,8 +1,9 @@
 // DocumentReader: the documents of one prepare-data input file, in file order, streamed.
 //
 //   *.jsonl (also .jsonl.gz, .jsonl.zst)  one JSON object per line; the document is its string
-//                                         field `field` ("text" unless --field says). Lines of
-//                                         nothing but whitespace are skipped.
+//                                         field `field` ("text" unless --field says; "": the
+//                                         whole line, unparsed). Lines of nothing but
+//                                         whitespace are skipped.
 //   anything else (.txt, .txt.gz, ...)    the whole file is one document.
 //
 // Contract: next() gives the documents one at a time and holds one line (JSONL) or one

@@ -90,12 +90,17 @@ void encode_documents(const std::vector<std::string>& files, const Tokenizer& to
       }
       EncodedDocument out{.index = doc.index,
                           .ids = {},
+                          .flags = {},
                           .text_bytes = static_cast<int64_t>(doc.text.size()),
                           .file_bytes_done = doc.file_bytes_done};
       out.ids.reserve(doc.text.size() / 3 + 16);  // English is about 4.5 bytes a GPT-2 token
-      if (!tokenizer_adds_separator) out.ids.push_back(o.separator);
       try {
-        tok->encode(doc.text, out.ids);
+        if (o.encode) {
+          o.encode(doc.text, *tok, out);
+        } else {
+          if (!tokenizer_adds_separator) out.ids.push_back(o.separator);
+          tok->encode(doc.text, out.ids);
+        }
       } catch (const std::exception& e) {
         fail(std::make_exception_ptr(Error(doc.where + ": " + e.what())));
         return;

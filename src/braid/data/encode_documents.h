@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "braid/data/tokenizer.h"
@@ -29,6 +30,7 @@ namespace braid::data {
 struct EncodedDocument {
   int64_t index = 0;            // 0-based, over all the files
   std::vector<int32_t> ids;     // separator first
+  std::vector<int32_t> flags;   // with a custom encoder that gives them (Note [Token flags])
   int64_t text_bytes = 0;       // the document's bytes (decompressed)
   int64_t file_bytes_done = 0;  // bytes of the input files (as stored) read up to this document
 };
@@ -39,6 +41,9 @@ struct EncodeDocumentsOptions {
   int threads = 1;
   int64_t window_documents = 0;  // 0: 16 per thread
   int64_t window_bytes = int64_t{256} << 20;
+  // Instead of [separator] + encode(text): fills the document's ids (and flags) itself, with the
+  // worker's own tokenizer (instruction examples, instruct.h).
+  std::function<void(std::string_view text, Tokenizer& tok, EncodedDocument& out)> encode;
 };
 
 void encode_documents(const std::vector<std::string>& files, const Tokenizer& tokenizer,

@@ -9,12 +9,15 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "braid/core/error.h"
 #include "braid/data/document_reader.h"
 #include "braid/data/encode_documents.h"
+#include "braid/data/instruct.h"
+#include "braid/data/token_flags.h"
 #include "braid/data/token_shard.h"
 #include "braid/data/tokenizer.h"
 
@@ -54,18 +57,21 @@ class ShardSink {
         vocab_size_(vocab_size),
         summary_(summary) {}
 
-  void add_document(const std::vector<int32_t>& ids) {
+  // flags (instruction rows): one per id, written to the flag shard beside each token shard.
+  void add_document(const std::vector<int32_t>& ids, const std::vector<int32_t>* flags = nullptr) {
     summary_.documents += 1;
     summary_.tokens += static_cast<int64_t>(ids.size());
     size_t i = 0;
     while (i < ids.size()) {
       size_t n = std::min(ids.size() - i, static_cast<size_t>(shard_tokens_) - buf_.size());
-      buf_.insert(buf_.end(), ids.begin() + static_cast<ptrdiff_t>(i),
-                  ids.begin() + static_cast<ptrdiff_t>(i + n));
+      const auto b = static_cast<ptrdiff_t>(i), e = static_cast<ptrdiff_t>(i + n);
+      buf_.insert(buf_.end(), ids.begin() + b, ids.begin() + e);
+      if (flags) flags_.insert(flags_.end(), flags->begin() + b, flags->begin() + e);
       i += n;
       if (static_cast<int64_t>(buf_.size()) == shard_tokens_) flush();
     }
   }
+  SplitSummary& summary() { return summary_; }
   void finish() {
     if (!buf_.empty()) flush();
   }
@@ -74,19 +80,61 @@ class ShardSink {
   void flush() {
     char name[64];
     std::snprintf(name, sizeof(name), "%s_%06zu.bin", split_.c_str(), summary_.shards.size());
-    write_token_shard((fs::path(dir_) / name).string(), buf_, vocab_size_);
+    const std::string path = (fs::path(dir_) / name).string();
+    write_token_shard(path, buf_, vocab_size_);
+    if (!flags_.empty())
+      write_token_shard(flags_path(path), flags_, kFlagValues, kTokenShardChunkBytes,
+                        TokenDType::u8);
     summary_.shards.emplace_back(name);
     buf_.clear();
+    flags_.clear();
   }
 
   std::string dir_, split_;
   int64_t shard_tokens_, vocab_size_;
   SplitSummary& summary_;
   std::vector<int32_t> buf_;
+  std::vector<int32_t> flags_;
 };
 
-json split_json(const SplitSummary& s) {
-  return {{"documents", s.documents}, {"tokens", s.tokens}, {"shards", s.shards}};
+// Instruction examples into rows of row_tokens (Note [Token flags]): one example a row, cut to
+// the row when longer, padded with `pad` (flagged as an example start, then untrained).
+class RowSink {
+ public:
+  RowSink(ShardSink& shards, int64_t row_tokens, int32_t pad)
+      : shards_(shards), row_(static_cast<size_t>(row_tokens)), pad_(pad) {}
+
+  void add_example(std::vector<int32_t>& ids, std::vector<int32_t>& flags) {
+    SplitSummary& s = shards_.summary();
+    if (ids.size() > row_) {
+      ids.resize(row_);
+      flags.resize(row_);
+      s.truncated += 1;
+    }
+    for (int32_t f : flags) s.trained += (f & kFlagTarget) && !(f & kFlagSegmentStart);
+    if (ids.size() < row_) {
+      flags.push_back(kFlagSegmentStart);
+      flags.resize(row_, 0);
+      ids.resize(row_, pad_);
+    }
+    shards_.add_document(ids, &flags);
+    s.rows += 1;
+  }
+
+ private:
+  ShardSink& shards_;
+  size_t row_;
+  int32_t pad_;
+};
+
+json split_json(const SplitSummary& s, bool instruct) {
+  json j = {{"documents", s.documents}, {"tokens", s.tokens}, {"shards", s.shards}};
+  if (instruct) {
+    j["rows"] = s.rows;
+    j["truncated"] = s.truncated;
+    j["trained_tokens"] = s.trained;
+  }
+  return j;
 }
 
 }  // namespace
@@ -171,7 +219,8 @@ void publish(const fs::path& staging, const std::string& out_dir, const std::str
   for (const auto& e : fs::directory_iterator(out_dir)) {
     const std::string name = e.path().filename().string();
     if ((name.starts_with("train_") || name.starts_with("val_")) &&
-        (e.path().extension() == ".bin" || e.path().extension() == ".tmp")) {
+        (e.path().extension() == ".bin" || e.path().extension() == ".flags" ||
+         e.path().extension() == ".tmp")) {
       fs::remove(e.path());
     }
   }
@@ -191,6 +240,22 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
   BRAID_CHECK(!o.out_dir.empty(), "prepare-data: no output directory given");
   BRAID_CHECK(!o.field.empty(), "prepare-data: the JSONL field name is empty");
   const std::vector<std::string> files = list_text_files(o.inputs);
+  const bool instruct = !o.chat_template.empty();
+  std::optional<ChatTemplate> chat;
+  int64_t shard_tokens = o.shard_tokens;
+  if (instruct) {
+    chat = chat_template_from_name(o.chat_template);
+    BRAID_CHECK(o.seq_len >= 1,
+                "prepare-data: instruction data is laid out in rows of seq_len + 1 "
+                "tokens: give --seq-len (the data.seq_len it will train with)");
+    BRAID_CHECK(o.layout == "pad", "prepare-data: layout '", o.layout,
+                "' is not supported; instruction data is laid out one example a row (pad)");
+    for (const auto& f : files)
+      BRAID_CHECK(document_format_of(f) == DocumentFormat::jsonl, "prepare-data: '", f,
+                  "' is not JSONL: instruction data is one example a JSONL line");
+    // Shards hold whole rows.
+    shard_tokens = std::max<int64_t>(1, o.shard_tokens / (o.seq_len + 1)) * (o.seq_len + 1);
+  }
 
   PrepareDataResult result;
   json source = {{"tokenizer_dir", fs::absolute(o.tokenizer_dir).lexically_normal().string()},
@@ -205,7 +270,12 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
     any_jsonl = any_jsonl || document_format_of(f) == DocumentFormat::jsonl;
   }
   // Only where it matters, so that text-only outputs of earlier versions stay up to date.
-  if (any_jsonl) source["field"] = o.field;
+  if (any_jsonl && !instruct) source["field"] = o.field;
+  if (instruct) {
+    source["chat_template"] = o.chat_template;
+    source["seq_len"] = o.seq_len;
+    source["layout"] = o.layout;
+  }
 
   result.meta_path = (fs::path(o.out_dir) / "meta.json").string();
   if (fs::exists(result.meta_path) && !o.force) {
@@ -225,8 +295,12 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
       summary->documents = old[split]["documents"];
       summary->tokens = old[split]["tokens"];
       summary->shards = old[split]["shards"].get<std::vector<std::string>>();
+      summary->rows = old[split].value("rows", int64_t{0});
+      summary->truncated = old[split].value("truncated", int64_t{0});
+      summary->trained = old[split].value("trained_tokens", int64_t{0});
       for (const auto& s : summary->shards)
-        complete = complete && fs::exists(fs::path(o.out_dir) / s);
+        complete = complete && fs::exists(fs::path(o.out_dir) / s) &&
+                   (!instruct || fs::exists(flags_path((fs::path(o.out_dir) / s).string())));
     }
     if (complete) {
       result.skipped = true;
@@ -240,6 +314,7 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
   BRAID_CHECK(separator >= 0, "prepare-data: tokenizer in '", o.tokenizer_dir,
               "' has no bos, <|endoftext|> or eos token to separate documents");
   result.vocab_size = tokenizer->vocab_size();
+  if (instruct) check_template_tokens(*chat, *tokenizer);
 
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int threads = o.threads > 0 ? o.threads : cores;
@@ -255,16 +330,31 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
   fs::remove_all(staging);  // what a killed run left
   fs::create_directories(staging);
   try {
-    ShardSink train(staging.string(), "train", o.shard_tokens, result.vocab_size, result.train);
-    ShardSink val(staging.string(), "val", o.shard_tokens, result.vocab_size, result.val);
+    ShardSink train(staging.string(), "train", shard_tokens, result.vocab_size, result.train);
+    ShardSink val(staging.string(), "val", shard_tokens, result.vocab_size, result.val);
+    RowSink train_rows(train, o.seq_len + 1, separator), val_rows(val, o.seq_len + 1, separator);
     size_t next_val = 0;
     PrepareProgress progress{.file_bytes_total = result.input_bytes, .documents_total = n};
-    EncodeDocumentsOptions eo{.field = o.field, .separator = separator, .threads = result.threads};
+    EncodeDocumentsOptions eo;
+    eo.field = o.field;
+    eo.separator = separator;
+    eo.threads = result.threads;
+    if (instruct) {
+      eo.field = "";  // the whole line: an example
+      eo.encode = [t = *chat](std::string_view line, Tokenizer& tok, EncodedDocument& out) {
+        EncodedExample e = encode_example(parse_instruct_example(line), t, tok);
+        out.ids = std::move(e.ids);
+        out.flags = std::move(e.flags);
+      };
+    }
     encode_documents(files, *tokenizer, eo, [&](EncodedDocument& doc) {
       BRAID_CHECK(doc.index < n, "prepare-data: the inputs changed while being read (counted ", n,
                   " documents, then found more)");
       const bool is_val = next_val < val_docs.size() && val_docs[next_val] == doc.index;
-      (is_val ? val : train).add_document(doc.ids);
+      if (instruct)
+        (is_val ? val_rows : train_rows).add_example(doc.ids, doc.flags);
+      else
+        (is_val ? val : train).add_document(doc.ids);
       next_val += is_val;
       progress.documents = doc.index + 1;
       progress.file_bytes = doc.file_bytes_done;
@@ -295,9 +385,14 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
       {"document_separator", "eot_id before each document"},
       {"input_bytes", result.input_bytes},
       {"text_bytes", result.text_bytes},
-      {"train", split_json(result.train)},
-      {"val", split_json(result.val)},
+      {"train", split_json(result.train, instruct)},
+      {"val", split_json(result.val, instruct)},
       {"source", source}};
+  if (instruct) {
+    meta["document_separator"] = "each example a row, padded with eot_id";
+    meta["row_tokens"] = o.seq_len + 1;
+    meta["instruct"] = {{"chat_template", o.chat_template}, {"layout", o.layout}};
+  }
   publish(staging, o.out_dir, result.meta_path, meta.dump(2) + "\n");
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;

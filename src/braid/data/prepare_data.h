@@ -17,6 +17,12 @@
 // stream, a tokenizer error) removes its temporary directory, and out_dir if it made it, so it
 // leaves what was there before untouched and no partial shard.
 //
+// Instruction data (chat_template set: instruct.h): every JSONL line is an example, rendered
+// through the template into ids and flags (Note [Token flags]) and laid out in rows of
+// seq_len + 1 tokens, one example a row padded to the end (layout "pad"); an example longer than
+// a row is cut to it (counted in `truncated`). Flag shards are written beside the token shards,
+// and meta.json records row_tokens, which braid train checks against data.seq_len.
+//
 // out_dir/meta.json records what was read and how; a repeat run whose inputs and options are
 // unchanged does nothing, and one whose differ is refused unless force is set.
 #pragma once
@@ -44,13 +50,19 @@ struct PrepareDataOptions {
   int64_t shard_tokens = 100'000'000;
   int threads = 0;  // 0 = every core
   bool force = false;
+  // Instruction data: the template ("" reads documents), the rows' seq_len, the layout ("pad").
+  std::string chat_template;
+  int64_t seq_len = 0;
+  std::string layout = "pad";
   // Called on the calling thread after each document is written.
   std::function<void(const PrepareProgress&)> progress;
 };
 
 struct SplitSummary {
-  int64_t documents = 0;
+  int64_t documents = 0;  // or examples
   int64_t tokens = 0;
+  // Instruction data: rows written, examples cut to a row, tokens trained.
+  int64_t rows = 0, truncated = 0, trained = 0;
   std::vector<std::string> shards;  // file names inside out_dir
 };
 

@@ -1,8 +1,10 @@
 #include "braid/data/tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "braid/core/error.h"
 #include "braid/data/bpe_tokenizer.h"
@@ -131,6 +133,35 @@ std::string read_tokenizer_file(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::vector<std::string> export_tokenizer_files(const std::string& from, const std::string& to) {
+  namespace fs = std::filesystem;
+  static const std::pair<const char*, const char*> kFiles[] = {
+      {"tokenizer.json", "tokenizer.json"},
+      {"tokenizer_config.json", "tokenizer_config.json"},
+      {"special_tokens_map.json", "special_tokens_map.json"},
+      {"added_tokens.json", "added_tokens.json"},
+      {"tokenizer.model", "tokenizer.model"},
+      {"vocab.json", "vocab.json"},
+      {"merges.txt", "merges.txt"},
+      {"encoder.json", "vocab.json"},  // OpenAI's GPT-2 files are HF's, renamed
+      {"vocab.bpe", "merges.txt"}};
+  std::vector<std::string> written;
+  for (const auto& [src, dst] : kFiles) {
+    const fs::path in = fs::path(from) / src;
+    if (!fs::is_regular_file(in) || std::find(written.begin(), written.end(), dst) != written.end())
+      continue;
+    const fs::path out = fs::path(to) / dst, tmp = fs::path(to) / (std::string(dst) + ".tmp");
+    std::error_code ec;
+    fs::copy_file(in, tmp, fs::copy_options::overwrite_existing, ec);
+    BRAID_CHECK(!ec, "exporting the tokenizer: cannot copy '", in.string(), "' to '", tmp.string(),
+                "': ", ec.message());
+    fs::rename(tmp, out, ec);
+    BRAID_CHECK(!ec, "exporting the tokenizer: cannot rename '", tmp.string(), "': ", ec.message());
+    written.emplace_back(dst);
+  }
+  return written;
 }
 
 }  // namespace braid::data

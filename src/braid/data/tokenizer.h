@@ -77,4 +77,12 @@ bool is_well_formed_utf8(std::string_view bytes);
 // A tokenizer file's bytes; an Error naming the path when it cannot be read.
 std::string read_tokenizer_file(const std::string& path);
 
+// Copies the tokenizer files of directory `from` into directory `to` in the names Hugging Face
+// reads (tokenizer.json, tokenizer_config.json, special_tokens_map.json, tokenizer.model,
+// vocab.json, merges.txt, added_tokens.json; GPT-2's encoder.json and vocab.bpe as vocab.json and
+// merges.txt, which they are), so AutoTokenizer.from_pretrained(to) loads the same tokenizer.
+// Each file is written to a temporary name and renamed. Returns the names written (none when
+// `from` holds no tokenizer files).
+std::vector<std::string> export_tokenizer_files(const std::string& from, const std::string& to);
+
 }  // namespace braid::data

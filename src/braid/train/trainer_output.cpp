@@ -161,8 +161,16 @@ void write_outputs(const config::TrainConfig& cfg, nn::Transformer& model, Accel
       acc.for_each_full_unit(visit);
     };
     checkpoint::export_hf(model, dir, units, is_rank0);
+    // The tokenizer goes with the model (data.tokenizer's, else the one beside model.init_from),
+    // so Hugging Face loads both from the directory.
+    std::string tok = cfg.data.tokenizer.empty() ? cfg.model.init_from : cfg.data.tokenizer;
+    if (!tok.empty() && fs::is_regular_file(tok)) tok = fs::path(tok).parent_path().string();
+    std::vector<std::string> tok_files;
+    if (is_rank0 && !tok.empty()) tok_files = data::export_tokenizer_files(tok, dir.string());
+    std::string also;
+    for (const std::string& f : tok_files) also += " + " + f;
     if (!quiet && is_rank0)
-      std::printf("exported %s (model.safetensors + config.json)\n", dir.c_str());
+      std::printf("exported %s (model.safetensors + config.json%s)\n", dir.c_str(), also.c_str());
   }
   // Every rank generates in lockstep (a sharded model gathers its units on every rank); the
   // samples are the same bits everywhere and rank 0 prints them.
