@@ -3,7 +3,8 @@
 #   1. a base checkpoint in Hugging Face's format: a tiny LLaMA with LLaMA-3's vocabulary,
 #      trained a few steps on random tokens and exported (model.safetensors + config.json);
 #   2. braid prepare-data renders arithmetic.jsonl (prompt/completion and chat examples) through
-#      the llama3 template into rows whose loss counts only the answers;
+#      the llama3 template, packed several to a row (each attending to itself only), the loss
+#      counting only the answers;
 #   3. braid train fine-tunes the checkpoint on 2 ranks (ZeRO-2) and exports it with the
 #      tokenizer beside it;
 #   4. braid generate loads model and tokenizer back from that one directory and answers.
@@ -37,7 +38,7 @@ echo "== 1. a base checkpoint (HF format) =="
 
 echo "== 2. instruction data: the loss on the answers only =="
 "$BRAID" prepare-data --input "$HERE/arithmetic.jsonl" --tokenizer "$TOK" --out "$OUT/sft-tok" \
-  --chat-template llama3 --seq-len 63 --val-fraction 0.15 --force
+  --chat-template llama3 --seq-len 63 --layout pack --val-fraction 0.15 --force
 
 echo "== 3. fine-tune on 2 ranks, export with the tokenizer =="
 "$BRAID" launch -n 2 -- "$BRAID" train "$HERE/finetune.yaml" \

@@ -27,6 +27,15 @@ Variable swiglu(const Variable& gate, const Variable& up);
 Variable rope(const Variable& x, float theta, const Tensor& positions = Tensor());
 // Causal attention: q[B,T,NH,HS], k/v[B,T,NKV,HS] -> [B,T,NH,HS]
 Variable attention(const Variable& q, const Variable& k, const Variable& v);
+// Positions [begin, end) of row `row` of a batch: one example of a packed row.
+struct Segment {
+  int64_t row, begin, end;
+};
+// Causal attention within each segment only (Note [Packed rows], nn/sequence_layout.h): the
+// segments cover every position of every row once; a query sees the keys of its own segment up
+// to itself, so each segment's output is exactly that of the example run alone.
+Variable attention(const Variable& q, const Variable& k, const Variable& v,
+                   const std::vector<Segment>& segments);
 // Summed cross-entropy of the LM head divided by `denominator` (default: the number of
 // counted targets, i.e. the mean). Passing the global token count makes data-parallel and
 // accumulated micro-batches average exactly like one big batch. Returns a scalar [1].

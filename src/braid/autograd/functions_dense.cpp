@@ -69,6 +69,44 @@ class AttentionNode : public Node {
   Tensor lse_;  // [B,NH,T] f32
 };
 
+// attention over segments: each segment is the causal attention of its positions alone, run
+// through the same kernels on views of q, k, v, out and the gradients (a segment's rows of a
+// [B, T, H, HS] tensor are contiguous), with the segment's own lse.
+class SegmentAttentionNode : public Node {
+ public:
+  SegmentAttentionNode(Tensor out, std::vector<Tensor> lse, std::vector<Segment> segments)
+      : out_(std::move(out)), lse_(std::move(lse)), segments_(std::move(segments)) {}
+  const char* name() const override { return "attention"; }
+  void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
+    const Tensor &q = inputs[0].value(), &k = inputs[1].value(), &v = inputs[2].value();
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      const Segment& s = segments_[i];
+      Tensor dq = dinputs[0] ? part(*dinputs[0], s) : Tensor();
+      Tensor dk = dinputs[1] ? part(*dinputs[1], s) : Tensor();
+      Tensor dv = dinputs[2] ? part(*dinputs[2], s) : Tensor();
+      kernels::attention_backward(dinputs[0] ? &dq : nullptr, dinputs[1] ? &dk : nullptr,
+                                  dinputs[2] ? &dv : nullptr, part(dout, s), part(q, s), part(k, s),
+                                  part(v, s), part(out_, s), lse_[i]);
+    }
+  }
+  void release() override {
+    out_ = Tensor();
+    lse_.clear();
+  }
+  // Segment s of t[B, T, H, HS]: [1, end - begin, H, HS], sharing t's data.
+  static Tensor part(const Tensor& t, const Segment& s) {
+    const Shape& sh = t.shape();
+    const int64_t row = sh[2] * sh[3];
+    return t.flat_range((s.row * sh[1] + s.begin) * row, (s.end - s.begin) * row)
+        .view(Shape{1, s.end - s.begin, sh[2], sh[3]});
+  }
+
+ private:
+  Tensor out_;
+  std::vector<Tensor> lse_;  // per segment [1, NH, end - begin] f32
+  std::vector<Segment> segments_;
+};
+
 // Note [Fused LM head on a device]: on a GPU the forward also takes the gradients, for a loss
 // of scale 1 (dx_unit in x's dtype, dw_unit in f32), and the backward only scales them into the
 // inputs' gradients: the backward's recompute of the logits (a quarter of the LM head's GEMM
@@ -188,6 +226,38 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v) {
   bool record = should_record({&q, &k, &v});
   if (!record) lse = Tensor();
   return result(out, record, std::make_shared<AttentionNode>(out, lse), {q, k, v});
+}
+
+Variable attention(const Variable& q, const Variable& k, const Variable& v,
+                   const std::vector<Segment>& segments) {
+  const Shape& qs = q.shape();
+  BRAID_CHECK(
+      qs.dim() == 4 && k.shape().dim() == 4 && k.shape()[1] == qs[1] && k.shape()[0] == qs[0],
+      "attention: q ", qs.str(), " and k ", k.shape().str(), " do not match");
+  std::vector<int64_t> covered(static_cast<size_t>(qs[0]), 0);
+  for (const Segment& s : segments) {
+    BRAID_CHECK(s.row >= 0 && s.row < qs[0] && s.begin == covered[static_cast<size_t>(s.row)] &&
+                    s.end > s.begin && s.end <= qs[1],
+                "attention: segment [", s.begin, ", ", s.end, ") of row ", s.row,
+                " does not continue its row's segments (rows of ", qs[1], " positions)");
+    covered[static_cast<size_t>(s.row)] = s.end;
+  }
+  for (int64_t r = 0; r < qs[0]; ++r)
+    BRAID_CHECK(covered[static_cast<size_t>(r)] == qs[1], "attention: the segments of row ", r,
+                " cover ", covered[static_cast<size_t>(r)], " of its ", qs[1], " positions");
+  Tensor out = activation(qs, q.value().dtype());
+  std::vector<Tensor> lse;
+  for (const Segment& s : segments) {
+    Tensor o = SegmentAttentionNode::part(out, s);
+    lse.push_back(activation(Shape{1, qs[2], s.end - s.begin}, DType::f32));
+    kernels::attention_forward(o, lse.back(), SegmentAttentionNode::part(q.value(), s),
+                               SegmentAttentionNode::part(k.value(), s),
+                               SegmentAttentionNode::part(v.value(), s));
+  }
+  bool record = should_record({&q, &k, &v});
+  if (!record) lse.clear();
+  return result(out, record, std::make_shared<SegmentAttentionNode>(out, std::move(lse), segments),
+                {q, k, v});
 }
 
 Variable lm_head_cross_entropy(const Variable& x, const Variable& w, const Tensor& targets,

@@ -61,8 +61,10 @@ int run_prepare_data(const std::vector<std::string>& args) {
                  "instruction data: the data.seq_len it trains with (rows of seq-len + 1 tokens)")
       ->type_name("T")
       ->transform(braid::cli::integer<int64_t>());
-  app.add_option("--layout", o.layout, "instruction data: pad (one example a row)")
-      ->type_name("pad")
+  app.add_option("--layout", o.layout,
+                 "instruction data: pad (one example a row) or pack (as many as fit, each "
+                 "attending to itself only)")
+      ->type_name("pad|pack")
       ->capture_default_str();
   app.add_flag("--force", o.force, "rebuild even when the output exists");
   bool progress = false;

@@ -102,11 +102,22 @@ Batch DataLoader::make_batch(DistributedSampler& sampler, const DataLoaderState&
   int32_t* in = b.inputs.data<int32_t>();
   int32_t* tg = b.targets.data<int32_t>();
   b.counted = B * T;
+  int32_t* pos = nullptr;
+  if (options_.positions) {
+    BRAID_CHECK(dataset_.has_flags(), "DataLoader: positions of packed rows need flag shards");
+    b.positions =
+        Tensor::empty(Shape{B, T}, DType::i32, MemCategory::other, tracker_, Device::cpu());
+    pos = b.positions.data<int32_t>();
+  }
   for (int64_t r = 0; r < B; ++r) {
     dataset_.read_sample(sampler[at.position * B + r], window.data(), flags.data());
     std::memcpy(in + r * T, window.data(), static_cast<size_t>(T) * sizeof(int32_t));
     std::memcpy(tg + r * T, window.data() + 1, static_cast<size_t>(T) * sizeof(int32_t));
     if (!dataset_.has_flags()) continue;
+    for (int64_t t = 0; pos && t < T; ++t)
+      pos[r * T + t] = t == 0 || (flags[static_cast<size_t>(t)] & kFlagSegmentStart)
+                           ? 0
+                           : pos[r * T + t - 1] + 1;
     // Note [Token flags]: only a trained token that does not begin an example is a target.
     for (int64_t t = 0; t < T; ++t) {
       const int32_t f = flags[static_cast<size_t>(t + 1)];

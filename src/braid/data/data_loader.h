@@ -39,6 +39,9 @@ struct DataLoaderOptions {
   bool drop_last = false;  // sampler: cut the tail (true) or pad by repetition (false)
   int64_t vocab_size = 0;  // ids must be below it; 0 = the shards' header vocab size
   int prefetch = 2;        // batches the background thread keeps ready
+  // Packed rows (Note [Packed rows], nn/sequence_layout.h): give each row's positions, from the
+  // flag shards' example starts.
+  bool positions = false;
 };
 
 struct DataLoaderState {
@@ -51,6 +54,7 @@ struct Batch {
   Tensor inputs;          // [B, T] i32
   Tensor targets;         // [B, T] i32
   int64_t counted = 0;    // targets that are not kIgnoreTarget
+  Tensor positions;       // [B, T] i32 with DataLoaderOptions::positions: places in the examples
   DataLoaderState state;  // where this batch was: (epoch, index within the epoch)
 };
 

@@ -161,6 +161,34 @@ TEST(Instruct, PrepareDataWritesRowsTheLoaderMasks) {
   EXPECT_NE(trained.find("0 1 2 <|im_end|>|"), std::string::npos) << trained;
   EXPECT_EQ(trained.find("Count"), std::string::npos) << "a prompt token is trained: " << trained;
 
+  // Packed: as many whole examples a row as fit, the same trained tokens, positions restarting at
+  // each example's first token (<|im_start|>) and at the padding.
+  PrepareDataOptions po = o;
+  po.out_dir = (dir / "packed").string();
+  po.layout = "pack";
+  const PrepareDataResult p = prepare_data(po);
+  EXPECT_EQ(p.train.documents + p.val.documents, 11);
+  EXPECT_LT(p.train.rows, r.train.rows);
+  EXPECT_EQ(p.train.trained, r.train.trained);
+  EXPECT_TRUE(TokenDataset::packed_rows(po.out_dir));
+  EXPECT_FALSE(TokenDataset::packed_rows(o.out_dir));
+  lo.positions = true;
+  DataLoader packed(TokenDataset::find_shards(po.out_dir, "train"), lo);
+  const int32_t start = tok->special_token_id("<|im_start|>");
+  int64_t starts = 0, packed_counted = 0;
+  for (int64_t i = 0; i < p.train.rows; ++i) {
+    const Batch b = packed.next();
+    packed_counted += b.counted;
+    for (int64_t t = 0; t < 63; ++t) {
+      if (b.positions.data<int32_t>()[t] != 0) continue;
+      const int32_t id = b.inputs.data<int32_t>()[t];
+      EXPECT_TRUE(id == start || id == tok->special_token_id("<|endoftext|>")) << id;
+      starts += id == start;
+    }
+  }
+  EXPECT_EQ(starts, p.train.documents);
+  EXPECT_EQ(packed_counted, p.train.trained);
+
   // A malformed line: one error naming file and line, and the output left as it was.
   std::ofstream(dir / "in" / "sft.jsonl", std::ios::app) << "{\"prompt\": \"x\"}\n";
   o.force = true;

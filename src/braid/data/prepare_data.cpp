@@ -97,12 +97,14 @@ class ShardSink {
   std::vector<int32_t> flags_;
 };
 
-// Instruction examples into rows of row_tokens (Note [Token flags]): one example a row, cut to
-// the row when longer, padded with `pad` (flagged as an example start, then untrained).
+// Instruction examples into rows of row_tokens (Note [Token flags]), in order: an example
+// longer than a row is cut to it; layout pad gives each example a row, pack (Note [Packed rows],
+// nn/sequence_layout.h) appends it to the current row while it fits whole. A row's rest is
+// padding with `pad` (flagged as an example start, then untrained).
 class RowSink {
  public:
-  RowSink(ShardSink& shards, int64_t row_tokens, int32_t pad)
-      : shards_(shards), row_(static_cast<size_t>(row_tokens)), pad_(pad) {}
+  RowSink(ShardSink& shards, int64_t row_tokens, int32_t pad, bool pack)
+      : shards_(shards), row_(static_cast<size_t>(row_tokens)), pad_(pad), pack_(pack) {}
 
   void add_example(std::vector<int32_t>& ids, std::vector<int32_t>& flags) {
     SplitSummary& s = shards_.summary();
@@ -112,19 +114,31 @@ class RowSink {
       s.truncated += 1;
     }
     for (int32_t f : flags) s.trained += (f & kFlagTarget) && !(f & kFlagSegmentStart);
-    if (ids.size() < row_) {
-      flags.push_back(kFlagSegmentStart);
-      flags.resize(row_, 0);
-      ids.resize(row_, pad_);
+    if (!ids_.empty() && (!pack_ || ids_.size() + ids.size() > row_)) finish();
+    ids_.insert(ids_.end(), ids.begin(), ids.end());
+    flags_.insert(flags_.end(), flags.begin(), flags.end());
+    s.documents += 1;
+  }
+  void finish() {
+    if (ids_.empty()) return;
+    if (ids_.size() < row_) {
+      flags_.push_back(kFlagSegmentStart);
+      flags_.resize(row_, 0);
+      ids_.resize(row_, pad_);
     }
-    shards_.add_document(ids, &flags);
-    s.rows += 1;
+    shards_.add_document(ids_, &flags_);  // counts a document: the rows' summary fixes it up
+    shards_.summary().documents -= 1;
+    shards_.summary().rows += 1;
+    ids_.clear();
+    flags_.clear();
   }
 
  private:
   ShardSink& shards_;
   size_t row_;
   int32_t pad_;
+  bool pack_;
+  std::vector<int32_t> ids_, flags_;  // the row being filled
 };
 
 json split_json(const SplitSummary& s, bool instruct) {
@@ -248,8 +262,9 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
     BRAID_CHECK(o.seq_len >= 1,
                 "prepare-data: instruction data is laid out in rows of seq_len + 1 "
                 "tokens: give --seq-len (the data.seq_len it will train with)");
-    BRAID_CHECK(o.layout == "pad", "prepare-data: layout '", o.layout,
-                "' is not supported; instruction data is laid out one example a row (pad)");
+    BRAID_CHECK(o.layout == "pad" || o.layout == "pack", "prepare-data: layout '", o.layout,
+                "' is not pad (one example a row) or pack (several examples a row, attending "
+                "each to itself only)");
     for (const auto& f : files)
       BRAID_CHECK(document_format_of(f) == DocumentFormat::jsonl, "prepare-data: '", f,
                   "' is not JSONL: instruction data is one example a JSONL line");
@@ -332,7 +347,9 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
   try {
     ShardSink train(staging.string(), "train", shard_tokens, result.vocab_size, result.train);
     ShardSink val(staging.string(), "val", shard_tokens, result.vocab_size, result.val);
-    RowSink train_rows(train, o.seq_len + 1, separator), val_rows(val, o.seq_len + 1, separator);
+    const bool pack = o.layout == "pack";
+    RowSink train_rows(train, o.seq_len + 1, separator, pack),
+        val_rows(val, o.seq_len + 1, separator, pack);
     size_t next_val = 0;
     PrepareProgress progress{.file_bytes_total = result.input_bytes, .documents_total = n};
     EncodeDocumentsOptions eo;
@@ -366,6 +383,8 @@ PrepareDataResult prepare_data(const PrepareDataOptions& o) {
                 "prepare-data: the inputs changed while being read "
                 "(counted ",
                 n, " documents, then read ", progress.documents, ")");
+    train_rows.finish();
+    val_rows.finish();
     train.finish();
     val.finish();
     result.text_bytes = progress.text_bytes;

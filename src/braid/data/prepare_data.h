@@ -19,9 +19,11 @@
 //
 // Instruction data (chat_template set: instruct.h): every JSONL line is an example, rendered
 // through the template into ids and flags (Note [Token flags]) and laid out in rows of
-// seq_len + 1 tokens, one example a row padded to the end (layout "pad"); an example longer than
-// a row is cut to it (counted in `truncated`). Flag shards are written beside the token shards,
-// and meta.json records row_tokens, which braid train checks against data.seq_len.
+// seq_len + 1 tokens, one example a row padded to the end (layout "pad"), or as many whole
+// examples a row as fit, in order (layout "pack": Note [Packed rows], nn/sequence_layout.h); an
+// example longer than a row is cut to it (counted in `truncated`). Flag shards are written beside
+// the token shards, and meta.json records row_tokens, which braid train checks against
+// data.seq_len.
 //
 // out_dir/meta.json records what was read and how; a repeat run whose inputs and options are
 // unchanged does nothing, and one whose differ is refused unless force is set.
@@ -50,7 +52,8 @@ struct PrepareDataOptions {
   int64_t shard_tokens = 100'000'000;
   int threads = 0;  // 0 = every core
   bool force = false;
-  // Instruction data: the template ("" reads documents), the rows' seq_len, the layout ("pad").
+  // Instruction data: the template ("" reads documents), the rows' seq_len, the layout ("pad" or
+  // "pack").
   std::string chat_template;
   int64_t seq_len = 0;
   std::string layout = "pad";

@@ -25,6 +25,8 @@ class TokenDataset {
   // meta.json's "row_tokens" in dir (Note [Token flags]): the length of the rows data laid out
   // one sample a row was written in; 0 when it is one stream of tokens (or has no meta.json).
   static int64_t row_tokens(const std::string& dir);
+  // Whether dir's rows pack several examples (meta.json's instruct layout "pack").
+  static bool packed_rows(const std::string& dir);
 
   int64_t num_samples() const { return num_samples_; }
   int64_t num_tokens() const { return total_tokens_; }

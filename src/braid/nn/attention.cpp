@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "braid/autograd/functions.h"
+#include "braid/core/error.h"
 
 namespace braid::nn {
 
@@ -55,9 +56,19 @@ Variable Attention::forward(const Variable& input) {
   const int64_t B = x.shape().numel() / x.shape()[-1] / T;
   const int64_t NH = n_head_, NKV = n_kv_head_, HS = head_size_, C = NH * HS;
   const bool split = cp_ && cp_->active();
+  // Packed rows (Note [Packed rows]): positions restart at each example, attention stays in it.
+  const SequenceLayout* packed = layout_ && *layout_ ? layout_->get() : nullptr;
+  BRAID_CHECK(!packed || (packed->batch == B && packed->seq_len == T && !split),
+              "attention: the packed-row layout does not match the micro-batch");
   // RoPE angles of the tokens' places in the whole sequence (Note [Context-parallel layout]).
   const Tensor where = split && !is_gpt2_ ? cp_->positions(T) : Tensor();
-  const auto rope = [&](const Variable& t) { return autograd::rope(t, rope_theta_, where); };
+  const auto rope = [&](const Variable& t) {
+    if (!packed) return autograd::rope(t, rope_theta_, where);
+    // Each token at its place in its example: the rows as one sequence of B*T tokens.
+    const Shape s = t.shape();
+    const Variable flat = autograd::reshape(t, Shape{1, s[0] * s[1], s[2], s[3]});
+    return autograd::reshape(autograd::rope(flat, rope_theta_, packed->positions), s);
+  };
   Variable q, k, v;  // [B, T, NH|NKV, HS]
   if (is_gpt2_) {
     Variable qkv = autograd::reshape((*c_attn_)(x), Shape{B, T, 3 * C});
@@ -69,7 +80,9 @@ Variable Attention::forward(const Variable& input) {
     k = rope(autograd::reshape((*k_proj_)(x), Shape{B, T, NKV, HS}));
     v = autograd::reshape((*v_proj_)(x), Shape{B, T, NKV, HS});
   }
-  Variable y = split ? cp_->attention(q, k, v) : autograd::attention(q, k, v);  // [B,T,NH,HS]
+  Variable y = split    ? cp_->attention(q, k, v)
+               : packed ? autograd::attention(q, k, v, packed->segments)
+                        : autograd::attention(q, k, v);  // [B,T,NH,HS]
   return (*out_proj_)(autograd::reshape(y, Shape{B, T, C}));
 }
 

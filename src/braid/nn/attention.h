@@ -4,9 +4,12 @@
 // "o_proj" [C, C]; no biases. Input and output x[B, T, C].
 #pragma once
 
+#include <memory>
+
 #include "braid/nn/context_parallel.h"
 #include "braid/nn/linear.h"
 #include "braid/nn/model_config.h"
+#include "braid/nn/sequence_layout.h"
 
 namespace braid::nn {
 
@@ -17,6 +20,9 @@ class Attention : public UnaryModule {
   // this rank's tokens and attention runs across the cp ranks (Note [Context-parallel layout]).
   Attention(const ModelConfig& cfg, float out_std, TensorParallel* tp = nullptr,
             ContextParallel* cp = nullptr);
+  // Where the current micro-batch's packed-row layout is (Note [Packed rows]); null or an empty
+  // pointer: plain causal rows.
+  void set_layout_source(const std::shared_ptr<const SequenceLayout>* source) { layout_ = source; }
 
  protected:
   Variable forward(const Variable& x) override;
@@ -27,6 +33,7 @@ class Attention : public UnaryModule {
   float rope_theta_;
   TensorParallel* tp_;
   ContextParallel* cp_;
+  const std::shared_ptr<const SequenceLayout>* layout_ = nullptr;
   Linear* c_attn_ = nullptr;  // GPT-2
   Linear* q_proj_ = nullptr;  // LLaMA
   Linear* k_proj_ = nullptr;

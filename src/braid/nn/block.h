@@ -18,6 +18,7 @@ class Block : public UnaryModule {
   // same output and gradients, hooks included, but the attention sublayer keeps only its
   // input and backward reruns it.
   Variable call_selective(const Variable& x);
+  Attention& attention() { return *attn_; }
 
  protected:
   Variable forward(const Variable& x) override;

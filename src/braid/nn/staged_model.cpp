@@ -4,6 +4,12 @@
 
 namespace braid::nn {
 
+void StagedModel::set_packed_positions(const Tensor& positions) {
+  BRAID_CHECK(!positions.defined(),
+              "this model does not take packed rows (several examples a "
+              "row): prepare the data with --layout pad");
+}
+
 Variable StagedModel::loss(const Tensor& inputs, const Tensor& targets, double denominator) {
   begin_forward(inputs);
   return head_loss(run_layers(embed(inputs), 0, num_layers()), targets, denominator);

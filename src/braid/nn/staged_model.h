@@ -48,6 +48,9 @@ class StagedModel : public Model {
   virtual Variable head_loss(const Variable& x, const Tensor& targets, double denominator) = 0;
   // The whole forward: begin_forward, embed, every layer, head_loss.
   virtual Variable loss(const Tensor& inputs, const Tensor& targets, double denominator);
+  // Packed rows (Note [Packed rows], sequence_layout.h): the positions [B, T] of the micro-batch
+  // whose forward and backward come next; undefined: plain rows. Models that cannot pack throw.
+  virtual void set_packed_positions(const Tensor& positions);
   // Names of the first part's parameters the last part also reads (tied embeddings). The last
   // part reads them inside the forward of the module that borrows them (its UnitDecl borrower),
   // so data parallelism's hooks hold them, and their gradients, around every use.

@@ -29,8 +29,10 @@ Transformer::Transformer(const ModelConfig& cfg, const TransformerOptions& opts)
                                 std::make_unique<Embedding>(cfg_.vocab_size, C, 0.02f, tp_, true));
   if (g) wpe_ = trunk->register_module("wpe", std::make_unique<Embedding>(cfg_.max_seq_len, C));
   blocks_ = trunk->register_module(g ? "h" : "layers", std::make_unique<ModuleList<Block>>());
-  for (int64_t i = 0; i < cfg_.n_layer; ++i)
+  for (int64_t i = 0; i < cfg_.n_layer; ++i) {
     blocks_->append(std::make_unique<Block>(cfg_, tp_, cp_));
+    (*blocks_)[static_cast<size_t>(i)].attention().set_layout_source(&layout_);
+  }
   if (g) {
     final_norm_ = trunk->register_module("ln_f", std::make_unique<LayerNorm>(C, eps, tp_));
   } else {
@@ -124,7 +126,28 @@ void Transformer::begin_forward(const Tensor& ids) {
   }
 }
 
+void Transformer::set_packed_positions(const Tensor& positions) {
+  if (!positions.defined()) {
+    layout_.reset();
+    return;
+  }
+  BRAID_CHECK(!splits_context(),
+              "packed rows (several examples a row) do not run under context parallelism yet: "
+              "prepare the data with --layout pad");
+  layout_ = SequenceLayout::from_positions(positions);
+}
+
 Variable Transformer::embed(const Tensor& ids) {
+  if (layout_ && wpe_) {
+    // Note [Packed rows]: each token's learned position is its place in its example.
+    BRAID_CHECK(ids.size(0) == layout_->batch && ids.size(1) == layout_->seq_len,
+                "Transformer: the packed-row layout [", layout_->batch, ", ", layout_->seq_len,
+                "] does not match ids ", ids.shape().str());
+    const Variable e = (*wte_)(ids.view(Shape{1, ids.numel()}), wpe_, layout_->positions);
+    return e.shape().dim() == 3
+               ? autograd::reshape(e, Shape{ids.size(0), ids.size(1), e.shape()[2]})
+               : e;  // sequence-parallel rows stay flat
+  }
   if (!splits_context()) return (*wte_)(ids, wpe_);  // [B, T, C]
   const Tensor mine = cp_->take_tokens(ids);
   return (*wte_)(mine, wpe_, wpe_ ? cp_->positions(mine.size(1)) : Tensor());  // [B, T / cp, C]

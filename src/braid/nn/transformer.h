@@ -30,6 +30,7 @@
 #include "braid/nn/lm_head.h"
 #include "braid/nn/model_config.h"
 #include "braid/nn/param_layout.h"
+#include "braid/nn/sequence_layout.h"
 #include "braid/nn/staged_model.h"
 
 namespace braid::nn {
@@ -87,6 +88,9 @@ class Transformer : public StagedModel {
   // Summed next-token cross-entropy over targets[B,T] (i32; rows of -100 skipped) divided by
   // `denominator` (0: the number of counted targets, i.e. the mean). A scalar [1].
   Variable loss(const Tensor& ids, const Tensor& targets, double denominator = 0.0) override;
+  // Note [Packed rows] (sequence_layout.h): forwards from now on treat the rows as packed
+  // examples at these positions ([B, T] i32, host); an undefined tensor: plain rows again.
+  void set_packed_positions(const Tensor& positions) override;
   std::vector<std::string> tied_parameters() const override;
   std::optional<int64_t> activation_width() const override { return cfg_.d_model; }
   // logits[B,T,V] f32, computed without recording (generation, evaluation).
@@ -116,7 +120,8 @@ class Transformer : public StagedModel {
   LmHead* lm_head_ = nullptr;
   TensorParallel* tp_ = nullptr;
   ContextParallel* cp_ = nullptr;
-  std::unique_ptr<Transformer> full_;  // with tp: the model declared whole (no memory)
+  std::unique_ptr<Transformer> full_;             // with tp: the model declared whole (no memory)
+  std::shared_ptr<const SequenceLayout> layout_;  // packed rows, or none
 };
 
 }  // namespace braid::nn

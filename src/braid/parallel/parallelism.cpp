@@ -78,7 +78,31 @@ void Parallelism::zero_grad() {
   data_->zero_grad();
 }
 
+namespace {
+
+// Sets a micro-batch's packed-row layout for its forward and backward (Note [Packed rows]).
+class PackedRows {
+ public:
+  PackedRows(nn::StagedModel& model, const Tensor& positions) : model_(model) {
+    if (positions.defined()) model_.set_packed_positions(positions), set_ = true;
+  }
+  ~PackedRows() {
+    if (set_) model_.set_packed_positions(Tensor());
+  }
+  PackedRows(const PackedRows&) = delete;
+  PackedRows& operator=(const PackedRows&) = delete;
+
+ private:
+  nn::StagedModel& model_;
+  bool set_ = false;
+};
+
+}  // namespace
+
 StepLoss Parallelism::forward_backward(nn::StagedModel& model, const MicroBatches& batches) {
+  BRAID_CHECK(!pipeline_ || !batches.positions,
+              "packed rows (several examples a row) do not run under pipeline parallelism yet: "
+              "prepare the data with --layout pad");
   if (pipeline_) {
     // Note [Pipeline reduction]: the schedule calls the data-parallel hooks around each of its
     // backwards (accumulating only); once it has drained, each gradient is reduced once.
@@ -91,6 +115,7 @@ StepLoss Parallelism::forward_backward(nn::StagedModel& model, const MicroBatche
   StepLoss out;
   for (int64_t m = 0; m < batches.count; ++m) {
     auto [ids, targets] = batches.next(m);
+    const PackedRows packed(model, batches.positions ? batches.positions(m) : Tensor());
     data_->begin_micro_step(m, batches.count);
     if (batches.at) batches.at(m, "forward");
     autograd::Variable loss = model.loss(ids, targets, batches.denominator);
@@ -115,8 +140,12 @@ void Parallelism::end_micro_step() {
   data_->end_micro_step();
 }
 
-double Parallelism::eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets) {
+double Parallelism::eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets,
+                              const Tensor& positions) {
+  BRAID_CHECK(!pipeline_ || !positions.defined(),
+              "packed rows do not run under pipeline parallelism yet");
   if (pipeline_) return pipeline_->eval_loss(model, ids, targets);
+  const PackedRows packed(model, positions);
   autograd::NoGradGuard no_grad;
   return model.loss(ids, targets, 1.0).value().item();
 }

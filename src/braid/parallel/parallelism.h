@@ -86,8 +86,10 @@ class Parallelism {
   // for a pipelined model, whose forward runs inside the schedule.
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps);
   void end_micro_step();
-  // The summed loss (denominator 1) of one batch, without recording (evaluation).
-  double eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets);
+  // The summed loss (denominator 1) of one batch, without recording (evaluation); positions:
+  // packed rows' (Note [Packed rows]), or undefined.
+  double eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets,
+                   const Tensor& positions = Tensor());
   // The logits [1, V] f32 of the last position of ids [1, T], without recording (generation).
   Tensor last_logits(nn::Transformer& model, const Tensor& ids);
   // The exact global norm over every rank's gradients (Note [Model-parallel norm]), clipping to

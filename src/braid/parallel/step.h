@@ -30,6 +30,9 @@ struct MicroBatches {
   int64_t count = 1;
   // Micro-batch m's ids and targets ([B, T] i32); called once per m, in increasing m.
   std::function<std::pair<Tensor, Tensor>(int64_t m)> next;
+  // Packed rows (Note [Packed rows], nn/sequence_layout.h): micro-batch m's positions [B, T] i32
+  // on the host, called after next(m); unset for plain rows.
+  std::function<Tensor(int64_t m)> positions;
   double denominator = 0;  // each micro-batch's summed loss is divided by it (Note [DDP averaging])
   float loss_scale = 1.0f;  // backward starts from the loss times this (fp16 loss scaling)
   // Called on this rank before micro-batch m's forward (point "forward") and its backward

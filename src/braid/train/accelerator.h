@@ -167,8 +167,10 @@ class Accelerator {
   // The last step's communication statistics (waits, bytes, a pipeline's bubble).
   parallel::ParallelStats last_step_stats() const { return parallelism_->last_step_stats(); }
   // The summed loss (denominator 1) of a batch, without recording; the logits [1, V] of the last
-  // position of ids [1, T] (generation). Collective (a sharded model gathers).
-  double eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets);
+  // position of ids [1, T] (generation). Collective (a sharded model gathers). positions: packed
+  // rows' (Note [Packed rows], nn/sequence_layout.h), or undefined.
+  double eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets,
+                   const Tensor& positions = Tensor());
   Tensor last_logits(nn::Transformer& model, const Tensor& ids);
   // fn(g, unit g whole) for every unit of the whole model, in order (export). Collective.
   void for_each_full_unit(const parallel::Parallelism::UnitVisitor& fn);

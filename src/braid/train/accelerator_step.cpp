@@ -109,9 +109,10 @@ std::string Accelerator::locate_nonfinite(const std::string& own, bool local_los
   return "gradient norm " + std::to_string(gnorm);
 }
 
-double Accelerator::eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets) {
+double Accelerator::eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets,
+                              const Tensor& positions) {
   MemoryScope scope(tracker_);
-  return parallelism_->eval_loss(model, ids, targets);
+  return parallelism_->eval_loss(model, ids, targets, positions);
 }
 
 Tensor Accelerator::last_logits(nn::Transformer& model, const Tensor& ids) {

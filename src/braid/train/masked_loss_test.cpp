@@ -22,7 +22,7 @@ constexpr int64_t kT = 16, kRows = 64;
 // Rows of kT + 1 random tokens; each begins an example, a second example begins somewhere in
 // about half of them, and about half of each example's tokens after its first are trained.
 // `all_trained`: every token but the examples' first is trained, and no second example begins.
-std::string flagged_data(const std::string& name, bool all_trained) {
+std::string flagged_data(const std::string& name, bool all_trained, bool packed = false) {
   namespace fs = std::filesystem;
   const fs::path dir = private_temp_dir(name);
   if (fs::exists(dir / "meta.json")) return dir.string();
@@ -45,7 +45,9 @@ std::string flagged_data(const std::string& name, bool all_trained) {
     data::write_token_shard((dir / (std::string(split) + "_000000.flags")).string(), flags,
                             data::kFlagValues, data::kTokenShardChunkBytes, data::TokenDType::u8);
   }
-  std::ofstream(dir / "meta.json") << "{\"row_tokens\": " << kT + 1 << "}\n";
+  std::ofstream(dir / "meta.json")
+      << "{\"row_tokens\": " << kT + 1 << (packed ? ", \"instruct\": {\"layout\": \"pack\"}" : "")
+      << "}\n";
   return dir.string();
 }
 
@@ -145,6 +147,44 @@ TEST(MaskedLoss, RowsOfAnotherLengthAreRefusedNamingBoth) {
     EXPECT_NE(std::string(e.what()).find("rows of 17 tokens"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("data.seq_len is 8"), std::string::npos) << e.what();
   }
+}
+
+// Note [Packed rows]: the same rows read as packed examples, each attending to itself only.
+TEST(MaskedLoss, PackedRowsGiveOneProcessWeightsAndRefuseWhatCannotPackYet) {
+  const std::string dir = flagged_data("braid_masked_packed", false, true);
+  data::DataLoaderOptions o;
+  o.batch_size = 4;
+  o.seq_len = kT;
+  o.stride = kT + 1;
+  o.shuffle = false;
+  o.positions = true;
+  data::DataLoader loader(data::TokenDataset::find_shards(dir, "train"), o);
+  data::TokenShard flags(dir + "/train_000000.flags");
+  const data::Batch b = loader.next();
+  ASSERT_TRUE(b.positions.defined());
+  for (int64_t r = 0; r < 4; ++r) {
+    int32_t want = 0;
+    for (int64_t t = 0; t < kT; ++t) {
+      if (t > 0) want = flags.at(r * (kT + 1) + t) & data::kFlagSegmentStart ? 0 : want + 1;
+      EXPECT_EQ(b.positions.data<int32_t>()[r * kT + t], want) << "row " << r << " at " << t;
+    }
+  }
+  const Tensor one = train_ranks(1, masked_config(dir, 4, 2, "none"));
+  const Tensor plain =
+      train_ranks(1, masked_config(flagged_data("braid_masked_data", false), 4, 2, "none"));
+  EXPECT_FALSE(braid::testing::bit_equal(one, plain)) << "packing changed nothing";
+  EXPECT_TRUE(weights_match(train_ranks(2, masked_config(dir, 2, 2, "ddp")), one));
+  EXPECT_TRUE(weights_match(train_ranks(2, masked_config(dir, 4, 1, "zero3")), one));
+  config::TrainConfig tp = masked_config(dir, 4, 2, "none");
+  tp.parallel.tensor_parallel_size = 2;
+  EXPECT_TRUE(weights_match(train_ranks(2, tp), one, 1e-4));
+  config::TrainConfig pp = masked_config(dir, 4, 2, "none");
+  pp.parallel.pipeline_parallel_size = 2;
+  for (const std::string& e : construction_errors(2, pp))
+    EXPECT_NE(e.find("packs several examples a row, which does not run with "
+                     "parallel.pipeline_parallel_size > 1 yet"),
+              std::string::npos)
+        << e;
 }
 
 TEST(MaskedLoss, FlagShardsMissingOrShortAreErrorsNamingTheFiles) {

@@ -243,6 +243,18 @@ void Trainer::build_data() {
                 ", but data.seq_len is ", cfg_.data.seq_len);
     lo.stride = row;
   }
+  // Packed rows (Note [Packed rows], nn/sequence_layout.h): each row's positions come along.
+  if (data::TokenDataset::packed_rows(cfg_.data.train)) {
+    const auto& p = cfg_.parallel;
+    const char* why = p.pipeline_parallel_size > 1  ? "parallel.pipeline_parallel_size > 1"
+                      : p.context_parallel_size > 1 ? "parallel.context_parallel_size > 1"
+                      : !device_.is_cpu()           ? "training.device is not cpu"
+                                                    : nullptr;
+    BRAID_CHECK(!why, "data.train '", cfg_.data.train,
+                "' packs several examples a row, which does not run with ", why,
+                " yet: prepare it with --layout pad");
+    lo.positions = true;
+  }
   // The loader checks the sample count against world size and micro-batch, with the numbers.
   train_data_ = std::make_unique<ShardSource>(cfg_.data.train, "train", lo);
   if (t.eval_batches > 0) {
@@ -284,7 +296,7 @@ double Trainer::evaluate() {
   for (int64_t i = 0; i < cfg_.training.eval_batches; ++i) {
     data::Batch b = val_data_->next();
     DeviceScope on_device(device_);  // Note [Training device]
-    sum += acc_->eval_loss(*model_, on(device_, b.inputs), on(device_, b.targets));
+    sum += acc_->eval_loss(*model_, on(device_, b.inputs), on(device_, b.targets), b.positions);
     // This rank's share of the tokens (its cp share; the loss above is its tokens' sum).
     count += static_cast<double>(b.counted * dp_size()) / acc_->loss_shares();
     ++val_batches_;
@@ -349,12 +361,16 @@ TrainResult Trainer::run() {
     // Masked targets (Note [Token flags]): the step's micro-batches are read first, so the loss
     // can be divided by the number of targets the whole step counts.
     std::vector<data::Batch> step_batches;
+    std::vector<Tensor> step_positions;  // packed rows' (Note [Packed rows])
     if (train_data_->masked()) {
       int64_t counted = 0;
       for (int64_t m = 0; m < accum; ++m) {
         step_batches.push_back(train_data_->next());
         counted += step_batches.back().counted;
+        step_positions.push_back(step_batches.back().positions);
       }
+      if (step_positions.front().defined())
+        batches.positions = [&](int64_t m) { return step_positions[static_cast<size_t>(m)]; };
       batches.denominator =
           static_cast<double>(std::max<int64_t>(counted_over_replicas(counted), 1));
     }
