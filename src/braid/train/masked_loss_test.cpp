@@ -60,14 +60,28 @@ config::TrainConfig masked_config(const std::string& data_dir, int64_t micro, in
   return c;
 }
 
-TEST(MaskedLoss, TheLoaderMasksExactlyWhatTheFlagsDoNotTrain) {
-  const std::string dir = flagged_data("braid_masked_data", false);
+// The loader over dir's train rows, as the trainer reads them but unshuffled.
+data::DataLoaderOptions row_options(int64_t batch) {
   data::DataLoaderOptions o;
-  o.batch_size = 4;
+  o.batch_size = batch;
   o.seq_len = kT;
   o.stride = kT + 1;
   o.shuffle = false;
-  data::DataLoader loader(data::TokenDataset::find_shards(dir, "train"), o);
+  return o;
+}
+
+// 2 ranks under DDP (micro 2 x accumulation 2), ZeRO-3 (micro 4) and tp 2 give `one`'s weights.
+void expect_data_parallel_and_tp_match(const std::string& dir, const Tensor& one) {
+  EXPECT_TRUE(weights_match(train_ranks(2, masked_config(dir, 2, 2, "ddp")), one));
+  EXPECT_TRUE(weights_match(train_ranks(2, masked_config(dir, 4, 1, "zero3")), one));
+  config::TrainConfig tp = masked_config(dir, 4, 2, "none");
+  tp.parallel.tensor_parallel_size = 2;
+  EXPECT_TRUE(weights_match(train_ranks(2, tp), one, 1e-4));
+}
+
+TEST(MaskedLoss, TheLoaderMasksExactlyWhatTheFlagsDoNotTrain) {
+  const std::string dir = flagged_data("braid_masked_data", false);
+  data::DataLoader loader(data::TokenDataset::find_shards(dir, "train"), row_options(4));
   ASSERT_TRUE(loader.masked());
   EXPECT_EQ(loader.num_samples(), kRows);  // one sample a row
   data::TokenShard tokens(dir + "/train_000000.bin"), flags(dir + "/train_000000.flags");
@@ -97,10 +111,8 @@ TEST(MaskedLoss, TheLoggedLossIsTheMeanOverCountedTargets) {
   c.schedule.warmup_steps = 0;
   Trainer t(c, nullptr, quiet());
   // The step's batch, read as the trainer's loader reads it, and the model before the step.
-  data::DataLoaderOptions o;
-  o.batch_size = 4;
-  o.seq_len = kT;
-  o.stride = kT + 1;
+  data::DataLoaderOptions o = row_options(4);
+  o.shuffle = true;
   o.seed = c.training.seed;
   o.drop_last = true;
   o.vocab_size = t.model().config().vocab_size;
@@ -118,11 +130,7 @@ TEST(MaskedLoss, TheLoggedLossIsTheMeanOverCountedTargets) {
 TEST(MaskedLoss, TwoRanksGiveOneProcessWeightsUnderEveryParallelism) {
   const std::string dir = flagged_data("braid_masked_data", false);
   const Tensor one = train_ranks(1, masked_config(dir, 4, 2, "none"));
-  EXPECT_TRUE(weights_match(train_ranks(2, masked_config(dir, 2, 2, "ddp")), one));
-  EXPECT_TRUE(weights_match(train_ranks(2, masked_config(dir, 4, 1, "zero3")), one));
-  config::TrainConfig tp = masked_config(dir, 4, 2, "none");
-  tp.parallel.tensor_parallel_size = 2;
-  EXPECT_TRUE(weights_match(train_ranks(2, tp), one, 1e-4));
+  expect_data_parallel_and_tp_match(dir, one);
   config::TrainConfig pp = masked_config(dir, 4, 2, "none");
   pp.parallel.pipeline_parallel_size = 2;
   EXPECT_TRUE(weights_match(train_ranks(2, pp), one));
@@ -152,11 +160,7 @@ TEST(MaskedLoss, RowsOfAnotherLengthAreRefusedNamingBoth) {
 // Note [Packed rows]: the same rows read as packed examples, each attending to itself only.
 TEST(MaskedLoss, PackedRowsGiveOneProcessWeightsAndRefuseWhatCannotPackYet) {
   const std::string dir = flagged_data("braid_masked_packed", false, true);
-  data::DataLoaderOptions o;
-  o.batch_size = 4;
-  o.seq_len = kT;
-  o.stride = kT + 1;
-  o.shuffle = false;
+  data::DataLoaderOptions o = row_options(4);
   o.positions = true;
   data::DataLoader loader(data::TokenDataset::find_shards(dir, "train"), o);
   data::TokenShard flags(dir + "/train_000000.flags");
@@ -173,11 +177,7 @@ TEST(MaskedLoss, PackedRowsGiveOneProcessWeightsAndRefuseWhatCannotPackYet) {
   const Tensor plain =
       train_ranks(1, masked_config(flagged_data("braid_masked_data", false), 4, 2, "none"));
   EXPECT_FALSE(braid::testing::bit_equal(one, plain)) << "packing changed nothing";
-  EXPECT_TRUE(weights_match(train_ranks(2, masked_config(dir, 2, 2, "ddp")), one));
-  EXPECT_TRUE(weights_match(train_ranks(2, masked_config(dir, 4, 1, "zero3")), one));
-  config::TrainConfig tp = masked_config(dir, 4, 2, "none");
-  tp.parallel.tensor_parallel_size = 2;
-  EXPECT_TRUE(weights_match(train_ranks(2, tp), one, 1e-4));
+  expect_data_parallel_and_tp_match(dir, one);
   config::TrainConfig pp = masked_config(dir, 4, 2, "none");
   pp.parallel.pipeline_parallel_size = 2;
   for (const std::string& e : construction_errors(2, pp))
