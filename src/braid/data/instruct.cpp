@@ -74,6 +74,13 @@ std::vector<ChatMessage> parse_instruct_example(std::string_view json_line) {
 
 namespace {
 
+std::string_view trim(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\r\f\v";
+  const size_t b = s.find_first_not_of(kSpace);
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
+}
+
 int32_t required_token(const Tokenizer& tok, ChatTemplate t, const char* content) {
   const int32_t id = tok.special_token_id(content);
   BRAID_CHECK(id >= 0, "chat template ", chat_template_name(t), " needs the token ", content,
@@ -160,7 +167,7 @@ EncodedExample encode_example(const std::vector<ChatMessage>& messages, ChatTemp
         b.text(m.role, false);
         b.token(end, false);
         b.text("\n\n", false);
-        b.text(m.content, assistant);
+        b.text(trim(m.content), assistant);  // as Meta's template: content | trim
         b.token(eot, assistant);
       }
       break;

@@ -10,9 +10,12 @@
 //   plain   <sep> prompt completion <eos> (concatenated as they are, as TRL does); messages as
 //           their contents as they are, each assistant one followed by <eos>. Any tokenizer.
 //   chatml  <|im_start|>role\ncontent<|im_end|>\n per message (Qwen, SmolLM); prompt/completion
-//           as a user and an assistant message. Needs <|im_start|> and <|im_end|>.
+//           as a user and an assistant message. Needs <|im_start|> and <|im_end|>. The generic
+//           format: no default system prompt (Qwen2.5's, SmolLM2's templates add one) and no
+//           <think> block (Qwen3's adds an empty one to the last assistant turn).
 //   llama3  <|begin_of_text|> then <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>
-//           per message. Needs those four tokens.
+//           per message, content trimmed of surrounding whitespace: Meta's LLaMA-3 template.
+//           Needs those four tokens.
 // Trained: an assistant message's content and its end marker (<|im_end|>, <|eot_id|>, <eos>), or
 // the completion and <eos>; never the markers that open a turn. Texts are encoded piece by piece
 // without matching special tokens inside them (encode_ordinary), so a user's text cannot forge

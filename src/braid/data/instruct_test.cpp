@@ -90,7 +90,9 @@ TEST(Instruct, ChatmlTrainsTheAssistantTurnsAndTheirEndOnly) {
 TEST(Instruct, Llama3AndPlainTemplates) {
   NEED_TOKENIZER(llama, "llama3");
   const auto pc = parse_instruct_example(R"({"prompt": "Say hi.", "completion": "Hi!"})");
-  const EncodedExample e = encode_example(pc, ChatTemplate::llama3, *llama);
+  // Meta's template trims each content.
+  const auto padded = parse_instruct_example(R"({"prompt": " Say hi.\n", "completion": "Hi!  "})");
+  const EncodedExample e = encode_example(padded, ChatTemplate::llama3, *llama);
   EXPECT_EQ(llama->decode(e.ids),
             "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nSay hi.<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\nHi!<|eot_id|>");
