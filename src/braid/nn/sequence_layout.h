@@ -9,8 +9,9 @@
 // (autograd::attention with segments: the same kernels on views of each example's rows). So a
 // packed batch's loss is the sum of its examples' losses run one by one, and their gradients.
 // The layout is set for one micro-batch's forward and backward (a checkpointed block reruns its
-// forward in backward and must see the same layout); pipeline and context parallelism, which
-// interleave micro-batches or split rows, refuse packed rows.
+// forward in backward and must see the same layout): around each micro-step, and in a pipeline
+// around each of a stage's actions, whose schedule interleaves micro-batches. Context
+// parallelism, which splits rows across ranks, refuses packed rows.
 #pragma once
 
 #include <cstdint>

@@ -100,9 +100,6 @@ class PackedRows {
 }  // namespace
 
 StepLoss Parallelism::forward_backward(nn::StagedModel& model, const MicroBatches& batches) {
-  BRAID_CHECK(!pipeline_ || !batches.positions,
-              "packed rows (several examples a row) do not run under pipeline parallelism yet: "
-              "prepare the data with --layout pad");
   if (pipeline_) {
     // Note [Pipeline reduction]: the schedule calls the data-parallel hooks around each of its
     // backwards (accumulating only); once it has drained, each gradient is reduced once.
@@ -142,10 +139,8 @@ void Parallelism::end_micro_step() {
 
 double Parallelism::eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets,
                               const Tensor& positions) {
-  BRAID_CHECK(!pipeline_ || !positions.defined(),
-              "packed rows do not run under pipeline parallelism yet");
-  if (pipeline_) return pipeline_->eval_loss(model, ids, targets);
   const PackedRows packed(model, positions);
+  if (pipeline_) return pipeline_->eval_loss(model, ids, targets);
   autograd::NoGradGuard no_grad;
   return model.loss(ids, targets, 1.0).value().item();
 }
