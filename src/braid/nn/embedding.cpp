@@ -40,6 +40,12 @@ Variable Embedding::add_positions(const Variable& x, const Tensor& ids, Embeddin
                                   const Tensor& where) {
   const int64_t B = ids.size(0), T = ids.size(1);
   const bool sp = tp_ && tp_->sequence_parallel();
+  if (!sp && where.defined() && where.numel() == B * T) {
+    // A place for every token (packed rows, Note [Packed rows]; or one row): looked up as they
+    // are, on whatever device they live.
+    Variable pe = autograd::embedding(where.view(Shape{B, T}), positions.weight(), Variable());
+    return autograd::add(x, autograd::reshape(pe, x.shape()));
+  }
   const int64_t n = sp ? B * T / tp_->size() : B * T, first = sp ? n * tp_->rank() : 0;
   Tensor pos = Tensor::empty(sp ? Shape{1, n} : Shape{B, T}, DType::i32, MemCategory::activations);
   int32_t* p = pos.data<int32_t>();

@@ -1,5 +1,6 @@
 #include "braid/nn/sequence_layout.h"
 
+#include "braid/core/device_backend.h"
 #include "braid/core/error.h"
 
 namespace braid::nn {
@@ -12,8 +13,8 @@ std::shared_ptr<const SequenceLayout> SequenceLayout::from_positions(const Tenso
   auto out = std::make_shared<SequenceLayout>();
   out->batch = positions.size(0);
   out->seq_len = positions.size(1);
-  out->positions = positions.view(Shape{positions.numel()});
-  const int32_t* p = out->positions.data<int32_t>();
+  const Tensor flat = positions.view(Shape{positions.numel()});
+  const int32_t* p = flat.data<int32_t>();
   for (int64_t b = 0; b < out->batch; ++b) {
     int64_t begin = 0;
     for (int64_t t = 0; t < out->seq_len; ++t) {
@@ -30,6 +31,8 @@ std::shared_ptr<const SequenceLayout> SequenceLayout::from_positions(const Tenso
     }
     out->segments.push_back({b, begin, out->seq_len});
   }
+  const Device here = current_device();
+  out->positions = here.is_cpu() ? flat : flat.to(here);
   return out;
 }
 

@@ -25,11 +25,12 @@ namespace braid::nn {
 
 struct SequenceLayout {
   int64_t batch = 0, seq_len = 0;
-  Tensor positions;  // [B * T] i32: each token's place in its example
+  Tensor positions;  // [B * T] i32 on the current device: each token's place in its example
   std::vector<autograd::Segment> segments;
 
   // From positions [B, T] i32 on the host (0 begins an example, else one more than the token
-  // before); an inconsistent tensor throws naming the row and position.
+  // before), kept on the current device (DeviceScope) for the kernels that read them; an
+  // inconsistent tensor throws naming the row and position.
   static std::shared_ptr<const SequenceLayout> from_positions(const Tensor& positions);
 };
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "braid/core/device_backend.h"
 #include "braid/core/rng.h"
 #include "braid/data/data_loader.h"
 #include "braid/data/token_flags.h"
@@ -195,6 +196,24 @@ TEST(MaskedLoss, PackedRowsGiveOneProcessWeightsEvenInAPipeline) {
                      "parallel.context_parallel_size > 1 yet"),
               std::string::npos)
         << e;
+}
+
+// On a device (the simulated one, Note [Simulated device]): the layout's positions live there,
+// and the run gives the CPU's weights bit for bit.
+TEST(MaskedLoss, PackedRowsOnADeviceGiveTheCpuWeights) {
+  if (!register_simulated_device()) GTEST_SKIP() << "a real CUDA backend is registered";
+  struct Unregister {
+    ~Unregister() { register_device_backend(DeviceType::cuda, nullptr); }
+  } unregister;
+  const std::string dir = flagged_data("braid_masked_packed", false, true);
+  auto train_on = [&](const std::string& device) {
+    config::TrainConfig c = masked_config(dir, 4, 2, "none");
+    c.training.device = device;
+    Trainer t(c, nullptr, quiet());
+    t.run();
+    return t.gather_parameters().to(Device::cpu()).to_f32_vector();
+  };
+  EXPECT_EQ(train_on("cuda"), train_on("cpu"));
 }
 
 TEST(MaskedLoss, FlagShardsMissingOrShortAreErrorsNamingTheFiles) {

@@ -246,12 +246,9 @@ void Trainer::build_data() {
   // Packed rows (Note [Packed rows], nn/sequence_layout.h): each row's positions come along.
   if (data::TokenDataset::packed_rows(cfg_.data.train)) {
     const auto& p = cfg_.parallel;
-    const char* why = p.context_parallel_size > 1 ? "parallel.context_parallel_size > 1"
-                      : !device_.is_cpu()         ? "training.device is not cpu"
-                                                  : nullptr;
-    BRAID_CHECK(!why, "data.train '", cfg_.data.train,
-                "' packs several examples a row, which does not run with ", why,
-                " yet: prepare it with --layout pad");
+    BRAID_CHECK(p.context_parallel_size == 1, "data.train '", cfg_.data.train,
+                "' packs several examples a row, which does not run with "
+                "parallel.context_parallel_size > 1 yet: prepare it with --layout pad");
     lo.positions = true;
   }
   // The loader checks the sample count against world size and micro-batch, with the numbers.
