@@ -135,6 +135,13 @@ TEST(MaskedLoss, TwoRanksGiveOneProcessWeightsUnderEveryParallelism) {
   config::TrainConfig pp = masked_config(dir, 4, 2, "none");
   pp.parallel.pipeline_parallel_size = 2;
   EXPECT_TRUE(weights_match(train_ranks(2, pp), one));
+  // Context parallelism: each rank holds half of every row's tokens and counts its share.
+  for (const char* mode : {"ring", "ulysses"}) {
+    config::TrainConfig cp = masked_config(dir, 4, 2, "none");
+    cp.parallel.context_parallel_size = 2;
+    cp.parallel.context_parallel_mode = mode;
+    EXPECT_TRUE(weights_match(train_ranks(2, cp), one)) << mode;
+  }
 }
 
 TEST(MaskedLoss, TheMasksChangeTheRun) {
