@@ -134,7 +134,7 @@ TEST(Instruct, PrepareDataWritesRowsTheLoaderMasks) {
   EXPECT_EQ(r.train.truncated + r.val.truncated, 1);  // the 3000-x prompt
   const auto meta = nlohmann::json::parse(std::ifstream(dir / "out" / "meta.json"));
   EXPECT_EQ(meta["row_tokens"], 64);
-  EXPECT_EQ(TokenDataset::row_tokens(o.out_dir), 64);
+  EXPECT_EQ(TokenDataset::row_layout(o.out_dir).row_tokens, 64);
   for (const auto& s : r.train.shards)
     EXPECT_TRUE(fs::exists(flags_path((dir / "out" / s).string())));
 
@@ -172,8 +172,8 @@ TEST(Instruct, PrepareDataWritesRowsTheLoaderMasks) {
   EXPECT_EQ(p.train.documents + p.val.documents, 11);
   EXPECT_LT(p.train.rows, r.train.rows);
   EXPECT_EQ(p.train.trained, r.train.trained);
-  EXPECT_TRUE(TokenDataset::packed_rows(po.out_dir));
-  EXPECT_FALSE(TokenDataset::packed_rows(o.out_dir));
+  EXPECT_TRUE(TokenDataset::row_layout(po.out_dir).packed);
+  EXPECT_FALSE(TokenDataset::row_layout(o.out_dir).packed);
   lo.positions = true;
   DataLoader packed(TokenDataset::find_shards(po.out_dir, "train"), lo);
   const int32_t start = tok->special_token_id("<|im_start|>");
@@ -195,7 +195,7 @@ TEST(Instruct, PrepareDataWritesRowsTheLoaderMasks) {
   std::ofstream(dir / "in" / "sft.jsonl", std::ios::app) << "{\"prompt\": \"x\"}\n";
   o.force = true;
   expect_error([&] { prepare_data(o); }, "sft.jsonl:12: the example has no \"completion\" field");
-  EXPECT_EQ(TokenDataset::row_tokens(o.out_dir), 64);
+  EXPECT_EQ(TokenDataset::row_layout(o.out_dir).row_tokens, 64);
   EXPECT_TRUE(fs::exists(dir / "out" / r.train.shards.front()));
   // Text files are not instruction data.
   std::ofstream(dir / "in" / "notes.txt") << "hello";

@@ -57,9 +57,12 @@ class ShardSink {
         vocab_size_(vocab_size),
         summary_(summary) {}
 
-  // flags (instruction rows): one per id, written to the flag shard beside each token shard.
-  void add_document(const std::vector<int32_t>& ids, const std::vector<int32_t>* flags = nullptr) {
+  void add_document(const std::vector<int32_t>& ids) {
     summary_.documents += 1;
+    add(ids);
+  }
+  // Tokens, and with flags (instruction rows: one per id) the flag shard beside each shard's.
+  void add(const std::vector<int32_t>& ids, const std::vector<int32_t>* flags = nullptr) {
     summary_.tokens += static_cast<int64_t>(ids.size());
     size_t i = 0;
     while (i < ids.size()) {
@@ -126,8 +129,7 @@ class RowSink {
       flags_.resize(row_, 0);
       ids_.resize(row_, pad_);
     }
-    shards_.add_document(ids_, &flags_);  // counts a document: the rows' summary fixes it up
-    shards_.summary().documents -= 1;
+    shards_.add(ids_, &flags_);
     shards_.summary().rows += 1;
     ids_.clear();
     flags_.clear();

@@ -51,34 +51,27 @@ TokenDataset::TokenDataset(const std::vector<std::string>& shard_paths, int64_t 
               window_);
 }
 
-namespace {
-
-nlohmann::json read_meta(const std::filesystem::path& meta) {
-  if (!std::filesystem::exists(meta)) return nlohmann::json::object();
+TokenDataset::RowLayout TokenDataset::row_layout(const std::string& dir) {
+  const std::filesystem::path meta = std::filesystem::path(dir) / "meta.json";
+  RowLayout out;
+  if (!std::filesystem::exists(meta)) return out;
   std::ifstream in(meta);
+  nlohmann::json j;
   try {
-    return nlohmann::json::parse(in);
+    j = nlohmann::json::parse(in);
   } catch (const std::exception& e) {
     BRAID_THROW("'", meta.string(), "' is not valid JSON: ", e.what());
   }
-}
-
-}  // namespace
-
-bool TokenDataset::packed_rows(const std::string& dir) {
-  const nlohmann::json j = read_meta(std::filesystem::path(dir) / "meta.json");
-  return j.is_object() && j.contains("instruct") && j["instruct"].is_object() &&
-         j["instruct"].value("layout", std::string()) == "pack";
-}
-
-int64_t TokenDataset::row_tokens(const std::string& dir) {
-  const std::filesystem::path meta = std::filesystem::path(dir) / "meta.json";
-  const nlohmann::json j = read_meta(meta);
-  if (!j.is_object() || !j.contains("row_tokens")) return 0;
-  BRAID_CHECK(j["row_tokens"].is_number_integer() && j["row_tokens"].get<int64_t>() >= 2, "'",
-              meta.string(), "': row_tokens must be an integer of at least 2, got ",
-              j["row_tokens"].dump());
-  return j["row_tokens"].get<int64_t>();
+  if (!j.is_object()) return out;
+  if (j.contains("row_tokens")) {
+    BRAID_CHECK(j["row_tokens"].is_number_integer() && j["row_tokens"].get<int64_t>() >= 2, "'",
+                meta.string(), "': row_tokens must be an integer of at least 2, got ",
+                j["row_tokens"].dump());
+    out.row_tokens = j["row_tokens"].get<int64_t>();
+  }
+  out.packed = j.contains("instruct") && j["instruct"].is_object() &&
+               j["instruct"].value("layout", std::string()) == "pack";
+  return out;
 }
 
 std::vector<std::string> TokenDataset::find_shards(const std::string& dir,

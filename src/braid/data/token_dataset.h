@@ -22,11 +22,14 @@ class TokenDataset {
 
   // The files dir/<split>_*.bin, sorted ("train_000000.bin", ...); throws when there are none.
   static std::vector<std::string> find_shards(const std::string& dir, const std::string& split);
-  // meta.json's "row_tokens" in dir (Note [Token flags]): the length of the rows data laid out
-  // one sample a row was written in; 0 when it is one stream of tokens (or has no meta.json).
-  static int64_t row_tokens(const std::string& dir);
-  // Whether dir's rows pack several examples (meta.json's instruct layout "pack").
-  static bool packed_rows(const std::string& dir);
+  // How dir's data is laid out, from its meta.json (Note [Token flags]): row_tokens, the length
+  // of the rows data laid out one sample a row was written in (0: one stream of tokens, or no
+  // meta.json); packed, whether the rows pack several examples (instruct layout "pack").
+  struct RowLayout {
+    int64_t row_tokens = 0;
+    bool packed = false;
+  };
+  static RowLayout row_layout(const std::string& dir);
 
   int64_t num_samples() const { return num_samples_; }
   int64_t num_tokens() const { return total_tokens_; }

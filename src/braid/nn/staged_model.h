@@ -78,4 +78,23 @@ class StagedModel : public Model {
   std::vector<int> global_units_;     // layout() unit -> full_layout() unit
 };
 
+// Sets a micro-batch's packed-row positions on a model for the scope (its forward and its
+// backward, where checkpointed blocks rerun their forward: Note [Packed rows]) and clears them
+// after; undefined positions leave the model as it is.
+class PackedRowsScope {
+ public:
+  PackedRowsScope(StagedModel& model, const Tensor& positions)
+      : model_(positions.defined() ? &model : nullptr) {
+    if (model_) model_->set_packed_positions(positions);
+  }
+  ~PackedRowsScope() {
+    if (model_) model_->set_packed_positions(Tensor());
+  }
+  PackedRowsScope(const PackedRowsScope&) = delete;
+  PackedRowsScope& operator=(const PackedRowsScope&) = delete;
+
+ private:
+  StagedModel* model_;
+};
+
 }  // namespace braid::nn

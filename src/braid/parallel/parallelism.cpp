@@ -78,27 +78,6 @@ void Parallelism::zero_grad() {
   data_->zero_grad();
 }
 
-namespace {
-
-// Sets a micro-batch's packed-row layout for its forward and backward (Note [Packed rows]).
-class PackedRows {
- public:
-  PackedRows(nn::StagedModel& model, const Tensor& positions) : model_(model) {
-    if (positions.defined()) model_.set_packed_positions(positions), set_ = true;
-  }
-  ~PackedRows() {
-    if (set_) model_.set_packed_positions(Tensor());
-  }
-  PackedRows(const PackedRows&) = delete;
-  PackedRows& operator=(const PackedRows&) = delete;
-
- private:
-  nn::StagedModel& model_;
-  bool set_ = false;
-};
-
-}  // namespace
-
 StepLoss Parallelism::forward_backward(nn::StagedModel& model, const MicroBatches& batches) {
   if (pipeline_) {
     // Note [Pipeline reduction]: the schedule calls the data-parallel hooks around each of its
@@ -112,7 +91,7 @@ StepLoss Parallelism::forward_backward(nn::StagedModel& model, const MicroBatche
   StepLoss out;
   for (int64_t m = 0; m < batches.count; ++m) {
     auto [ids, targets] = batches.next(m);
-    const PackedRows packed(model, batches.positions ? batches.positions(m) : Tensor());
+    const nn::PackedRowsScope packed(model, batches.positions ? batches.positions(m) : Tensor());
     data_->begin_micro_step(m, batches.count);
     if (batches.at) batches.at(m, "forward");
     autograd::Variable loss = model.loss(ids, targets, batches.denominator);
@@ -139,7 +118,7 @@ void Parallelism::end_micro_step() {
 
 double Parallelism::eval_loss(nn::StagedModel& model, const Tensor& ids, const Tensor& targets,
                               const Tensor& positions) {
-  const PackedRows packed(model, positions);
+  const nn::PackedRowsScope packed(model, positions);
   if (pipeline_) return pipeline_->eval_loss(model, ids, targets);
   autograd::NoGradGuard no_grad;
   return model.loss(ids, targets, 1.0).value().item();

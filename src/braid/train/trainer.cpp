@@ -237,14 +237,15 @@ void Trainer::build_data() {
   lo.drop_last = true;
   lo.vocab_size = vocab;
   // Instruction data comes in rows of seq_len + 1 tokens, one sample a row (Note [Token flags]).
-  if (const int64_t row = data::TokenDataset::row_tokens(cfg_.data.train); row > 0) {
+  const data::TokenDataset::RowLayout rows = data::TokenDataset::row_layout(cfg_.data.train);
+  if (const int64_t row = rows.row_tokens; row > 0) {
     BRAID_CHECK(row == cfg_.data.seq_len + 1, "data.train '", cfg_.data.train, "' holds rows of ",
                 row, " tokens (meta.json row_tokens), prepared for seq_len ", row - 1,
                 ", but data.seq_len is ", cfg_.data.seq_len);
     lo.stride = row;
   }
   // Packed rows (Note [Packed rows], nn/sequence_layout.h): each row's positions come along.
-  if (data::TokenDataset::packed_rows(cfg_.data.train)) {
+  if (rows.packed) {
     const auto& p = cfg_.parallel;
     BRAID_CHECK(p.context_parallel_size == 1, "data.train '", cfg_.data.train,
                 "' packs several examples a row, which does not run with "
@@ -260,22 +261,29 @@ void Trainer::build_data() {
   }
 }
 
+namespace {
+
+// v summed over every rank of world, as a one-element T tensor.
+template <typename T>
+T world_sum(comm::ProcessGroup& world, T v, DType dtype) {
+  Tensor t = Tensor::empty(Shape{1}, dtype, MemCategory::communication);
+  t.data<T>()[0] = v;
+  world.all_reduce(t)->wait();
+  return t.data<T>()[0];
+}
+
+}  // namespace
+
 double Trainer::all_reduce_sum(double v) {
   if (world_size() == 1) return v;
-  Tensor t = Tensor::empty(Shape{1}, DType::f32, MemCategory::communication);
-  t.data<float>()[0] = static_cast<float>(v);
-  world_->all_reduce(t)->wait();
-  return t.data<float>()[0];
+  return world_sum(*world_, static_cast<float>(v), DType::f32);
 }
 
 // Every rank of a data-parallel replica reads the replica's batches: the world's sum counts each
 // world / dp times. Exact (integers).
 int64_t Trainer::counted_over_replicas(int64_t n) {
   if (world_size() == 1) return n;
-  Tensor t = Tensor::empty(Shape{1}, DType::i64, MemCategory::communication);
-  t.data<int64_t>()[0] = n;
-  world_->all_reduce(t)->wait();
-  return t.data<int64_t>()[0] / (world_size() / dp_size());
+  return world_sum(*world_, n, DType::i64) / (world_size() / dp_size());
 }
 
 // Losses are the same on every model-parallel rank of a data-parallel replica, and split over
@@ -357,21 +365,23 @@ TrainResult Trainer::run() {
     // Masked targets (Note [Token flags]): the step's micro-batches are read first, so the loss
     // can be divided by the number of targets the whole step counts.
     std::vector<data::Batch> step_batches;
-    std::vector<Tensor> step_positions;  // packed rows' (Note [Packed rows])
     if (train_data_->masked()) {
       int64_t counted = 0;
       for (int64_t m = 0; m < accum; ++m) {
         step_batches.push_back(train_data_->next());
         counted += step_batches.back().counted;
-        step_positions.push_back(step_batches.back().positions);
       }
-      if (step_positions.front().defined())
-        batches.positions = [&](int64_t m) { return step_positions[static_cast<size_t>(m)]; };
+      // Packed rows (Note [Packed rows]): each micro-batch's positions come with it.
+      if (step_batches.front().positions.defined())
+        batches.positions = [&](int64_t m) {
+          return step_batches[static_cast<size_t>(m)].positions;
+        };
       batches.denominator =
           static_cast<double>(std::max<int64_t>(counted_over_replicas(counted), 1));
     }
     batches.next = [&](int64_t m) {
-      data::Batch b = step_batches.empty() ? train_data_->next() : std::move(step_batches[m]);
+      const data::Batch b =
+          step_batches.empty() ? train_data_->next() : step_batches[static_cast<size_t>(m)];
       return std::pair{on(device_, b.inputs), on(device_, b.targets)};
     };
     batches.at = [&](int64_t m, const char* point) {

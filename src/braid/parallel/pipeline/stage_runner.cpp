@@ -197,14 +197,6 @@ StepLoss StageRunner::run(nn::StagedModel& model, const MicroBatches& batches,
   s.posted.reset();
   s.wait_ms = 0;
   StepLoss out;
-  // Note [Packed rows]: each action runs under its micro-batch's layout (a checkpointed block
-  // reruns its forward in the backward, after other micro-batches' forwards); none after.
-  struct ClearLayout {
-    nn::StagedModel* model;
-    ~ClearLayout() {
-      if (model) model->set_packed_positions(Tensor());
-    }
-  } clear_layout{batches.positions ? &model : nullptr};
   const int64_t backwards = static_cast<int64_t>(M) * v;
   int64_t k = 0;
   for (size_t i = 0; i < actions.size(); ++i) {
@@ -214,7 +206,10 @@ StepLoss StageRunner::run(nn::StagedModel& model, const MicroBatches& batches,
     State::Slot& slot = s.slots[static_cast<size_t>(a.chunk)][static_cast<size_t>(a.micro)];
     const bool fwd = a.kind == Action::Kind::forward;
     const auto& [ids, targets] = s.batch(a.micro);
-    if (batches.positions) model.set_packed_positions(batches.positions(a.micro));
+    // Note [Packed rows]: each action runs under its micro-batch's layout (a checkpointed block
+    // reruns its forward in the backward, after other micro-batches' forwards).
+    const nn::PackedRowsScope packed(model,
+                                     batches.positions ? batches.positions(a.micro) : Tensor());
     Tensor message = s.receives(a) ? s.receive(a) : Tensor();
     // Overlap: the next action's message travels while this one computes.
     if (i + 1 < actions.size()) {
