@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "braid/core/error.h"
+#include "braid/launch/proc_stat.h"
 
 namespace braid::launch {
 
@@ -36,16 +37,6 @@ namespace braid::launch {
 // reaches the launcher (which stops the job itself) and never leaves the guardian's work undone.
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::string out;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
-  char buf[8192];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  return out;
-}
 
 // The value of `name` in a NUL-separated environment block ("" when absent); `found` says whether
 // it is there.
@@ -92,7 +83,7 @@ std::vector<JobProcess> job_processes(const std::string& job_dir) {
     if (pid == self) continue;
     const std::string base = std::string("/proc/") + name;
     // A zombie's environment reads empty: only live processes match.
-    const std::string env = read_file(base + "/environ");
+    const std::string env = read_proc_file(base + "/environ");
     bool marked = false;
     if (env_value(env, kJobVariable, &marked) != job_dir || !marked) continue;
     JobProcess p;
@@ -100,10 +91,7 @@ std::vector<JobProcess> job_processes(const std::string& job_dir) {
     bool has_rank = false;
     const std::string rank = env_value(env, "OMPI_COMM_WORLD_RANK", &has_rank);
     if (has_rank && !rank.empty()) p.rank = std::atoi(rank.c_str());
-    const std::string stat = read_file(base + "/stat");
-    const size_t close_paren = stat.rfind(')');  // the command name may hold spaces and parens
-    if (close_paren != std::string::npos && close_paren + 2 < stat.size())
-      p.state = stat[close_paren + 2];
+    if (const std::optional<ProcStat> st = read_proc_stat(base)) p.state = st->state;
     if (p.state == 'Z' || p.state == 'X') continue;
     out.push_back(p);
   }

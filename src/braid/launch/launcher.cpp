@@ -14,13 +14,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <thread>
 
 #include "braid/core/error.h"
 #include "braid/launch/job_guard.h"
+#include "braid/launch/proc_stat.h"
 
 namespace braid::launch {
 
@@ -128,14 +127,8 @@ std::vector<pid_t> zombie_children(pid_t parent) {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), {});
-    size_t close_paren = stat.rfind(')');
-    if (close_paren == std::string::npos) continue;
-    std::istringstream fields(stat.substr(close_paren + 1));
-    char state = 0;
-    pid_t ppid = 0;
-    if (fields >> state >> ppid && state == 'Z' && ppid == parent)
+    const std::optional<ProcStat> s = read_proc_stat(e.path().string());
+    if (s && s->state == 'Z' && s->ppid == parent)
       out.push_back(static_cast<pid_t>(std::stol(name)));
   }
   return out;
@@ -148,14 +141,8 @@ std::vector<pid_t> descendants(pid_t root) {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), {});
-    size_t close_paren = stat.rfind(')');  // the command name may hold spaces and parens
-    if (close_paren == std::string::npos) continue;
-    std::istringstream fields(stat.substr(close_paren + 1));
-    char state = 0;
-    pid_t ppid = 0;
-    if (fields >> state >> ppid) children.emplace(ppid, static_cast<pid_t>(std::stol(name)));
+    if (const std::optional<ProcStat> s = read_proc_stat(e.path().string()))
+      children.emplace(s->ppid, static_cast<pid_t>(std::stol(name)));
   }
   std::vector<pid_t> out;
   std::vector<pid_t> todo = {root};
