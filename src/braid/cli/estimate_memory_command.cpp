@@ -8,6 +8,7 @@
 
 #include "braid/cli/command.h"
 #include "braid/cli/command_line.h"
+#include "braid/cli/model_option.h"
 #include "braid/cli/option_values.h"
 #include "braid/config/config.h"
 #include "braid/core/error.h"
@@ -155,24 +156,7 @@ int run_estimate_memory(const std::vector<std::string>& args) {
 
   braid::config::TrainConfig cfg;
   if (!q.config.empty()) cfg = braid::config::load_config(q.config);
-  if (!q.model.empty()) {
-    cfg.model.preset.clear();
-    cfg.model.config.clear();
-    cfg.model.init_from.clear();
-    if (fs::is_directory(q.model)) {
-      cfg.model.config = (fs::path(q.model) / "config.json").string();
-    } else if (q.model.ends_with(".json") || fs::exists(q.model)) {
-      cfg.model.config = q.model;
-    } else {
-      // Throws naming the preset and the known ones.
-      try {
-        braid::nn::ModelConfig::preset(q.model);
-      } catch (const braid::Error& e) {
-        BRAID_THROW("--model: ", e.what());
-      }
-      cfg.model.preset = q.model;
-    }
-  }
+  if (!q.model.empty()) braid::cli::set_model_option(cfg, q.model);
   if (q.seq_len > 0) cfg.data.seq_len = q.seq_len;
   using braid::nn::ModelConfig;
   const ModelConfig mc =

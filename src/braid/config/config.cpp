@@ -113,6 +113,7 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("output.samples", &c.output.samples);
   f("output.sample_tokens", &c.output.sample_tokens);
   f("output.sample_prompt", &c.output.sample_prompt);
+  f("output.profile", &c.output.profile);
 }
 
 std::map<std::string, FieldPtr> field_map(TrainConfig& c) {

@@ -171,6 +171,9 @@ struct OutputSection {
   int64_t samples = 2;  // samples generated at the end (0 = none)
   int64_t sample_tokens = 48;
   std::string sample_prompt = "\n";
+  // Where each step's time goes, measured beside the step-time model's prediction (Note [Step
+  // profile], train/step_profile.h): `braid train --profile`.
+  bool profile = false;
 };
 
 struct TrainConfig {

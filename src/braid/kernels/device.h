@@ -3,7 +3,8 @@
 // runs as that device's registered kernel (device_kernels.h, Note [Device kernels]: the CUDA
 // backend's when braid_cuda is linked in); on the simulated device (Note [Simulated device],
 // core/device_backend.h) the CPU kernel runs on it; a device without kernels, or without this
-// op's, throws naming the op and the device (device_kernels.cpp).
+// op's, throws naming the op and the device (device_kernels.cpp). The CPU path is timed while
+// profiling is on (op_profile.h, Note [Op profile]).
 #pragma once
 
 #include <initializer_list>
@@ -14,6 +15,7 @@
 #include "braid/core/device_backend.h"
 #include "braid/core/tensor.h"
 #include "braid/kernels/device_kernels.h"
+#include "braid/kernels/op_profile.h"
 
 namespace braid::kernels {
 
@@ -86,4 +88,5 @@ class SimulatedDeviceRoute {
   if (const auto braid_device_ = ::braid::kernels::real_device({__VA_ARGS__}))                     \
     return ::braid::kernels::DeviceCall(*braid_device_, #op)(&::braid::kernels::DeviceKernels::op) \
         args;                                                                                      \
-  ::braid::kernels::SimulatedDeviceRoute braid_simulated_route_({__VA_ARGS__})
+  ::braid::kernels::SimulatedDeviceRoute braid_simulated_route_({__VA_ARGS__});                      \
+  ::braid::kernels::OpScope braid_op_scope_(#op)

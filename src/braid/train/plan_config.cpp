@@ -56,6 +56,30 @@ parallel::ParallelPlan parallel_plan_from(const config::TrainConfig& cfg) {
   return s;
 }
 
+parallel::cost::Layout layout_from(const config::TrainConfig& cfg) {
+  const auto& p = cfg.parallel;
+  parallel::cost::Layout L;
+  L.strategy = p.strategy;
+  if (p.strategy == "fsdp") {
+    L.strategy = p.sharding_strategy == "NO_SHARD"           ? "ddp"
+                 : p.sharding_strategy.starts_with("HYBRID") ? "hsdp"
+                                                             : "zero3";
+  }
+  L.tp = static_cast<int>(p.tensor_parallel_size);
+  L.sp = p.sequence_parallel;
+  L.pp = static_cast<int>(p.pipeline_parallel_size);
+  L.schedule = p.pipeline_schedule;
+  L.virtual_stages = static_cast<int>(p.pipeline_virtual_stages);
+  L.micro_batch = std::max<int64_t>(1, cfg.training.micro_batch_size);
+  L.accumulation = std::max<int64_t>(1, cfg.training.gradient_accumulation_steps);
+  L.compute = cfg.compute_dtype();
+  L.checkpointing = cfg.model.activation_checkpointing;
+  if (L.checkpointing == "true") L.checkpointing = "full";
+  if (L.checkpointing == "false") L.checkpointing = "none";
+  L.offload = p.offload_optimizer == "nvme";
+  return L;
+}
+
 std::string offload_dir_from(const config::TrainConfig& cfg) {
   return cfg.parallel.offload_dir.empty() ? cfg.output.dir + "/offload" : cfg.parallel.offload_dir;
 }

@@ -26,6 +26,7 @@
 #include "braid/parallel/estimate/memory_estimate.h"
 #include "braid/train/plan_config.h"
 #include "braid/train/progress.h"
+#include "braid/train/step_profile.h"
 #include "braid/train/trainer_output.h"
 
 namespace braid::train {
@@ -353,10 +354,12 @@ TrainResult Trainer::run() {
   }
 
   std::vector<double> step_times, exposed_ms, bubbles;
+  StepProfile profile(cfg_.output.profile);
   const int64_t interval = cfg_.checkpoint.interval;
   Accelerator::StepHooks hooks;
   if (anomaly_) hooks.first_nonfinite = [this] { return anomaly_->first(); };
   for (int64_t step = start_step_; step < t.max_steps; ++step) {
+    profile.begin_step(step - start_step_);
     auto t0 = Clock::now();
     if (anomaly_) anomaly_->begin_step();
     parallel::MicroBatches batches;
@@ -408,6 +411,7 @@ TrainResult Trainer::run() {
     if (stats.bubble >= 0) bubbles.push_back(stats.bubble);
     double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     step_times.push_back(dt);
+    profile.end_step(dt, stats.exposed_comm_ms, stats.bubble);
 
     bool last = step + 1 == t.max_steps;
     bool log =
@@ -457,6 +461,9 @@ TrainResult Trainer::run() {
   if (!bubbles.empty()) result.bubble = all_reduce_sum(steady_median(bubbles)) / world_size();
   result.peak_tracked_bytes = tracker_->total_peak();
   if (!options_.quiet) log_end(result);
+  if (profile.enabled() && rank() == 0) {
+    std::fputs(step_profile_report(profile, cfg_, model_->config(), world_size()).c_str(), stdout);
+  }
   finish(result);
   return result;
 }

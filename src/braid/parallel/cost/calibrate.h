@@ -1,0 +1,52 @@
+// Calibration: measures this machine into a MachineProfile (machine_profile.h) for the
+// step-time model, in about a minute (`braid plan --calibrate`).
+//
+// Note [Calibration]: a rank's rates are measured while `ranks` ranks work at once, as ranks
+// of one node do in training: `ranks` threads, each running the kernels on its own OpenMP team
+// of cores / ranks threads (ranks beyond the cores time-slice them, as oversubscribed processes
+// do), started together at a barrier; each rate is the median over repetitions, averaged over
+// the ranks. Per count of ranks it measures
+//   GEMM        forward and backward products (NT, NN, TN) of a linear layer over 1024 rows
+//               at widths 128 to 1024 and 384 x 1536, f32 and bf16; the rate and the half
+//               dimension are the least-squares fit of time = flops (d + h) / (rate d)
+//   attention   forward and backward of causal attention at T = 128 and 512 (hs 64): the two
+//               points give a and c of a T^2 hs + c T hs
+//   memory      each op class of op_bytes() on a 1024 x 384 activation (x 4 for the MLP's),
+//               f32 and bf16; the fused LM head + loss's time beyond its three products, per
+//               logit ("ce"); AdamW, casts, norms and zeroing on 4M elements; a 16M-element add
+//               for the streaming bandwidth
+//   overhead    a 16-element add, per call
+// Collectives: ranks as threads of one process on a local group, which runs the same
+// shared-memory engine as processes on one node (comm/shm/shm_engine.h): all-reduce,
+// reduce-scatter, all-gather, broadcast and send/recv at 64 KiB to 32 MiB, per group size,
+// fitted as latency + bytes / bandwidth. The disk: a 256 MiB file written (fsync) and read
+// back with the page cache dropped for it.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "braid/parallel/cost/machine_profile.h"
+
+namespace braid::parallel::cost {
+
+struct CalibrateOptions {
+  std::vector<int> ranks;        // counts of ranks per node to measure (empty: 1, 2, 4)
+  std::vector<int> group_sizes;  // collective group sizes (empty: 2, 4)
+  std::string disk_dir;          // where the disk test writes ("": no disk test)
+  int reps = 5;                  // repetitions per measurement (the median counts)
+  std::function<void(const std::string&)> log;  // progress lines (may be empty)
+};
+
+MachineProfile calibrate(const CalibrateOptions& options);
+
+// The least-squares fit of times[i] = latency + bytes[i] / bandwidth (seconds, bytes).
+LinkFit fit_link(const std::vector<double>& bytes, const std::vector<double>& seconds);
+
+// The GEMM rate (GFLOP/s) and half dimension that best fit times of products of given
+// flops and smallest dimensions (relative error, least squares).
+void fit_gemm(const std::vector<double>& flops, const std::vector<double>& min_dim,
+              const std::vector<double>& seconds, double& gflops, double& half_dim);
+
+}  // namespace braid::parallel::cost

@@ -1,0 +1,229 @@
+#include "braid/parallel/cost/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "braid/core/error.h"
+
+namespace braid::parallel::cost {
+
+namespace {
+
+std::vector<int> divisors(int64_t n) {
+  std::vector<int> d;
+  for (int64_t i = 1; i <= n; ++i) {
+    if (n % i == 0) d.push_back(static_cast<int>(i));
+  }
+  return d;
+}
+
+// How many parallel dimensions and extras a layout uses (Note [Plan ranking]).
+int complexity(const Layout& L) {
+  return (L.tp > 1) + (L.sp ? 1 : 0) + (L.pp > 1) + (L.virtual_stages > 1);
+}
+
+bool simpler(const Candidate& a, const Candidate& b) {
+  const Layout &x = a.layout, &y = b.layout;
+  if (complexity(x) != complexity(y)) return complexity(x) < complexity(y);
+  if (x.offload != y.offload) return !x.offload;
+  const bool cx = x.checkpointing != "none", cy = y.checkpointing != "none";
+  if (cx != cy) return !cx;
+  return x.micro_batch > y.micro_batch;
+}
+
+std::string gib(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return b;
+}
+
+std::string pct(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f%%", x * 100);
+  return b;
+}
+
+// The component in which b is slower than a by the most, as "comm exposed +12 ms".
+std::string biggest_difference(const StepCost& a, const StepCost& b) {
+  const auto ca = a.components(), cb = b.components();
+  size_t best = 0;
+  double diff = -INFINITY;
+  for (size_t i = 0; i < ca.size(); ++i) {
+    if (cb[i].second - ca[i].second > diff) {
+      diff = cb[i].second - ca[i].second;
+      best = i;
+    }
+  }
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%s %+.1f ms", ca[best].first.c_str(), diff * 1e3);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<Layout> enumerate_layouts(const PlanRequest& q) {
+  BRAID_CHECK(q.world >= 1, "--world-size must be >= 1, got ", q.world);
+  BRAID_CHECK(q.hosts >= 1 && q.world % q.hosts == 0, "--hosts ", q.hosts,
+              " must divide --world-size ", q.world);
+  BRAID_CHECK(q.global_batch >= 1, "--global-batch must be >= 1, got ", q.global_batch);
+  BRAID_CHECK(q.seq_len >= 1, "--seq-len must be >= 1, got ", q.seq_len);
+  const int node_ranks = q.world / q.hosts;
+  std::vector<Layout> out;
+  for (int tp : divisors(q.world)) {
+    if (tp > node_ranks) continue;  // tensor parallelism stays inside a node
+    for (int pp : divisors(q.world / tp)) {
+      const int dp = q.world / (tp * pp);
+      if (q.global_batch % dp != 0) continue;
+      const int64_t per_dp = q.global_batch / dp;
+      std::vector<std::string> strategies = {"ddp", "zero1", "zero2", "zero3"};
+      if (dp == 1) strategies = {"none"};
+      if (dp > 1 && q.hosts > 1) strategies.push_back("hsdp");
+      std::vector<std::pair<std::string, int>> schedules = {{"1f1b", 1}};
+      if (pp > 1) schedules = {{"gpipe", 1}, {"1f1b", 1}, {"interleaved_1f1b", 2}};
+      for (const auto& strategy : strategies) {
+        for (bool sp : {false, true}) {
+          if (sp && tp == 1) continue;
+          for (const auto& [schedule, v] : schedules) {
+            for (int b : divisors(per_dp)) {
+              if (q.max_micro_batch > 0 && b > q.max_micro_batch) continue;
+              for (DType dt : q.precisions) {
+                for (const auto& ckpt : q.checkpointing) {
+                  for (bool off : {false, true}) {
+                    if (off && (!q.offload || strategy == "none" || strategy == "ddp")) continue;
+                    Layout L;
+                    L.strategy = strategy;
+                    L.tp = tp;
+                    L.sp = sp;
+                    L.pp = pp;
+                    L.schedule = schedule;
+                    L.virtual_stages = v;
+                    L.micro_batch = b;
+                    L.accumulation = per_dp / b;
+                    L.compute = dt;
+                    L.checkpointing = ckpt;
+                    L.offload = off;
+                    CostInputs in{q.model, L, q.world, q.hosts, q.seq_len};
+                    if (layout_problem(in).empty()) out.push_back(L);
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+MemoryEstimate layout_memory(const PlanRequest& q, const Layout& L, bool* exact) {
+  MemoryEstimateInputs in;
+  in.model = q.model;
+  in.model.activation_checkpointing = nn::CheckpointPolicy::parse(L.checkpointing);
+  Layout approx = L;
+  *exact = true;
+  if (approx.sp || approx.virtual_stages > 1) {
+    *exact = false;
+    approx.sp = false;
+    if (approx.virtual_stages > 1) {
+      approx.virtual_stages = 1;
+      approx.schedule = "1f1b";
+    }
+  }
+  in.spec = approx.to_plan(q.seq_len);
+  in.world_size = q.world;
+  in.compute = L.compute;
+  in.micro_batches = L.accumulation;
+  in.threads = 1;
+  return estimate_memory(in);
+}
+
+PlanResult plan_layouts(const PlanRequest& q, const MachineProfile& profile) {
+  PlanResult result;
+  const auto layouts = enumerate_layouts(q);
+  result.enumerated = static_cast<int>(layouts.size());
+  BRAID_CHECK(!layouts.empty(), "no layout of ", q.world, " ranks runs this model with a global "
+              "batch of ", q.global_batch, " (each layout's data-parallel ranks must divide it, "
+              "tp the heads, pp the layers)");
+  result.budget = q.budget > 0 ? q.budget : profile.rank_memory(q.world / q.hosts);
+  for (const auto& L : layouts) {
+    Candidate c;
+    c.layout = L;
+    c.cost = predict_step(CostInputs{q.model, L, q.world, q.hosts, q.seq_len}, profile);
+    c.memory = layout_memory(q, L, &c.memory_exact);
+    c.fits = c.memory.total() <= result.budget;
+    (c.fits ? result.ranked : result.too_big).push_back(std::move(c));
+  }
+  std::stable_sort(result.ranked.begin(), result.ranked.end(),
+                   [](const Candidate& a, const Candidate& b) {
+                     return a.cost.step < b.cost.step;
+                   });
+  // Note [Plan ranking]: within 1%, the simpler layout first (a pass of adjacent swaps keeps
+  // the order otherwise by time).
+  for (size_t i = 1; i < result.ranked.size(); ++i) {
+    for (size_t j = i; j > 0; --j) {
+      auto& a = result.ranked[j - 1];
+      auto& b = result.ranked[j];
+      if (b.cost.step <= a.cost.step * 1.01 && simpler(b, a)) {
+        std::swap(a, b);
+      } else {
+        break;
+      }
+    }
+  }
+  std::sort(result.too_big.begin(), result.too_big.end(),
+            [](const Candidate& a, const Candidate& b) {
+              return a.memory.total() < b.memory.total();
+            });
+  return result;
+}
+
+std::string explain_choice(const PlanResult& r) {
+  std::ostringstream os;
+  if (r.ranked.empty()) {
+    os << "No layout fits " << gib(double(r.budget)) << " per rank";
+    if (!r.too_big.empty()) {
+      os << "; the smallest, " << r.too_big.front().layout.name() << ", needs "
+         << gib(double(r.too_big.front().memory.total()));
+    }
+    os << ".\n";
+    return os.str();
+  }
+  const Candidate& first = r.ranked.front();
+  os << "Chosen: " << first.layout.name() << " of " << r.ranked.size() << " layouts that fit "
+     << gib(double(r.budget)) << " per rank (" << r.too_big.size() << " do not).\n";
+  if (r.ranked.size() > 1) {
+    const Candidate& next = r.ranked[1];
+    os << "  next: " << next.layout.name() << ", "
+       << pct(next.cost.step / first.cost.step - 1) << " slower ("
+       << biggest_difference(first.cost, next.cost) << ")\n";
+  }
+  // The plain data-parallel layout of the same precision: how much the choice gains, or why
+  // it is not taken.
+  for (const char* plain : {"ddp", "none"}) {
+    auto is_plain = [&](const Candidate& c) {
+      return c.layout.strategy == plain && c.layout.tp == 1 && c.layout.pp == 1 &&
+             c.layout.checkpointing == "none" && c.layout.compute == first.layout.compute;
+    };
+    auto it = std::find_if(r.ranked.begin(), r.ranked.end(), is_plain);
+    if (it != r.ranked.end()) {
+      if (&*it != &first) {
+        os << "  " << plain << " (" << it->layout.name() << "): "
+           << pct(it->cost.step / first.cost.step - 1) << " slower ("
+           << biggest_difference(first.cost, it->cost) << ")\n";
+      }
+      break;
+    }
+    auto big = std::find_if(r.too_big.begin(), r.too_big.end(), is_plain);
+    if (big != r.too_big.end()) {
+      os << "  " << plain << " does not fit: " << big->layout.name() << " needs "
+         << gib(double(big->memory.total())) << " per rank\n";
+      break;
+    }
+  }
+  return os.str();
+}
+
+}  // namespace braid::parallel::cost

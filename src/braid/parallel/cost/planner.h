@@ -1,0 +1,66 @@
+// The planner behind `braid plan` and `parallel.strategy: auto`: every layout of a model on a
+// world of ranks (data-parallel strategy, tp with or without sequence parallelism, pp and its
+// schedule, micro-batch and accumulation, precision, activation checkpointing, offload), those
+// that do not fit the memory budget dropped (the estimator, estimate/memory_estimate.h), the
+// rest ranked by predicted step time (step_cost.h).
+//
+// Note [Plan ranking]: layouts are ordered by predicted step time; two within 1% of each other
+// keep the simpler first (fewer parallel dimensions, then no offload, then no checkpointing,
+// then larger micro-batches), so a layout is never chosen for a gain the model cannot resolve.
+// The global batch is fixed: each layout's data-parallel ranks dp split it into micro-batches
+// of b sequences, accumulation = global / (dp b); dp must divide it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "braid/parallel/cost/step_cost.h"
+#include "braid/parallel/estimate/memory_estimate.h"
+
+namespace braid::parallel::cost {
+
+struct PlanRequest {
+  nn::ModelConfig model;
+  int world = 1;
+  int hosts = 1;
+  int64_t seq_len = 1024;
+  int64_t global_batch = 8;  // sequences per optimizer step
+  int64_t budget = 0;        // bytes per rank (0: the profile's memory per rank)
+  std::vector<DType> precisions = {DType::f32, DType::bf16};
+  std::vector<std::string> checkpointing = {"none", "selective", "full"};
+  bool offload = true;        // consider offloading to files
+  int64_t max_micro_batch = 0;  // 0: no limit
+};
+
+struct Candidate {
+  Layout layout;
+  StepCost cost;
+  MemoryEstimate memory;
+  bool memory_exact = true;  // false: the estimator approximates this layout (sp, interleaved)
+  bool fits = true;
+};
+
+struct PlanResult {
+  std::vector<Candidate> ranked;    // fitting layouts, fastest first (Note [Plan ranking])
+  std::vector<Candidate> too_big;   // the rest, smallest memory first
+  int64_t budget = 0;               // the budget used
+  int enumerated = 0;
+};
+
+// Throws naming the request's field when nothing can be enumerated (world < 1, a global batch
+// no layout divides, ...).
+PlanResult plan_layouts(const PlanRequest& request, const MachineProfile& profile);
+
+// Every layout of the request, valid for the model and the world, before memory and ranking.
+std::vector<Layout> enumerate_layouts(const PlanRequest& request);
+
+// The memory estimate of one layout (approximated where the estimator has no model for it:
+// sequence parallelism as without it, interleaving as 1F1B; `exact` says which).
+MemoryEstimate layout_memory(const PlanRequest& request, const Layout& layout, bool* exact);
+
+// Why the first choice: its lead over the next layouts and over the plain data-parallel ones,
+// and what does not fit.
+std::string explain_choice(const PlanResult& result);
+
+}  // namespace braid::parallel::cost

@@ -1,0 +1,541 @@
+#include "braid/parallel/cost/step_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "braid/core/error.h"
+
+namespace braid::parallel::cost {
+
+namespace {
+
+// One rank's work for one micro-batch of its stage (Note [Step-time model]), in seconds.
+// Backward's parts include what it recomputes (recompute says how much of them that is).
+struct StageWork {
+  double gemm_f = 0, gemm_b = 0, attn_f = 0, attn_b = 0, mem_f = 0, mem_b = 0;
+  double loss_f = 0, loss_b = 0, recompute = 0, overhead = 0;
+  double forward() const { return gemm_f + attn_f + mem_f + loss_f + overhead / 3; }
+  double backward() const { return gemm_b + attn_b + mem_b + loss_b + overhead * 2 / 3; }
+};
+
+// The shapes of the model as one tensor-parallel rank holds them.
+struct Shapes {
+  int64_t d = 0, h = 0, hs = 0, heads = 0, kv_heads = 0, vocab = 0;
+  bool swiglu = false;
+};
+
+Shapes local_shapes(const nn::ModelConfig& m, int tp) {
+  Shapes s;
+  s.d = m.d_model;
+  s.hs = m.head_size();
+  s.heads = m.n_head / tp;
+  s.kv_heads = std::max<int64_t>(1, m.n_kv_head / tp);
+  s.h = m.d_ff / tp;
+  s.vocab = (m.vocab_size + tp - 1) / tp;
+  s.swiglu = m.is_llama();
+  return s;
+}
+
+class Model {
+ public:
+  Model(const ComputeRates& r, DType dtype) : r_(r), dtype_(dtype) {}
+
+  // c[m, n] = a[m, k] b[k, n]
+  double gemm(double m, double n, double k) const {
+    const double dmin = std::min({m, n, k});
+    const double eff = dmin / (dmin + r_.gemm_half_dim);
+    return 2 * m * n * k / (r_.gemm_gflops(dtype_) * 1e9 * eff);
+  }
+  // Forward, and the backward's input- and weight-gradient products.
+  double gemm_fwd(double n, double out, double in) const { return gemm(n, out, in); }
+  double gemm_bwd(double n, double out, double in) const {
+    return gemm(n, in, out) + gemm(out, in, n);
+  }
+  double elementwise(const std::string& op_class, double elements) const {
+    const bool low = dtype_ != DType::f32;
+    auto find = [&](const std::string& k) -> const double* {
+      auto it = r_.elementwise_ns.find(k);
+      return it == r_.elementwise_ns.end() ? nullptr : &it->second;
+    };
+    if (low) {
+      if (const double* ns = find(op_class + ".bf16")) return *ns * 1e-9 * elements;
+    }
+    if (const double* ns = find(op_class)) return *ns * 1e-9 * elements;
+    const double bytes = op_bytes(op_class) * (low ? 0.5 : 1.0);
+    return bytes * elements / (r_.stream_gbs * 1e9);
+  }
+  // Optimizer-side classes run on f32 state whatever the compute dtype.
+  double f32_elementwise(const std::string& op_class, double elements) const {
+    auto it = r_.elementwise_ns.find(op_class);
+    if (it != r_.elementwise_ns.end()) return it->second * 1e-9 * elements;
+    return op_bytes(op_class) * elements / (r_.stream_gbs * 1e9);
+  }
+  double attention_fwd(double seqs, double t, double hs) const {
+    return attn_factor() * seqs * (r_.attn_fwd_a_ns * t * t * hs + r_.attn_fwd_c_ns * t * hs) *
+           1e-9;
+  }
+  double attention_bwd(double seqs, double t, double hs) const {
+    return attn_factor() * seqs * (r_.attn_bwd_a_ns * t * t * hs + r_.attn_bwd_c_ns * t * hs) *
+           1e-9;
+  }
+  double attn_factor() const { return dtype_ == DType::f32 ? 1.0 : r_.attn_bf16_factor; }
+  double overhead(double ops) const { return ops * r_.op_overhead_us * 1e-6; }
+
+ private:
+  const ComputeRates& r_;
+  DType dtype_;
+};
+
+// The ops a block dispatches forward and backward (for the overhead).
+constexpr double kOpsPerBlock = 40;
+
+StageWork block_work(const Model& mdl, const Shapes& s, const Layout& L, int64_t seq_len) {
+  StageWork w;
+  const double n = double(L.micro_batch) * seq_len;
+  const double qkv = double(s.heads + 2 * s.kv_heads) * s.hs, attn_out = double(s.heads) * s.hs;
+  const double mlp_in = s.swiglu ? 2.0 * s.h : double(s.h);
+  const double qkv_f = mdl.gemm_fwd(n, qkv, s.d), proj_f = mdl.gemm_fwd(n, s.d, attn_out);
+  w.gemm_f = qkv_f + proj_f + mdl.gemm_fwd(n, mlp_in, s.d) + mdl.gemm_fwd(n, s.d, s.h);
+  w.gemm_b = mdl.gemm_bwd(n, qkv, s.d) + mdl.gemm_bwd(n, s.d, attn_out) +
+             mdl.gemm_bwd(n, mlp_in, s.d) + mdl.gemm_bwd(n, s.d, s.h);
+  const double seqs = double(L.micro_batch) * s.heads;
+  w.attn_f = mdl.attention_fwd(seqs, double(seq_len), double(s.hs));
+  w.attn_b = mdl.attention_bwd(seqs, double(seq_len), double(s.hs));
+  // Norms and residual adds on the rows this rank holds (all of them without sequence
+  // parallelism); the activation on its slice of the MLP; RoPE on its heads.
+  const double rows = L.sp ? n / L.tp : n;
+  const std::string norm = s.swiglu ? "rmsnorm" : "layernorm";
+  const std::string act = s.swiglu ? "swiglu" : "gelu";
+  const double norm_f = 2 * mdl.elementwise(norm + "_fwd", rows * s.d);
+  const double act_f = mdl.elementwise(act + "_fwd", n * s.h);
+  double rope_f = 0, rope_b = 0;
+  if (s.swiglu) {
+    rope_f = mdl.elementwise("rope_fwd", n * (s.heads + s.kv_heads) * s.hs);
+    rope_b = mdl.elementwise("rope_bwd", n * (s.heads + s.kv_heads) * s.hs);
+  }
+  // Residual adds forward; backward hands the gradient to both inputs (two axpy each).
+  const double adds_f = 2 * mdl.elementwise("add", rows * s.d);
+  const double adds_b = 4 * mdl.elementwise("axpy", rows * s.d);
+  // GPT-2's fused qkv projection is split into q, k, v by column copies, gathered back in
+  // backward.
+  const double split_f = s.swiglu ? 0.0 : mdl.elementwise("copy", qkv * n);
+  const double split_b = s.swiglu ? 0.0 : mdl.elementwise("add_columns", qkv * n);
+  w.mem_f = norm_f + act_f + rope_f + adds_f + split_f;
+  w.mem_b = 2 * mdl.elementwise(norm + "_bwd", rows * s.d) +
+            mdl.elementwise(act + "_bwd", n * s.h) + rope_b + adds_b + split_b;
+  if (L.checkpointing == "full") {
+    w.recompute = w.gemm_f + w.attn_f + w.mem_f;
+    w.gemm_b += w.gemm_f;
+    w.attn_b += w.attn_f;
+    w.mem_b += w.mem_f;
+  } else if (L.checkpointing == "selective") {
+    w.recompute = qkv_f + proj_f + w.attn_f + norm_f / 2 + rope_f;
+    w.gemm_b += qkv_f + proj_f;
+    w.attn_b += w.attn_f;
+    w.mem_b += norm_f / 2 + rope_f;
+  }
+  w.overhead = mdl.overhead(kOpsPerBlock);
+  return w;
+}
+
+// Parameter elements of one tensor-parallel rank's stage.
+struct StageParams {
+  double blocks = 0, embedding = 0, head = 0;
+  double total() const { return blocks + embedding + head; }
+};
+
+double block_params(const nn::ModelConfig& m, const Shapes& s) {
+  const double qkv = double(s.heads + 2 * s.kv_heads) * s.hs;
+  double p = s.d * qkv + double(s.heads) * s.hs * s.d + (s.swiglu ? 3.0 : 2.0) * s.d * s.h;
+  p += (m.has_bias() ? 4.0 : 2.0) * s.d;        // norms
+  if (m.has_bias()) p += qkv + s.d + s.h + s.d;  // linear biases
+  return p;
+}
+
+StageParams stage_params(const nn::ModelConfig& m, const Shapes& s, int stage, int pp) {
+  StageParams p;
+  p.blocks = block_params(m, s) * double(m.n_layer) / pp;
+  const bool first = stage == 0, last = stage == pp - 1;
+  const double wte = double(s.vocab) * s.d;
+  if (first) p.embedding = wte + (m.is_gpt2() ? double(m.max_seq_len) * s.d : 0.0);
+  // The head: tied to wte (a copy on the last stage of a pipeline), or its own matrix.
+  if (last) p.head = (m.tie_word_embeddings && pp == 1 ? 0.0 : wte) + double(s.d) * 2;
+  return p;
+}
+
+int data_parallel_size(const CostInputs& in) {
+  return in.world / (in.layout.tp * in.layout.pp);
+}
+
+// Which transport a group of `size` ranks, `stride` ranks apart in the world, runs over.
+double comm_seconds(const MachineProfile& prof, int ranks_per_node, const std::string& op,
+                    int size, int stride, double bytes) {
+  if (size <= 1 || bytes <= 0) return 0;
+  const bool crosses = size * stride > ranks_per_node;
+  if (crosses) {
+    BRAID_CHECK(!prof.network.empty(), "machine profile '", prof.name,
+                "' has no network fits: a layout over several hosts needs them (network_link "
+                "in a spec-sheet profile)");
+    return prof.network.seconds(op, size, bytes);
+  }
+  return prof.node.seconds(op, size, bytes);
+}
+
+}  // namespace
+
+std::string Layout::name() const {
+  std::ostringstream os;
+  os << strategy;
+  if (tp > 1) os << " tp" << tp << (sp ? "+sp" : "");
+  if (pp > 1) {
+    os << " pp" << pp << ":" << schedule;
+    if (virtual_stages > 1) os << "/" << virtual_stages;
+  }
+  os << " mb" << micro_batch << "x" << accumulation;
+  if (compute != DType::f32) os << " " << (compute == DType::bf16 ? "bf16" : "fp16");
+  if (checkpointing != "none") os << " ckpt:" << checkpointing;
+  if (offload) os << " offload";
+  return os.str();
+}
+
+Layout Layout::parse(const std::string& text) {
+  Layout L;
+  std::istringstream is(text);
+  std::string part;
+  bool first = true;
+  auto number = [&](const std::string& s, const char* what) {
+    BRAID_CHECK(!s.empty() && s.find_first_not_of("0123456789") == std::string::npos,
+                "layout '", text, "': ", what, " must be a number, got '", s, "'");
+    return std::stoll(s);
+  };
+  while (is >> part) {
+    if (first) {
+      BRAID_CHECK(part == "none" || part == "ddp" || part == "zero1" || part == "zero2" ||
+                      part == "zero3" || part == "hsdp",
+                  "layout '", text, "': the first part is the strategy (none, ddp, zero1, zero2, "
+                  "zero3, hsdp), got '", part, "'");
+      L.strategy = part;
+      first = false;
+    } else if (part.starts_with("tp")) {
+      std::string v = part.substr(2);
+      if (v.ends_with("+sp")) {
+        L.sp = true;
+        v.resize(v.size() - 3);
+      }
+      L.tp = static_cast<int>(number(v, "tpN"));
+    } else if (part.starts_with("pp")) {
+      const auto colon = part.find(':');
+      L.pp = static_cast<int>(number(part.substr(2, colon - 2), "ppN"));
+      if (colon != std::string::npos) {
+        std::string sched = part.substr(colon + 1);
+        const auto slash = sched.find('/');
+        if (slash != std::string::npos) {
+          L.virtual_stages = static_cast<int>(number(sched.substr(slash + 1), "the chunks"));
+          sched.resize(slash);
+        }
+        L.schedule = sched;
+      }
+    } else if (part.starts_with("mb")) {
+      const auto x = part.find('x');
+      L.micro_batch = number(part.substr(2, x - 2), "mbB");
+      if (x != std::string::npos) L.accumulation = number(part.substr(x + 1), "the accumulation");
+    } else if (part == "bf16" || part == "fp16" || part == "fp32") {
+      L.compute = part == "bf16" ? DType::bf16 : part == "fp16" ? DType::f16 : DType::f32;
+    } else if (part.starts_with("ckpt:")) {
+      L.checkpointing = part.substr(5);
+      BRAID_CHECK(L.checkpointing == "none" || L.checkpointing == "full" ||
+                      L.checkpointing == "selective",
+                  "layout '", text, "': ckpt: takes none, full or selective");
+    } else if (part == "offload") {
+      L.offload = true;
+    } else {
+      BRAID_THROW("layout '", text, "': unknown part '", part,
+                  "' (parts: STRATEGY tpN[+sp] ppN:SCHEDULE[/V] mbBxM bf16 ckpt:K offload)");
+    }
+  }
+  BRAID_CHECK(!first, "layout is empty");
+  BRAID_CHECK(L.tp >= 1 && L.pp >= 1 && L.micro_batch >= 1 && L.accumulation >= 1 &&
+                  L.virtual_stages >= 1,
+              "layout '", text, "': sizes must be >= 1");
+  return L;
+}
+
+std::vector<std::pair<std::string, std::string>> Layout::config_values() const {
+  std::vector<std::pair<std::string, std::string>> v;
+  v.emplace_back("parallel.strategy", strategy == "hsdp" ? "fsdp" : strategy);
+  if (strategy == "hsdp") v.emplace_back("parallel.sharding_strategy", "HYBRID_SHARD");
+  v.emplace_back("parallel.tensor_parallel_size", std::to_string(tp));
+  v.emplace_back("parallel.sequence_parallel", sp ? "true" : "false");
+  v.emplace_back("parallel.pipeline_parallel_size", std::to_string(pp));
+  if (pp > 1) {
+    v.emplace_back("parallel.pipeline_schedule", schedule);
+    v.emplace_back("parallel.pipeline_virtual_stages", std::to_string(virtual_stages));
+  }
+  v.emplace_back("training.micro_batch_size", std::to_string(micro_batch));
+  v.emplace_back("training.gradient_accumulation_steps", std::to_string(accumulation));
+  v.emplace_back("training.precision", compute == DType::bf16   ? "bf16"
+                                       : compute == DType::f16 ? "fp16"
+                                                               : "fp32");
+  v.emplace_back("model.activation_checkpointing", checkpointing);
+  const std::string off = offload ? "nvme" : "none";
+  v.emplace_back("parallel.offload_optimizer", off);
+  if (strategy == "zero3" || strategy == "hsdp") v.emplace_back("parallel.offload_params", off);
+  return v;
+}
+
+ParallelPlan Layout::to_plan(int64_t seq_len) const {
+  ParallelPlan p;
+  p.name = strategy == "hsdp" ? "fsdp" : strategy;
+  if (strategy == "hsdp") p.sharding_strategy = "HYBRID_SHARD";
+  p.tensor_parallel_size = tp;
+  p.sequence_parallel = sp;
+  p.pipeline_parallel_size = pp;
+  p.pipeline_schedule = schedule;
+  p.pipeline_virtual_stages = virtual_stages;
+  p.micro_batch_size = micro_batch;
+  p.seq_len = seq_len;
+  if (offload) {
+    p.offload_optimizer = "nvme";
+    if (strategy == "zero3" || strategy == "hsdp") p.offload_params = "nvme";
+  }
+  return p;
+}
+
+std::string layout_problem(const CostInputs& in) {
+  const Layout& L = in.layout;
+  const auto& m = in.model;
+  std::ostringstream os;
+  if (L.tp * L.pp > in.world || in.world % (L.tp * L.pp) != 0) {
+    os << "tp " << L.tp << " x pp " << L.pp << " does not divide the world of " << in.world;
+  } else if (m.n_head % L.tp != 0) {
+    os << "tp " << L.tp << " does not divide the " << m.n_head << " heads";
+  } else if (m.n_kv_head % L.tp != 0 && L.tp % m.n_kv_head != 0) {
+    os << "tp " << L.tp << " and the " << m.n_kv_head << " key/value heads do not divide";
+  } else if (m.d_ff % L.tp != 0) {
+    os << "tp " << L.tp << " does not divide the MLP width " << m.d_ff;
+  } else if (L.sp && L.tp == 1) {
+    os << "sequence parallelism needs tp > 1";
+  } else if (L.sp && in.seq_len % L.tp != 0) {
+    os << "sequence parallelism needs the sequence (" << in.seq_len << ") to divide by tp";
+  } else if (m.n_layer % (L.pp * L.virtual_stages) != 0) {
+    os << "pp " << L.pp << " x " << L.virtual_stages << " chunks does not divide the "
+       << m.n_layer << " layers";
+  } else if (L.pp > 1 && L.schedule != "gpipe" && L.schedule != "1f1b" &&
+             L.schedule != "interleaved_1f1b") {
+    os << "unknown schedule '" << L.schedule << "'";
+  } else if ((L.schedule == "interleaved_1f1b") != (L.virtual_stages > 1) && L.pp > 1) {
+    os << "interleaved_1f1b takes 2 or more chunks per rank, the others one";
+  } else if (L.schedule == "interleaved_1f1b" && L.accumulation % L.pp != 0) {
+    os << "interleaved_1f1b needs the micro-batches (" << L.accumulation
+       << ") to be a multiple of pp";
+  } else if (L.strategy == "none" && data_parallel_size(in) > 1) {
+    os << "strategy none with " << data_parallel_size(in) << " data-parallel ranks";
+  } else if (L.offload && (L.strategy == "none" || L.strategy == "ddp")) {
+    os << "offload needs ZeRO (zero1, zero2, zero3)";
+  } else if (in.seq_len > m.max_seq_len) {
+    os << "sequence " << in.seq_len << " exceeds the model's " << m.max_seq_len;
+  }
+  return os.str();
+}
+
+std::vector<std::pair<std::string, double>> StepCost::components() const {
+  return {{"gemm", gemm},
+          {"attention", attention},
+          {"memory-bound", memory},
+          {"loss", loss},
+          {"overhead", overhead},
+          {"optimizer", optimizer},
+          {"comm exposed", comm_exposed},
+          {"pipeline bubble", bubble},
+          {"offload I/O", offload}};
+}
+
+StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
+  if (std::string problem = layout_problem(in); !problem.empty()) {
+    BRAID_THROW("layout '", in.layout.name(), "': ", problem);
+  }
+  const Layout& L = in.layout;
+  const auto& m = in.model;
+  const int hosts = std::max(1, in.hosts);
+  BRAID_CHECK(in.world % hosts == 0, "the world of ", in.world, " ranks does not split over ",
+              hosts, " hosts");
+  const int node_ranks = in.world / hosts;
+  const ComputeRates rates = prof.compute_at(node_ranks);
+  const Model mdl(rates, L.compute);
+  const Shapes s = local_shapes(m, L.tp);
+  const int dp = data_parallel_size(in);
+  const double n = double(L.micro_batch) * in.seq_len;
+  const double a = dtype_size(L.compute);
+
+  // Per stage: forward and backward of one micro-batch, and the parameters held.
+  const StageWork block = block_work(mdl, s, L, in.seq_len);
+  const double blocks_per_stage = double(m.n_layer) / L.pp;
+  std::vector<StageWork> stages(L.pp);
+  std::vector<StageParams> params(L.pp);
+  for (int st = 0; st < L.pp; ++st) {
+    StageWork& w = stages[st];
+    w.gemm_f = block.gemm_f * blocks_per_stage;
+    w.gemm_b = block.gemm_b * blocks_per_stage;
+    w.attn_f = block.attn_f * blocks_per_stage;
+    w.attn_b = block.attn_b * blocks_per_stage;
+    w.mem_f = block.mem_f * blocks_per_stage;
+    w.mem_b = block.mem_b * blocks_per_stage;
+    w.recompute = block.recompute * blocks_per_stage;  // (inside the parts above)
+    w.overhead = block.overhead * blocks_per_stage;
+    if (st == 0) {
+      w.mem_f += mdl.elementwise("embedding_fwd", n * s.d);
+      w.mem_b += mdl.elementwise("embedding_bwd", n * s.d);
+    }
+    if (st == L.pp - 1) {
+      // Note [Fused head]: forward and backward in one pass, three products; a third of it
+      // counts as forward.
+      const std::string norm = s.swiglu ? "rmsnorm" : "layernorm";
+      const double head = 3 * mdl.gemm(n, double(s.vocab), double(s.d));
+      const double ce = mdl.elementwise("ce", n * s.vocab);
+      w.loss_f = (head + ce) / 3;
+      w.loss_b = (head + ce) * 2 / 3;
+      w.mem_f += mdl.elementwise(norm + "_fwd", n * s.d);
+      w.mem_b += mdl.elementwise(norm + "_bwd", n * s.d);
+    }
+    params[st] = stage_params(m, s, st, L.pp);
+  }
+
+  // The slowest stage sets the pace; its parts make the components.
+  StepCost c;
+  int slow = 0;
+  for (int st = 1; st < L.pp; ++st) {
+    if (stages[st].forward() + stages[st].backward() >
+        stages[slow].forward() + stages[slow].backward()) {
+      slow = st;
+    }
+  }
+  const StageWork& w = stages[slow];
+  const double mb = double(L.accumulation);
+  c.gemm = mb * (w.gemm_f + w.gemm_b);
+  c.attention = mb * (w.attn_f + w.attn_b);
+  c.memory = mb * (w.mem_f + w.mem_b);
+  c.loss = mb * (w.loss_f + w.loss_b);
+  c.recompute = mb * w.recompute;
+  c.overhead = mb * w.overhead;
+
+  // Tensor parallelism: per block, two all-reduces of n d forward and two backward.
+  const int ranks_per_node = node_ranks;
+  if (L.tp > 1) {
+    const double bytes = n * s.d * a;
+    double per_block;
+    if (L.sp) {
+      per_block = 2 * (comm_seconds(prof, ranks_per_node, "reduce_scatter", L.tp, 1, bytes) +
+                       comm_seconds(prof, ranks_per_node, "all_gather", L.tp, 1, bytes));
+    } else {
+      per_block = 4 * comm_seconds(prof, ranks_per_node, "all_reduce", L.tp, 1, bytes);
+    }
+    const double loss = 3 * comm_seconds(prof, ranks_per_node, "all_reduce", L.tp, 1, n * 4);
+    const double tp_comm = mb * (per_block * blocks_per_stage + (slow == L.pp - 1 ? loss : 0));
+    c.comm_exposed += tp_comm;
+    c.comm_total += tp_comm;
+  }
+
+  // The pipeline: the schedule's makespan over the stages (Note [Step-time model]).
+  if (L.pp > 1) {
+    double max_c = 0, sum_c = 0;
+    for (const auto& st : stages) {
+      const double cs = st.forward() + st.backward();
+      max_c = std::max(max_c, cs);
+      sum_c += cs;
+    }
+    const double v = L.virtual_stages;
+    const double makespan = mb * max_c + (sum_c - max_c) / v;
+    c.bubble = makespan - mb * max_c;
+    // Activations forward and their gradients back, per micro-batch and chunk boundary.
+    const double act_bytes = (L.sp ? n / L.tp : n) * s.d * a;
+    const double p2p = comm_seconds(prof, ranks_per_node, "send_recv", 2, L.tp, act_bytes);
+    c.comm_exposed += 2 * mb * v * p2p;
+    c.comm_total += 2 * mb * v * p2p;
+    if (m.tie_word_embeddings) {
+      const double tied = comm_seconds(prof, ranks_per_node, "all_reduce", 2, L.tp * (L.pp - 1),
+                                       double(s.vocab) * s.d * 4);
+      c.comm_exposed += tied;
+      c.comm_total += tied;
+    }
+  }
+
+  // Data parallelism over dp ranks, L.tp x L.pp apart.
+  const double P = params[slow].total();
+  const double grad_bytes = 4 * P;
+  const int stride = L.tp * L.pp;
+  auto dp_comm = [&](const std::string& op, double bytes) {
+    return comm_seconds(prof, ranks_per_node, op, dp, stride, bytes);
+  };
+  const double last_backward = w.backward();
+  const double compute_step = c.gemm + c.attention + c.memory + c.loss + c.overhead;
+  const bool sharded = L.strategy == "zero1" || L.strategy == "zero2" ||
+                       L.strategy == "zero3" || L.strategy == "hsdp";
+  if (dp > 1) {
+    const double bucket = std::min(grad_bytes, 25.0 * (1 << 20));
+    if (L.strategy == "ddp") {
+      const double total = dp_comm("all_reduce", grad_bytes);
+      const double last = dp_comm("all_reduce", bucket);
+      c.comm_total += total;
+      c.comm_exposed += last + std::max(0.0, total - last - last_backward);
+    } else if (L.strategy == "zero1" || L.strategy == "zero2") {
+      const double rs = dp_comm("reduce_scatter", grad_bytes);
+      const double ag = dp_comm("all_gather", L.compute == DType::f32 ? 4 * P : a * P);
+      const double rs_per_step = L.strategy == "zero2" && L.pp == 1 ? mb * rs : rs;
+      c.comm_total += rs_per_step + ag;
+      if (L.strategy == "zero2") {
+        const double last = dp_comm("reduce_scatter", bucket);
+        c.comm_exposed += last + std::max(0.0, rs_per_step - last - mb * last_backward) + ag;
+      } else {
+        c.comm_exposed += rs + ag;
+      }
+    } else {  // zero3, hsdp: gathers per micro-batch, prefetched
+      const int gather_group = L.strategy == "hsdp" ? node_ranks / stride : dp;
+      auto g_comm = [&](const std::string& op, double bytes) {
+        return comm_seconds(prof, ranks_per_node, op, std::max(1, gather_group), stride, bytes);
+      };
+      const double gathers = mb * 2 * g_comm("all_gather", a * P);
+      const double rs = (L.pp == 1 ? mb : 1.0) * g_comm("reduce_scatter", grad_bytes);
+      double total = gathers + rs;
+      if (L.strategy == "hsdp" && gather_group < dp) {
+        total += dp_comm("all_reduce", grad_bytes / gather_group);
+      }
+      const double first_unit = g_comm("all_gather", a * P / std::max(1.0, blocks_per_stage));
+      c.comm_total += total;
+      c.comm_exposed += first_unit + std::max(0.0, total - first_unit - compute_step);
+    }
+  }
+
+  // The optimizer: AdamW over this rank's share, the gradient norm, zeroing, casts.
+  const double opt_elems = sharded ? P / dp : P;
+  const double grad_elems = (L.strategy == "zero2" || L.strategy == "zero3" ||
+                             L.strategy == "hsdp")
+                                ? P / dp
+                                : P;
+  c.optimizer = mdl.f32_elementwise("adamw", opt_elems) +
+                mdl.f32_elementwise("sum_squares", grad_elems) +
+                mdl.f32_elementwise("zero", grad_elems);
+  if (L.compute != DType::f32) c.optimizer += mdl.f32_elementwise("cast", P);
+
+  // Offload: the optimizer's state and gradients of its share, out and in once a step.
+  if (L.offload) {
+    BRAID_CHECK(prof.disk_read_gbs > 0 && prof.disk_write_gbs > 0, "machine profile '",
+                prof.name, "' has no disk bandwidth (disk_read_gbs, disk_write_gbs) for offload");
+    const double state = 16 * opt_elems;  // masters + two moments + the gradient shard
+    c.offload = state / (prof.disk_read_gbs * 1e9) + state / (prof.disk_write_gbs * 1e9);
+  }
+
+  c.step = compute_step + c.optimizer + c.comm_exposed + c.bubble + c.offload;
+  const double tokens = double(in.seq_len) * L.micro_batch * L.accumulation * dp;
+  c.tokens_per_s = tokens / c.step;
+  c.peak_gflops = rates.gemm_gflops(L.compute);
+  // Note [MFU formula] (train/progress.h): 6 N + 12 L T C per token.
+  double n_matmul = double(m.num_parameters()) - (m.is_gpt2() ? double(m.max_seq_len) * m.d_model : 0);
+  if (!m.tie_word_embeddings) n_matmul -= double(m.vocab_size) * m.d_model;  // the lookup table
+  const double flops_per_token =
+      6 * n_matmul + 12.0 * m.n_layer * in.seq_len * double(m.d_model);
+  c.mfu = flops_per_token * c.tokens_per_s / (in.world * c.peak_gflops * 1e9);
+  return c;
+}
+
+}  // namespace braid::parallel::cost
