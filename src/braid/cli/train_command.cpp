@@ -1,5 +1,5 @@
 // braid train CONFIG.yaml [--deepspeed DS.json | --accelerate-config ACC.yaml]
-//                         [--set KEY=VALUE]... [--print-config]
+//                         [--set KEY=VALUE]... [--print-config] [--profile]
 #include <string>
 #include <vector>
 
@@ -37,7 +37,12 @@ int run_train(const std::vector<std::string>& args) {
                              ->type_name("KEY=VALUE"));
   app.add_flag("--print-config", print_config,
                "print every key, resolved (and what DS.json or ACC.yaml became), and exit");
+  bool profile = false;
+  app.add_flag("--profile", profile,
+               "where each step's time goes, beside the step-time model's prediction for the "
+               "layout (output.profile; predictions need `braid plan --calibrate` first)");
   if (auto status = cl.parse(args)) return *status;
+  if (profile) sources.overrides.push_back("output.profile=true");
   braid::train::run_training(sources, print_config);
   return 0;
 }

@@ -172,7 +172,7 @@ int data_parallel_size(const CostInputs& in) {
 double comm_seconds(const MachineProfile& prof, int ranks_per_node, const std::string& op,
                     int size, int stride, double bytes) {
   if (size <= 1 || bytes <= 0) return 0;
-  const bool crosses = size * stride > ranks_per_node;
+  const bool crosses = int64_t(size - 1) * stride >= ranks_per_node;
   if (crosses) {
     BRAID_CHECK(!prof.network.empty(), "machine profile '", prof.name,
                 "' has no network fits: a layout over several hosts needs them (network_link "
