@@ -1,5 +1,5 @@
 // braid train CONFIG.yaml [--deepspeed DS.json | --accelerate-config ACC.yaml]
-//                         [--set KEY=VALUE]... [--print-config] [--profile]
+//                         [--set KEY=VALUE]... [--print-config] [--profile] [--plan]
 #include <string>
 #include <vector>
 
@@ -41,8 +41,13 @@ int run_train(const std::vector<std::string>& args) {
   app.add_flag("--profile", profile,
                "where each step's time goes, beside the step-time model's prediction for the "
                "layout (output.profile; predictions need `braid plan --calibrate` first)");
+  bool plan = false;
+  app.add_flag("--plan", plan,
+               "choose the layout with the planner (parallel.strategy: auto; needs `braid plan "
+               "--calibrate` once and training.global_batch_size)");
   if (auto status = cl.parse(args)) return *status;
   if (profile) sources.overrides.push_back("output.profile=true");
+  if (plan) sources.overrides.push_back("parallel.strategy=auto");
   braid::train::run_training(sources, print_config);
   return 0;
 }

@@ -295,7 +295,7 @@ void validate_training(const TrainConfig& c) {
   one_of("schedule.type", c.schedule.type, {"constant", "linear", "cosine"});
   one_of("schedule.warmup_type", c.schedule.warmup_type, {"linear", "log"});
   one_of("parallel.strategy", c.parallel.strategy,
-         {"none", "ddp", "zero1", "zero2", "zero3", "fsdp"});
+         {"none", "ddp", "zero1", "zero2", "zero3", "fsdp", "auto"});
   one_of("parallel.sharding_strategy", c.parallel.sharding_strategy,
          {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"});
   one_of("parallel.sync_each_batch", c.parallel.sync_each_batch, {"auto", "true", "false"});

@@ -14,9 +14,11 @@
 #include "braid/config/deepspeed_config.h"
 #include "braid/config/provenance.h"
 #include "braid/core/error.h"
+#include "braid/launch/threads.h"
 #include "braid/optim/clip_grad.h"
 #include "braid/optim/param_groups.h"
 #include "braid/parallel/parallelize.h"
+#include "braid/train/auto_plan.h"
 #include "braid/train/plan_config.h"
 
 namespace braid::train {
@@ -58,6 +60,11 @@ config::TrainConfig load_run_config(const RunConfigSources& s, std::string* mapp
     if (origins) origins->add(entries);
   }
   for (const auto& o : s.overrides) config::apply_override(cfg, o, origins);
+  // Note [Auto plan]: resolved over the launched ranks before anything reads the layout.
+  const int world = std::max(1, comm::launched_world_size());
+  const std::string chosen =
+      resolve_auto_plan(cfg, world, world / std::max(1, launch::local_world_size()));
+  if (!chosen.empty()) described += "# " + chosen + "\n";
   if (mapping) *mapping = described;
   return cfg;
 }

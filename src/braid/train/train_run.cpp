@@ -19,6 +19,11 @@ void run_training(const RunConfigSources& sources, bool print_config) {
     return;
   }
   auto world = launched_world(cfg);
+  // parallel.strategy: auto says what it chose (Note [Auto plan]).
+  if (const auto at = mapping.find("# plan: "); at != std::string::npos && (!world || world->rank() == 0)) {
+    std::printf("%s\n", mapping.substr(at + 2, mapping.find('\n', at) - at - 2).c_str());
+    std::fflush(stdout);
+  }
   TrainerOptions options;
   // Fault tests only (launch/fault_plan.h): deaths at chosen points of chosen steps.
   auto plan =

@@ -30,6 +30,11 @@ bool simpler(const Candidate& a, const Candidate& b) {
   if (x.offload != y.offload) return !x.offload;
   const bool cx = x.checkpointing != "none", cy = y.checkpointing != "none";
   if (cx != cy) return !cx;
+  auto sharding = [](const std::string& s) {
+    const std::vector<std::string> order = {"none", "ddp", "zero1", "zero2", "zero3", "hsdp"};
+    return std::find(order.begin(), order.end(), s) - order.begin();
+  };
+  if (sharding(x.strategy) != sharding(y.strategy)) return sharding(x.strategy) < sharding(y.strategy);
   return x.micro_batch > y.micro_batch;
 }
 
@@ -148,7 +153,9 @@ PlanResult plan_layouts(const PlanRequest& q, const MachineProfile& profile) {
               "batch of ", q.global_batch, " (each layout's data-parallel ranks must divide it, "
               "tp the heads, pp the layers)");
   result.budget = q.budget > 0 ? q.budget : profile.rank_memory(q.world / q.hosts);
+  const bool disk = profile.disk_read_gbs > 0 && profile.disk_write_gbs > 0;
   for (const auto& L : layouts) {
+    if (L.offload && !disk) continue;  // a profile without a disk plans no offload
     Candidate c;
     c.layout = L;
     c.cost = predict_step(CostInputs{q.model, L, q.world, q.hosts, q.seq_len}, profile);
@@ -160,18 +167,16 @@ PlanResult plan_layouts(const PlanRequest& q, const MachineProfile& profile) {
                    [](const Candidate& a, const Candidate& b) {
                      return a.cost.step < b.cost.step;
                    });
-  // Note [Plan ranking]: within 1%, the simpler layout first (a pass of adjacent swaps keeps
-  // the order otherwise by time).
-  for (size_t i = 1; i < result.ranked.size(); ++i) {
-    for (size_t j = i; j > 0; --j) {
-      auto& a = result.ranked[j - 1];
-      auto& b = result.ranked[j];
-      if (b.cost.step <= a.cost.step * 1.01 && simpler(b, a)) {
-        std::swap(a, b);
-      } else {
-        break;
-      }
+  // Note [Plan ranking]: the simplest layout within 1% of the fastest goes first; the rest stay
+  // in order of time.
+  if (!result.ranked.empty()) {
+    const double limit = result.ranked.front().cost.step * 1.01;
+    size_t pick = 0;
+    for (size_t i = 1; i < result.ranked.size() && result.ranked[i].cost.step <= limit; ++i) {
+      if (simpler(result.ranked[i], result.ranked[pick])) pick = i;
     }
+    std::rotate(result.ranked.begin(), result.ranked.begin() + static_cast<std::ptrdiff_t>(pick),
+                result.ranked.begin() + static_cast<std::ptrdiff_t>(pick) + 1);
   }
   std::sort(result.too_big.begin(), result.too_big.end(),
             [](const Candidate& a, const Candidate& b) {

@@ -4,9 +4,10 @@
 // that do not fit the memory budget dropped (the estimator, estimate/memory_estimate.h), the
 // rest ranked by predicted step time (step_cost.h).
 //
-// Note [Plan ranking]: layouts are ordered by predicted step time; two within 1% of each other
-// keep the simpler first (fewer parallel dimensions, then no offload, then no checkpointing,
-// then larger micro-batches), so a layout is never chosen for a gain the model cannot resolve.
+// Note [Plan ranking]: layouts are ordered by predicted step time, except that the first choice
+// is the simplest layout within 1% of the fastest (fewer parallel dimensions, then no offload,
+// then no checkpointing, then less sharding, then larger micro-batches), so a layout is never chosen for a gain the
+// model cannot resolve.
 // The global batch is fixed: each layout's data-parallel ranks dp split it into micro-batches
 // of b sequences, accumulation = global / (dp b); dp must divide it.
 #pragma once
