@@ -68,9 +68,12 @@ TEST(CostModel, LayoutNamesRoundTrip) {
   EXPECT_NE(error_of([] { Layout::parse("ddp warp9"); }).find("unknown part 'warp9'"),
             std::string::npos);
   // Every layout names its config values, fsdp's hybrid by its sharding strategy.
-  const auto v = Layout::parse("hsdp mb1x1").config_values();
+  const auto v = Layout::parse("hsdp:4 mb1x1").config_values();
   EXPECT_EQ(v.front(), (std::pair<std::string, std::string>{"parallel.strategy", "fsdp"}));
   EXPECT_EQ(v[1].second, "HYBRID_SHARD");
+  EXPECT_EQ(v[2], (std::pair<std::string, std::string>{"parallel.sharding_factor", "4"}));
+  EXPECT_EQ(Layout::parse("hsdp:4 tp2 mb1x1").name(), "hsdp:4 tp2 mb1x1");
+  EXPECT_NE(error_of([] { Layout::parse("hsdp mb1x1"); }).find("hsdp:S"), std::string::npos);
 }
 
 TEST(CostModel, ProfileJsonRoundTripAndSpecSheet) {
@@ -234,10 +237,13 @@ TEST(Planner, ABudgetDdpExceedsPicksALayoutThatFits) {
 TEST(Planner, GlobalBatchNoLayoutDividesIsAnError) {
   PlanRequest q;
   q.model = small_model();
-  q.model.n_layer = 5;
+  q.model.n_layer = 3;
+  q.model.n_head = q.model.n_kv_head = 3;
   q.world = 4;
   q.seq_len = 256;
-  q.global_batch = 3;  // dp 4 and 2 do not divide it; dp 1 needs tp x pp = 4 (6 heads, 5 layers)
+  // dp 4 and 2 do not divide it; dp 1 needs tp x pp = 4: tp 2 and 4 do not divide 3 heads, 4
+  // stages are more than 3 layers.
+  q.global_batch = 3;
   EXPECT_NE(error_of([&] { plan_layouts(q, synthetic()); }).find("no layout of 4 ranks"),
             std::string::npos);
 }

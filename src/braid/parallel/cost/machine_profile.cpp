@@ -240,6 +240,8 @@ MachineProfile profile_from_json(const std::string& text, const std::string& sou
     }
     p.disk_read_gbs = j.value("disk_read_gbs", 0.0);
     p.disk_write_gbs = j.value("disk_write_gbs", 0.0);
+    p.peak_gflops_bf16 = j.value("peak_tflops_bf16", 0.0) * 1e3;
+    p.peak_gflops_f32 = j.value("peak_tflops_f32", p.peak_gflops_bf16 / 2e3) * 1e3;
     p.validate();
     return p;
   }
@@ -251,6 +253,8 @@ MachineProfile profile_from_json(const std::string& text, const std::string& sou
     p.disk_read_gbs = j.value("disk_read_gbs", 0.0);
     p.disk_write_gbs = j.value("disk_write_gbs", 0.0);
     p.calibrated_at = j.value("calibrated_at", "");
+    p.peak_gflops_bf16 = j.value("peak_gflops_bf16", 0.0);
+    p.peak_gflops_f32 = j.value("peak_gflops_f32", 0.0);
   } catch (const json::exception& e) {
     BRAID_THROW(source, ": ", e.what());
   }
@@ -278,7 +282,9 @@ std::string profile_to_json(const MachineProfile& p) {
             {"node_memory", p.node_memory},
             {"disk_read_gbs", p.disk_read_gbs},
             {"disk_write_gbs", p.disk_write_gbs},
-            {"calibrated_at", p.calibrated_at}};
+            {"calibrated_at", p.calibrated_at},
+            {"peak_gflops_bf16", p.peak_gflops_bf16},
+            {"peak_gflops_f32", p.peak_gflops_f32}};
   j["compute"] = json::array();
   for (const auto& r : p.compute) j["compute"].push_back(rates_json(r));
   j["node"] = fits_json(p.node);

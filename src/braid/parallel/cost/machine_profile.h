@@ -67,6 +67,10 @@ struct MachineProfile {
   int64_t memory_per_rank = 0;      // bytes a rank may use (GPU: its memory; 0: node / ranks)
   int64_t node_memory = 0;          // the node's memory (cpu)
   double disk_read_gbs = 0, disk_write_gbs = 0;  // offload files
+  // The MFU denominator per rank, when it is not the GEMM rate: a spec sheet's dense peak
+  // (peak_tflops_bf16 / peak_tflops_f32), which published MFU figures use. 0: the GEMM rate of
+  // large products (a calibrated profile's, as braid train's MFU).
+  double peak_gflops_bf16 = 0, peak_gflops_f32 = 0;
   std::vector<ComputeRates> compute;             // by ranks, ascending
   TransportFits node, network;
   std::string calibrated_at;  // date, or "spec sheet"

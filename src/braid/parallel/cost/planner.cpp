@@ -84,7 +84,11 @@ std::vector<Layout> enumerate_layouts(const PlanRequest& q) {
       const int64_t per_dp = q.global_batch / dp;
       std::vector<std::string> strategies = {"ddp", "zero1", "zero2", "zero3"};
       if (dp == 1) strategies = {"none"};
-      if (dp > 1 && q.hosts > 1) strategies.push_back("hsdp");
+      // Hybrid sharding: shard groups of the data-parallel ranks inside one node.
+      const int node_group = node_ranks / (tp * pp);
+      if (dp > 1 && q.hosts > 1 && node_group >= 2 && dp % node_group == 0) {
+        strategies.push_back("hsdp");
+      }
       std::vector<std::pair<std::string, int>> schedules = {{"1f1b", 1}};
       if (pp > 1) schedules = {{"gpipe", 1}, {"1f1b", 1}, {"interleaved_1f1b", 2}};
       for (const auto& strategy : strategies) {
@@ -99,6 +103,7 @@ std::vector<Layout> enumerate_layouts(const PlanRequest& q) {
                     if (off && (!q.offload || strategy == "none" || strategy == "ddp")) continue;
                     Layout L;
                     L.strategy = strategy;
+                    if (strategy == "hsdp") L.shard_group = node_ranks / (tp * pp);
                     L.tp = tp;
                     L.sp = sp;
                     L.pp = pp;
@@ -109,6 +114,7 @@ std::vector<Layout> enumerate_layouts(const PlanRequest& q) {
                     L.compute = dt;
                     L.checkpointing = ckpt;
                     L.offload = off;
+                    L.balanced = pp > 1 && q.model.n_layer % (pp * v) != 0;
                     CostInputs in{q.model, L, q.world, q.hosts, q.seq_len};
                     if (layout_problem(in).empty()) out.push_back(L);
                   }
@@ -129,6 +135,14 @@ MemoryEstimate layout_memory(const PlanRequest& q, const Layout& L, bool* exact)
   in.model.activation_checkpointing = nn::CheckpointPolicy::parse(L.checkpointing);
   Layout approx = L;
   *exact = true;
+  if (approx.balanced) {
+    // The estimator splits uniformly: the layers rounded up to the next multiple (more, so the
+    // estimate errs towards not fitting).
+    const int64_t k = int64_t(approx.pp) * approx.virtual_stages;
+    in.model.n_layer = (in.model.n_layer + k - 1) / k * k;
+    approx.balanced = false;
+    *exact = false;
+  }
   if (approx.sp || approx.virtual_stages > 1) {
     *exact = false;
     approx.sp = false;

@@ -153,15 +153,30 @@ double block_params(const nn::ModelConfig& m, const Shapes& s) {
   return p;
 }
 
-StageParams stage_params(const nn::ModelConfig& m, const Shapes& s, int stage, int pp) {
+StageParams stage_params(const nn::ModelConfig& m, const Shapes& s, int stage, int pp,
+                         double blocks) {
   StageParams p;
-  p.blocks = block_params(m, s) * double(m.n_layer) / pp;
+  p.blocks = block_params(m, s) * blocks;
   const bool first = stage == 0, last = stage == pp - 1;
   const double wte = double(s.vocab) * s.d;
   if (first) p.embedding = wte + (m.is_gpt2() ? double(m.max_seq_len) * s.d : 0.0);
   // The head: tied to wte (a copy on the last stage of a pipeline), or its own matrix.
   if (last) p.head = (m.tie_word_embeddings && pp == 1 ? 0.0 : wte) + double(s.d) * 2;
   return p;
+}
+
+// Blocks per rank: n_layer / (pp v) per virtual stage, or, when they do not divide (a balanced
+// split), the remainder one each to the virtual stages between the first and the last, which
+// also hold the embedding and the head.
+std::vector<double> stage_blocks(int64_t n_layer, int pp, int v) {
+  const int vs = pp * v;
+  std::vector<double> per_vs(vs, double(n_layer / vs));
+  int64_t rest = n_layer % vs;
+  for (int k = 1; k + 1 < vs && rest > 0; ++k, --rest) per_vs[k] += 1;
+  for (int k = 0; rest > 0; k = (k + 1) % vs, --rest) per_vs[k] += 1;
+  std::vector<double> per_rank(pp, 0.0);
+  for (int k = 0; k < vs; ++k) per_rank[k % pp] += per_vs[k];
+  return per_rank;
 }
 
 int data_parallel_size(const CostInputs& in) {
@@ -187,10 +202,12 @@ double comm_seconds(const MachineProfile& prof, int ranks_per_node, const std::s
 std::string Layout::name() const {
   std::ostringstream os;
   os << strategy;
+  if (strategy == "hsdp") os << ":" << shard_group;
   if (tp > 1) os << " tp" << tp << (sp ? "+sp" : "");
   if (pp > 1) {
     os << " pp" << pp << ":" << schedule;
     if (virtual_stages > 1) os << "/" << virtual_stages;
+    if (balanced) os << " balanced";
   }
   os << " mb" << micro_batch << "x" << accumulation;
   if (compute != DType::f32) os << " " << (compute == DType::bf16 ? "bf16" : "fp16");
@@ -211,10 +228,14 @@ Layout Layout::parse(const std::string& text) {
   };
   while (is >> part) {
     if (first) {
+      if (part.starts_with("hsdp:")) {
+        L.shard_group = static_cast<int>(number(part.substr(5), "hsdp:S"));
+        part = "hsdp";
+      }
       BRAID_CHECK(part == "none" || part == "ddp" || part == "zero1" || part == "zero2" ||
-                      part == "zero3" || part == "hsdp",
+                      part == "zero3" || (part == "hsdp" && L.shard_group > 0),
                   "layout '", text, "': the first part is the strategy (none, ddp, zero1, zero2, "
-                  "zero3, hsdp), got '", part, "'");
+                  "zero3, hsdp:S with S ranks per shard group), got '", part, "'");
       L.strategy = part;
       first = false;
     } else if (part.starts_with("tp")) {
@@ -249,9 +270,11 @@ Layout Layout::parse(const std::string& text) {
                   "layout '", text, "': ckpt: takes none, full or selective");
     } else if (part == "offload") {
       L.offload = true;
+    } else if (part == "balanced") {
+      L.balanced = true;
     } else {
       BRAID_THROW("layout '", text, "': unknown part '", part,
-                  "' (parts: STRATEGY tpN[+sp] ppN:SCHEDULE[/V] mbBxM bf16 ckpt:K offload)");
+                  "' (parts: STRATEGY (hsdp:S) tpN[+sp] ppN:SCHEDULE[/V] balanced mbBxM bf16 ckpt:K offload)");
     }
   }
   BRAID_CHECK(!first, "layout is empty");
@@ -264,13 +287,17 @@ Layout Layout::parse(const std::string& text) {
 std::vector<std::pair<std::string, std::string>> Layout::config_values() const {
   std::vector<std::pair<std::string, std::string>> v;
   v.emplace_back("parallel.strategy", strategy == "hsdp" ? "fsdp" : strategy);
-  if (strategy == "hsdp") v.emplace_back("parallel.sharding_strategy", "HYBRID_SHARD");
+  if (strategy == "hsdp") {
+    v.emplace_back("parallel.sharding_strategy", "HYBRID_SHARD");
+    v.emplace_back("parallel.sharding_factor", std::to_string(shard_group));
+  }
   v.emplace_back("parallel.tensor_parallel_size", std::to_string(tp));
   v.emplace_back("parallel.sequence_parallel", sp ? "true" : "false");
   v.emplace_back("parallel.pipeline_parallel_size", std::to_string(pp));
   if (pp > 1) {
     v.emplace_back("parallel.pipeline_schedule", schedule);
     v.emplace_back("parallel.pipeline_virtual_stages", std::to_string(virtual_stages));
+    v.emplace_back("parallel.pipeline_balance", balanced ? "parameters" : "uniform");
   }
   v.emplace_back("training.micro_batch_size", std::to_string(micro_batch));
   v.emplace_back("training.gradient_accumulation_steps", std::to_string(accumulation));
@@ -287,12 +314,16 @@ std::vector<std::pair<std::string, std::string>> Layout::config_values() const {
 ParallelPlan Layout::to_plan(int64_t seq_len) const {
   ParallelPlan p;
   p.name = strategy == "hsdp" ? "fsdp" : strategy;
-  if (strategy == "hsdp") p.sharding_strategy = "HYBRID_SHARD";
+  if (strategy == "hsdp") {
+    p.sharding_strategy = "HYBRID_SHARD";
+    p.sharding_factor = shard_group;
+  }
   p.tensor_parallel_size = tp;
   p.sequence_parallel = sp;
   p.pipeline_parallel_size = pp;
   p.pipeline_schedule = schedule;
   p.pipeline_virtual_stages = virtual_stages;
+  p.pipeline_balance = balanced ? "parameters" : "uniform";
   p.micro_batch_size = micro_batch;
   p.seq_len = seq_len;
   if (offload) {
@@ -318,9 +349,12 @@ std::string layout_problem(const CostInputs& in) {
     os << "sequence parallelism needs tp > 1";
   } else if (L.sp && in.seq_len % L.tp != 0) {
     os << "sequence parallelism needs the sequence (" << in.seq_len << ") to divide by tp";
-  } else if (m.n_layer % (L.pp * L.virtual_stages) != 0) {
+  } else if (m.n_layer < L.pp * L.virtual_stages) {
+    os << "pp " << L.pp << " x " << L.virtual_stages << " chunks exceeds the " << m.n_layer
+       << " layers";
+  } else if (!L.balanced && m.n_layer % (L.pp * L.virtual_stages) != 0) {
     os << "pp " << L.pp << " x " << L.virtual_stages << " chunks does not divide the "
-       << m.n_layer << " layers";
+       << m.n_layer << " layers (a 'balanced' split takes them unevenly)";
   } else if (L.pp > 1 && L.schedule != "gpipe" && L.schedule != "1f1b" &&
              L.schedule != "interleaved_1f1b") {
     os << "unknown schedule '" << L.schedule << "'";
@@ -331,6 +365,11 @@ std::string layout_problem(const CostInputs& in) {
        << ") to be a multiple of pp";
   } else if (L.strategy == "none" && data_parallel_size(in) > 1) {
     os << "strategy none with " << data_parallel_size(in) << " data-parallel ranks";
+  } else if (L.strategy == "hsdp" &&
+             (L.shard_group < 2 || data_parallel_size(in) % L.shard_group != 0 ||
+              L.shard_group >= data_parallel_size(in))) {
+    os << "hsdp's shard group of " << L.shard_group << " ranks must divide the "
+       << data_parallel_size(in) << " data-parallel ranks, with 2 or more groups of 2 or more";
   } else if (L.offload && (L.strategy == "none" || L.strategy == "ddp")) {
     os << "offload needs ZeRO (zero1, zero2, zero3)";
   } else if (in.seq_len > m.max_seq_len) {
@@ -370,11 +409,12 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
 
   // Per stage: forward and backward of one micro-batch, and the parameters held.
   const StageWork block = block_work(mdl, s, L, in.seq_len);
-  const double blocks_per_stage = double(m.n_layer) / L.pp;
+  const std::vector<double> blocks = stage_blocks(m.n_layer, L.pp, L.virtual_stages);
   std::vector<StageWork> stages(L.pp);
   std::vector<StageParams> params(L.pp);
   for (int st = 0; st < L.pp; ++st) {
     StageWork& w = stages[st];
+    const double blocks_per_stage = blocks[st];
     w.gemm_f = block.gemm_f * blocks_per_stage;
     w.gemm_b = block.gemm_b * blocks_per_stage;
     w.attn_f = block.attn_f * blocks_per_stage;
@@ -398,7 +438,7 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
       w.mem_f += mdl.elementwise(norm + "_fwd", n * s.d);
       w.mem_b += mdl.elementwise(norm + "_bwd", n * s.d);
     }
-    params[st] = stage_params(m, s, st, L.pp);
+    params[st] = stage_params(m, s, st, L.pp, blocks_per_stage);
   }
 
   // The slowest stage sets the pace; its parts make the components.
@@ -431,7 +471,7 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
       per_block = 4 * comm_seconds(prof, ranks_per_node, "all_reduce", L.tp, 1, bytes);
     }
     const double loss = 3 * comm_seconds(prof, ranks_per_node, "all_reduce", L.tp, 1, n * 4);
-    const double tp_comm = mb * (per_block * blocks_per_stage + (slow == L.pp - 1 ? loss : 0));
+    const double tp_comm = mb * (per_block * blocks[slow] + (slow == L.pp - 1 ? loss : 0));
     c.comm_exposed += tp_comm;
     c.comm_total += tp_comm;
   }
@@ -490,7 +530,7 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
         c.comm_exposed += rs + ag;
       }
     } else {  // zero3, hsdp: gathers per micro-batch, prefetched
-      const int gather_group = L.strategy == "hsdp" ? node_ranks / stride : dp;
+      const int gather_group = L.strategy == "hsdp" ? L.shard_group : dp;
       auto g_comm = [&](const std::string& op, double bytes) {
         return comm_seconds(prof, ranks_per_node, op, std::max(1, gather_group), stride, bytes);
       };
@@ -500,7 +540,7 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
       if (L.strategy == "hsdp" && gather_group < dp) {
         total += dp_comm("all_reduce", grad_bytes / gather_group);
       }
-      const double first_unit = g_comm("all_gather", a * P / std::max(1.0, blocks_per_stage));
+      const double first_unit = g_comm("all_gather", a * P / std::max(1.0, blocks[slow]));
       c.comm_total += total;
       c.comm_exposed += first_unit + std::max(0.0, total - first_unit - compute_step);
     }
@@ -528,7 +568,8 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
   c.step = compute_step + c.optimizer + c.comm_exposed + c.bubble + c.offload;
   const double tokens = double(in.seq_len) * L.micro_batch * L.accumulation * dp;
   c.tokens_per_s = tokens / c.step;
-  c.peak_gflops = rates.gemm_gflops(L.compute);
+  const double sheet = L.compute == DType::f32 ? prof.peak_gflops_f32 : prof.peak_gflops_bf16;
+  c.peak_gflops = sheet > 0 ? sheet : rates.gemm_gflops(L.compute);
   // Note [MFU formula] (train/progress.h): 6 N + 12 L T C per token.
   double n_matmul = double(m.num_parameters()) - (m.is_gpt2() ? double(m.max_seq_len) * m.d_model : 0);
   if (!m.tie_word_embeddings) n_matmul -= double(m.vocab_size) * m.d_model;  // the lookup table

@@ -56,10 +56,12 @@ namespace braid::parallel::cost {
 // One candidate layout: everything the planner chooses.
 struct Layout {
   std::string strategy = "ddp";  // none | ddp | zero1 | zero2 | zero3 | hsdp
+  int shard_group = 0;           // hsdp: ranks per shard group (FSDP HYBRID_SHARD's node)
   int tp = 1, pp = 1;
   bool sp = false;                 // sequence parallelism (tp > 1)
   std::string schedule = "1f1b";   // gpipe | 1f1b | interleaved_1f1b (pp > 1)
   int virtual_stages = 1;          // interleaved_1f1b's chunks per rank
+  bool balanced = false;           // layers split unevenly (pipeline_balance: parameters)
   int64_t micro_batch = 1;         // sequences per rank per micro-step
   int64_t accumulation = 1;        // micro-batches per step
   DType compute = DType::f32;      // f32 | bf16
@@ -95,8 +97,10 @@ struct StepCost {
   double recompute = 0;   // of gemm, attention and memory: what checkpointing reruns
   double comm_total = 0;  // every collective's time, hidden or not
   double tokens_per_s = 0;
-  double mfu = 0;        // model FLOPs (6N + 12 L T C per token) / (step x world x GEMM peak)
-  double peak_gflops = 0;  // one rank's GEMM rate for large products (the MFU denominator)
+  double mfu = 0;  // model FLOPs (6N + 12 L T C per token) / (step x world x peak)
+  // One rank's peak, the MFU denominator: the profile's data-sheet peak, else its GEMM rate for
+  // large products.
+  double peak_gflops = 0;
   std::vector<std::pair<std::string, double>> components() const;  // name, seconds
 };
 

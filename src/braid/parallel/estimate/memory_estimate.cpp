@@ -1,6 +1,8 @@
 #include "braid/parallel/estimate/memory_estimate.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <optional>
 
 #include "braid/core/error.h"
@@ -52,8 +54,8 @@ class DeclaredTensorParallel : public nn::TensorParallel {
 
 // The units of tp rank 0's slices of the model (all ranks' are the same size but for the
 // padded vocabulary's last rows), or of a pipeline stage's part of them.
-Units units_of(const nn::ModelConfig& model, int64_t pad_multiple, int tp,
-               const std::optional<nn::PipelineStage>& stage) {
+Units declared_units(const nn::ModelConfig& model, int64_t pad_multiple, int tp,
+                     const std::optional<nn::PipelineStage>& stage) {
   DeclaredTensorParallel declared_tp(tp);
   nn::TransformerOptions declared;
   declared.materialize = false;
@@ -72,6 +74,32 @@ Units units_of(const nn::ModelConfig& model, int64_t pad_multiple, int tp,
   for (size_t i = 1; i + 1 < u.size(); ++i) s.B = std::max(s.B, static_cast<double>(u[i].padded));
   for (const auto& unit : u) s.sizes.push_back(static_cast<double>(unit.padded));
   return s;
+}
+
+// Note [Unit cache]: declaring a model is the estimator's cost (a 96-layer model, once per
+// pipeline stage), and the planner asks for the same units thousands of times, so they are
+// kept by what determines them: the model's shape, the padding, tp and the stage's layers.
+Units units_of(const nn::ModelConfig& model, int64_t pad_multiple, int tp,
+               const std::optional<nn::PipelineStage>& stage) {
+  std::string key = model.to_hf_json();
+  key += "|" + std::to_string(pad_multiple) + "|" + std::to_string(tp);
+  if (stage) {
+    key += stage->first ? "|f" : "|-";
+    key += stage->last ? "l" : "-";
+    for (const auto& [b, e] : stage->chunks) key += ":" + std::to_string(b) + "-" + std::to_string(e);
+  }
+  static std::mutex mu;
+  static std::map<std::string, Units> cache;
+  {
+    std::lock_guard lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  Units u = declared_units(model, pad_multiple, tp, stage);
+  std::lock_guard lock(mu);
+  if (cache.size() > 4096) cache.clear();
+  cache.emplace(std::move(key), u);
+  return u;
 }
 
 // What the formulas need to know of a strategy: its ZeRO stage (0 = replicated, DDP), whether

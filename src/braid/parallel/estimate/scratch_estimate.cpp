@@ -1,6 +1,9 @@
 #include "braid/parallel/estimate/scratch_estimate.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "braid/core/error.h"
 #include "braid/kernels/scratch_plan.h"
@@ -112,10 +115,11 @@ class BlockKernels {
 
 }  // namespace
 
-int64_t estimate_scratch(const nn::ModelConfig& model, int64_t micro_batch_size, int64_t seq_len,
-                         DType compute, int tp, const ActivationSpan& span, int threads,
-                         const ContextSplit& cp) {
-  BRAID_CHECK(threads >= 1, "estimate-memory: threads per rank must be >= 1, got ", threads);
+namespace {
+
+int64_t replay_scratch(const nn::ModelConfig& model, int64_t micro_batch_size, int64_t seq_len,
+                       DType compute, int tp, const ActivationSpan& span, int threads,
+                       const ContextSplit& cp) {
   kernels::ScratchPlan plan(threads);
   BlockKernels block(model, micro_batch_size, seq_len, compute, tp, cp, plan);
   const int64_t end = span.end < 0 ? model.n_layer : span.end;
@@ -134,6 +138,37 @@ int64_t estimate_scratch(const nn::ModelConfig& model, int64_t micro_batch_size,
   // Under context parallelism GPT-2's position rows are a lookup of their own (nn/embedding.cpp).
   if (span.first) plan.embedding_backward(C, model.is_gpt2() && cp.size == 1);
   return plan.bytes();
+}
+
+}  // namespace
+
+// Asking the GEMM library for its work memory is most of the cost (oneDNN builds a primitive
+// descriptor per shape), and the planner asks for the same replay thousands of times: kept by
+// what determines it (as Note [Unit cache], memory_estimate.cpp).
+int64_t estimate_scratch(const nn::ModelConfig& model, int64_t micro_batch_size, int64_t seq_len,
+                         DType compute, int tp, const ActivationSpan& span, int threads,
+                         const ContextSplit& cp) {
+  BRAID_CHECK(threads >= 1, "estimate-memory: threads per rank must be >= 1, got ", threads);
+  const int64_t end = span.end < 0 ? model.n_layer : span.end;
+  std::string key = model.to_hf_json() + model.activation_checkpointing.str();
+  for (int64_t v : {micro_batch_size, seq_len, int64_t(compute), int64_t(tp), int64_t(threads),
+                    int64_t(end > span.begin), int64_t(span.first), int64_t(span.last),
+                    int64_t(cp.size), int64_t(cp.ulysses)}) {
+    key += "|" + std::to_string(v);
+  }
+  static std::mutex mu;
+  static std::map<std::string, int64_t> cache;
+  {
+    std::lock_guard lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  const int64_t bytes =
+      replay_scratch(model, micro_batch_size, seq_len, compute, tp, span, threads, cp);
+  std::lock_guard lock(mu);
+  if (cache.size() > 4096) cache.clear();
+  cache.emplace(std::move(key), bytes);
+  return bytes;
 }
 
 }  // namespace braid::parallel
