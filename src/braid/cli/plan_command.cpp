@@ -123,8 +123,9 @@ int run_calibrate(const Request& q) {
   cost::save_profile(p, path);
   std::printf("machine: %s, %d cores, %s memory\n", p.cpu.c_str(), p.cores,
               (gib(double(p.node_memory)) + " GiB").c_str());
-  std::printf("| ranks | threads | GEMM f32 GFLOP/s | GEMM bf16 | half dim | stream GB/s | "
-              "adamw ns/param |\n|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| ranks | threads | GEMM f32 GFLOP/s | GEMM bf16 | half dim | stream GB/s | "
+      "adamw ns/param |\n|---|---|---|---|---|---|---|\n");
   for (const auto& r : p.compute) {
     std::printf("| %d | %d | %.1f | %.1f | %.0f | %.1f | %.3f |\n", r.ranks, r.threads,
                 r.gemm_gflops_f32, r.gemm_gflops_bf16, r.gemm_half_dim, r.stream_gbs,
@@ -162,7 +163,8 @@ cost::PlanRequest plan_request(const Request& q) {
   braid::config::TrainConfig probe = cfg;
   probe.data.seq_len = 1;
   r.model = braid::train::model_config_from(probe);
-  if (q.config.empty() && q.seq_len == 0) cfg.data.seq_len = std::min<int64_t>(1024, r.model.max_seq_len);
+  if (q.config.empty() && q.seq_len == 0)
+    cfg.data.seq_len = std::min<int64_t>(1024, r.model.max_seq_len);
   BRAID_CHECK(cfg.data.seq_len <= r.model.max_seq_len, "--seq-len ", cfg.data.seq_len,
               " exceeds the model's maximum sequence length ", r.model.max_seq_len);
   r.seq_len = cfg.data.seq_len;
@@ -207,10 +209,11 @@ void print_header(const cost::PlanRequest& r, const cost::MachineProfile& p, int
               p.device == "cpu" ? (", " + std::to_string(p.cores) + " cores").c_str() : "",
               p.calibrated_at.c_str());
   std::printf("model: %s\n", r.model.summary().c_str());
-  std::printf("ranks: %d on %d host(s); sequence %lld; global batch %lld; budget %s GiB per "
-              "rank\n\n",
-              r.world, r.hosts, static_cast<long long>(r.seq_len),
-              static_cast<long long>(r.global_batch), gib(double(budget)).c_str());
+  std::printf(
+      "ranks: %d on %d host(s); sequence %lld; global batch %lld; budget %s GiB per "
+      "rank\n\n",
+      r.world, r.hosts, static_cast<long long>(r.seq_len), static_cast<long long>(r.global_batch),
+      gib(double(budget)).c_str());
 }
 
 int run_explain(const Request& q, const cost::PlanRequest& r, const cost::MachineProfile& p) {
@@ -232,8 +235,7 @@ int run_explain(const Request& q, const cost::PlanRequest& r, const cost::Machin
   print_header(r, p, budget);
   std::printf("layout: %s\n", c.layout.name().c_str());
   std::printf("predicted step: %s ms, %.0f tokens/s, MFU %.1f%% of %.0f GFLOP/s per rank\n",
-              ms(c.cost.step).c_str(), c.cost.tokens_per_s, c.cost.mfu * 100,
-              c.cost.peak_gflops);
+              ms(c.cost.step).c_str(), c.cost.tokens_per_s, c.cost.mfu * 100, c.cost.peak_gflops);
   std::printf("\n| part | ms | share |\n|---|---|---|\n");
   for (const auto& [name, s] : c.cost.components()) {
     if (s > 0) {
@@ -268,15 +270,16 @@ int run_plan(const std::vector<std::string>& args) {
     return 0;
   }
   print_header(r, p, result.budget);
-  std::printf("| # | layout | step ms | tokens/s | MFU | GiB/rank | gemm | attn | mem | opt | "
-              "comm | bubble |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| # | layout | step ms | tokens/s | MFU | GiB/rank | gemm | attn | mem | opt | "
+      "comm | bubble |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const size_t rows = std::min<size_t>(result.ranked.size(), static_cast<size_t>(q.top));
   for (size_t i = 0; i < rows; ++i) {
     const auto& c = result.ranked[i];
     std::printf("| %zu | %s | %s | %.0f | %.1f%% | %s%s | %s | %s | %s | %s | %s | %s |\n", i + 1,
                 c.layout.name().c_str(), ms(c.cost.step).c_str(), c.cost.tokens_per_s,
-                c.cost.mfu * 100, gib(double(c.memory.total())).c_str(),
-                c.memory_exact ? "" : "~", ms(c.cost.gemm).c_str(), ms(c.cost.attention).c_str(),
+                c.cost.mfu * 100, gib(double(c.memory.total())).c_str(), c.memory_exact ? "" : "~",
+                ms(c.cost.gemm).c_str(), ms(c.cost.attention).c_str(),
                 ms(c.cost.memory + c.cost.recompute + c.cost.overhead).c_str(),
                 ms(c.cost.optimizer + c.cost.offload).c_str(), ms(c.cost.comm_exposed).c_str(),
                 ms(c.cost.bubble).c_str());

@@ -88,5 +88,5 @@ class SimulatedDeviceRoute {
   if (const auto braid_device_ = ::braid::kernels::real_device({__VA_ARGS__}))                     \
     return ::braid::kernels::DeviceCall(*braid_device_, #op)(&::braid::kernels::DeviceKernels::op) \
         args;                                                                                      \
-  ::braid::kernels::SimulatedDeviceRoute braid_simulated_route_({__VA_ARGS__});                      \
+  ::braid::kernels::SimulatedDeviceRoute braid_simulated_route_({__VA_ARGS__});                    \
   ::braid::kernels::OpScope braid_op_scope_(#op)

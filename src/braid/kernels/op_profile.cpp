@@ -27,7 +27,9 @@ void record_op(const char* op, double seconds) {
 
 }  // namespace op_profile_detail
 
-void set_op_profiling(bool on) { op_profile_detail::g_op_profiling.store(on, std::memory_order_relaxed); }
+void set_op_profiling(bool on) {
+  op_profile_detail::g_op_profiling.store(on, std::memory_order_relaxed);
+}
 
 std::vector<OpTotal> op_totals() {
   std::lock_guard lock(op_profile_detail::g_mu);

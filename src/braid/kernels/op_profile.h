@@ -23,7 +23,9 @@ extern thread_local int t_op_depth;
 }  // namespace op_profile_detail
 
 void set_op_profiling(bool on);
-inline bool op_profiling() { return op_profile_detail::g_op_profiling.load(std::memory_order_relaxed); }
+inline bool op_profiling() {
+  return op_profile_detail::g_op_profiling.load(std::memory_order_relaxed);
+}
 
 struct OpTotal {
   std::string op;

@@ -15,9 +15,9 @@ namespace braid::train {
 namespace {
 
 const std::vector<std::string>& parts() {
-  static const std::vector<std::string> p = {"gemm",      "attention",    "memory-bound",
-                                             "loss",      "optimizer",    "comm exposed",
-                                             "pipeline bubble", "other"};
+  static const std::vector<std::string> p = {
+      "gemm",      "attention",    "memory-bound",    "loss",
+      "optimizer", "comm exposed", "pipeline bubble", "other"};
   return p;
 }
 
@@ -88,8 +88,7 @@ std::string StepProfile::report(const std::optional<parallel::cost::StepCost>& p
   }
   std::string out;
   char line[160];
-  std::snprintf(line, sizeof line,
-                "profile: rank 0, %lld steps after %d warm-up, ms per step\n",
+  std::snprintf(line, sizeof line, "profile: rank 0, %lld steps after %d warm-up, ms per step\n",
                 static_cast<long long>(steps_), warmup_);
   out += line;
   out += predicted ? "| part | measured | predicted | error |\n|---|---|---|---|\n"
@@ -115,10 +114,9 @@ std::string StepProfile::report(const std::optional<parallel::cost::StepCost>& p
   if (!prediction_note.empty()) out += prediction_note + "\n";
   // The ops behind the parts, slowest first.
   auto totals = kernels::op_totals();
-  std::sort(totals.begin(), totals.end(),
-            [](const kernels::OpTotal& a, const kernels::OpTotal& b) {
-              return a.seconds > b.seconds;
-            });
+  std::sort(totals.begin(), totals.end(), [](const kernels::OpTotal& a, const kernels::OpTotal& b) {
+    return a.seconds > b.seconds;
+  });
   out += "| op | part | calls per step | ms per step |\n|---|---|---|---|\n";
   for (const auto& t : totals) {
     if (steps_ == 0) break;

@@ -20,7 +20,8 @@ void run_training(const RunConfigSources& sources, bool print_config) {
   }
   auto world = launched_world(cfg);
   // parallel.strategy: auto says what it chose (Note [Auto plan]).
-  if (const auto at = mapping.find("# plan: "); at != std::string::npos && (!world || world->rank() == 0)) {
+  if (const auto at = mapping.find("# plan: ");
+      at != std::string::npos && (!world || world->rank() == 0)) {
     std::printf("%s\n", mapping.substr(at + 2, mapping.find('\n', at) - at - 2).c_str());
     std::fflush(stdout);
   }

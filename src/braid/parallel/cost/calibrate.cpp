@@ -183,11 +183,11 @@ double ce_ns(RankMeasure& m, DType dt, const ComputeRates& r, Rng& rng) {
   Tensor lse = Tensor::empty({N}, DType::f32), dx = Tensor::zeros({N, C}, dt);
   Tensor dw = Tensor::zeros({V, C}, DType::f32);
   int64_t count = 0;
-  const double t = m.time(
-      [&] { k::lm_head_ce_forward_backward(lse, &count, &dx, &dw, x, w, targets, 1e-3f); });
+  const double t =
+      m.time([&] { k::lm_head_ce_forward_backward(lse, &count, &dx, &dw, x, w, targets, 1e-3f); });
   const double dmin = double(C);
-  const double gemm = 3 * 2.0 * N * V * C * (dmin + r.gemm_half_dim) /
-                      (dmin * r.gemm_gflops(dt) * 1e9);
+  const double gemm =
+      3 * 2.0 * N * V * C * (dmin + r.gemm_half_dim) / (dmin * r.gemm_gflops(dt) * 1e9);
   return std::max(0.0, t - gemm) * 1e9 / (double(N) * V);
 }
 
@@ -197,9 +197,9 @@ void state_ns(RankMeasure& m, Rng& rng, ComputeRates& r) {
   Tensor p = Tensor::randn({n}, rng), g = Tensor::randn({n}, rng), m1 = Tensor::zeros({n});
   Tensor v = Tensor::zeros({n}), low = Tensor::empty({n}, DType::bf16);
   int64_t step = 0;
-  r.elementwise_ns["adamw"] =
-      m.time([&] { k::adamw_step(p, g, m1, v, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step); }) *
-      1e9 / double(n);
+  r.elementwise_ns["adamw"] = m.time([&] {
+    k::adamw_step(p, g, m1, v, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step);
+  }) * 1e9 / double(n);
   r.elementwise_ns["cast"] = m.time([&] { k::cast(low, p); }) * 1e9 / double(n);
   r.elementwise_ns["sum_squares"] = m.time([&] { (void)k::sum_squares(g); }) * 1e9 / double(n);
   r.elementwise_ns["zero"] = m.time([&] { k::scale(m1, 0.0f); }) * 1e9 / double(n);

@@ -35,7 +35,8 @@ MachineProfile synthetic() {
     p.compute.push_back(c);
   }
   for (int g : {2, 4}) {
-    for (const char* op : {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "send_recv"}) {
+    for (const char* op :
+         {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "send_recv"}) {
       p.node.ops[op][g] = {10.0 * g, 5.0};
     }
   }
@@ -49,8 +50,7 @@ nn::ModelConfig small_model() {
   return m;
 }
 
-StepCost predict(const std::string& layout, int world = 2, int64_t seq = 256,
-                 int64_t layers = 6) {
+StepCost predict(const std::string& layout, int world = 2, int64_t seq = 256, int64_t layers = 6) {
   nn::ModelConfig m = small_model();
   m.n_layer = layers;
   return predict_step(CostInputs{m, Layout::parse(layout), world, 1, seq}, synthetic());
@@ -144,8 +144,8 @@ TEST(CostModel, PartsFollowTheLayout) {
   // backward 2).
   const StepCost ck = predict("ddp mb4x1 ckpt:full");
   EXPECT_NEAR(ck.gemm / ddp.gemm, 4.0 / 3.0, 1e-9);
-  EXPECT_NEAR(ck.recompute, ck.gemm - ddp.gemm + (ck.attention - ddp.attention) +
-                                (ck.memory - ddp.memory),
+  EXPECT_NEAR(ck.recompute,
+              ck.gemm - ddp.gemm + (ck.attention - ddp.attention) + (ck.memory - ddp.memory),
               1e-12);
   // Tensor parallelism halves each rank's products (of twice the sequences here) and adds
   // exposed all-reduces.
@@ -176,12 +176,13 @@ TEST(CostModel, PipelineBubbleFollowsTheSchedule) {
 TEST(CostModel, LayoutsThatDoNotFitTheModelAreNamed) {
   EXPECT_NE(error_of([] { predict("none tp4 mb1x1", 4); }).find("tp 4 does not divide the 6 heads"),
             std::string::npos);
-  EXPECT_NE(error_of([] { predict("none pp4:1f1b mb1x4", 4); })
-                .find("pp 4 x 1 chunks does not divide the 6 layers"),
+  EXPECT_NE(error_of([] {
+              predict("none pp4:1f1b mb1x4", 4);
+            }).find("pp 4 x 1 chunks does not divide the 6 layers"),
             std::string::npos);
-  EXPECT_NE(error_of([] { predict("none mb1x1", 2); })
-                .find("strategy none with 2 data-parallel ranks"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([] { predict("none mb1x1", 2); }).find("strategy none with 2 data-parallel ranks"),
+      std::string::npos);
   EXPECT_NE(error_of([] { predict("ddp offload mb1x1"); }).find("offload needs ZeRO"),
             std::string::npos);
 }
@@ -204,8 +205,7 @@ TEST(Planner, RanksFittingLayoutsFastestFirst) {
   double fastest = INFINITY;
   for (const auto& c : r.ranked) fastest = std::min(fastest, c.cost.step);
   EXPECT_LE(r.ranked.front().cost.step, fastest * 1.01);
-  EXPECT_NE(explain_choice(r).find("Chosen: " + r.ranked.front().layout.name()),
-            std::string::npos);
+  EXPECT_NE(explain_choice(r).find("Chosen: " + r.ranked.front().layout.name()), std::string::npos);
 }
 
 TEST(Planner, ABudgetDdpExceedsPicksALayoutThatFits) {

@@ -36,8 +36,8 @@ ComputeRates spec_rates(const json& j, const std::string& source) {
   r.ranks = j.value("ranks_per_node", 1);
   r.threads = 1;
   r.gemm_gflops_bf16 = need("gemm_tflops_bf16") * 1e3;
-  r.gemm_gflops_f32 = j.contains("gemm_tflops_f32") ? need("gemm_tflops_f32") * 1e3
-                                                     : r.gemm_gflops_bf16 / 2;
+  r.gemm_gflops_f32 =
+      j.contains("gemm_tflops_f32") ? need("gemm_tflops_f32") * 1e3 : r.gemm_gflops_bf16 / 2;
   r.gemm_half_dim = j.value("gemm_half_dim", 64.0);
   // Causal attention's forward: 2 T^2 hs multiply-adds = 4 T^2 hs / 2 flops, at half the rate.
   const double attn_flops_per_ns = r.gemm_gflops_bf16 / 2;  // GFLOP/s = flops per ns
@@ -152,8 +152,7 @@ double LinkFit::seconds(double bytes) const {
 double TransportFits::seconds(const std::string& op, int size, double bytes) const {
   if (size <= 1) return 0;
   auto it = ops.find(op);
-  BRAID_CHECK(it != ops.end() && !it->second.empty(), "the machine profile has no '", op,
-              "' fit");
+  BRAID_CHECK(it != ops.end() && !it->second.empty(), "the machine profile has no '", op, "' fit");
   const auto& sizes = it->second;
   auto exact = sizes.find(size);
   if (exact != sizes.end()) return exact->second.seconds(bytes);
@@ -203,8 +202,8 @@ void MachineProfile::validate() const {
   BRAID_CHECK(cores >= 1, "machine profile '", name, "': cores must be >= 1");
   BRAID_CHECK(!compute.empty(), "machine profile '", name, "': no compute rates");
   for (const auto& r : compute) {
-    BRAID_CHECK(r.ranks >= 1 && r.threads >= 1 && r.gemm_gflops_f32 > 0 &&
-                    r.gemm_gflops_bf16 > 0 && r.stream_gbs > 0 && r.gemm_half_dim >= 0,
+    BRAID_CHECK(r.ranks >= 1 && r.threads >= 1 && r.gemm_gflops_f32 > 0 && r.gemm_gflops_bf16 > 0 &&
+                    r.stream_gbs > 0 && r.gemm_half_dim >= 0,
                 "machine profile '", name, "': the rates for ", r.ranks,
                 " ranks need ranks, threads, gemm_gflops and stream_gbs > 0");
   }
@@ -331,13 +330,17 @@ std::string default_profile_path() {
 }
 
 double op_bytes(const std::string& c) {
-  static const std::map<std::string, double> bytes = {
-      {"layernorm_fwd", 8},  {"layernorm_bwd", 12}, {"rmsnorm_fwd", 8}, {"rmsnorm_bwd", 12},
-      {"gelu_fwd", 8},       {"gelu_bwd", 12},      {"swiglu_fwd", 12}, {"swiglu_bwd", 20},
-      {"rope_fwd", 8},       {"rope_bwd", 8},       {"add", 12},        {"embedding_fwd", 8},
-      {"embedding_bwd", 12}, {"ce", 12},            {"adamw", 28},      {"cast", 6},
-      {"sum_squares", 4},    {"zero", 4},           {"copy", 8},        {"axpy", 12},
-      {"add_columns", 12}};
+  static const std::map<std::string, double> bytes = {{"layernorm_fwd", 8},  {"layernorm_bwd", 12},
+                                                      {"rmsnorm_fwd", 8},    {"rmsnorm_bwd", 12},
+                                                      {"gelu_fwd", 8},       {"gelu_bwd", 12},
+                                                      {"swiglu_fwd", 12},    {"swiglu_bwd", 20},
+                                                      {"rope_fwd", 8},       {"rope_bwd", 8},
+                                                      {"add", 12},           {"embedding_fwd", 8},
+                                                      {"embedding_bwd", 12}, {"ce", 12},
+                                                      {"adamw", 28},         {"cast", 6},
+                                                      {"sum_squares", 4},    {"zero", 4},
+                                                      {"copy", 8},           {"axpy", 12},
+                                                      {"add_columns", 12}};
   auto it = bytes.find(c);
   BRAID_CHECK(it != bytes.end(), "no op class '", c, "'");
   return it->second;

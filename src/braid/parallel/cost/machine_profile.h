@@ -34,8 +34,8 @@ struct ComputeRates {
   double gemm_half_dim = 0;
   // Attention per (sequence, head): forward a T^2 hs + c T hs ns, backward likewise.
   double attn_fwd_a_ns = 0, attn_fwd_c_ns = 0, attn_bwd_a_ns = 0, attn_bwd_c_ns = 0;
-  double attn_bf16_factor = 1;                  // bf16 attention's time / f32's
-  double stream_gbs = 0;                        // memory-bound ops without their own rate
+  double attn_bf16_factor = 1;                   // bf16 attention's time / f32's
+  double stream_gbs = 0;                         // memory-bound ops without their own rate
   std::map<std::string, double> elementwise_ns;  // per element, by op class (f32)
   double op_overhead_us = 0;
 
@@ -59,19 +59,19 @@ struct TransportFits {
 };
 
 struct MachineProfile {
-  std::string name;                 // "this machine", "DGX H100", ...
-  std::string device = "cpu";       // cpu | cuda
-  std::string cpu;                  // lscpu's model name where calibrated
-  int cores = 1;                    // the node's cores (cpu)
-  int ranks_per_node = 0;           // 0: any (cpu); a GPU node's GPUs
-  int64_t memory_per_rank = 0;      // bytes a rank may use (GPU: its memory; 0: node / ranks)
-  int64_t node_memory = 0;          // the node's memory (cpu)
+  std::string name;             // "this machine", "DGX H100", ...
+  std::string device = "cpu";   // cpu | cuda
+  std::string cpu;              // lscpu's model name where calibrated
+  int cores = 1;                // the node's cores (cpu)
+  int ranks_per_node = 0;       // 0: any (cpu); a GPU node's GPUs
+  int64_t memory_per_rank = 0;  // bytes a rank may use (GPU: its memory; 0: node / ranks)
+  int64_t node_memory = 0;      // the node's memory (cpu)
   double disk_read_gbs = 0, disk_write_gbs = 0;  // offload files
   // The MFU denominator per rank, when it is not the GEMM rate: a spec sheet's dense peak
   // (peak_tflops_bf16 / peak_tflops_f32), which published MFU figures use. 0: the GEMM rate of
   // large products (a calibrated profile's, as braid train's MFU).
   double peak_gflops_bf16 = 0, peak_gflops_f32 = 0;
-  std::vector<ComputeRates> compute;             // by ranks, ascending
+  std::vector<ComputeRates> compute;  // by ranks, ascending
   TransportFits node, network;
   std::string calibrated_at;  // date, or "spec sheet"
 

@@ -34,7 +34,8 @@ bool simpler(const Candidate& a, const Candidate& b) {
     const std::vector<std::string> order = {"none", "ddp", "zero1", "zero2", "zero3", "hsdp"};
     return std::find(order.begin(), order.end(), s) - order.begin();
   };
-  if (sharding(x.strategy) != sharding(y.strategy)) return sharding(x.strategy) < sharding(y.strategy);
+  if (sharding(x.strategy) != sharding(y.strategy))
+    return sharding(x.strategy) < sharding(y.strategy);
   return x.micro_batch > y.micro_batch;
 }
 
@@ -163,8 +164,11 @@ PlanResult plan_layouts(const PlanRequest& q, const MachineProfile& profile) {
   PlanResult result;
   const auto layouts = enumerate_layouts(q);
   result.enumerated = static_cast<int>(layouts.size());
-  BRAID_CHECK(!layouts.empty(), "no layout of ", q.world, " ranks runs this model with a global "
-              "batch of ", q.global_batch, " (each layout's data-parallel ranks must divide it, "
+  BRAID_CHECK(!layouts.empty(), "no layout of ", q.world,
+              " ranks runs this model with a global "
+              "batch of ",
+              q.global_batch,
+              " (each layout's data-parallel ranks must divide it, "
               "tp the heads, pp the layers)");
   result.budget = q.budget > 0 ? q.budget : profile.rank_memory(q.world / q.hosts);
   const bool disk = profile.disk_read_gbs > 0 && profile.disk_write_gbs > 0;
@@ -177,10 +181,9 @@ PlanResult plan_layouts(const PlanRequest& q, const MachineProfile& profile) {
     c.fits = c.memory.total() <= result.budget;
     (c.fits ? result.ranked : result.too_big).push_back(std::move(c));
   }
-  std::stable_sort(result.ranked.begin(), result.ranked.end(),
-                   [](const Candidate& a, const Candidate& b) {
-                     return a.cost.step < b.cost.step;
-                   });
+  std::stable_sort(
+      result.ranked.begin(), result.ranked.end(),
+      [](const Candidate& a, const Candidate& b) { return a.cost.step < b.cost.step; });
   // Note [Plan ranking]: the simplest layout within 1% of the fastest goes first; the rest stay
   // in order of time.
   if (!result.ranked.empty()) {
@@ -192,10 +195,9 @@ PlanResult plan_layouts(const PlanRequest& q, const MachineProfile& profile) {
     std::rotate(result.ranked.begin(), result.ranked.begin() + static_cast<std::ptrdiff_t>(pick),
                 result.ranked.begin() + static_cast<std::ptrdiff_t>(pick) + 1);
   }
-  std::sort(result.too_big.begin(), result.too_big.end(),
-            [](const Candidate& a, const Candidate& b) {
-              return a.memory.total() < b.memory.total();
-            });
+  std::sort(
+      result.too_big.begin(), result.too_big.end(),
+      [](const Candidate& a, const Candidate& b) { return a.memory.total() < b.memory.total(); });
   return result;
 }
 
@@ -215,9 +217,8 @@ std::string explain_choice(const PlanResult& r) {
      << gib(double(r.budget)) << " per rank (" << r.too_big.size() << " do not).\n";
   if (r.ranked.size() > 1) {
     const Candidate& next = r.ranked[1];
-    os << "  next: " << next.layout.name() << ", "
-       << pct(next.cost.step / first.cost.step - 1) << " slower ("
-       << biggest_difference(first.cost, next.cost) << ")\n";
+    os << "  next: " << next.layout.name() << ", " << pct(next.cost.step / first.cost.step - 1)
+       << " slower (" << biggest_difference(first.cost, next.cost) << ")\n";
   }
   // The plain data-parallel layout of the same precision: how much the choice gains, or why
   // it is not taken.
@@ -229,8 +230,8 @@ std::string explain_choice(const PlanResult& r) {
     auto it = std::find_if(r.ranked.begin(), r.ranked.end(), is_plain);
     if (it != r.ranked.end()) {
       if (&*it != &first) {
-        os << "  " << plain << " (" << it->layout.name() << "): "
-           << pct(it->cost.step / first.cost.step - 1) << " slower ("
+        os << "  " << plain << " (" << it->layout.name()
+           << "): " << pct(it->cost.step / first.cost.step - 1) << " slower ("
            << biggest_difference(first.cost, it->cost) << ")\n";
       }
       break;

@@ -6,10 +6,10 @@
 //
 // Note [Plan ranking]: layouts are ordered by predicted step time, except that the first choice
 // is the simplest layout within 1% of the fastest (fewer parallel dimensions, then no offload,
-// then no checkpointing, then less sharding, then larger micro-batches), so a layout is never chosen for a gain the
-// model cannot resolve.
-// The global batch is fixed: each layout's data-parallel ranks dp split it into micro-batches
-// of b sequences, accumulation = global / (dp b); dp must divide it.
+// then no checkpointing, then less sharding, then larger micro-batches), so a layout is never
+// chosen for a gain the model cannot resolve. The global batch is fixed: each layout's
+// data-parallel ranks dp split it into micro-batches of b sequences, accumulation = global / (dp
+// b); dp must divide it.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +30,7 @@ struct PlanRequest {
   int64_t budget = 0;        // bytes per rank (0: the profile's memory per rank)
   std::vector<DType> precisions = {DType::f32, DType::bf16};
   std::vector<std::string> checkpointing = {"none", "selective", "full"};
-  bool offload = true;        // consider offloading to files
+  bool offload = true;          // consider offloading to files
   int64_t max_micro_batch = 0;  // 0: no limit
 };
 
@@ -43,9 +43,9 @@ struct Candidate {
 };
 
 struct PlanResult {
-  std::vector<Candidate> ranked;    // fitting layouts, fastest first (Note [Plan ranking])
-  std::vector<Candidate> too_big;   // the rest, smallest memory first
-  int64_t budget = 0;               // the budget used
+  std::vector<Candidate> ranked;   // fitting layouts, fastest first (Note [Plan ranking])
+  std::vector<Candidate> too_big;  // the rest, smallest memory first
+  int64_t budget = 0;              // the budget used
   int enumerated = 0;
 };
 

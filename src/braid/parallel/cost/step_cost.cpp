@@ -148,7 +148,7 @@ struct StageParams {
 double block_params(const nn::ModelConfig& m, const Shapes& s) {
   const double qkv = double(s.heads + 2 * s.kv_heads) * s.hs;
   double p = s.d * qkv + double(s.heads) * s.hs * s.d + (s.swiglu ? 3.0 : 2.0) * s.d * s.h;
-  p += (m.has_bias() ? 4.0 : 2.0) * s.d;        // norms
+  p += (m.has_bias() ? 4.0 : 2.0) * s.d;         // norms
   if (m.has_bias()) p += qkv + s.d + s.h + s.d;  // linear biases
   return p;
 }
@@ -184,8 +184,8 @@ int data_parallel_size(const CostInputs& in) {
 }
 
 // Which transport a group of `size` ranks, `stride` ranks apart in the world, runs over.
-double comm_seconds(const MachineProfile& prof, int ranks_per_node, const std::string& op,
-                    int size, int stride, double bytes) {
+double comm_seconds(const MachineProfile& prof, int ranks_per_node, const std::string& op, int size,
+                    int stride, double bytes) {
   if (size <= 1 || bytes <= 0) return 0;
   const bool crosses = int64_t(size - 1) * stride >= ranks_per_node;
   if (crosses) {
@@ -222,8 +222,8 @@ Layout Layout::parse(const std::string& text) {
   std::string part;
   bool first = true;
   auto number = [&](const std::string& s, const char* what) {
-    BRAID_CHECK(!s.empty() && s.find_first_not_of("0123456789") == std::string::npos,
-                "layout '", text, "': ", what, " must be a number, got '", s, "'");
+    BRAID_CHECK(!s.empty() && s.find_first_not_of("0123456789") == std::string::npos, "layout '",
+                text, "': ", what, " must be a number, got '", s, "'");
     return std::stoll(s);
   };
   while (is >> part) {
@@ -234,8 +234,10 @@ Layout Layout::parse(const std::string& text) {
       }
       BRAID_CHECK(part == "none" || part == "ddp" || part == "zero1" || part == "zero2" ||
                       part == "zero3" || (part == "hsdp" && L.shard_group > 0),
-                  "layout '", text, "': the first part is the strategy (none, ddp, zero1, zero2, "
-                  "zero3, hsdp:S with S ranks per shard group), got '", part, "'");
+                  "layout '", text,
+                  "': the first part is the strategy (none, ddp, zero1, zero2, "
+                  "zero3, hsdp:S with S ranks per shard group), got '",
+                  part, "'");
       L.strategy = part;
       first = false;
     } else if (part.starts_with("tp")) {
@@ -265,22 +267,23 @@ Layout Layout::parse(const std::string& text) {
       L.compute = part == "bf16" ? DType::bf16 : part == "fp16" ? DType::f16 : DType::f32;
     } else if (part.starts_with("ckpt:")) {
       L.checkpointing = part.substr(5);
-      BRAID_CHECK(L.checkpointing == "none" || L.checkpointing == "full" ||
-                      L.checkpointing == "selective",
-                  "layout '", text, "': ckpt: takes none, full or selective");
+      BRAID_CHECK(
+          L.checkpointing == "none" || L.checkpointing == "full" || L.checkpointing == "selective",
+          "layout '", text, "': ckpt: takes none, full or selective");
     } else if (part == "offload") {
       L.offload = true;
     } else if (part == "balanced") {
       L.balanced = true;
     } else {
       BRAID_THROW("layout '", text, "': unknown part '", part,
-                  "' (parts: STRATEGY (hsdp:S) tpN[+sp] ppN:SCHEDULE[/V] balanced mbBxM bf16 ckpt:K offload)");
+                  "' (parts: STRATEGY (hsdp:S) tpN[+sp] ppN:SCHEDULE[/V] balanced mbBxM bf16 "
+                  "ckpt:K offload)");
     }
   }
   BRAID_CHECK(!first, "layout is empty");
-  BRAID_CHECK(L.tp >= 1 && L.pp >= 1 && L.micro_batch >= 1 && L.accumulation >= 1 &&
-                  L.virtual_stages >= 1,
-              "layout '", text, "': sizes must be >= 1");
+  BRAID_CHECK(
+      L.tp >= 1 && L.pp >= 1 && L.micro_batch >= 1 && L.accumulation >= 1 && L.virtual_stages >= 1,
+      "layout '", text, "': sizes must be >= 1");
   return L;
 }
 
@@ -301,7 +304,7 @@ std::vector<std::pair<std::string, std::string>> Layout::config_values() const {
   }
   v.emplace_back("training.micro_batch_size", std::to_string(micro_batch));
   v.emplace_back("training.gradient_accumulation_steps", std::to_string(accumulation));
-  v.emplace_back("training.precision", compute == DType::bf16   ? "bf16"
+  v.emplace_back("training.precision", compute == DType::bf16  ? "bf16"
                                        : compute == DType::f16 ? "fp16"
                                                                : "fp32");
   v.emplace_back("model.activation_checkpointing", checkpointing);
@@ -353,8 +356,8 @@ std::string layout_problem(const CostInputs& in) {
     os << "pp " << L.pp << " x " << L.virtual_stages << " chunks exceeds the " << m.n_layer
        << " layers";
   } else if (!L.balanced && m.n_layer % (L.pp * L.virtual_stages) != 0) {
-    os << "pp " << L.pp << " x " << L.virtual_stages << " chunks does not divide the "
-       << m.n_layer << " layers (a 'balanced' split takes them unevenly)";
+    os << "pp " << L.pp << " x " << L.virtual_stages << " chunks does not divide the " << m.n_layer
+       << " layers (a 'balanced' split takes them unevenly)";
   } else if (L.pp > 1 && L.schedule != "gpipe" && L.schedule != "1f1b" &&
              L.schedule != "interleaved_1f1b") {
     os << "unknown schedule '" << L.schedule << "'";
@@ -509,8 +512,8 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
   };
   const double last_backward = w.backward();
   const double compute_step = c.gemm + c.attention + c.memory + c.loss + c.overhead;
-  const bool sharded = L.strategy == "zero1" || L.strategy == "zero2" ||
-                       L.strategy == "zero3" || L.strategy == "hsdp";
+  const bool sharded = L.strategy == "zero1" || L.strategy == "zero2" || L.strategy == "zero3" ||
+                       L.strategy == "hsdp";
   if (dp > 1) {
     const double bucket = std::min(grad_bytes, 25.0 * (1 << 20));
     if (L.strategy == "ddp") {
@@ -548,10 +551,8 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
 
   // The optimizer: AdamW over this rank's share, the gradient norm, zeroing, casts.
   const double opt_elems = sharded ? P / dp : P;
-  const double grad_elems = (L.strategy == "zero2" || L.strategy == "zero3" ||
-                             L.strategy == "hsdp")
-                                ? P / dp
-                                : P;
+  const double grad_elems =
+      (L.strategy == "zero2" || L.strategy == "zero3" || L.strategy == "hsdp") ? P / dp : P;
   c.optimizer = mdl.f32_elementwise("adamw", opt_elems) +
                 mdl.f32_elementwise("sum_squares", grad_elems) +
                 mdl.f32_elementwise("zero", grad_elems);
@@ -559,8 +560,8 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
 
   // Offload: the optimizer's state and gradients of its share, out and in once a step.
   if (L.offload) {
-    BRAID_CHECK(prof.disk_read_gbs > 0 && prof.disk_write_gbs > 0, "machine profile '",
-                prof.name, "' has no disk bandwidth (disk_read_gbs, disk_write_gbs) for offload");
+    BRAID_CHECK(prof.disk_read_gbs > 0 && prof.disk_write_gbs > 0, "machine profile '", prof.name,
+                "' has no disk bandwidth (disk_read_gbs, disk_write_gbs) for offload");
     const double state = 16 * opt_elems;  // masters + two moments + the gradient shard
     c.offload = state / (prof.disk_read_gbs * 1e9) + state / (prof.disk_write_gbs * 1e9);
   }
@@ -571,10 +572,10 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
   const double sheet = L.compute == DType::f32 ? prof.peak_gflops_f32 : prof.peak_gflops_bf16;
   c.peak_gflops = sheet > 0 ? sheet : rates.gemm_gflops(L.compute);
   // Note [MFU formula] (train/progress.h): 6 N + 12 L T C per token.
-  double n_matmul = double(m.num_parameters()) - (m.is_gpt2() ? double(m.max_seq_len) * m.d_model : 0);
+  double n_matmul =
+      double(m.num_parameters()) - (m.is_gpt2() ? double(m.max_seq_len) * m.d_model : 0);
   if (!m.tie_word_embeddings) n_matmul -= double(m.vocab_size) * m.d_model;  // the lookup table
-  const double flops_per_token =
-      6 * n_matmul + 12.0 * m.n_layer * in.seq_len * double(m.d_model);
+  const double flops_per_token = 6 * n_matmul + 12.0 * m.n_layer * in.seq_len * double(m.d_model);
   c.mfu = flops_per_token * c.tokens_per_s / (in.world * c.peak_gflops * 1e9);
   return c;
 }

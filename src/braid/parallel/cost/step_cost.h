@@ -58,15 +58,15 @@ struct Layout {
   std::string strategy = "ddp";  // none | ddp | zero1 | zero2 | zero3 | hsdp
   int shard_group = 0;           // hsdp: ranks per shard group (FSDP HYBRID_SHARD's node)
   int tp = 1, pp = 1;
-  bool sp = false;                 // sequence parallelism (tp > 1)
-  std::string schedule = "1f1b";   // gpipe | 1f1b | interleaved_1f1b (pp > 1)
-  int virtual_stages = 1;          // interleaved_1f1b's chunks per rank
-  bool balanced = false;           // layers split unevenly (pipeline_balance: parameters)
-  int64_t micro_batch = 1;         // sequences per rank per micro-step
-  int64_t accumulation = 1;        // micro-batches per step
-  DType compute = DType::f32;      // f32 | bf16
+  bool sp = false;                     // sequence parallelism (tp > 1)
+  std::string schedule = "1f1b";       // gpipe | 1f1b | interleaved_1f1b (pp > 1)
+  int virtual_stages = 1;              // interleaved_1f1b's chunks per rank
+  bool balanced = false;               // layers split unevenly (pipeline_balance: parameters)
+  int64_t micro_batch = 1;             // sequences per rank per micro-step
+  int64_t accumulation = 1;            // micro-batches per step
+  DType compute = DType::f32;          // f32 | bf16
   std::string checkpointing = "none";  // none | full | selective
-  bool offload = false;            // optimizer state (and zero3 parameters) to files
+  bool offload = false;                // optimizer state (and zero3 parameters) to files
 
   // "zero3 tp2 pp2:1f1b mb2x4 bf16 ckpt:full offload" (parts at their defaults left out);
   // parse() reads it back and throws naming the part it does not know.

@@ -86,7 +86,8 @@ Units units_of(const nn::ModelConfig& model, int64_t pad_multiple, int tp,
   if (stage) {
     key += stage->first ? "|f" : "|-";
     key += stage->last ? "l" : "-";
-    for (const auto& [b, e] : stage->chunks) key += ":" + std::to_string(b) + "-" + std::to_string(e);
+    for (const auto& [b, e] : stage->chunks)
+      key += ":" + std::to_string(b) + "-" + std::to_string(e);
   }
   static std::mutex mu;
   static std::map<std::string, Units> cache;
