@@ -24,6 +24,7 @@
 #include "braid/optim/lr_schedule.h"
 #include "braid/optim/param_groups.h"
 #include "braid/parallel/estimate/memory_estimate.h"
+#include "braid/train/mfu_peak.h"
 #include "braid/train/plan_config.h"
 #include "braid/train/progress.h"
 #include "braid/train/step_profile.h"
@@ -99,10 +100,6 @@ Device training_device(const config::TrainConfig& c, int world_size) {
 
 // The GEMM peak MFU is reported against: this rank's CPU cores, or its device (a GPU reaches its
 // peak only on large products).
-double gemm_peak(Device device, DType dtype) {
-  return kernels::measure_gemm_peak_gflops(device.is_cpu() ? 2048 : 8192, dtype, device);
-}
-
 Tensor on(Device device, const Tensor& t) {
   return device.is_cpu() ? t : t.to(device);
 }
@@ -326,11 +323,16 @@ TrainResult Trainer::run() {
   int64_t matmul_params = mc.num_parameters() - (mc.is_gpt2() ? mc.max_seq_len * mc.d_model : 0);
   if (!mc.tie_word_embeddings) matmul_params -= mc.vocab_size * mc.d_model;  // lookup table
   const double flops_tok = flops_per_token(matmul_params, mc.n_layer, T, mc.d_model);
-  if (options_.measure_peak)
-    result.peak_gflops = all_reduce_sum(gemm_peak(device_, cfg_.compute_dtype()));
+  // Note [MFU peak]: one peak for the progress lines and the summary.
+  MfuPeak peak;
+  if (options_.measure_peak) {
+    peak = mfu_peak(device_, cfg_.compute_dtype(), launch::local_world_size());
+    result.peak_gflops = all_reduce_sum(peak.gflops);
+  }
 
   progress.header(describe_run(cfg_, *model_, *acc_, world_size(),
-                               world_ ? world_->placement() : "", result.peak_gflops, flops_tok));
+                               world_ ? world_->placement() : "", result.peak_gflops, flops_tok,
+                               peak.source));
   if (!options_.quiet) {
     comm::all_ranks_or_throw(world_.get(), [&] {
       if (rank() != 0) return;
@@ -450,11 +452,18 @@ TrainResult Trainer::run() {
   result.steps = t.max_steps - start_step_;
   result.step_ms = step_times.empty() ? 0 : steady_median(step_times) * 1e3;
   result.tokens_per_s = step_times.empty() ? 0 : tokens_per_step / (result.step_ms / 1e3);
-  // Note [Peak twice]: a peak measured while the machine is busy elsewhere is too low and
-  // inflates MFU (seen: 148%), so the summary uses the better of a start and an end measurement.
-  if (options_.measure_peak)
-    result.peak_gflops =
-        std::max(result.peak_gflops, all_reduce_sum(gemm_peak(device_, cfg_.compute_dtype())));
+  // Note [MFU peak]: a measured start peak is checked against one at the end.
+  if (options_.measure_peak && peak.source == "measured") {
+    const double end_peak = all_reduce_sum(measured_gemm_peak(device_, cfg_.compute_dtype()));
+    if (end_peak > 1.25 * result.peak_gflops && result.peak_gflops > 0) {
+      char note[200];
+      std::snprintf(note, sizeof note,
+                    "note: the GEMM peak measured at the end (%.0f GFLOP/s) is %.0f%% above the "
+                    "start's (%.0f): the machine was busy at the start, MFU is high by as much",
+                    end_peak, 100 * (end_peak / result.peak_gflops - 1), result.peak_gflops);
+      if (rank() == 0 && !options_.quiet) say(note);
+    }
+  }
   result.mfu =
       result.peak_gflops > 0 ? result.tokens_per_s * flops_tok / (result.peak_gflops * 1e9) : 0;
   result.exposed_comm_ms = world_size() > 1 && !exposed_ms.empty() ? steady_median(exposed_ms) : 0;

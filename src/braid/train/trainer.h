@@ -39,7 +39,7 @@ struct TrainResult {
   double tokens_per_s = 0;  // all ranks, median step after warm-up
   double step_ms = 0;       // median
   double mfu = 0;
-  double peak_gflops = 0;          // measured GEMM peak, summed over ranks (Note [Peak twice])
+  double peak_gflops = 0;  // the GEMM peak MFU is against, summed over ranks (Note [MFU peak])
   int64_t peak_tracked_bytes = 0;  // this rank's MemoryTracker peak
   double exposed_comm_ms = 0;      // median per-step wait for communication
   double bubble = -1;              // pipeline: median idle fraction of a step, mean over ranks

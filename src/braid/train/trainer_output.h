@@ -17,7 +17,8 @@ struct TrainResult;
 // placement: the world's hosts (ProcessGroup::placement), "" on one host.
 std::string describe_run(const config::TrainConfig& cfg, const nn::Transformer& model,
                          const Accelerator& acc, int world_size, const std::string& placement,
-                         double peak_gflops, double flops_per_token);
+                         double peak_gflops, double flops_per_token,
+                         const std::string& peak_source = "measured");
 std::string format_loss(double loss);
 // "summary: steps=... tokens_per_s=... mfu=... step_ms=... peak_rss_mib=... ..."
 std::string format_summary(const TrainResult& r, double peak_rss_mib, int world_size);

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -44,18 +43,6 @@ double time_call(const std::function<void()>& fn, int reps) {
     t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
   return median(t);
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.starts_with("model name")) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "";
 }
 
 int64_t node_memory_bytes() {
@@ -452,7 +439,7 @@ MachineProfile calibrate(const CalibrateOptions& options) {
   MachineProfile p;
   p.name = "this machine";
   p.device = "cpu";
-  p.cpu = cpu_model();
+  p.cpu = cpu_model_name();
   p.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   p.node_memory = node_memory_bytes();
   std::vector<int> ranks = options.ranks;

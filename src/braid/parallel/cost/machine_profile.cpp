@@ -314,6 +314,17 @@ void save_profile(const MachineProfile& profile, const std::string& path) {
   fs::rename(tmp, p);
 }
 
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("model name")) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "";
+}
+
 std::string default_profile_path() {
   if (const char* e = std::getenv("BRAID_MACHINE_PROFILE"); e && *e) return e;
   char host[256] = "localhost";

@@ -92,6 +92,10 @@ MachineProfile profile_from_json(const std::string& text, const std::string& sou
 std::string profile_to_json(const MachineProfile& profile);
 void save_profile(const MachineProfile& profile, const std::string& path);
 
+// This machine's CPU as /proc/cpuinfo names it ("" if it does not), which a calibrated profile
+// records.
+std::string cpu_model_name();
+
 // $BRAID_MACHINE_PROFILE, else ~/.cache/braid/machine-<host>.json.
 std::string default_profile_path();
 

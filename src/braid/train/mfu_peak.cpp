@@ -1,0 +1,32 @@
+#include "braid/train/mfu_peak.h"
+
+#include <thread>
+
+#include "braid/core/error.h"
+#include "braid/kernels/ops.h"
+#include "braid/parallel/cost/machine_profile.h"
+
+namespace braid::train {
+
+double measured_gemm_peak(Device device, DType dtype) {
+  return kernels::measure_gemm_peak_gflops(device.is_cpu() ? 2048 : 8192, dtype, device);
+}
+
+MfuPeak mfu_peak(Device device, DType dtype, int local_ranks) {
+  if (device.is_cpu()) {
+    try {
+      const auto p = parallel::cost::load_profile(parallel::cost::default_profile_path());
+      const int cores = static_cast<int>(std::thread::hardware_concurrency());
+      if (p.device == "cpu" && p.cpu == parallel::cost::cpu_model_name() && p.cores == cores) {
+        // f16 GEMMs run as f32 ones on widened copies (Note [f16 GEMM]).
+        const auto rates = p.compute_at(std::max(1, local_ranks));
+        return {rates.gemm_gflops(dtype == DType::bf16 ? DType::bf16 : DType::f32), "calibrated"};
+      }
+    } catch (const Error&) {
+      // No usable profile: measure.
+    }
+  }
+  return {measured_gemm_peak(device, dtype), "measured"};
+}
+
+}  // namespace braid::train
