@@ -271,6 +271,15 @@ int64_t ModelConfig::num_parameters() const {
   return n;
 }
 
+std::string ModelConfig::shape_key() const {
+  std::string k = is_gpt2() ? "gpt2" : "llama";
+  for (int64_t v : {vocab_size, max_seq_len, d_model, n_layer, n_head, n_kv_head, d_ff,
+                    int64_t(tie_word_embeddings)}) {
+    k += ":" + std::to_string(v);
+  }
+  return k;
+}
+
 std::string ModelConfig::summary() const {
   std::ostringstream os;
   os << model_type() << ": " << n_layer << " layers, " << n_head << " heads";

@@ -84,6 +84,9 @@ struct ModelConfig {
   // Closed form of the number of parameters (tied embeddings counted once).
   int64_t num_parameters() const;
   std::string summary() const;  // "gpt2: 12 layers, 12 heads, d_model 768, ..."
+  // Every field that shapes the model's tensors and work, as a short string (a cache key; not
+  // the checkpointing policy).
+  std::string shape_key() const;
 
   static ModelConfig from_hf_json(std::string_view json_text,
                                   std::string_view source = "config.json");

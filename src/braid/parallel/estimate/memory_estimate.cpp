@@ -81,7 +81,7 @@ Units declared_units(const nn::ModelConfig& model, int64_t pad_multiple, int tp,
 // kept by what determines them: the model's shape, the padding, tp and the stage's layers.
 Units units_of(const nn::ModelConfig& model, int64_t pad_multiple, int tp,
                const std::optional<nn::PipelineStage>& stage) {
-  std::string key = model.to_hf_json();
+  std::string key = model.shape_key();
   key += "|" + std::to_string(pad_multiple) + "|" + std::to_string(tp);
   if (stage) {
     key += stage->first ? "|f" : "|-";
@@ -98,7 +98,7 @@ Units units_of(const nn::ModelConfig& model, int64_t pad_multiple, int tp,
   }
   Units u = declared_units(model, pad_multiple, tp, stage);
   std::lock_guard lock(mu);
-  if (cache.size() > 4096) cache.clear();
+  if (cache.size() > (1 << 16)) cache.clear();
   cache.emplace(std::move(key), u);
   return u;
 }

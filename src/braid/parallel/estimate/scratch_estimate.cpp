@@ -150,7 +150,7 @@ int64_t estimate_scratch(const nn::ModelConfig& model, int64_t micro_batch_size,
                          const ContextSplit& cp) {
   BRAID_CHECK(threads >= 1, "estimate-memory: threads per rank must be >= 1, got ", threads);
   const int64_t end = span.end < 0 ? model.n_layer : span.end;
-  std::string key = model.to_hf_json() + model.activation_checkpointing.str();
+  std::string key = model.shape_key() + model.activation_checkpointing.str();
   for (int64_t v : {micro_batch_size, seq_len, int64_t(compute), int64_t(tp), int64_t(threads),
                     int64_t(end > span.begin), int64_t(span.first), int64_t(span.last),
                     int64_t(cp.size), int64_t(cp.ulysses)}) {
@@ -166,7 +166,7 @@ int64_t estimate_scratch(const nn::ModelConfig& model, int64_t micro_batch_size,
   const int64_t bytes =
       replay_scratch(model, micro_batch_size, seq_len, compute, tp, span, threads, cp);
   std::lock_guard lock(mu);
-  if (cache.size() > 4096) cache.clear();
+  if (cache.size() > (1 << 16)) cache.clear();
   cache.emplace(std::move(key), bytes);
   return bytes;
 }
