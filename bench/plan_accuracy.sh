@@ -19,8 +19,9 @@ SHAPES=${3:-gpt2 llama}
 WORLDS=${4:-2 4}
 BRAID=${BRAID:-build/release/src/braid/cli/braid}
 [ -x "$BRAID" ] || { echo "build braid first (make build)" >&2; exit 1; }
-mkdir -p "$OUT"
+mkdir -p "$OUT/logs"
 PROFILE="$OUT/profile.json"
+export BRAID_MACHINE_PROFILE="$PROFILE"  # the runs' --profile predictions and MFU peak
 
 lscpu | sed -n 's/^Model name: *\(.*\)/CPU: \1/p'
 lscpu | sed -n 's/^CPU family: *\(.*\)/family: \1/p'
@@ -51,15 +52,19 @@ layouts() {
 
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" | head -1; }
 
-measure() {  # config world layout -> measured step ms
+measure() {  # config world layout -> measured step ms (the run's log, with its profile of parts
+  # beside the prediction, in OUT/logs)
   local cfg=$1 world=$2 layout=$3 sets=()
-  local line
+  local line log
+  log="$OUT/logs/$(basename "$cfg" .yaml)-$world-$(echo "$layout" | tr ' :/+' '____').txt"
   line=$("$BRAID" plan --profile "$PROFILE" --config "$cfg" --world-size "$world" \
     --explain "$layout" --format tsv)
   for kv in $(echo "$line" | cut -f7); do sets+=(--set "$kv"); done
+  echo "$layout ($cfg, $world ranks)" > "$log"
   "$BRAID" launch -n "$world" -- "$BRAID" train "$cfg" "${sets[@]}" \
-    --set training.max_steps="$STEPS" --set output.dir="$OUT/run" \
-    --set parallel.offload_dir="$OUT/offload" 2>&1 | grep 'summary:' | field step_ms
+    --set training.max_steps="$STEPS" --set output.dir="$OUT/run" --set output.profile=true \
+    --set parallel.offload_dir="$OUT/offload" >> "$log" 2>&1 || true
+  grep 'summary:' "$log" | field step_ms
 }
 
 for shape in $SHAPES; do
