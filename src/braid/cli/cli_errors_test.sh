@@ -48,6 +48,18 @@ expect "/nonexistent is not a directory" checkpoint verify /nonexistent
 expect "unknown checkpoint action 'check'" checkpoint check /tmp
 expect "--out is required (see braid checkpoint export --help)" checkpoint export /tmp
 expect "--model: unknown model preset 'llama-9b'" estimate-memory --model llama-9b
+H100=configs/machines/dgx-h100.json
+expect "--world-size must be in [1, 1048576], got 0" plan --model gpt2-small --world-size 0
+expect "--model: unknown model preset 'llama-9b'" plan --model llama-9b --profile $H100
+expect "machine profile '/nonexistent.json' cannot be read" plan --model gpt2-small \
+  --profile /nonexistent.json
+expect "the first part is the strategy" plan --model gpt2-small --profile $H100 --explain "zero4 mb1x1"
+expect "--hosts 2 must divide --world-size 3" plan --model gpt2-small --world-size 3 --hosts 2
+expect "trains 16 sequences a step, not the global batch of 8" plan --model gpt2-small \
+  --profile $H100 --world-size 8 --global-batch 8 --explain "ddp mb2x1"
+expect "--budget: size '8X': unknown unit 'X'" plan --model gpt2-small --profile $H100 --budget 8X
+expect "tp 3 x pp 1 does not divide the world of 8" plan --model gpt2-small --profile $H100 \
+  --world-size 8 --explain "none tp3 mb1x1"
 expect "--world-size must be in [1, 1048576], got 0" estimate-memory --model gpt2-small \
   --world-size 0
 expect "--strategy: unknown strategy 'zero4'" estimate-memory --model gpt2-small --strategy zero4
