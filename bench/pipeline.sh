@@ -12,9 +12,8 @@
 # "measured" is the summary's bubble: per rank, the share of forward_backward() not spent in
 # forward or backward compute (waiting for activations or gradients, sends, the tied
 # embeddings' all-reduce; zb_h1's W passes count as compute), median over the steps after
-# warm-up, mean over the ranks; each row
-# is its best of ROUNDS runs (on 2 shared cores a busy moment stretches one stage's compute and
-# the other stage waits for it). With TRACE_DIR, each run also writes its Chrome trace there
+# warm-up, mean over the ranks; each row is its best of ROUNDS runs (on 2 shared cores a busy
+# moment stretches one stage's compute and the other stage waits for it). With TRACE_DIR, each run also writes its Chrome trace there
 # (open in https://ui.perfetto.dev).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -29,7 +29,6 @@
 #include <algorithm>
 #include <queue>
 #include <unordered_map>
-#include <utility>
 #include <vector>
 
 #include "braid/autograd/variable_impl.h"
@@ -98,45 +97,12 @@ SplitBackward* current_split() {
   return t_split;
 }
 
+void set_current_split(SplitBackward* split) {
+  t_split = split;
+}
+
 void compute_now(const Variable& leaf) {
   if (t_split && leaf.defined()) t_split->now.push_back(leaf.impl());
-}
-
-void backward_inputs(const Variable& root, const Tensor& dout, const std::vector<Variable>& inputs,
-                     WeightGradients& weights) {
-  BRAID_CHECK(!t_split, "backward_inputs inside another split backward");
-  SplitBackward split{&weights, {}};
-  for (const Variable& in : inputs) {
-    BRAID_CHECK(in.defined() && in.is_leaf(), "backward_inputs: input '",
-                in.defined() ? in.name() : "(undefined)", "' is not a leaf");
-    split.now.push_back(in.impl());
-  }
-  t_split = &split;
-  try {
-    run_backward(root, dout, /*dout_is_owned=*/false);
-  } catch (...) {
-    t_split = nullptr;
-    throw;
-  }
-  t_split = nullptr;
-}
-
-void WeightGradients::run() {
-  NoGradGuard no_grad;
-  std::vector<Step> steps = std::exchange(steps_, {});
-  std::vector<Variable> hooked = std::exchange(hooked_, {});
-  std::vector<Tensor*> dinputs;
-  for (Step& s : steps) {
-    Node& node = *s.node;
-    dinputs.assign(node.inputs.size(), nullptr);
-    for (size_t i : s.leaves) dinputs[i] = &leaf_grad(*node.inputs[i].impl());
-    node.backward(s.dout, dinputs);
-    node.release();
-    node.inputs.clear();
-    node.released = true;
-    s = {};  // its activations are free now
-  }
-  for (Variable& leaf : hooked) fire_hooks(leaf);
 }
 
 void run_backward(const Variable& root, const Tensor& dout, bool dout_is_owned) {

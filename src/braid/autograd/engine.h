@@ -21,6 +21,7 @@ struct SplitBackward {
   bool computes_now(const VariableImpl* leaf) const;
 };
 SplitBackward* current_split();  // null: none
+void set_current_split(SplitBackward* split);
 // Within a split backward, `leaf`'s gradient is computed now (a checkpoint's rerun input).
 void compute_now(const Variable& leaf);
 
