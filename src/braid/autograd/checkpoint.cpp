@@ -10,7 +10,8 @@
 // during the inner backward. A parameter whose hooks must fire once per outer backward must
 // therefore not be used both inside a checkpointed fn and elsewhere (or in two of them).
 // The node is recorded whenever grad mode is on, even if x needs no gradient, because
-// parameters inside fn may.
+// parameters inside fn may. Under a split backward the inner backward splits too (Note [Split
+// backward], engine.cpp): the parameters' gradients wait for the weight pass.
 #include "braid/autograd/engine.h"
 #include "braid/autograd/functions.h"
 #include "braid/kernels/ops.h"
@@ -41,6 +42,7 @@ class CheckpointNode : public Node {
     const Variable& x = inputs[0];
     Variable x_rerun(x.value(), dinputs[0] != nullptr, x.name());
     if (dinputs[0]) x_rerun.set_grad(*dinputs[0]);  // Note [Checkpoint rerun]
+    compute_now(x_rerun);                           // Note [Split backward]
     Variable y;
     {
       GradModeGuard recording(true);

@@ -15,8 +15,18 @@
 // their grad() tensor (a view into a flat gradient buffer for parameters): no temporary, no
 // copy. A leaf without one gets a zeroed tensor in category gradients. Its post-accumulate
 // hooks fire right after the last consumer in this backward has run.
+//
+// Note [Split backward]: under backward_inputs (weight_gradients.h), a node with leaf inputs
+// other than the split's `now` leaves runs its backward for its other inputs only (not at all
+// if it has none), and is recorded with its output gradient and those leaf inputs instead of
+// being released: until the weight pass it keeps its saved tensors, its inputs' values and that
+// gradient (for a linear, x and dout: about what 1F1B frees at B is kept to W); a node whose
+// backward recomputes (the CPU's LM head: its logits) recomputes in both passes. Leaves of the
+// split get no hooks here; the weight pass fires them in the order this backward would have.
+// A checkpoint's inner backward runs under the same split, its rerun input computed now.
 #include "braid/autograd/engine.h"
 
+#include <algorithm>
 #include <queue>
 #include <unordered_map>
 #include <vector>
@@ -57,6 +67,14 @@ void accumulate(Tensor& dst, const Tensor& src) {
   convert_from_f32(d.data(), dst.raw_data(), dst.dtype(), dst.numel());
 }
 
+bool wants_grad(const Variable& v) {
+  return v.defined() && v.requires_grad();
+}
+
+thread_local SplitBackward* t_split = nullptr;
+
+}  // namespace
+
 Tensor& leaf_grad(VariableImpl& leaf) {
   if (!leaf.grad.defined()) {
     leaf.grad = Tensor::empty(leaf.value.shape(), leaf.value.dtype(), MemCategory::gradients);
@@ -71,11 +89,21 @@ void fire_hooks(Variable& leaf) {
   for (auto& hook : hooks) hook(leaf);
 }
 
-bool wants_grad(const Variable& v) {
-  return v.defined() && v.requires_grad();
+bool SplitBackward::computes_now(const VariableImpl* leaf) const {
+  return std::find(now.begin(), now.end(), leaf) != now.end();
 }
 
-}  // namespace
+SplitBackward* current_split() {
+  return t_split;
+}
+
+void set_current_split(SplitBackward* split) {
+  t_split = split;
+}
+
+void compute_now(const Variable& leaf) {
+  if (t_split && leaf.defined()) t_split->now.push_back(leaf.impl());
+}
 
 void run_backward(const Variable& root, const Tensor& dout, bool dout_is_owned) {
   BRAID_CHECK(root.defined(), "backward on an undefined Variable");
@@ -131,17 +159,27 @@ void run_backward(const Variable& root, const Tensor& dout, bool dout_is_owned) 
     root_state.grad.copy_(dout);
   }
 
+  SplitBackward* const split = t_split;  // Note [Split backward]
+  auto deferred = [&](const Variable& leaf) { return split && !split->computes_now(leaf.impl()); };
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
   ready.push(root_node);
   std::vector<Tensor*> dinputs;
+  std::vector<size_t> later;  // the node's leaf inputs left to the weight pass
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
     NodeState& state = nodes.at(node);
+    later.clear();
+    if (split)
+      for (size_t i = 0; i < node->inputs.size(); ++i)
+        if (wants_grad(node->inputs[i]) && node->inputs[i].is_leaf() && deferred(node->inputs[i]))
+          later.push_back(i);
     dinputs.assign(node->inputs.size(), nullptr);
+    bool computes = later.empty();
     for (size_t i = 0; i < node->inputs.size(); ++i) {
       const Variable& in = node->inputs[i];
-      if (!wants_grad(in)) continue;
+      if (!wants_grad(in) || std::find(later.begin(), later.end(), i) != later.end()) continue;
+      computes = true;
       if (in.is_leaf()) {
         dinputs[i] = &leaf_grad(*in.impl());
         continue;
@@ -149,7 +187,7 @@ void run_backward(const Variable& root, const Tensor& dout, bool dout_is_owned) 
       NodeState& child = nodes.at(in.grad_fn().get());
       if (child.grad.defined()) {
         dinputs[i] = &child.grad;
-      } else if (i == 0 && node->is_view() && state.owned) {
+      } else if (i == 0 && node->is_view() && state.owned && later.empty()) {
         child.grad = state.grad.view(in.value().shape());  // hand the buffer on, no copy
       } else {
         child.grad =
@@ -158,17 +196,23 @@ void run_backward(const Variable& root, const Tensor& dout, bool dout_is_owned) 
         dinputs[i] = &child.grad;
       }
     }
-    node->backward(state.grad, dinputs);
+    if (computes) node->backward(state.grad, dinputs);
+    if (!later.empty()) split->weights->steps_.push_back({state.keep, state.grad, later});
     state.grad = Tensor();
 
     for (Variable& in : node->inputs) {
       if (!wants_grad(in)) continue;
       if (in.is_leaf()) {
-        if (--leaf_pending.at(in.impl()) == 0) fire_hooks(in);
+        if (--leaf_pending.at(in.impl()) > 0) continue;
+        if (deferred(in))
+          split->weights->hooked_.push_back(in);
+        else
+          fire_hooks(in);
       } else if (--nodes.at(in.grad_fn().get()).pending == 0) {
         ready.push(in.grad_fn().get());
       }
     }
+    if (!later.empty()) continue;  // kept for the weight pass
     node->release();
     node->inputs.clear();
     node->released = true;

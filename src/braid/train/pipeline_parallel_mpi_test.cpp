@@ -1,7 +1,7 @@
 // Pipeline parallelism as real processes under mpirun, against one process (the thread-rank
 // version: pipeline_parity_test.cpp): every schedule over all ranks as stages and, on 4 ranks,
-// dp2 x pp2 (ZeRO-1, ZeRO-3 and FSDP FULL_SHARD) and tp2 x pp2; on 8, dp2 x pp2 x tp2 (ZeRO-2,
-// ZeRO-3). Every rank gathers the same weights.
+// dp2 x pp2 (ZeRO-1, ZeRO-2 under zb_h1, ZeRO-3 and FSDP FULL_SHARD) and tp2 x pp2; on 8, dp2 x pp2
+// x tp2 (ZeRO-2, ZeRO-3). Every rank gathers the same weights.
 #include <gtest/gtest.h>
 
 #include "testing/train/mpi_test_world.h"
@@ -25,10 +25,12 @@ TEST(PipelineParallelMpi, WeightsMatchOneProcess) {
   const int n = mpi_test_world()->size();
   std::vector<PipelineLayout> layouts;
   if (n <= 4) {
-    layouts = {make(n, "gpipe", 1), make(n, "1f1b", 1), make(n, "interleaved_1f1b", 2)};
+    layouts = {make(n, "gpipe", 1), make(n, "1f1b", 1), make(n, "interleaved_1f1b", 2),
+               make(n, "zb_h1", 1)};
   }
   if (n == 4) {
     layouts.push_back(make(2, "1f1b", 1, 1, "zero1"));
+    layouts.push_back(make(2, "zb_h1", 1, 1, "zero2"));
     layouts.push_back(make(2, "1f1b", 1, 1, "zero3"));
     layouts.push_back(make(2, "gpipe", 1, 1, "fsdp"));
     layouts.push_back(make(2, "interleaved_1f1b", 2, 2, "none"));

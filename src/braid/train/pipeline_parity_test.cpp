@@ -1,5 +1,6 @@
 // Pipeline parallelism through the Trainer against one process (thread ranks): every schedule
-// at pp 2 and 4 (v = 2 for interleaved), GPT-2 (tied embeddings) and LLaMA, and the 3-D mixes
+// at pp 2 and 4 (v = 2 for interleaved), GPT-2 (tied embeddings) and LLaMA, zb_h1 also under
+// DDP, ZeRO-2 and tp2 x pp2 (and bit for bit equal to 1f1b), and the 3-D mixes
 // dp2 x pp2 (ZeRO-1), tp2 x pp2 (sequence parallel) on 4 ranks and dp2 x pp2 x tp2 (ZeRO-2) on
 // 8. Each run trains 3 steps of 4 micro-batches with clipping on; its weights, gathered over
 // every stage, match one process that reads the same global batches (1e-4 relative), and every
@@ -68,6 +69,11 @@ PipelineLayout mixed(int pp, int tp, bool sp, const std::string& strategy,
   return l;
 }
 
+PipelineLayout zb_h1(PipelineLayout l) {
+  l.schedule = "zb_h1";
+  return l;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Layouts, PipelineParity,
     ::testing::Values(
@@ -78,6 +84,12 @@ INSTANTIATE_TEST_SUITE_P(
         PpCase{"gpt2_pp4_1f1b", 4, layout("gpt2-tiny", 4, "1f1b")},
         PpCase{"gpt2_pp4_interleaved", 4, layout("gpt2-tiny", 4, "interleaved_1f1b", 2)},
         PpCase{"llama_pp2_interleaved", 2, layout("llama-tiny", 2, "interleaved_1f1b", 2)},
+        PpCase{"gpt2_pp2_zb_h1", 2, layout("gpt2-tiny", 2, "zb_h1")},
+        PpCase{"gpt2_pp4_zb_h1", 4, layout("gpt2-tiny", 4, "zb_h1")},
+        PpCase{"llama_pp2_zb_h1", 2, layout("llama-tiny", 2, "zb_h1")},
+        PpCase{"dp2_pp2_ddp_zb_h1", 4, zb_h1(mixed(2, 1, false, "ddp"))},
+        PpCase{"dp2_pp2_zero2_zb_h1", 4, zb_h1(mixed(2, 1, false, "zero2"))},
+        PpCase{"tp2_pp2_sp_zb_h1", 4, zb_h1(mixed(2, 2, true, "none"))},
         PpCase{"dp2_pp2_zero1", 4, mixed(2, 1, false, "zero1")},
         PpCase{"tp2_pp2_sp", 4, mixed(2, 2, true, "none")},
         PpCase{"dp2_pp2_tp2_zero2", 8, mixed(2, 2, false, "zero2")},
@@ -89,6 +101,32 @@ INSTANTIATE_TEST_SUITE_P(
         PpCase{"dp2_pp2_tp2_zero3", 8, mixed(2, 2, false, "zero3")},
         PpCase{"dp2_pp2_tp2_fsdp_full_shard", 8, mixed(2, 2, false, "fsdp")}),
     [](const ::testing::TestParamInfo<PpCase>& i) { return i.param.name; });
+
+// ZB-H1's split backward accumulates every parameter's gradient in 1F1B's order (Note [Split
+// backward]): the same weights as 1f1b bit for bit, alone, under DDP and ZeRO-1/2 (the hooks run
+// around each B and W), with tensor parallelism, and with activation checkpointing (the
+// checkpointed blocks' inner backwards split too).
+TEST(PipelineParity, ZbH1EqualsOneFOneBBitForBit) {
+  struct Case {
+    int world;
+    PipelineLayout layout;
+    std::string checkpointing = "none";
+  };
+  for (const Case& c :
+       {Case{2, layout("gpt2-tiny", 2, "1f1b")}, Case{4, layout("gpt2-tiny", 4, "1f1b")},
+        Case{2, layout("llama-tiny", 2, "1f1b"), "full"}, Case{4, mixed(2, 1, false, "ddp")},
+        Case{4, mixed(2, 1, false, "zero1")}, Case{4, mixed(2, 1, false, "zero2")},
+        Case{4, mixed(2, 2, true, "none")}}) {
+    auto weights = [&](const PipelineLayout& l) {
+      config::TrainConfig cfg = pp_parity_config(l);
+      cfg.model.activation_checkpointing = c.checkpointing;
+      return train_ranks(c.world, cfg);
+    };
+    EXPECT_TRUE(testing::all_close(weights(zb_h1(c.layout)), weights(c.layout), 0, 0))
+        << c.layout.preset << " pp " << c.layout.pp << " tp " << c.layout.tp << " "
+        << c.layout.strategy << " checkpointing " << c.checkpointing;
+  }
+}
 
 // Under a pipeline every data-parallel strategy reduces each gradient once, after the schedule
 // (Note [Pipeline reduction]), in the same rank order: ZeRO-2, ZeRO-3 and every FSDP sharding
@@ -176,6 +214,14 @@ TEST(PipelineErrors, BadLayoutsNameTheKey) {
   expect_all(construction_errors(2, pp_parity_config(l)),
              "parallel.pipeline_virtual_stages 2 needs parallel.pipeline_schedule: "
              "interleaved_1f1b");
+  l = layout("gpt2-tiny", 2, "zb_h1", 2);
+  expect_all(construction_errors(2, pp_parity_config(l)),
+             "parallel.pipeline_virtual_stages 2 needs parallel.pipeline_schedule: "
+             "interleaved_1f1b (zb_h1 runs one chunk per rank)");
+  // Sharded parameters are freed after B; W would need them.
+  for (const std::string strategy : {"zero3", "fsdp"})
+    expect_all(construction_errors(4, pp_parity_config(zb_h1(mixed(2, 1, false, strategy)))),
+               "parallel.pipeline_schedule: zb_h1 does not run with sharded parameters");
   config::TrainConfig c = pp_parity_config(layout("gpt2-tiny", 2, "1f1b"));
   c.parallel.pipeline_balance = "flops";
   expect_all(construction_errors(2, c),
@@ -195,9 +241,9 @@ TEST(PipelineErrors, BadLayoutsNameTheKey) {
         << testing::what(e);
 }
 
-// Fewer micro-batches than stages is fine for 1f1b (a shorter warm-up) and gpipe.
+// Fewer micro-batches than stages is fine for 1f1b and zb_h1 (a shorter warm-up) and gpipe.
 TEST(PipelineErrors, FewerMicroBatchesThanStagesStillMatchOneProcess) {
-  for (const std::string schedule : {"1f1b", "gpipe"}) {
+  for (const std::string schedule : {"1f1b", "gpipe", "zb_h1"}) {
     config::TrainConfig c = pp_parity_config(layout("gpt2-tiny", 4, schedule));
     c.training.gradient_accumulation_steps = 2;
     config::TrainConfig one = pp_reference_config("gpt2-tiny", 1);

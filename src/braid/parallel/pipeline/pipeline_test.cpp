@@ -5,6 +5,7 @@
 // order, so in practice bit for bit); and tensor parallelism inside the stages (tp2 x pp2).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <ostream>
@@ -158,12 +159,51 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt2_pp4_interleaved", "gpt2-tiny", 8, 4, "interleaved_1f1b", 2, 8},
                       Case{"llama_pp2_1f1b", "llama-tiny", 4, 2, "1f1b", 1, 4},
                       Case{"llama_pp4_interleaved", "llama-tiny", 8, 4, "interleaved_1f1b", 2, 4},
-                      Case{"gpt2_tp2_pp2_sp", "gpt2-tiny", 4, 2, "1f1b", 1, 4, 2, true}),
+                      Case{"gpt2_tp2_pp2_sp", "gpt2-tiny", 4, 2, "1f1b", 1, 4, 2, true},
+                      Case{"gpt2_pp2_zb_h1", "gpt2-tiny", 4, 2, "zb_h1", 1, 4},
+                      Case{"gpt2_pp2_zb_h1_m1", "gpt2-tiny", 4, 2, "zb_h1", 1, 1},
+                      Case{"gpt2_pp4_zb_h1", "gpt2-tiny", 4, 4, "zb_h1", 1, 6},
+                      Case{"llama_pp2_zb_h1", "llama-tiny", 4, 2, "zb_h1", 1, 4},
+                      Case{"gpt2_tp2_pp2_sp_zb_h1", "gpt2-tiny", 4, 2, "zb_h1", 1, 4, 2, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 // Note [Pipeline memory]: what a forward keeps lives until its backward, so the first stage's
 // peak activation memory grows with the micro-batches under gpipe and stays at p in flight
 // under 1f1b (tracker numbers).
+// Per stage, the tracker's peak activation memory of one step of `schedule` over `micro`
+// micro-batches on 2 stages.
+std::vector<int64_t> stage_peaks(const std::string& schedule, int micro) {
+  const Case c{"memory", "gpt2-tiny", 4, 2, schedule, 1, micro};
+  const nn::ModelConfig cfg = config(c);
+  const auto data = batches(cfg, micro);
+  std::vector<int64_t> out(2);
+  testing::run_ranks(2, [&](comm::ProcessGroup& pg) {
+    Stage stage = build(c, cfg, pg);
+    auto tracker = std::make_shared<MemoryTracker>("stage");
+    MemoryScope scope(tracker);
+    stage.parallelism->zero_grad();
+    stage.parallelism->forward_backward(*stage.model, micro_batches(data));
+    out[static_cast<size_t>(pg.rank())] = tracker->peak(MemCategory::activations);
+  });
+  return out;
+}
+
+// zb_h1 holds a micro-batch from its F to its W (Note [ZB-H1 bubble]): bounded by the stages,
+// not the micro-batches, and no more than 1f1b's first stage holds (10% for the weight passes'
+// output gradients, kept from B to W where 1f1b frees them at once).
+TEST(PipelineMemory, ZbH1IsBoundedByStagesAsOneFOneB) {
+  const std::vector<int64_t> z2 = stage_peaks("zb_h1", 2), z8 = stage_peaks("zb_h1", 8);
+  const std::vector<int64_t> f8 = stage_peaks("1f1b", 8);
+  const auto most = [](const std::vector<int64_t>& v) {
+    return static_cast<double>(*std::max_element(v.begin(), v.end()));
+  };
+  EXPECT_LE(most(z8), 1.1 * most(z2)) << most(z2) << " -> " << most(z8);
+  EXPECT_LE(most(z8), 1.1 * most(f8)) << most(z8) << " vs 1f1b " << most(f8);
+  std::printf("peak activations (bytes) on stages 0, 1 at m=8: 1f1b %lld, %lld; zb_h1 %lld, %lld\n",
+              static_cast<long long>(f8[0]), static_cast<long long>(f8[1]),
+              static_cast<long long>(z8[0]), static_cast<long long>(z8[1]));
+}
+
 TEST(PipelineMemory, GpipeGrowsWithMicroBatchesOneFOneBIsBoundedByStages) {
   auto peak = [](const std::string& schedule, int micro) {
     const Case c{"memory", "gpt2-tiny", 4, 2, schedule, 1, micro};

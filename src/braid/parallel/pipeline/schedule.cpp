@@ -11,8 +11,9 @@ ScheduleKind schedule_from_name(const std::string& name) {
   if (name == "gpipe") return ScheduleKind::gpipe;
   if (name == "1f1b") return ScheduleKind::one_f_one_b;
   if (name == "interleaved_1f1b") return ScheduleKind::interleaved_1f1b;
+  if (name == "zb_h1") return ScheduleKind::zb_h1;
   BRAID_THROW("config key 'parallel.pipeline_schedule' is '", name,
-              "', expected one of: gpipe, 1f1b, interleaved_1f1b");
+              "', expected one of: gpipe, 1f1b, interleaved_1f1b, zb_h1");
 }
 
 const char* schedule_name(ScheduleKind kind) {
@@ -23,8 +24,14 @@ const char* schedule_name(ScheduleKind kind) {
       return "1f1b";
     case ScheduleKind::interleaved_1f1b:
       return "interleaved_1f1b";
+    case ScheduleKind::zb_h1:
+      return "zb_h1";
   }
   return "?";
+}
+
+bool has_weight_passes(ScheduleKind kind) {
+  return kind == ScheduleKind::zb_h1;
 }
 
 void check_schedule(const ScheduleShape& s) {
@@ -73,11 +80,30 @@ int warmup(const ScheduleShape& s, int stage) {
     case ScheduleKind::gpipe:
       return m;
     case ScheduleKind::one_f_one_b:
+    case ScheduleKind::zb_h1:
       return std::min(p - stage - 1, m);
     case ScheduleKind::interleaved_1f1b:
       return std::min(2 * (p - stage - 1) + (v - 1) * p, m * v);
   }
   return m * v;
+}
+
+// ZB-H1 (Note [ZB-H1 bubble]): after each B, the W of the B `lag` before it; the last `lag`
+// W's after the last B.
+std::vector<Action> with_weight_passes(const std::vector<Action>& actions, int lag) {
+  std::vector<Action> out;
+  std::vector<Action> waiting;  // B's whose W has not been placed, oldest first
+  for (const Action& a : actions) {
+    out.push_back(a);
+    if (a.kind != Action::Kind::backward) continue;
+    waiting.push_back({Action::Kind::weight, a.micro, a.chunk});
+    if (static_cast<int>(waiting.size()) > lag) {
+      out.push_back(waiting.front());
+      waiting.erase(waiting.begin());
+    }
+  }
+  out.insert(out.end(), waiting.begin(), waiting.end());
+  return out;
 }
 
 }  // namespace
@@ -96,27 +122,34 @@ std::vector<Action> stage_actions(const ScheduleShape& s, int stage) {
     out.push_back(backwards[k - w]);
   }
   out.insert(out.end(), backwards.begin() + static_cast<std::ptrdiff_t>(n - w), backwards.end());
+  if (s.kind == ScheduleKind::zb_h1) return with_weight_passes(out, stage);
   return out;
 }
 
 std::string action_name(const Action& a) {
-  return std::string(a.kind == Action::Kind::forward ? "F m" : "B m") + std::to_string(a.micro) +
-         " c" + std::to_string(a.chunk);
+  const char* kind = a.kind == Action::Kind::forward    ? "F m"
+                     : a.kind == Action::Kind::backward ? "B m"
+                                                        : "W m";
+  return kind + std::to_string(a.micro) + " c" + std::to_string(a.chunk);
 }
 
-SimResult simulate(const ScheduleShape& s, double forward_cost, double backward_cost) {
+SimResult simulate(const ScheduleShape& s, double forward_cost, double backward_cost,
+                   double weight_cost) {
   std::vector<std::vector<Action>> actions;
   for (int r = 0; r < s.stages; ++r) actions.push_back(stage_actions(s, r));
-  return simulate(s, actions, forward_cost, backward_cost);
+  return simulate(s, actions, forward_cost, backward_cost, weight_cost);
 }
 
 SimResult simulate(const ScheduleShape& s, const std::vector<std::vector<Action>>& actions,
-                   double forward_cost, double backward_cost) {
+                   double forward_cost, double backward_cost, double weight_cost) {
   check_schedule(s);
   BRAID_CHECK(static_cast<int>(actions.size()) == s.stages, "pipeline simulate: ", actions.size(),
               " action lists for ", s.stages, " stages");
-  BRAID_CHECK(forward_cost >= 0 && backward_cost >= 0, "pipeline simulate: costs ", forward_cost,
-              " and ", backward_cost, " must be >= 0");
+  BRAID_CHECK(forward_cost >= 0 && backward_cost >= 0 && weight_cost >= 0,
+              "pipeline simulate: costs ", forward_cost, ", ", backward_cost, " and ", weight_cost,
+              " must be >= 0");
+  const bool split = has_weight_passes(s.kind);
+  if (!split) backward_cost += weight_cost;
   const int p = s.stages, m = s.micro_batches, V = s.virtual_stages();
   // When forward / backward (micro, vs) ended, at [vs * m + micro]; negative until it has run.
   std::vector<double> forward_end(static_cast<size_t>(V * m), -1);
@@ -140,23 +173,30 @@ SimResult simulate(const ScheduleShape& s, const std::vector<std::vector<Action>
     BRAID_CHECK(a.micro >= 0 && a.micro < m && a.chunk >= 0 && a.chunk < s.chunks,
                 "pipeline simulate: rank ", r, " has action ", action_name(a), " outside m ", m,
                 ", v ", s.chunks);
+    BRAID_CHECK(split || a.kind != Action::Kind::weight, "pipeline simulate: rank ", r,
+                " has action ", action_name(a), " but ", schedule_name(s.kind),
+                " has no weight passes");
     const int vs = a.chunk * p + r;
     const bool forward = a.kind == Action::Kind::forward;
+    const bool weight = a.kind == Action::Kind::weight;
     // When what `a` waits for ended (0: nothing to wait for); negative if it has not run yet.
     double inputs[2] = {0, 0};
     if (forward) {
       if (vs > 0) inputs[0] = forward_end[at(a.micro, vs - 1)];
+    } else if (weight) {
+      inputs[0] = backward_end[at(a.micro, vs)];
     } else {
       inputs[0] = forward_end[at(a.micro, vs)];
       if (vs < V - 1) inputs[1] = backward_end[at(a.micro, vs + 1)];
     }
     if (inputs[0] < 0 || inputs[1] < 0) return false;
     const double ready = std::max({rank.free_at, inputs[0], inputs[1]});
-    const double cost = forward ? forward_cost : backward_cost;
-    (forward ? forward_end : backward_end)[at(a.micro, vs)] = ready + cost;
+    const double cost = forward ? forward_cost : weight ? weight_cost : backward_cost;
+    if (!weight) (forward ? forward_end : backward_end)[at(a.micro, vs)] = ready + cost;
     rank.free_at = ready + cost;
     rank.busy += cost;
-    rank.in_flight += forward ? 1 : -1;
+    // A micro-batch is held from its forward to its last pass (W where there are weight passes).
+    rank.in_flight += forward ? 1 : (weight || !split) ? -1 : 0;
     rank.max_in_flight = std::max(rank.max_in_flight, rank.in_flight);
     ++rank.next;
     return true;
@@ -188,6 +228,8 @@ SimResult simulate(const ScheduleShape& s, const std::vector<std::vector<Action>
 
 double ideal_bubble(const ScheduleShape& s) {
   const double p = s.stages, m = s.micro_batches;
+  if (s.kind == ScheduleKind::zb_h1)  // Note [ZB-H1 bubble], F = B = W
+    return m >= p ? (p - 1) / (3 * m + p - 1) : 1 - 3 * m / (2 * m + 2 * p - 1);
   const double v = s.kind == ScheduleKind::interleaved_1f1b ? s.chunks : 1;
   return (p - 1) / (v * m + p - 1);
 }

@@ -12,9 +12,26 @@
 //   interleaved_1f1b  Megatron's pipelining with interleaving: micro-batches in groups of p go
 //                     through chunk 0, then chunk 1, ...; backwards take the chunks in reverse;
 //                     min(2 (p - stage - 1) + (v - 1) p, m v) warm-up forwards, then 1F1B
-// In every schedule a rank runs each chunk's forwards in micro order, and its backwards too:
-// the messages between two ranks for one (kind, virtual stage) go in micro order (Note
-// [Pipeline messages], stage_runner.cpp, relies on it).
+//   zb_h1             Qi et al.'s ZB-H1 (Zero Bubble Pipeline Parallelism, 2023): each backward
+//                     is split into B, the input gradient (what the previous stage waits for),
+//                     and W, the weight gradients (Note [Split backward], autograd/engine.cpp);
+//                     1F1B's order of F and B, with stage s's W passes lagging its B passes by
+//                     s: a W after each B once s B's are done, the last s W's after the last B.
+//                     W needs only its own B. Note [ZB-H1 bubble].
+// In every schedule a rank runs each chunk's forwards in micro order, its backwards too, and
+// its W passes: the messages between two ranks for one (kind, virtual stage) go in micro order
+// (Note [Pipeline messages], stage_runner.cpp, relies on it).
+//
+// Note [ZB-H1 bubble]: with F, B, W the passes' costs per stage (1F1B's backward is B + W), ZB-H1
+// has each stage's idle time (p - 1)(F + B - W) for m >= p, where 1F1B has (p - 1)(F + B + W):
+// the B chain from the last stage back costs B per stage instead of B + W, and the W's fill the
+// cool-down's gaps. So its bubble is
+//   (p - 1)(F + B - W) / (m (F + B + W) + (p - 1)(F + B - W))      m >= p, W <= F, W <= B
+// and for m < p the makespan is (m + p - 1)(F + B) + W (the B chain is the critical path). With
+// F = B = W (ideal_bubble): (p - 1) / (3m + p - 1), a third of 1F1B's idle time, and
+// 1 - 3m / (2m + 2p - 1) for m < p. Memory: stage s holds a micro-batch from its F to its W,
+// at most min(p, m) of them on every stage: what 1F1B holds on stage 0 (its largest), though
+// between B and W only what the weight gradients read (a linear's input and output gradient).
 #pragma once
 
 #include <cstdint>
@@ -23,9 +40,10 @@
 
 namespace braid::parallel::pipeline {
 
-enum class ScheduleKind { gpipe, one_f_one_b, interleaved_1f1b };
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved_1f1b, zb_h1 };
 
-// "gpipe" | "1f1b" | "interleaved_1f1b"; anything else throws naming parallel.pipeline_schedule.
+// "gpipe" | "1f1b" | "interleaved_1f1b" | "zb_h1"; anything else throws naming
+// parallel.pipeline_schedule.
 ScheduleKind schedule_from_name(const std::string& name);
 const char* schedule_name(ScheduleKind kind);
 
@@ -43,36 +61,47 @@ struct ScheduleShape {
 void check_schedule(const ScheduleShape& shape);
 
 struct Action {
-  enum class Kind : uint8_t { forward, backward };
+  // backward: the whole backward, or only its input gradients where the schedule has weight passes
+  enum class Kind : uint8_t { forward, backward, weight };
   Kind kind = Kind::forward;
   int micro = 0;  // micro-batch
   int chunk = 0;  // this rank's chunk: virtual stage chunk * p + stage
   bool operator==(const Action&) const = default;
 };
 
-// What rank `stage` runs, in order: every (micro, chunk) once forward and once backward.
+// What rank `stage` runs, in order: every (micro, chunk) once forward and once backward, and once
+// weight for a schedule with weight passes.
 std::vector<Action> stage_actions(const ScheduleShape& shape, int stage);
 
-// "F m3 c0" / "B m3 c1", as errors and the timeline name actions.
+// Whether the schedule splits backwards into B and W (has_weight_passes: zb_h1).
+bool has_weight_passes(ScheduleKind kind);
+
+// "F m3 c0" / "B m3 c1" / "W m3 c1", as errors and the timeline name actions.
 std::string action_name(const Action& action);
 
 struct SimResult {
   double makespan = 0;                // end of the last action anywhere
   std::vector<double> idle_fraction;  // per stage: 1 - busy / makespan
-  std::vector<int> max_in_flight;     // per stage: most (micro, chunk) forwarded, not yet backward
+  std::vector<int> max_in_flight;     // per stage: most (micro, chunk) forwarded, not yet done
+                                      // (backward, or weight where there are weight passes)
 };
 
 // Every rank runs its actions in order; an action starts once its dependencies are done and
-// its rank is free; forwards take forward_cost, backwards backward_cost (per chunk), messages
-// nothing. Throws naming each rank's stuck action if the schedule deadlocks.
-// With equal stages every rank's idle fraction is exactly ideal_bubble(), for every schedule
-// and any costs (schedule_test checks it).
-SimResult simulate(const ScheduleShape& shape, double forward_cost, double backward_cost);
+// its rank is free; forwards take forward_cost, backwards backward_cost (per chunk), weight
+// passes weight_cost, messages nothing; a schedule without weight passes computes the weight
+// gradients in its backwards, which take backward_cost + weight_cost. Throws naming each rank's
+// stuck action if the schedule deadlocks. With equal stages every rank's idle fraction is
+// exactly ideal_bubble() for gpipe, 1f1b and interleaved_1f1b at any costs, and for zb_h1 at
+// equal costs (Note [ZB-H1 bubble]; schedule_test checks it).
+SimResult simulate(const ScheduleShape& shape, double forward_cost, double backward_cost,
+                   double weight_cost = 0);
 // The same for given action lists, one per stage (a schedule under test).
 SimResult simulate(const ScheduleShape& shape, const std::vector<std::vector<Action>>& actions,
-                   double forward_cost, double backward_cost);
+                   double forward_cost, double backward_cost, double weight_cost = 0);
 
-// (p - 1) / (m + p - 1) for gpipe and 1f1b; (p - 1) / (v m + p - 1) interleaved.
+// (p - 1) / (m + p - 1) for gpipe and 1f1b; (p - 1) / (v m + p - 1) interleaved; zb_h1 with
+// equal pass costs (p - 1) / (3m + p - 1) for m >= p, 1 - 3m / (2m + 2p - 1) for m < p (Note
+// [ZB-H1 bubble]).
 double ideal_bubble(const ScheduleShape& shape);
 
 }  // namespace braid::parallel::pipeline

@@ -152,9 +152,126 @@ TEST(PipelineSchedule, ErrorsNameTheKey) {
             std::string::npos);
   EXPECT_EQ(error_of([] { schedule_from_name("zb"); }),
             "config key 'parallel.pipeline_schedule' is 'zb', expected one of: gpipe, 1f1b, "
-            "interleaved_1f1b");
-  for (auto kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved_1f1b})
+            "interleaved_1f1b, zb_h1");
+  EXPECT_EQ(error_of([] {
+              check_schedule({ScheduleKind::zb_h1, 2, 4, 2});
+            }),
+            "parallel.pipeline_virtual_stages 2 needs parallel.pipeline_schedule: "
+            "interleaved_1f1b (zb_h1 runs one chunk per rank)");
+  for (auto kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved_1f1b,
+                    ScheduleKind::zb_h1})
     EXPECT_EQ(schedule_from_name(schedule_name(kind)), kind);
+}
+
+// ---- zb_h1 (Note [ZB-H1 bubble]) ----
+
+std::vector<ScheduleShape> zb_shapes() {
+  std::vector<ScheduleShape> out;
+  for (int p : {1, 2, 3, 4, 8})
+    for (int m = 1; m <= 17; ++m) out.push_back({ScheduleKind::zb_h1, p, m, 1});
+  return out;
+}
+
+TEST(PipelineSchedule, ZbH1EveryPassOnceInMicroOrderAndEachWAfterItsB) {
+  for (const ScheduleShape& s : zb_shapes())
+    for (int r = 0; r < s.stages; ++r) {
+      const std::vector<Action> actions = stage_actions(s, r);
+      ASSERT_EQ(actions.size(), static_cast<size_t>(3 * s.micro_batches)) << str(s);
+      int last[3] = {-1, -1, -1};  // per kind: forward, backward, weight
+      for (const Action& a : actions) {
+        ASSERT_EQ(a.chunk, 0) << str(s);
+        int& l = last[static_cast<int>(a.kind)];
+        EXPECT_EQ(a.micro, l + 1) << str(s) << " rank " << r << ": " << action_name(a);
+        l = a.micro;
+        // A W after its B, a B after its F.
+        const int before = a.kind == Action::Kind::weight     ? last[1]
+                           : a.kind == Action::Kind::backward ? last[0]
+                                                              : a.micro;
+        EXPECT_LE(a.micro, before) << str(s) << " rank " << r << ": " << action_name(a);
+      }
+      EXPECT_EQ(last[0], s.micro_batches - 1);
+      EXPECT_EQ(last[1], s.micro_batches - 1);
+      EXPECT_EQ(last[2], s.micro_batches - 1);
+    }
+}
+
+TEST(PipelineSchedule, ZbH1KnownOrders) {
+  // Stage 1 of 4: 1F1B's F and B, each W one B behind.
+  EXPECT_EQ(names(stage_actions({ScheduleKind::zb_h1, 4, 6, 1}, 1)),
+            "F m0 c0, F m1 c0, F m2 c0, B m0 c0, F m3 c0, B m1 c0, W m0 c0, F m4 c0, B m2 c0, "
+            "W m1 c0, F m5 c0, B m3 c0, W m2 c0, B m4 c0, W m3 c0, B m5 c0, W m4 c0, W m5 c0");
+  // The first stage runs each W right after its B; the last one p - 1 B's behind.
+  EXPECT_EQ(names(stage_actions({ScheduleKind::zb_h1, 2, 3, 1}, 0)),
+            "F m0 c0, F m1 c0, B m0 c0, W m0 c0, F m2 c0, B m1 c0, W m1 c0, B m2 c0, W m2 c0");
+  EXPECT_EQ(names(stage_actions({ScheduleKind::zb_h1, 2, 3, 1}, 1)),
+            "F m0 c0, B m0 c0, F m1 c0, B m1 c0, W m0 c0, F m2 c0, B m2 c0, W m1 c0, W m2 c0");
+}
+
+// With F = B = W every stage idles exactly ideal_bubble(): (p - 1) / (3m + p - 1) for m >= p, a
+// third of 1F1B's idle time; with other costs (W <= F, W <= B) the makespan is Note [ZB-H1
+// bubble]'s. Always below 1F1B's bubble at the same costs, for p > 1.
+TEST(PipelineSchedule, ZbH1BubbleOfTheFormula) {
+  for (const ScheduleShape& s : zb_shapes()) {
+    const double p = s.stages, m = s.micro_batches;
+    for (double unit : {1.0, 2.5}) {
+      const SimResult sim = simulate(s, unit, unit, unit);
+      for (int r = 0; r < s.stages; ++r) {
+        EXPECT_NEAR(sim.idle_fraction[static_cast<size_t>(r)], ideal_bubble(s), 1e-9)
+            << str(s) << " rank " << r;
+      }
+      if (s.micro_batches >= s.stages) {
+        EXPECT_NEAR(ideal_bubble(s), (p - 1) / (3 * m + p - 1), 1e-12) << str(s);
+      }
+    }
+    for (auto [f, b, w] : {std::tuple{1.0, 1.2, 0.8}, {2.0, 1.0, 1.0}, {1.0, 3.0, 1.0}}) {
+      const SimResult sim = simulate(s, f, b, w);
+      const double makespan =
+          std::max(m * (f + b + w) + (p - 1) * (f + b - w), (m + p - 1) * (f + b) + w);
+      EXPECT_NEAR(sim.makespan, makespan, 1e-9 * makespan) << str(s) << " " << f << b << w;
+      const SimResult one_f_one_b =
+          simulate({ScheduleKind::one_f_one_b, s.stages, s.micro_batches, 1}, f, b, w);
+      if (s.stages > 1) {
+        EXPECT_LT(sim.idle_fraction[0], one_f_one_b.idle_fraction[0] - 1e-9) << str(s);
+      }
+    }
+  }
+}
+
+// A micro-batch is held from its F to its W: min(p, m) on every stage, no more than 1F1B's most
+// (stage 0's).
+TEST(PipelineSchedule, ZbH1InFlightNoMoreThan1F1B) {
+  for (const ScheduleShape& s : zb_shapes()) {
+    const SimResult zb = simulate(s, 1, 1, 1);
+    const SimResult base =
+        simulate({ScheduleKind::one_f_one_b, s.stages, s.micro_batches, 1}, 1, 2);
+    const int most = *std::max_element(base.max_in_flight.begin(), base.max_in_flight.end());
+    for (int r = 0; r < s.stages; ++r) {
+      EXPECT_EQ(zb.max_in_flight[static_cast<size_t>(r)], std::min(s.stages, s.micro_batches))
+          << str(s) << " rank " << r;
+      EXPECT_LE(zb.max_in_flight[static_cast<size_t>(r)], most) << str(s) << " rank " << r;
+    }
+  }
+}
+
+TEST(PipelineSchedule, ZbH1SimulatorChecksTheWeightPasses) {
+  // A W before its B deadlocks; a W in a schedule without weight passes is an error.
+  const ScheduleShape zb{ScheduleKind::zb_h1, 1, 1, 1};
+  EXPECT_EQ(error_of([&] {
+              simulate(zb,
+                       {{{Action::Kind::forward, 0, 0},
+                         {Action::Kind::weight, 0, 0},
+                         {Action::Kind::backward, 0, 0}}},
+                       1, 1, 1);
+            }),
+            "pipeline schedule zb_h1 (p 1, m 1, v 1) deadlocks: rank 0 waits at W m0 c0");
+  EXPECT_NE(error_of([] {
+              simulate({ScheduleKind::one_f_one_b, 1, 1, 1},
+                       {{{Action::Kind::forward, 0, 0},
+                         {Action::Kind::backward, 0, 0},
+                         {Action::Kind::weight, 0, 0}}},
+                       1, 1, 1);
+            }).find("1f1b has no weight passes"),
+            std::string::npos);
 }
 
 }  // namespace

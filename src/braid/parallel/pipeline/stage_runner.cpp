@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "braid/autograd/variable.h"
+#include "braid/autograd/weight_gradients.h"
 #include "braid/core/error.h"
 
 namespace braid::parallel::pipeline {
@@ -54,6 +55,7 @@ struct StageRunner::State {
   struct Slot {
     Variable input;   // the leaf holding received activations (not on virtual stage 0)
     Variable output;  // the chunk's output, or the loss on the last virtual stage
+    autograd::WeightGradients weights;  // B's weight gradients, for W (zb_h1)
   };
   std::vector<std::vector<Slot>> slots;  // [chunk][micro]
   std::optional<Shape> act_shape;        // every activation message of this run has it
@@ -80,6 +82,7 @@ struct StageRunner::State {
   // Whether `a` receives a message, and from where.
   bool receives(const Action& a) const {
     const int vs = virtual_stage(a.chunk);
+    if (a.kind == Action::Kind::weight) return false;
     return a.kind == Action::Kind::forward ? vs > 0 : vs < V - 1;
   }
 
@@ -189,15 +192,18 @@ StepLoss StageRunner::run(nn::StagedModel& model, const MicroBatches& batches,
   check_schedule(shape);
   const std::vector<Action> actions = stage_actions(shape, s.stage);
   const int v = shape.chunks, M = shape.micro_batches;
+  const bool split = has_weight_passes(shape.kind);
   s.model = &model;
   s.batches = &batches;
   s.data.clear();
-  s.slots.assign(static_cast<size_t>(v), std::vector<State::Slot>(static_cast<size_t>(M)));
+  s.slots = std::vector<std::vector<State::Slot>>(static_cast<size_t>(v));
+  for (std::vector<State::Slot>& chunk : s.slots) chunk.resize(static_cast<size_t>(M));
   s.act_shape.reset();
   s.posted.reset();
   s.wait_ms = 0;
   StepLoss out;
-  const int64_t backwards = static_cast<int64_t>(M) * v;
+  // Note [Pipeline reduction]: with weight passes, B and W each run as a backward of their own.
+  const int64_t backwards = static_cast<int64_t>(M) * v * (split ? 2 : 1);
   int64_t k = 0;
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& a = actions[i];
@@ -205,6 +211,7 @@ StepLoss StageRunner::run(nn::StagedModel& model, const MicroBatches& batches,
     const BlockRange& blocks = s.partition[static_cast<size_t>(vs)];
     State::Slot& slot = s.slots[static_cast<size_t>(a.chunk)][static_cast<size_t>(a.micro)];
     const bool fwd = a.kind == Action::Kind::forward;
+    const bool weight = a.kind == Action::Kind::weight;
     const auto& [ids, targets] = s.batch(a.micro);
     // Note [Packed rows]: each action runs under its micro-batch's layout (a checkpointed block
     // reruns its forward in the backward, after other micro-batches' forwards).
@@ -217,7 +224,7 @@ StepLoss StageRunner::run(nn::StagedModel& model, const MicroBatches& batches,
       const bool header = next.kind == Action::Kind::forward && next.micro == 0;
       if (s.act_shape && s.receives(next) && !header) s.post(next);
     }
-    if (batches.at && (fwd ? a.chunk == 0 : a.chunk == v - 1))
+    if (batches.at && !weight && (fwd ? a.chunk == 0 : a.chunk == v - 1))
       batches.at(a.micro, fwd ? "forward" : "backward");
     const double t0 = s.timeline ? s.timeline->now_us() : 0;
     if (fwd) {
@@ -243,9 +250,23 @@ StepLoss StageRunner::run(nn::StagedModel& model, const MicroBatches& batches,
         }
         slot.output = y;
       }
+    } else if (weight) {
+      begin_backward(k++, backwards);
+      slot.weights.run();
+      end_backward();
     } else {
       begin_backward(k++, backwards);
-      if (vs == s.V - 1) {
+      if (split) {
+        Tensor dout = message;
+        if (vs == s.V - 1) {  // the seed, as Variable::backward(loss_scale) makes it
+          dout = Tensor::empty(slot.output.shape(), slot.output.value().dtype(),
+                               MemCategory::activations);
+          dout.fill_(batches.loss_scale);
+        }
+        std::vector<Variable> inputs;
+        if (vs > 0) inputs.push_back(slot.input);
+        autograd::backward_inputs(slot.output, dout, inputs, slot.weights);
+      } else if (vs == s.V - 1) {
         slot.output.backward(batches.loss_scale);
       } else {
         slot.output.backward(message);
@@ -253,13 +274,18 @@ StepLoss StageRunner::run(nn::StagedModel& model, const MicroBatches& batches,
       end_backward();
     }
     if (s.timeline)
-      s.timeline->add(fwd ? TimelineEvent::Kind::forward : TimelineEvent::Kind::backward, a.micro,
-                      a.chunk, t0, s.timeline->now_us());
+      s.timeline->add(fwd      ? TimelineEvent::Kind::forward
+                      : weight ? TimelineEvent::Kind::weight
+                               : TimelineEvent::Kind::backward,
+                      a.micro, a.chunk, t0, s.timeline->now_us());
     if (fwd && vs < s.V - 1) s.send(slot.output.value(), vs + 1, kActivation, a.micro);
-    if (!fwd) {
+    if (a.kind == Action::Kind::backward) {
       if (vs > 0) s.send(slot.input.grad(), vs - 1, kGradient, a.micro);
-      slot = {};  // the micro-batch's activations of this chunk are free now
+      // The micro-batch's activations of this chunk are free now (but what its W reads).
+      slot.input = Variable();
+      slot.output = Variable();
     }
+    if (weight) slot = {};
   }
   s.finish_sends();
   wait_ms_ = s.wait_ms;

@@ -6,7 +6,10 @@
 // vs + 1 and keep it for backward. Backward (m, c): the last virtual stage runs backward from its
 // loss, the others from the output gradient received from vs + 1; the input leaf's gradient goes
 // back to vs - 1. What a forward keeps lives until its backward (so gpipe holds m micro-batches'
-// activations per chunk and 1f1b at most p - stage, Note [Pipeline memory]).
+// activations per chunk and 1f1b at most p - stage, Note [Pipeline memory]). With weight passes
+// (zb_h1) the backward is B, autograd::backward_inputs: the input leaf's gradient now, the
+// parameters' recorded in the slot, and W runs them (Note [Split backward]); what they read
+// lives until W.
 //
 // Note [Pipeline messages]: activations and gradients travel by send/recv over the pp group,
 // tagged by kind and receiving virtual stage; a schedule runs each chunk's forwards (and its
@@ -37,8 +40,9 @@ class StageRunner {
               std::vector<BlockRange> partition, Timeline* timeline);
   ~StageRunner();
 
-  // Runs the schedule over the step's micro-batches. Around each backward it calls
-  // begin_backward(k, n) (the k-th backward of n this rank runs) and end_backward(). Returns the
+  // Runs the schedule over the step's micro-batches. Around each backward (and each B and W pass
+  // where the schedule splits them) it calls begin_backward(k, n) (the k-th of the n this rank
+  // runs) and end_backward(). Returns the
   // summed loss of the micro-batches on the last stage (0 elsewhere) and whether it was finite.
   StepLoss run(nn::StagedModel& model, const MicroBatches& batches,
                const std::function<void(int64_t k, int64_t n)>& begin_backward,

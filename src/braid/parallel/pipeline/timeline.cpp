@@ -16,6 +16,8 @@ const char* kind_name(TimelineEvent::Kind k) {
       return "forward";
     case TimelineEvent::Kind::backward:
       return "backward";
+    case TimelineEvent::Kind::weight:
+      return "weight";
     case TimelineEvent::Kind::send:
       return "send";
     case TimelineEvent::Kind::recv:
@@ -29,7 +31,8 @@ const char* kind_name(TimelineEvent::Kind k) {
 }
 
 bool is_compute(TimelineEvent::Kind k) {
-  return k == TimelineEvent::Kind::forward || k == TimelineEvent::Kind::backward;
+  return k == TimelineEvent::Kind::forward || k == TimelineEvent::Kind::backward ||
+         k == TimelineEvent::Kind::weight;
 }
 
 bool is_communication(TimelineEvent::Kind k) {
@@ -39,9 +42,10 @@ bool is_communication(TimelineEvent::Kind k) {
 
 std::string trace_name(const TimelineEvent& e) {
   if (is_compute(e.kind))
-    return action_name(
-        {e.kind == TimelineEvent::Kind::forward ? Action::Kind::forward : Action::Kind::backward,
-         e.micro, e.chunk});
+    return action_name({e.kind == TimelineEvent::Kind::forward    ? Action::Kind::forward
+                        : e.kind == TimelineEvent::Kind::backward ? Action::Kind::backward
+                                                                  : Action::Kind::weight,
+                        e.micro, e.chunk});
   return e.kind == TimelineEvent::Kind::idle ? "recv wait" : kind_name(e.kind);
 }
 

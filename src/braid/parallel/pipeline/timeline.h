@@ -1,9 +1,9 @@
-// Timeline: what one rank did during each pipeline step (forward and backward per micro-batch
-// and chunk, sends, waits for receives, the optimizer), the step's bubble (the fraction of it
-// spent on anything but forward and backward), and the events as a Chrome trace (JSON that
-// Perfetto and chrome://tracing open: one process per rank, compute on thread 0 and
-// communication on thread 1). Times are microseconds since the timeline was built; each rank
-// builds its own, so ranks line up as well as their constructions did.
+// Timeline: what one rank did during each pipeline step (forward, backward and weight passes
+// per micro-batch and chunk, sends, waits for receives, the optimizer), the step's bubble (the
+// fraction of it spent on anything but forward, backward and weight passes), and the events as a
+// Chrome trace (JSON that Perfetto and chrome://tracing open: one process per rank, compute on
+// thread 0 and communication on thread 1). Times are microseconds since the timeline was built;
+// each rank builds its own, so ranks line up as well as their constructions did.
 #pragma once
 
 #include <chrono>
@@ -16,8 +16,9 @@
 namespace braid::parallel::pipeline {
 
 struct TimelineEvent {
-  // idle: waiting for a receive (traced as "recv wait").
-  enum class Kind : uint8_t { forward, backward, send, recv, idle, optimizer };
+  // idle: waiting for a receive (traced as "recv wait"); weight: a zero-bubble schedule's
+  // weight-gradient pass (its backward is the input-gradient pass).
+  enum class Kind : uint8_t { forward, backward, weight, send, recv, idle, optimizer };
   Kind kind = Kind::forward;
   int micro = -1;       // -1: none
   int chunk = -1;       // -1: none
@@ -37,19 +38,20 @@ class Timeline {
   void add(TimelineEvent::Kind kind, int micro, int chunk, double start_us, double end_us);
   void end_step();
 
-  // The last completed step: wall time, forward + backward time, bubble = 1 - compute / wall.
+  // The last completed step: wall time, forward + backward (+ weight) time, bubble = 1 - compute
+  // / wall.
   double last_step_ms() const;
   double last_compute_ms() const;
   double last_bubble() const;
 
   // The kept steps' events as comma-separated Chrome trace objects (no brackets): a
   // process_name metadata event "rank N", then one complete ("X") event per TimelineEvent named
-  // "F m3 c0", "B m3 c1", "send", "recv", "recv wait" or "optimizer", with the step, micro-batch
-  // and chunk in its args.
+  // "F m3 c0", "B m3 c1", "W m3 c1", "send", "recv", "recv wait" or "optimizer", with the step,
+  // micro-batch and chunk in its args.
   std::string chrome_events_json() const;
   // The last completed step's events as a JSON array of [kind, micro, chunk, start_ms,
-  // duration_ms], times from the step's start (kind: "forward", "backward", "send", "recv",
-  // "idle" or "optimizer"); "[]" before the first.
+  // duration_ms], times from the step's start (kind: "forward", "backward", "weight", "send",
+  // "recv", "idle" or "optimizer"); "[]" before the first.
   std::string last_step_json() const;
 
  private:
