@@ -67,7 +67,7 @@ struct ParallelPlan {
   std::string context_parallel_mode = "ring";  // ring | ulysses
   // Pipeline parallelism.
   int pipeline_parallel_size = 1;
-  std::string pipeline_schedule = "1f1b";  // gpipe | 1f1b | interleaved_1f1b
+  std::string pipeline_schedule = "1f1b";  // gpipe | 1f1b | interleaved_1f1b | zb_h1
   int pipeline_virtual_stages = 1;
   std::string pipeline_balance = "uniform";  // uniform | parameters | time
   std::string pipeline_trace;

@@ -167,6 +167,13 @@ TEST(CostModel, PipelineBubbleFollowsTheSchedule) {
   EXPECT_GT(one.bubble, 0);
   EXPECT_DOUBLE_EQ(gpipe.bubble, one.bubble);
   EXPECT_NEAR(inter.bubble, one.bubble / 2, one.bubble * 1e-9);
+  // zb_h1 idles F + B - W per stage instead of F + B + W.
+  const StepCost zb = predict("none pp2:zb_h1 mb1x8", 2, 256, 8);
+  EXPECT_GT(zb.bubble, 0);
+  EXPECT_LT(zb.bubble, one.bubble * 0.75);
+  EXPECT_EQ(zb.gemm, one.gemm);
+  EXPECT_NE(error_of([] { predict("zero3 pp2:zb_h1 mb1x8", 4, 256, 8); }).find("ZeRO-3"),
+            std::string::npos);
   // More micro-batches: the same bubble over a longer step.
   const StepCost m16 = predict("none pp2:1f1b mb1x16", 2, 256, 8);
   EXPECT_NEAR(m16.bubble, one.bubble, one.bubble * 1e-9);

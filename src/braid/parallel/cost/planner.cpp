@@ -91,7 +91,9 @@ std::vector<Layout> enumerate_layouts(const PlanRequest& q) {
         strategies.push_back("hsdp");
       }
       std::vector<std::pair<std::string, int>> schedules = {{"1f1b", 1}};
-      if (pp > 1) schedules = {{"gpipe", 1}, {"1f1b", 1}, {"interleaved_1f1b", 2}};
+      if (pp > 1) {
+        schedules = {{"gpipe", 1}, {"1f1b", 1}, {"interleaved_1f1b", 2}, {"zb_h1", 1}};
+      }
       for (const auto& strategy : strategies) {
         for (bool sp : {false, true}) {
           if (sp && tp == 1) continue;
@@ -142,6 +144,12 @@ MemoryEstimate layout_memory(const PlanRequest& q, const Layout& L, bool* exact)
     const int64_t k = int64_t(approx.pp) * approx.virtual_stages;
     in.model.n_layer = (in.model.n_layer + k - 1) / k * k;
     approx.balanced = false;
+    *exact = false;
+  }
+  if (approx.schedule == "zb_h1") {
+    // Every stage holds up to min(p, m) micro-batches, 1F1B's first stage's (Note [ZB-H1
+    // bubble]): estimated as 1F1B, whose largest stage is that one.
+    approx.schedule = "1f1b";
     *exact = false;
   }
   if (approx.sp || approx.virtual_stages > 1) {

@@ -15,6 +15,7 @@ namespace {
 struct StageWork {
   double gemm_f = 0, gemm_b = 0, attn_f = 0, attn_b = 0, mem_f = 0, mem_b = 0;
   double loss_f = 0, loss_b = 0, recompute = 0, overhead = 0;
+  double weight = 0;  // of backward: the weight-gradient products (zb_h1's W passes)
   double forward() const { return gemm_f + attn_f + mem_f + loss_f + overhead / 3; }
   double backward() const { return gemm_b + attn_b + mem_b + loss_b + overhead * 2 / 3; }
 };
@@ -99,6 +100,8 @@ StageWork block_work(const Model& mdl, const Shapes& s, const Layout& L, int64_t
   w.gemm_f = qkv_f + proj_f + mdl.gemm_fwd(n, mlp_in, s.d) + mdl.gemm_fwd(n, s.d, s.h);
   w.gemm_b = mdl.gemm_bwd(n, qkv, s.d) + mdl.gemm_bwd(n, s.d, attn_out) +
              mdl.gemm_bwd(n, mlp_in, s.d) + mdl.gemm_bwd(n, s.d, s.h);
+  w.weight = mdl.gemm(qkv, s.d, n) + mdl.gemm(s.d, attn_out, n) + mdl.gemm(mlp_in, s.d, n) +
+             mdl.gemm(s.d, s.h, n);
   const double seqs = double(L.micro_batch) * s.heads;
   w.attn_f = mdl.attention_fwd(seqs, double(seq_len), double(s.hs));
   w.attn_b = mdl.attention_bwd(seqs, double(seq_len), double(s.hs));
@@ -359,10 +362,14 @@ std::string layout_problem(const CostInputs& in) {
     os << "pp " << L.pp << " x " << L.virtual_stages << " chunks does not divide the " << m.n_layer
        << " layers (a 'balanced' split takes them unevenly)";
   } else if (L.pp > 1 && L.schedule != "gpipe" && L.schedule != "1f1b" &&
-             L.schedule != "interleaved_1f1b") {
+             L.schedule != "interleaved_1f1b" && L.schedule != "zb_h1") {
     os << "unknown schedule '" << L.schedule << "'";
   } else if ((L.schedule == "interleaved_1f1b") != (L.virtual_stages > 1) && L.pp > 1) {
     os << "interleaved_1f1b takes 2 or more chunks per rank, the others one";
+  } else if (L.pp > 1 && L.schedule == "zb_h1" &&
+             (L.strategy == "zero3" || L.strategy == "hsdp")) {
+    os << "zb_h1 runs weight gradients after the parameters' backward, which ZeRO-3 and FSDP "
+          "free";
   } else if (L.schedule == "interleaved_1f1b" && L.accumulation % L.pp != 0) {
     os << "interleaved_1f1b needs the micro-batches (" << L.accumulation
        << ") to be a multiple of pp";
@@ -425,6 +432,7 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
     w.mem_f = block.mem_f * blocks_per_stage;
     w.mem_b = block.mem_b * blocks_per_stage;
     w.recompute = block.recompute * blocks_per_stage;  // (inside the parts above)
+    w.weight = block.weight * blocks_per_stage;
     w.overhead = block.overhead * blocks_per_stage;
     if (st == 0) {
       w.mem_f += mdl.elementwise("embedding_fwd", n * s.d);
@@ -438,6 +446,7 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
       const double ce = mdl.elementwise("ce", n * s.vocab);
       w.loss_f = (head + ce) / 3;
       w.loss_b = (head + ce) * 2 / 3;
+      w.weight += head / 3;
       w.mem_f += mdl.elementwise(norm + "_fwd", n * s.d);
       w.mem_b += mdl.elementwise(norm + "_bwd", n * s.d);
     }
@@ -488,8 +497,16 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
       sum_c += cs;
     }
     const double v = L.virtual_stages;
-    const double makespan = mb * max_c + (sum_c - max_c) / v;
-    c.bubble = makespan - mb * max_c;
+    // zb_h1 (Note [ZB-H1 bubble], pipeline/schedule.h): the stages' idle time is F + B - W
+    // where 1F1B's is F + B + W.
+    double idle = (sum_c - max_c) / v;
+    if (L.schedule == "zb_h1") {
+      idle = 0;
+      for (int st = 0; st < L.pp; ++st) {
+        if (st != slow) idle += stages[st].forward() + stages[st].backward() - 2 * stages[st].weight;
+      }
+    }
+    c.bubble = idle;
     // Activations forward and their gradients back, per micro-batch and chunk boundary.
     const double act_bytes = (L.sp ? n / L.tp : n) * s.d * a;
     const double p2p = comm_seconds(prof, ranks_per_node, "send_recv", 2, L.tp, act_bytes);

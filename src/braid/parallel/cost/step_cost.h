@@ -18,8 +18,9 @@
 // A step runs m = accumulation micro-batches: m (f + b) without a pipeline; with one, the
 // schedule's makespan over stages of unequal cost c_s = f_s + b_s,
 //   m max c + (sum c - max c) / v        (v chunks per rank; 1F1B, GPipe: v = 1)
-// which is (m + (p - 1) / v) c for equal stages (the textbook bubble), plus the activations'
-// point-to-point sends (2 m per stage boundary, exposed).
+// which is (m + (p - 1) / v) c for equal stages (the textbook bubble); zb_h1 idles F + B - W
+// per other stage where 1F1B idles F + B + W (W: the weight-gradient products, Note [ZB-H1
+// bubble]); plus the activations' point-to-point sends (2 m per stage boundary, exposed).
 // Communication (t = the profile's fit for the op, group size and bytes; the data-parallel
 // group of dp ranks, gradients f32):
 //   ddp     all-reduce of the stage's gradients once a step, in buckets behind the last
