@@ -50,7 +50,9 @@ layouts() {
   return 0
 }
 
-field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" | head -1; }
+field() {  # the first KEY=NUMBER's number (awk reads all its input: no SIGPIPE under pipefail)
+  awk -v k="$1=" '!done && i = index($0, k) { s = substr($0, i + length(k)); sub(/[^0-9.].*/, "", s); print s; done = 1 }'
+}
 
 measure() {  # config world layout -> measured step ms (the run's log, with its profile of parts
   # beside the prediction, in OUT/logs)

@@ -18,7 +18,10 @@
 #include "braid/core/error.h"
 #include "braid/core/rng.h"
 #include "braid/core/tensor.h"
+#include "braid/kernels/op_profile.h"
 #include "braid/kernels/ops.h"
+#include "braid/nn/transformer.h"
+#include "braid/parallel/cost/step_cost.h"
 
 namespace braid::parallel::cost {
 
@@ -56,15 +59,23 @@ class RankMeasure {
  public:
   RankMeasure(std::barrier<>& sync, int reps) : sync_(sync), reps_(reps) {}
 
+  void sync() { sync_.arrive_and_wait(); }
+  int reps() const { return reps_; }
+
   // Seconds per call while every rank runs fn: from the barrier all start at to the one after
   // the slowest finished (oversubscribed ranks share the cores, whoever runs first).
+  // The best of three such rounds: a rank's neighbours on a shared machine only slow it.
   double time(const std::function<void()>& fn) {
     fn();
-    sync_.arrive_and_wait();
-    const auto t0 = Clock::now();
-    for (int i = 0; i < reps_; ++i) fn();
-    sync_.arrive_and_wait();
-    return std::chrono::duration<double>(Clock::now() - t0).count() / reps_;
+    double best = INFINITY;
+    for (int round = 0; round < 3; ++round) {
+      sync_.arrive_and_wait();
+      const auto t0 = Clock::now();
+      for (int i = 0; i < reps_; ++i) fn();
+      sync_.arrive_and_wait();
+      best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count() / reps_);
+    }
+    return best;
   }
 
  private:
@@ -160,8 +171,10 @@ void elementwise_ns(RankMeasure& m, DType dt, const std::string& suffix, Rng& rn
   }
 }
 
-// The fused head's time beyond its three products, per logit (Note [Fused head]).
-double ce_ns(RankMeasure& m, DType dt, const ComputeRates& r, Rng& rng) {
+// The LM head + loss's time beyond its products, per logit (Note [LM head cost]): the
+// forward's one product and the backward's three (the logits again, then dx and dweight).
+void ce_ns(RankMeasure& m, DType dt, const ComputeRates& r, Rng& rng, const std::string& suffix,
+           std::map<std::string, double>& ns) {
   const int64_t N = 1024, C = 384, V = 8192;
   Tensor x = Tensor::randn({N, C}, rng, 0.1f, dt), w = Tensor::randn({V, C}, rng, 0.1f, dt);
   std::vector<int32_t> tg(N);
@@ -170,12 +183,12 @@ double ce_ns(RankMeasure& m, DType dt, const ComputeRates& r, Rng& rng) {
   Tensor lse = Tensor::empty({N}, DType::f32), dx = Tensor::zeros({N, C}, dt);
   Tensor dw = Tensor::zeros({V, C}, DType::f32);
   int64_t count = 0;
-  const double t =
-      m.time([&] { k::lm_head_ce_forward_backward(lse, &count, &dx, &dw, x, w, targets, 1e-3f); });
+  const double fwd = m.time([&] { k::lm_head_ce_forward(lse, &count, x, w, targets); });
+  const double bwd = m.time([&] { k::lm_head_ce_backward(&dx, &dw, x, w, targets, lse, 1e-3f); });
   const double dmin = double(C);
-  const double gemm =
-      3 * 2.0 * N * V * C * (dmin + r.gemm_half_dim) / (dmin * r.gemm_gflops(dt) * 1e9);
-  return std::max(0.0, t - gemm) * 1e9 / (double(N) * V);
+  const double gemm = 2.0 * N * V * C * (dmin + r.gemm_half_dim) / (dmin * r.gemm_gflops(dt) * 1e9);
+  ns["ce_fwd" + suffix] = std::max(0.0, fwd - gemm) * 1e9 / (double(N) * V);
+  ns["ce_bwd" + suffix] = std::max(0.0, bwd - 3 * gemm) * 1e9 / (double(N) * V);
 }
 
 // f32 optimizer-side classes, and the streaming bandwidth.
@@ -188,7 +201,10 @@ void state_ns(RankMeasure& m, Rng& rng, ComputeRates& r) {
     k::adamw_step(p, g, m1, v, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++step);
   }) * 1e9 / double(n);
   r.elementwise_ns["cast"] = m.time([&] { k::cast(low, p); }) * 1e9 / double(n);
-  r.elementwise_ns["sum_squares"] = m.time([&] { (void)k::sum_squares(g); }) * 1e9 / double(n);
+  // The gradient norm is exact (fixed point, Note [Exact norm]) after a max for its shift.
+  r.elementwise_ns["sum_squares"] =
+      m.time([&] { (void)k::sum_squares_fixed(g, 20); }) * 1e9 / double(n);
+  r.elementwise_ns["max_abs"] = m.time([&] { (void)k::max_abs(g); }) * 1e9 / double(n);
   r.elementwise_ns["zero"] = m.time([&] { k::scale(m1, 0.0f); }) * 1e9 / double(n);
   const int64_t big = int64_t{16} << 20;
   Tensor a = Tensor::randn({big}, rng), b = Tensor::randn({big}, rng), c = Tensor::empty({big});
@@ -199,8 +215,51 @@ void state_ns(RankMeasure& m, Rng& rng, ComputeRates& r) {
   }) * 1e6 / 2000;
 }
 
+// Note [Framework cost] (step_cost.cpp): a real training step of a small GPT-2 (2 blocks,
+// d 384, 4 x 256 tokens), less its kernels' time (op profiling), per element of the buffers its
+// blocks make. Rank 0 alone runs it, with its threads, while the others wait: ranks as threads
+// of one process would contend for the process's allocator and page tables, which ranks as
+// processes do not share. Every rank reports rank 0's figure.
+double framework_ns(RankMeasure& m, int rank) {
+  double ns = 0;
+  m.sync();
+  if (rank == 0) {
+    nn::ModelConfig mc = nn::ModelConfig::preset("bench-small");
+    mc.n_layer = 2;
+    nn::Transformer model(mc);
+    const int64_t B = 4, T = 256;
+    Rng rng(7);
+    std::vector<int32_t> ids(B * T), tg(B * T);
+    for (auto& x : ids) x = static_cast<int32_t>(rng.next_u64() % mc.vocab_size);
+    for (auto& x : tg) x = static_cast<int32_t>(rng.next_u64() % mc.vocab_size);
+    const Tensor inputs = Tensor::from_vector(ids, {B, T});
+    const Tensor targets = Tensor::from_vector(tg, {B, T});
+    auto step = [&] {
+      model.zero_grad();
+      model.loss(inputs, targets).backward();
+    };
+    step();
+    double best = INFINITY;
+    for (int round = 0; round < 3; ++round) {
+      kernels::reset_op_totals();
+      kernels::set_op_profiling(true);
+      const auto t0 = Clock::now();
+      for (int i = 0; i < m.reps(); ++i) step();
+      const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+      kernels::set_op_profiling(false);
+      double kernel_s = 0;
+      for (const auto& t : kernels::op_totals()) kernel_s += t.seconds;
+      best = std::min(best, std::max(0.0, wall - kernel_s) / m.reps());
+    }
+    const double d = double(mc.d_model), h = double(mc.d_ff);
+    ns = best * 1e9 / (double(mc.n_layer) * fresh_elements(d, 3 * d, h, h, double(B * T)));
+  }
+  m.sync();
+  return ns;
+}
+
 // Everything one rank measures, as a flat list (averaged over the ranks afterwards).
-ComputeRates measure_rank(RankMeasure& m, int threads, uint64_t seed) {
+ComputeRates measure_rank(RankMeasure& m, int threads, int rank, uint64_t seed) {
   omp_set_num_threads(threads);
   Rng rng(seed);
   ComputeRates r;
@@ -231,9 +290,10 @@ ComputeRates measure_rank(RankMeasure& m, int threads, uint64_t seed) {
   r.attn_bf16_factor = (b2.fwd + b2.bwd) / (f2.fwd + f2.bwd);
   elementwise_ns(m, DType::f32, "", rng, r.elementwise_ns);
   elementwise_ns(m, DType::bf16, ".bf16", rng, r.elementwise_ns);
-  r.elementwise_ns["ce"] = ce_ns(m, DType::f32, r, rng);
-  r.elementwise_ns["ce.bf16"] = ce_ns(m, DType::bf16, r, rng);
+  ce_ns(m, DType::f32, r, rng, "", r.elementwise_ns);
+  ce_ns(m, DType::bf16, r, rng, ".bf16", r.elementwise_ns);
   state_ns(m, rng, r);
+  r.elementwise_ns["alloc"] = framework_ns(m, rank);
   return r;
 }
 
@@ -248,7 +308,7 @@ ComputeRates measure_compute(int ranks, int cores, int reps) {
     workers.emplace_back([&, i] {
       try {
         RankMeasure m(sync, reps);
-        each[i] = measure_rank(m, threads, 1234 + i);
+        each[i] = measure_rank(m, threads, i, 1234 + i);
       } catch (...) {
         errors[i] = std::current_exception();
         sync.arrive_and_drop();
@@ -280,6 +340,7 @@ ComputeRates measure_compute(int ranks, int cores, int reps) {
     for (const auto& r : each) s += r.elementwise_ns.at(key);
     ns = s / ranks;
   }
+  avg.elementwise_ns["alloc"] = each[0].elementwise_ns.at("alloc");  // rank 0's alone
   avg.ranks = ranks;
   avg.threads = threads;
   return avg;

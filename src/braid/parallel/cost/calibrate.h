@@ -4,17 +4,19 @@
 // Note [Calibration]: a rank's rates are measured while `ranks` ranks work at once, as ranks
 // of one node do in training: `ranks` threads, each running the kernels on its own OpenMP team
 // of cores / ranks threads (ranks beyond the cores time-slice them, as oversubscribed processes
-// do), started together at a barrier; each rate is the median over repetitions, averaged over
-// the ranks. Per count of ranks it measures
+// do), started together at a barrier; each time is the mean of the repetitions between the
+// barrier they start at and the one after the slowest, the best of three such rounds, averaged
+// over the ranks. Per count of ranks it measures
 //   GEMM        forward and backward products (NT, NN, TN) of a linear layer over 1024 rows
 //               at widths 128 to 1024 and 384 x 1536, f32 and bf16; the rate and the half
 //               dimension are the least-squares fit of time = flops (d + h) / (rate d)
 //   attention   forward and backward of causal attention at T = 128 and 512 (hs 64): the two
 //               points give a and c of a T^2 hs + c T hs
-//   memory      each op class of op_bytes() on a 1024 x 384 activation (x 4 for the MLP's),
-//               f32 and bf16; the fused LM head + loss's time beyond its three products, per
-//               logit ("ce"); AdamW, casts, norms and zeroing on 4M elements; a 16M-element add
-//               for the streaming bandwidth
+//   memory      each op class of op_bytes() on a 2048 x 512 activation (x 4 for the MLP's),
+//               f32 and bf16; the LM head + loss's time beyond its products per logit, forward
+//               and backward ("ce_fwd", "ce_bwd"); AdamW, casts, the exact norm, max and
+//               zeroing on 4M elements; a fresh 4M-element buffer ("alloc": page faults and
+//               zeroing); a 16M-element add for the streaming bandwidth
 //   overhead    a 16-element add, per call
 // Collectives: ranks as threads of one process on a local group, which runs the same
 // shared-memory engine as processes on one node (comm/shm/shm_engine.h): all-reduce,

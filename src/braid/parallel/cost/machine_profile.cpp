@@ -341,17 +341,13 @@ std::string default_profile_path() {
 }
 
 double op_bytes(const std::string& c) {
-  static const std::map<std::string, double> bytes = {{"layernorm_fwd", 8},  {"layernorm_bwd", 12},
-                                                      {"rmsnorm_fwd", 8},    {"rmsnorm_bwd", 12},
-                                                      {"gelu_fwd", 8},       {"gelu_bwd", 12},
-                                                      {"swiglu_fwd", 12},    {"swiglu_bwd", 20},
-                                                      {"rope_fwd", 8},       {"rope_bwd", 8},
-                                                      {"add", 12},           {"embedding_fwd", 8},
-                                                      {"embedding_bwd", 12}, {"ce", 12},
-                                                      {"adamw", 28},         {"cast", 6},
-                                                      {"sum_squares", 4},    {"zero", 4},
-                                                      {"copy", 8},           {"axpy", 12},
-                                                      {"add_columns", 12}};
+  static const std::map<std::string, double> bytes = {
+      {"layernorm_fwd", 8},  {"layernorm_bwd", 12}, {"rmsnorm_fwd", 8}, {"rmsnorm_bwd", 12},
+      {"gelu_fwd", 8},       {"gelu_bwd", 12},      {"swiglu_fwd", 12}, {"swiglu_bwd", 20},
+      {"rope_fwd", 8},       {"rope_bwd", 8},       {"add", 12},        {"embedding_fwd", 8},
+      {"embedding_bwd", 12}, {"ce_fwd", 8},         {"ce_bwd", 8},      {"adamw", 28},
+      {"cast", 6},           {"sum_squares", 4},    {"max_abs", 4},     {"alloc", 4},
+      {"zero", 4},           {"copy", 8},           {"axpy", 12},       {"add_columns", 12}};
   auto it = bytes.find(c);
   BRAID_CHECK(it != bytes.end(), "no op class '", c, "'");
   return it->second;

@@ -88,6 +88,19 @@ class Model {
   DType dtype_;
 };
 
+}  // namespace
+
+// Note [Framework cost]: what a step spends outside the kernels (autograd's bookkeeping, fresh
+// buffers: page faults and zeroing) grows with the buffers a block makes: its outputs forward
+// (norms, qkv and its split, attention, projection, adds, the MLP's) and as many gradients
+// backward. Calibration measures the time per element of that count on a real block
+// (calibrate.cpp), the model charges it per block.
+double fresh_elements(double d, double qkv, double mlp_in, double h, double tokens) {
+  return 2 * tokens * (6.0 * d + 2 * qkv + mlp_in + h);
+}
+
+namespace {
+
 // The ops a block dispatches forward and backward (for the overhead).
 constexpr double kOpsPerBlock = 40;
 
@@ -138,7 +151,8 @@ StageWork block_work(const Model& mdl, const Shapes& s, const Layout& L, int64_t
     w.attn_b += w.attn_f;
     w.mem_b += norm_f / 2 + rope_f;
   }
-  w.overhead = mdl.overhead(kOpsPerBlock);
+  w.overhead = mdl.overhead(kOpsPerBlock) +
+               mdl.elementwise("alloc", fresh_elements(s.d, qkv, mlp_in, s.h, n));
   return w;
 }
 
@@ -366,8 +380,7 @@ std::string layout_problem(const CostInputs& in) {
     os << "unknown schedule '" << L.schedule << "'";
   } else if ((L.schedule == "interleaved_1f1b") != (L.virtual_stages > 1) && L.pp > 1) {
     os << "interleaved_1f1b takes 2 or more chunks per rank, the others one";
-  } else if (L.pp > 1 && L.schedule == "zb_h1" &&
-             (L.strategy == "zero3" || L.strategy == "hsdp")) {
+  } else if (L.pp > 1 && L.schedule == "zb_h1" && (L.strategy == "zero3" || L.strategy == "hsdp")) {
     os << "zb_h1 runs weight gradients after the parameters' backward, which ZeRO-3 and FSDP "
           "free";
   } else if (L.schedule == "interleaved_1f1b" && L.accumulation % L.pp != 0) {
@@ -439,14 +452,15 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
       w.mem_b += mdl.elementwise("embedding_bwd", n * s.d);
     }
     if (st == L.pp - 1) {
-      // Note [Fused head]: forward and backward in one pass, three products; a third of it
-      // counts as forward.
+      // Note [LM head cost]: on a CPU the forward runs one product and the backward three (the
+      // logits again, dx, dweight); a device runs both in one pass of three (Note [Fused LM
+      // head on a device]). Each beside its softmax per logit.
       const std::string norm = s.swiglu ? "rmsnorm" : "layernorm";
-      const double head = 3 * mdl.gemm(n, double(s.vocab), double(s.d));
-      const double ce = mdl.elementwise("ce", n * s.vocab);
-      w.loss_f = (head + ce) / 3;
-      w.loss_b = (head + ce) * 2 / 3;
-      w.weight += head / 3;
+      const double product = mdl.gemm(n, double(s.vocab), double(s.d));
+      const double logits = n * double(s.vocab);
+      w.loss_f = product + mdl.elementwise("ce_fwd", logits);
+      w.loss_b = (prof.device == "cpu" ? 3 : 2) * product + mdl.elementwise("ce_bwd", logits);
+      w.weight += product;
       w.mem_f += mdl.elementwise(norm + "_fwd", n * s.d);
       w.mem_b += mdl.elementwise(norm + "_bwd", n * s.d);
     }
@@ -503,7 +517,8 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
     if (L.schedule == "zb_h1") {
       idle = 0;
       for (int st = 0; st < L.pp; ++st) {
-        if (st != slow) idle += stages[st].forward() + stages[st].backward() - 2 * stages[st].weight;
+        if (st != slow)
+          idle += stages[st].forward() + stages[st].backward() - 2 * stages[st].weight;
       }
     }
     c.bubble = idle;
@@ -570,9 +585,9 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
   const double opt_elems = sharded ? P / dp : P;
   const double grad_elems =
       (L.strategy == "zero2" || L.strategy == "zero3" || L.strategy == "hsdp") ? P / dp : P;
-  c.optimizer = mdl.f32_elementwise("adamw", opt_elems) +
-                mdl.f32_elementwise("sum_squares", grad_elems) +
-                mdl.f32_elementwise("zero", grad_elems);
+  c.optimizer =
+      mdl.f32_elementwise("adamw", opt_elems) + mdl.f32_elementwise("sum_squares", grad_elems) +
+      mdl.f32_elementwise("max_abs", grad_elems) + mdl.f32_elementwise("zero", grad_elems);
   if (L.compute != DType::f32) c.optimizer += mdl.f32_elementwise("cast", P);
 
   // Offload: the optimizer's state and gradients of its share, out and in once a step.

@@ -5,16 +5,17 @@
 // LM head and loss on the last) and a micro-batch of b sequences of T tokens (n = b T):
 //   GEMM       each product of a block (qkv, attention output, the MLP's; Megatron's column /
 //              row split over tp), forward once, backward twice (input and weight gradients),
-//              at the profile's rate for its shape and dtype; the fused LM head + loss runs
-//              three products (forward, and the backward's two, Note [Fused head]) over
-//              V / tp columns plus its softmax per logit
+//              at the profile's rate for its shape and dtype; the LM head + loss runs one
+//              product forward and three backward on a CPU, three in all on a device (Note [LM
+//              head cost]) over V / tp columns, plus its softmax per logit
 //   attention  per sequence and local head, a T^2 hs + c T hs, forward and backward
 //   memory     norms, activation, RoPE, residual adds, embedding: elements x the profile's
 //              time per element of the class (under sequence parallelism the norms' and adds'
 //              n / tp rows)
 //   recompute  activation checkpointing reruns the block's forward (full) or its attention
 //              sublayer (selective) in backward
-//   overhead   the profile's per-op dispatch cost x the ops a block runs
+//   overhead   the profile's per-op dispatch cost x the ops a block runs, and the framework's
+//              cost per element of the buffers it makes ("alloc", Note [Framework cost])
 // A step runs m = accumulation micro-batches: m (f + b) without a pipeline; with one, the
 // schedule's makespan over stages of unequal cost c_s = f_s + b_s,
 //   m max c + (sum c - max c) / v        (v chunks per rank; 1F1B, GPipe: v = 1)
@@ -108,6 +109,11 @@ struct StepCost {
 // Throws braid::Error naming the layout part when it does not fit the model or the world
 // (tp not dividing the heads, pp the layers, tp x pp the world, ...).
 StepCost predict_step(const CostInputs& in, const MachineProfile& profile);
+
+// The activation and gradient elements a block makes for `tokens` tokens of widths d, qkv
+// (q, k and v together), mlp_in (the MLP's first product's outputs) and h (Note [Framework
+// cost]).
+double fresh_elements(double d, double qkv, double mlp_in, double h, double tokens);
 
 // The checks predict_step() makes, without predicting ("" when the layout is valid).
 std::string layout_problem(const CostInputs& in);
