@@ -91,8 +91,10 @@ void add_options(CLI::App& app, Request& q) {
       ->type_name("F")
       ->check(one_of({"table", "tsv"}))
       ->capture_default_str();
-  app.add_option("--ranks", q.ranks,
-                 "--calibrate: the counts of ranks per node to measure (default 1,2,4)")
+  app.add_option(
+         "--ranks", q.ranks,
+         "--calibrate: the counts of ranks per node to measure (default 1, 2, 4, 8 up to the "
+         "cores; beyond them a rank gets its share of the cores)")
       ->type_name("N,N")
       ->delimiter(',');
   app.add_option("--disk-dir", q.disk_dir,

@@ -503,8 +503,15 @@ MachineProfile calibrate(const CalibrateOptions& options) {
   p.cpu = cpu_model_name();
   p.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   p.node_memory = node_memory_bytes();
+  // Ranks as threads of one process time-slice differently from oversubscribed processes (whose
+  // OpenMP teams spin and yield on their own): beyond the cores a rank's rates are its share of
+  // the cores' (compute_at()), which is what processes get.
   std::vector<int> ranks = options.ranks;
-  if (ranks.empty()) ranks = {1, 2, 4};
+  if (ranks.empty()) {
+    for (int r : {1, 2, 4, 8}) {
+      if (r <= p.cores) ranks.push_back(r);
+    }
+  }
   std::vector<int> sizes = options.group_sizes;
   if (sizes.empty()) sizes = {2, 4};
   for (int r : ranks) {

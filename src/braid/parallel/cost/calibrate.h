@@ -34,7 +34,8 @@
 namespace braid::parallel::cost {
 
 struct CalibrateOptions {
-  std::vector<int> ranks;        // counts of ranks per node to measure (empty: 1, 2, 4)
+  std::vector<int> ranks;        // counts of ranks per node to measure (empty: 1, 2, 4, 8 up
+                                 // to the cores; beyond them compute_at() shares the cores)
   std::vector<int> group_sizes;  // collective group sizes (empty: 2, 4)
   std::string disk_dir;          // where the disk test writes ("": no disk test)
   int reps = 5;                  // repetitions per measurement (the median counts)

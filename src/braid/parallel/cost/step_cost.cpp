@@ -522,6 +522,15 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
       }
     }
     c.bubble = idle;
+    // Note [Oversubscribed bubble]: on a CPU node with more ranks than cores, a rank idle in the
+    // bubble lends its cores to the others (the work is conserved), so the step is the larger
+    // of the busy time at the shared rate and the critical path at the rate of a rank alone on
+    // its core(s): max(busy, (busy + bubble) / S) with S = ranks / cores.
+    const double S = prof.device == "cpu" ? double(node_ranks) / prof.cores : 1.0;
+    if (S > 1) {
+      const double busy = mb * max_c;
+      c.bubble = std::max(0.0, (busy + idle) / S - busy);
+    }
     // Activations forward and their gradients back, per micro-batch and chunk boundary.
     const double act_bytes = (L.sp ? n / L.tp : n) * s.d * a;
     const double p2p = comm_seconds(prof, ranks_per_node, "send_recv", 2, L.tp, act_bytes);
