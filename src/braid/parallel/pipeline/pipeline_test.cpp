@@ -205,20 +205,9 @@ TEST(PipelineMemory, ZbH1IsBoundedByStagesAsOneFOneB) {
 }
 
 TEST(PipelineMemory, GpipeGrowsWithMicroBatchesOneFOneBIsBoundedByStages) {
+  // The first stage: p = 2 micro-batches in flight under 1f1b.
   auto peak = [](const std::string& schedule, int micro) {
-    const Case c{"memory", "gpt2-tiny", 4, 2, schedule, 1, micro};
-    const nn::ModelConfig cfg = config(c);
-    const auto data = batches(cfg, micro);
-    std::vector<int64_t> out(2);
-    testing::run_ranks(2, [&](comm::ProcessGroup& pg) {
-      Stage stage = build(c, cfg, pg);
-      auto tracker = std::make_shared<MemoryTracker>("stage");
-      MemoryScope scope(tracker);
-      stage.parallelism->zero_grad();
-      stage.parallelism->forward_backward(*stage.model, micro_batches(data));
-      out[static_cast<size_t>(pg.rank())] = tracker->peak(MemCategory::activations);
-    });
-    return out[0];  // the first stage: p = 2 micro-batches in flight under 1f1b
+    return stage_peaks(schedule, micro)[0];
   };
   const int64_t g2 = peak("gpipe", 2), g8 = peak("gpipe", 8);
   const int64_t f2 = peak("1f1b", 2), f8 = peak("1f1b", 8);
