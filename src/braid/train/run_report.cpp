@@ -37,6 +37,7 @@ double median(std::vector<double> v) {
 std::string timeline_color(const std::string& kind) {
   if (kind == "forward") return "#1f77b4";
   if (kind == "backward") return "#2ca02c";
+  if (kind == "weight") return "#bcbd22";  // zb_h1's weight-gradient passes
   if (kind == "optimizer") return "#9467bd";
   if (kind == "idle") return "#d62728";
   return "#ff7f0e";  // send, recv
@@ -132,6 +133,7 @@ std::string pipeline_chart(const RunMetrics& r) {
       {"Pipeline, last step: " + r.name, "ms from the step's start", "", false, false}, names, rows,
       {{"forward", timeline_color("forward")},
        {"backward", timeline_color("backward")},
+       {"weight gradients (zb_h1)", timeline_color("weight")},
        {"send / recv", timeline_color("send")},
        {"waiting for a peer", timeline_color("idle")},
        {"optimizer", timeline_color("optimizer")}});
