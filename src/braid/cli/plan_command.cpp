@@ -156,12 +156,9 @@ cost::PlanRequest plan_request(const Request& q) {
   if (!q.config.empty()) cfg = braid::config::load_config(q.config);
   if (!q.model.empty()) braid::cli::set_model_option(cfg, q.model);
   cost::PlanRequest r;
-  if (q.seq_len > 0) {
-    cfg.data.seq_len = q.seq_len;
-  } else if (q.config.empty()) {
-    cfg.data.seq_len = 1024;
-  }
-  // The model as the config has it; its sequence length caps the default of a preset.
+  if (q.seq_len > 0) cfg.data.seq_len = q.seq_len;
+  // The model as the config has it. model_config_from checks data.seq_len against it; the
+  // sequence is checked below instead, naming --seq-len, and a preset's caps its default.
   braid::config::TrainConfig probe = cfg;
   probe.data.seq_len = 1;
   r.model = braid::train::model_config_from(probe);
@@ -219,16 +216,14 @@ void print_header(const cost::PlanRequest& r, const cost::MachineProfile& p, int
 }
 
 int run_explain(const Request& q, const cost::PlanRequest& r, const cost::MachineProfile& p) {
-  cost::Candidate c;
-  c.layout = cost::Layout::parse(q.explain);
-  c.cost = cost::predict_step(cost::CostInputs{r.model, c.layout, r.world, r.hosts, r.seq_len}, p);
-  c.memory = cost::layout_memory(r, c.layout, &c.memory_exact);
-  const int64_t budget = r.budget > 0 ? r.budget : p.rank_memory(r.world / r.hosts);
-  c.fits = c.memory.total() <= budget;
-  const int64_t tokens = r.seq_len * c.layout.micro_batch * c.layout.accumulation *
-                         (r.world / (c.layout.tp * c.layout.pp));
-  BRAID_CHECK(tokens == r.seq_len * r.global_batch, "layout '", q.explain, "' trains ",
-              tokens / r.seq_len, " sequences a step, not the global batch of ", r.global_batch,
+  const cost::Layout layout = cost::Layout::parse(q.explain);
+  // Evaluating checks the layout against the model and the world first.
+  const int64_t budget = cost::plan_budget(r, p);
+  const cost::Candidate c = cost::evaluate_layout(r, layout, p, budget);
+  const int64_t sequences =
+      layout.micro_batch * layout.accumulation * (r.world / (layout.tp * layout.pp));
+  BRAID_CHECK(sequences == r.global_batch, "layout '", q.explain, "' trains ", sequences,
+              " sequences a step, not the global batch of ", r.global_batch,
               " (micro-batch x accumulation x data-parallel ranks)");
   if (q.format == "tsv") {
     print_tsv(c);
@@ -286,8 +281,8 @@ int run_plan(const std::vector<std::string>& args) {
                 ms(c.cost.optimizer + c.cost.offload).c_str(), ms(c.cost.comm_exposed).c_str(),
                 ms(c.cost.bubble).c_str());
   }
-  std::printf("\n%zu layouts considered, %zu fit.\n%s", static_cast<size_t>(result.enumerated),
-              result.ranked.size(), cost::explain_choice(result).c_str());
+  std::printf("\n%zu layouts considered, %zu fit.\n%s", result.considered(), result.ranked.size(),
+              cost::explain_choice(result).c_str());
   if (!result.ranked.empty()) {
     std::printf("config: %s\n", sets(result.ranked.front().layout).c_str());
   }

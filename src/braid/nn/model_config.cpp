@@ -271,6 +271,14 @@ int64_t ModelConfig::num_parameters() const {
   return n;
 }
 
+double ModelConfig::flops_per_token(int64_t seq_len) const {
+  int64_t matmul = num_parameters() - (is_gpt2() ? max_seq_len * d_model : 0);
+  if (!tie_word_embeddings) matmul -= vocab_size * d_model;  // the lookup table
+  return 6.0 * static_cast<double>(matmul) + 12.0 * static_cast<double>(n_layer) *
+                                                 static_cast<double>(seq_len) *
+                                                 static_cast<double>(d_model);
+}
+
 std::string ModelConfig::shape_key() const {
   std::string k = is_gpt2() ? "gpt2" : "llama";
   for (int64_t v : {vocab_size, max_seq_len, d_model, n_layer, n_head, n_kv_head, d_ff,

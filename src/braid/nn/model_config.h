@@ -83,6 +83,13 @@ struct ModelConfig {
   void validate_tensor_parallel(int tp) const;
   // Closed form of the number of parameters (tied embeddings counted once).
   int64_t num_parameters() const;
+  // Note [MFU formula]: model FLOPs per trained token = 6 N + 12 L T C (PaLM appendix B, as
+  // nanoGPT's estimate_mfu): 6 N for the forward (2 N) and backward (4 N) matrix multiplies over
+  // the N parameters that take part in matmuls (LM head included, embedding lookups and the
+  // position table excluded), and 12 L T C for the attention scores and weighted sums (not
+  // halved for the causal mask, by the same convention). Recomputation from activation
+  // checkpointing is not counted (MFU, not HFU). The trainer's MFU and the planner's use it.
+  double flops_per_token(int64_t seq_len) const;
   std::string summary() const;  // "gpt2: 12 layers, 12 heads, d_model 768, ..."
   // Every field that shapes the model's tensors and work, as a short string (a cache key; not
   // the checkpointing policy).

@@ -49,4 +49,11 @@ std::string resolve_auto_plan(config::TrainConfig& cfg, int world_size, int host
   return line;
 }
 
+std::string auto_plan_line(const std::string& described) {
+  const auto at = described.find("# plan: ");
+  if (at == std::string::npos) return "";
+  const auto end = described.find('\n', at);
+  return described.substr(at + 2, end == std::string::npos ? std::string::npos : end - at - 2);
+}
+
 }  // namespace braid::train

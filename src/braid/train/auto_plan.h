@@ -23,4 +23,8 @@ namespace braid::train {
 // key when auto cannot plan (no profile, no global batch, fp16, nothing fits).
 std::string resolve_auto_plan(config::TrainConfig& cfg, int world_size, int hosts);
 
+// The line resolve_auto_plan() said, from the description of a loaded run config
+// (load_run_config's mapping, where it is a "# " comment line); "" when there is none.
+std::string auto_plan_line(const std::string& described);
+
 }  // namespace braid::train

@@ -59,6 +59,9 @@ TEST(AutoPlan, BecomesTheFirstChoiceForTheGlobalBatch) {
   config::TrainConfig c = auto_config();
   const std::string said = resolve_auto_plan(c, 2, 1);
   EXPECT_NE(said.find("plan: "), std::string::npos) << said;
+  // What train_run prints, found in load_run_config's description.
+  EXPECT_EQ(auto_plan_line("# batch arithmetic ...\n# " + said + "\n"), said);
+  EXPECT_EQ(auto_plan_line("# batch arithmetic ...\n"), "");
   EXPECT_NE(c.parallel.strategy, "auto");
   const int64_t dp = 2 / (c.parallel.tensor_parallel_size * c.parallel.pipeline_parallel_size);
   EXPECT_EQ(c.training.micro_batch_size * c.training.gradient_accumulation_steps * dp, 8);

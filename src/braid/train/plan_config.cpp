@@ -73,9 +73,7 @@ parallel::cost::Layout layout_from(const config::TrainConfig& cfg) {
   L.micro_batch = std::max<int64_t>(1, cfg.training.micro_batch_size);
   L.accumulation = std::max<int64_t>(1, cfg.training.gradient_accumulation_steps);
   L.compute = cfg.compute_dtype();
-  L.checkpointing = cfg.model.activation_checkpointing;
-  if (L.checkpointing == "true") L.checkpointing = "full";
-  if (L.checkpointing == "false") L.checkpointing = "none";
+  L.checkpointing = nn::CheckpointPolicy::kind_name(config::checkpoint_policy(cfg).kind);
   L.offload = p.offload_optimizer == "nvme";
   return L;
 }

@@ -6,12 +6,6 @@
 
 namespace braid::train {
 
-double flops_per_token(int64_t n_params, int64_t n_layer, int64_t seq_len, int64_t d_model) {
-  return 6.0 * static_cast<double>(n_params) + 12.0 * static_cast<double>(n_layer) *
-                                                   static_cast<double>(seq_len) *
-                                                   static_cast<double>(d_model);
-}
-
 std::string format_eta(double s) {
   char buf[32];
   if (!std::isfinite(s) || s < 0) return "?";

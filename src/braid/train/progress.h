@@ -10,14 +10,6 @@
 
 namespace braid::train {
 
-// Note [MFU formula]: model FLOPs per trained token = 6 N + 12 L T C (PaLM appendix B, as
-// nanoGPT's estimate_mfu): 6 N for the forward (2 N) and backward (4 N) matrix multiplies over
-// the N parameters that take part in matmuls (LM head included, embedding lookups and the
-// position table excluded), and 12 L T C for the attention scores and weighted sums (not
-// halved for the causal mask, by the same convention). Recomputation from activation
-// checkpointing is not counted (MFU, not HFU).
-double flops_per_token(int64_t n_matmul_params, int64_t n_layer, int64_t seq_len, int64_t d_model);
-
 struct StepStats {
   int64_t step = 0;
   int64_t max_steps = 0;

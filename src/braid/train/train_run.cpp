@@ -6,6 +6,7 @@
 #include "braid/data/tokenizer.h"
 #include "braid/launch/fault_plan.h"
 #include "braid/launch/threads.h"
+#include "braid/train/auto_plan.h"
 #include "braid/train/trainer.h"
 
 namespace braid::train {
@@ -20,9 +21,9 @@ void run_training(const RunConfigSources& sources, bool print_config) {
   }
   auto world = launched_world(cfg);
   // parallel.strategy: auto says what it chose (Note [Auto plan]).
-  if (const auto at = mapping.find("# plan: ");
-      at != std::string::npos && (!world || world->rank() == 0)) {
-    std::printf("%s\n", mapping.substr(at + 2, mapping.find('\n', at) - at - 2).c_str());
+  if (const std::string chosen = auto_plan_line(mapping);
+      !chosen.empty() && (!world || world->rank() == 0)) {
+    std::printf("%s\n", chosen.c_str());
     std::fflush(stdout);
   }
   TrainerOptions options;

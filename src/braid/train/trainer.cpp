@@ -319,10 +319,7 @@ TrainResult Trainer::run() {
   Progress progress(printer, comm::launched_world_size() > 0);
   TrainResult result;
 
-  const auto& mc = model_->config();
-  int64_t matmul_params = mc.num_parameters() - (mc.is_gpt2() ? mc.max_seq_len * mc.d_model : 0);
-  if (!mc.tie_word_embeddings) matmul_params -= mc.vocab_size * mc.d_model;  // lookup table
-  const double flops_tok = flops_per_token(matmul_params, mc.n_layer, T, mc.d_model);
+  const double flops_tok = model_->config().flops_per_token(T);  // Note [MFU formula]
   // Note [MFU peak]: one peak for the progress lines and the summary.
   MfuPeak peak;
   if (options_.measure_peak) {

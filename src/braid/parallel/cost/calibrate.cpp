@@ -1,6 +1,5 @@
 #include "braid/parallel/cost/calibrate.h"
 
-#include <fcntl.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -9,12 +8,10 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
-#include <filesystem>
 #include <functional>
 #include <thread>
 #include <vector>
 
-#include "braid/comm/local/local_group.h"
 #include "braid/core/error.h"
 #include "braid/core/rng.h"
 #include "braid/core/tensor.h"
@@ -30,23 +27,6 @@ namespace k = braid::kernels;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Seconds per call of fn: one warm-up, then the median of reps.
-double time_call(const std::function<void()>& fn, int reps) {
-  fn();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return median(t);
-}
 
 int64_t node_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -302,23 +282,13 @@ ComputeRates measure_compute(int ranks, int cores, int reps) {
   const int threads = std::max(1, cores / ranks);
   std::barrier<> sync(ranks);
   std::vector<ComputeRates> each(ranks);
-  std::vector<std::exception_ptr> errors(ranks);
-  std::vector<std::thread> workers;
-  for (int i = 0; i < ranks; ++i) {
-    workers.emplace_back([&, i] {
-      try {
+  run_rank_threads(
+      ranks,
+      [&](int i) {
         RankMeasure m(sync, reps);
         each[i] = measure_rank(m, threads, i, 1234 + i);
-      } catch (...) {
-        errors[i] = std::current_exception();
-        sync.arrive_and_drop();
-      }
-    });
-  }
-  for (auto& w : workers) w.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+      },
+      [&] { sync.arrive_and_drop(); });
   ComputeRates avg = each[0];
   auto mean = [&](auto field) {
     double s = 0;
@@ -346,131 +316,7 @@ ComputeRates measure_compute(int ranks, int cores, int reps) {
   return avg;
 }
 
-// One collective's seconds per call at `bytes` on every rank of `group` (the slowest rank's).
-double time_collective(comm::ProcessGroup& g, const std::string& op, int64_t bytes, int reps) {
-  const int n = g.size(), r = g.rank();
-  const int64_t elems = std::max<int64_t>(n, bytes / 4 / n * n);
-  Tensor whole = Tensor::zeros({elems}), part = Tensor::zeros({elems / n});
-  auto call = [&] {
-    if (op == "all_reduce") {
-      g.all_reduce(whole)->wait();
-    } else if (op == "reduce_scatter") {
-      g.reduce_scatter(part, whole)->wait();
-    } else if (op == "all_gather") {
-      g.all_gather(whole, part)->wait();
-    } else if (op == "broadcast") {
-      g.broadcast(whole, 0)->wait();
-    } else if (r == 0) {
-      g.send(whole, 1)->wait();
-    } else if (r == 1) {
-      g.recv(whole, 0)->wait();
-    }
-  };
-  g.barrier()->wait();
-  const double t = time_call(call, reps);
-  // The slowest rank's time is the collective's.
-  Tensor mine = Tensor::full({1}, t);
-  g.all_reduce(mine, comm::ReduceOp::max)->wait();
-  return mine.data<float>()[0];
-}
-
-TransportFits measure_collectives(const std::vector<int>& sizes, int cores, int reps,
-                                  const std::function<void(const std::string&)>& log) {
-  TransportFits fits;
-  const std::vector<std::string> ops = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                        "send_recv"};
-  const std::vector<int64_t> bytes = {64 << 10, 1 << 20, 8 << 20, 32 << 20};
-  for (int size : sizes) {
-    if (log) log("collectives over " + std::to_string(size) + " ranks");
-    comm::ProcessGroupOptions o;
-    o.name = "calibrate";
-    o.timeout = std::chrono::seconds(300);
-    auto groups = comm::LocalGroup::create(size, o);
-    std::vector<std::vector<double>> secs(ops.size());
-    std::vector<std::exception_ptr> errors(size);
-    std::vector<std::thread> ranks;
-    for (int i = 0; i < size; ++i) {
-      ranks.emplace_back([&, i] {
-        try {
-          omp_set_num_threads(std::max(1, cores / size));
-          for (size_t o2 = 0; o2 < ops.size(); ++o2) {
-            for (int64_t b : bytes) {
-              const double t = time_collective(*groups[i], ops[o2], b, reps);
-              if (i == 0) secs[o2].push_back(t);
-            }
-          }
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-      });
-    }
-    for (auto& t : ranks) t.join();
-    for (auto& e : errors) {
-      if (e) std::rethrow_exception(e);
-    }
-    for (size_t o2 = 0; o2 < ops.size(); ++o2) {
-      std::vector<double> b(bytes.begin(), bytes.end());
-      fits.ops[ops[o2]][size] = fit_link(b, secs[o2]);
-    }
-  }
-  return fits;
-}
-
-// Write then read back a 256 MiB file, the page cache dropped for it in between.
-void measure_disk(const std::string& dir, MachineProfile& p) {
-  namespace fs = std::filesystem;
-  const fs::path path = fs::path(dir) / ".braid-calibrate.tmp";
-  const size_t chunk = 8 << 20, total = size_t{256} << 20;
-  std::vector<char> buf(chunk, 1);
-  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR, 0600);
-  BRAID_CHECK(fd >= 0, "calibrate: cannot create '", path.string(), "' for the disk test");
-  auto fail = [&](const char* what) {
-    ::close(fd);
-    fs::remove(path);
-    BRAID_THROW("calibrate: ", what, " '", path.string(), "' failed");
-  };
-  auto t0 = Clock::now();
-  for (size_t done = 0; done < total; done += chunk) {
-    if (::write(fd, buf.data(), chunk) != static_cast<ssize_t>(chunk)) fail("writing");
-  }
-  if (::fsync(fd) != 0) fail("fsync of");
-  const double w = std::chrono::duration<double>(Clock::now() - t0).count();
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::lseek(fd, 0, SEEK_SET);
-  t0 = Clock::now();
-  for (size_t done = 0; done < total; done += chunk) {
-    if (::read(fd, buf.data(), chunk) != static_cast<ssize_t>(chunk)) fail("reading");
-  }
-  const double r = std::chrono::duration<double>(Clock::now() - t0).count();
-  ::close(fd);
-  fs::remove(path);
-  p.disk_write_gbs = double(total) / w / 1e9;
-  p.disk_read_gbs = double(total) / r / 1e9;
-}
-
 }  // namespace
-
-LinkFit fit_link(const std::vector<double>& bytes, const std::vector<double>& seconds) {
-  BRAID_CHECK(bytes.size() == seconds.size() && bytes.size() >= 2, "fit_link: needs 2+ points");
-  // Weighted by 1 / t^2: relative errors count, so small messages fit as well as large ones.
-  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    const double w = 1 / (seconds[i] * seconds[i]);
-    sw += w;
-    sx += w * bytes[i];
-    sy += w * seconds[i];
-    sxx += w * bytes[i] * bytes[i];
-    sxy += w * bytes[i] * seconds[i];
-  }
-  const double slope = (sw * sxy - sx * sy) / (sw * sxx - sx * sx);
-  double intercept = (sy - slope * sx) / sw;
-  LinkFit f;
-  // The smallest message's time bounds the latency: a fit below zero is noise.
-  intercept = std::clamp(intercept, 0.0, *std::min_element(seconds.begin(), seconds.end()));
-  f.latency_us = intercept * 1e6;
-  f.gbs = slope > 0 ? 1e-9 / slope : 1e3;
-  return f;
-}
 
 void fit_gemm(const std::vector<double>& flops, const std::vector<double>& min_dim,
               const std::vector<double>& seconds, double& gflops, double& half_dim) {
@@ -524,7 +370,7 @@ MachineProfile calibrate(const CalibrateOptions& options) {
   }
   std::sort(p.compute.begin(), p.compute.end(),
             [](const ComputeRates& a, const ComputeRates& b) { return a.ranks < b.ranks; });
-  p.node = measure_collectives(sizes, p.cores, options.reps, options.log);
+  p.node = measure_node_collectives(sizes, p.cores, options.reps, options.log);
   if (!options.disk_dir.empty()) {
     if (options.log) options.log("disk in " + options.disk_dir);
     measure_disk(options.disk_dir, p);

@@ -38,11 +38,23 @@ struct CalibrateOptions {
                                  // to the cores; beyond them compute_at() shares the cores)
   std::vector<int> group_sizes;  // collective group sizes (empty: 2, 4)
   std::string disk_dir;          // where the disk test writes ("": no disk test)
-  int reps = 5;                  // repetitions per measurement (the median counts)
+  int reps = 5;                  // repetitions per measurement round
   std::function<void(const std::string&)> log;  // progress lines (may be empty)
 };
 
 MachineProfile calibrate(const CalibrateOptions& options);
+
+// The pieces calibrate() runs (calibrate_links.cpp):
+// each collective at 64 KiB to 32 MiB over groups of each size, ranks as threads of a local
+// group with cores / size OpenMP threads each, fitted per op and size;
+TransportFits measure_node_collectives(const std::vector<int>& sizes, int cores, int reps,
+                                       const std::function<void(const std::string&)>& log);
+// a 256 MiB file in `dir` written (fsync) and read back uncached, into p's disk rates;
+void measure_disk(const std::string& dir, MachineProfile& p);
+// fn(i) on n threads at once; the first exception is rethrown after all have joined, and a
+// thread that throws calls on_error (if any) first, to release the others' barriers.
+void run_rank_threads(int n, const std::function<void(int)>& fn,
+                      const std::function<void()>& on_error = {});
 
 // The least-squares fit of times[i] = latency + bytes[i] / bandwidth (seconds, bytes).
 LinkFit fit_link(const std::vector<double>& bytes, const std::vector<double>& seconds);

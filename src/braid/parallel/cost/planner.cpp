@@ -168,25 +168,31 @@ MemoryEstimate layout_memory(const PlanRequest& q, const Layout& L, bool* exact)
   return estimate_memory(in);
 }
 
+int64_t plan_budget(const PlanRequest& q, const MachineProfile& profile) {
+  return q.budget > 0 ? q.budget : profile.rank_memory(q.world / q.hosts);
+}
+
+Candidate evaluate_layout(const PlanRequest& q, const Layout& layout, const MachineProfile& profile,
+                          int64_t budget) {
+  Candidate c;
+  c.layout = layout;
+  c.cost = predict_step(CostInputs{q.model, layout, q.world, q.hosts, q.seq_len}, profile);
+  c.memory = layout_memory(q, layout, &c.memory_exact);
+  c.fits = c.memory.total() <= budget;
+  return c;
+}
+
 PlanResult plan_layouts(const PlanRequest& q, const MachineProfile& profile) {
   PlanResult result;
   const auto layouts = enumerate_layouts(q);
-  result.enumerated = static_cast<int>(layouts.size());
   BRAID_CHECK(!layouts.empty(), "no layout of ", q.world,
-              " ranks runs this model with a global "
-              "batch of ",
-              q.global_batch,
-              " (each layout's data-parallel ranks must divide it, "
-              "tp the heads, pp the layers)");
-  result.budget = q.budget > 0 ? q.budget : profile.rank_memory(q.world / q.hosts);
+              " ranks runs this model with a global batch of ", q.global_batch,
+              " (each layout's data-parallel ranks must divide it, tp the heads, pp the layers)");
+  result.budget = plan_budget(q, profile);
   const bool disk = profile.disk_read_gbs > 0 && profile.disk_write_gbs > 0;
   for (const auto& L : layouts) {
     if (L.offload && !disk) continue;  // a profile without a disk plans no offload
-    Candidate c;
-    c.layout = L;
-    c.cost = predict_step(CostInputs{q.model, L, q.world, q.hosts, q.seq_len}, profile);
-    c.memory = layout_memory(q, L, &c.memory_exact);
-    c.fits = c.memory.total() <= result.budget;
+    Candidate c = evaluate_layout(q, L, profile, result.budget);
     (c.fits ? result.ranked : result.too_big).push_back(std::move(c));
   }
   std::stable_sort(
@@ -225,8 +231,15 @@ std::string explain_choice(const PlanResult& r) {
      << gib(double(r.budget)) << " per rank (" << r.too_big.size() << " do not).\n";
   if (r.ranked.size() > 1) {
     const Candidate& next = r.ranked[1];
-    os << "  next: " << next.layout.name() << ", " << pct(next.cost.step / first.cost.step - 1)
-       << " slower (" << biggest_difference(first.cost, next.cost) << ")\n";
+    os << "  next: " << next.layout.name() << ", ";
+    if (next.cost.step < first.cost.step) {
+      // Note [Plan ranking]: within 1% the simpler layout goes first.
+      os << pct(1 - next.cost.step / first.cost.step)
+         << " faster, within the 1% where the simpler layout is preferred\n";
+    } else {
+      os << pct(next.cost.step / first.cost.step - 1) << " slower ("
+         << biggest_difference(first.cost, next.cost) << ")\n";
+    }
   }
   // The plain data-parallel layout of the same precision: how much the choice gains, or why
   // it is not taken.

@@ -46,7 +46,8 @@ struct PlanResult {
   std::vector<Candidate> ranked;   // fitting layouts, fastest first (Note [Plan ranking])
   std::vector<Candidate> too_big;  // the rest, smallest memory first
   int64_t budget = 0;              // the budget used
-  int enumerated = 0;
+  // The layouts predicted (offload ones are left out where the profile has no disk).
+  size_t considered() const { return ranked.size() + too_big.size(); }
 };
 
 // Throws naming the request's field when nothing can be enumerated (world < 1, a global batch
@@ -59,6 +60,14 @@ std::vector<Layout> enumerate_layouts(const PlanRequest& request);
 // The memory estimate of one layout (approximated where the estimator has no model for it:
 // sequence parallelism as without it, interleaving as 1F1B; `exact` says which).
 MemoryEstimate layout_memory(const PlanRequest& request, const Layout& layout, bool* exact);
+
+// The memory budget a plan holds its layouts to: the request's, else the profile's per rank.
+int64_t plan_budget(const PlanRequest& request, const MachineProfile& profile);
+
+// One layout's predicted step and memory against `budget` (what the planner ranks, what
+// --explain prints).
+Candidate evaluate_layout(const PlanRequest& request, const Layout& layout,
+                          const MachineProfile& profile, int64_t budget);
 
 // Why the first choice: its lead over the next layouts and over the plain data-parallel ones,
 // and what does not fit.

@@ -53,24 +53,12 @@ class Model {
   double gemm_bwd(double n, double out, double in) const {
     return gemm(n, in, out) + gemm(out, in, n);
   }
+  // In the compute dtype; optimizer-side classes run on f32 state whatever it is.
   double elementwise(const std::string& op_class, double elements) const {
-    const bool low = dtype_ != DType::f32;
-    auto find = [&](const std::string& k) -> const double* {
-      auto it = r_.elementwise_ns.find(k);
-      return it == r_.elementwise_ns.end() ? nullptr : &it->second;
-    };
-    if (low) {
-      if (const double* ns = find(op_class + ".bf16")) return *ns * 1e-9 * elements;
-    }
-    if (const double* ns = find(op_class)) return *ns * 1e-9 * elements;
-    const double bytes = op_bytes(op_class) * (low ? 0.5 : 1.0);
-    return bytes * elements / (r_.stream_gbs * 1e9);
+    return elementwise(op_class, elements, dtype_);
   }
-  // Optimizer-side classes run on f32 state whatever the compute dtype.
   double f32_elementwise(const std::string& op_class, double elements) const {
-    auto it = r_.elementwise_ns.find(op_class);
-    if (it != r_.elementwise_ns.end()) return it->second * 1e-9 * elements;
-    return op_bytes(op_class) * elements / (r_.stream_gbs * 1e9);
+    return elementwise(op_class, elements, DType::f32);
   }
   double attention_fwd(double seqs, double t, double hs) const {
     return attn_factor() * seqs * (r_.attn_fwd_a_ns * t * t * hs + r_.attn_fwd_c_ns * t * hs) *
@@ -84,6 +72,22 @@ class Model {
   double overhead(double ops) const { return ops * r_.op_overhead_us * 1e-6; }
 
  private:
+  // The class's measured time per element (its ".bf16" one for a low dtype), else its bytes
+  // (halved in a low dtype) at the streaming bandwidth.
+  double elementwise(const std::string& op_class, double elements, DType dtype) const {
+    const bool low = dtype != DType::f32;
+    auto find = [&](const std::string& k) -> const double* {
+      auto it = r_.elementwise_ns.find(k);
+      return it == r_.elementwise_ns.end() ? nullptr : &it->second;
+    };
+    if (low) {
+      if (const double* ns = find(op_class + ".bf16")) return *ns * 1e-9 * elements;
+    }
+    if (const double* ns = find(op_class)) return *ns * 1e-9 * elements;
+    const double bytes = op_bytes(op_class) * (low ? 0.5 : 1.0);
+    return bytes * elements / (r_.stream_gbs * 1e9);
+  }
+
   const ComputeRates& r_;
   DType dtype_;
 };
@@ -215,143 +219,6 @@ double comm_seconds(const MachineProfile& prof, int ranks_per_node, const std::s
 }
 
 }  // namespace
-
-std::string Layout::name() const {
-  std::ostringstream os;
-  os << strategy;
-  if (strategy == "hsdp") os << ":" << shard_group;
-  if (tp > 1) os << " tp" << tp << (sp ? "+sp" : "");
-  if (pp > 1) {
-    os << " pp" << pp << ":" << schedule;
-    if (virtual_stages > 1) os << "/" << virtual_stages;
-    if (balanced) os << " balanced";
-  }
-  os << " mb" << micro_batch << "x" << accumulation;
-  if (compute != DType::f32) os << " " << (compute == DType::bf16 ? "bf16" : "fp16");
-  if (checkpointing != "none") os << " ckpt:" << checkpointing;
-  if (offload) os << " offload";
-  return os.str();
-}
-
-Layout Layout::parse(const std::string& text) {
-  Layout L;
-  std::istringstream is(text);
-  std::string part;
-  bool first = true;
-  auto number = [&](const std::string& s, const char* what) {
-    BRAID_CHECK(!s.empty() && s.find_first_not_of("0123456789") == std::string::npos, "layout '",
-                text, "': ", what, " must be a number, got '", s, "'");
-    return std::stoll(s);
-  };
-  while (is >> part) {
-    if (first) {
-      if (part.starts_with("hsdp:")) {
-        L.shard_group = static_cast<int>(number(part.substr(5), "hsdp:S"));
-        part = "hsdp";
-      }
-      BRAID_CHECK(part == "none" || part == "ddp" || part == "zero1" || part == "zero2" ||
-                      part == "zero3" || (part == "hsdp" && L.shard_group > 0),
-                  "layout '", text,
-                  "': the first part is the strategy (none, ddp, zero1, zero2, "
-                  "zero3, hsdp:S with S ranks per shard group), got '",
-                  part, "'");
-      L.strategy = part;
-      first = false;
-    } else if (part.starts_with("tp")) {
-      std::string v = part.substr(2);
-      if (v.ends_with("+sp")) {
-        L.sp = true;
-        v.resize(v.size() - 3);
-      }
-      L.tp = static_cast<int>(number(v, "tpN"));
-    } else if (part.starts_with("pp")) {
-      const auto colon = part.find(':');
-      L.pp = static_cast<int>(number(part.substr(2, colon - 2), "ppN"));
-      if (colon != std::string::npos) {
-        std::string sched = part.substr(colon + 1);
-        const auto slash = sched.find('/');
-        if (slash != std::string::npos) {
-          L.virtual_stages = static_cast<int>(number(sched.substr(slash + 1), "the chunks"));
-          sched.resize(slash);
-        }
-        L.schedule = sched;
-      }
-    } else if (part.starts_with("mb")) {
-      const auto x = part.find('x');
-      L.micro_batch = number(part.substr(2, x - 2), "mbB");
-      if (x != std::string::npos) L.accumulation = number(part.substr(x + 1), "the accumulation");
-    } else if (part == "bf16" || part == "fp16" || part == "fp32") {
-      L.compute = part == "bf16" ? DType::bf16 : part == "fp16" ? DType::f16 : DType::f32;
-    } else if (part.starts_with("ckpt:")) {
-      L.checkpointing = part.substr(5);
-      BRAID_CHECK(
-          L.checkpointing == "none" || L.checkpointing == "full" || L.checkpointing == "selective",
-          "layout '", text, "': ckpt: takes none, full or selective");
-    } else if (part == "offload") {
-      L.offload = true;
-    } else if (part == "balanced") {
-      L.balanced = true;
-    } else {
-      BRAID_THROW("layout '", text, "': unknown part '", part,
-                  "' (parts: STRATEGY (hsdp:S) tpN[+sp] ppN:SCHEDULE[/V] balanced mbBxM bf16 "
-                  "ckpt:K offload)");
-    }
-  }
-  BRAID_CHECK(!first, "layout is empty");
-  BRAID_CHECK(
-      L.tp >= 1 && L.pp >= 1 && L.micro_batch >= 1 && L.accumulation >= 1 && L.virtual_stages >= 1,
-      "layout '", text, "': sizes must be >= 1");
-  return L;
-}
-
-std::vector<std::pair<std::string, std::string>> Layout::config_values() const {
-  std::vector<std::pair<std::string, std::string>> v;
-  v.emplace_back("parallel.strategy", strategy == "hsdp" ? "fsdp" : strategy);
-  if (strategy == "hsdp") {
-    v.emplace_back("parallel.sharding_strategy", "HYBRID_SHARD");
-    v.emplace_back("parallel.sharding_factor", std::to_string(shard_group));
-  }
-  v.emplace_back("parallel.tensor_parallel_size", std::to_string(tp));
-  v.emplace_back("parallel.sequence_parallel", sp ? "true" : "false");
-  v.emplace_back("parallel.pipeline_parallel_size", std::to_string(pp));
-  if (pp > 1) {
-    v.emplace_back("parallel.pipeline_schedule", schedule);
-    v.emplace_back("parallel.pipeline_virtual_stages", std::to_string(virtual_stages));
-    v.emplace_back("parallel.pipeline_balance", balanced ? "parameters" : "uniform");
-  }
-  v.emplace_back("training.micro_batch_size", std::to_string(micro_batch));
-  v.emplace_back("training.gradient_accumulation_steps", std::to_string(accumulation));
-  v.emplace_back("training.precision", compute == DType::bf16  ? "bf16"
-                                       : compute == DType::f16 ? "fp16"
-                                                               : "fp32");
-  v.emplace_back("model.activation_checkpointing", checkpointing);
-  const std::string off = offload ? "nvme" : "none";
-  v.emplace_back("parallel.offload_optimizer", off);
-  if (strategy == "zero3" || strategy == "hsdp") v.emplace_back("parallel.offload_params", off);
-  return v;
-}
-
-ParallelPlan Layout::to_plan(int64_t seq_len) const {
-  ParallelPlan p;
-  p.name = strategy == "hsdp" ? "fsdp" : strategy;
-  if (strategy == "hsdp") {
-    p.sharding_strategy = "HYBRID_SHARD";
-    p.sharding_factor = shard_group;
-  }
-  p.tensor_parallel_size = tp;
-  p.sequence_parallel = sp;
-  p.pipeline_parallel_size = pp;
-  p.pipeline_schedule = schedule;
-  p.pipeline_virtual_stages = virtual_stages;
-  p.pipeline_balance = balanced ? "parameters" : "uniform";
-  p.micro_batch_size = micro_batch;
-  p.seq_len = seq_len;
-  if (offload) {
-    p.offload_optimizer = "nvme";
-    if (strategy == "zero3" || strategy == "hsdp") p.offload_params = "nvme";
-  }
-  return p;
-}
 
 std::string layout_problem(const CostInputs& in) {
   const Layout& L = in.layout;
@@ -486,17 +353,16 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
   c.overhead = mb * w.overhead;
 
   // Tensor parallelism: per block, two all-reduces of n d forward and two backward.
-  const int ranks_per_node = node_ranks;
   if (L.tp > 1) {
     const double bytes = n * s.d * a;
     double per_block;
     if (L.sp) {
-      per_block = 2 * (comm_seconds(prof, ranks_per_node, "reduce_scatter", L.tp, 1, bytes) +
-                       comm_seconds(prof, ranks_per_node, "all_gather", L.tp, 1, bytes));
+      per_block = 2 * (comm_seconds(prof, node_ranks, "reduce_scatter", L.tp, 1, bytes) +
+                       comm_seconds(prof, node_ranks, "all_gather", L.tp, 1, bytes));
     } else {
-      per_block = 4 * comm_seconds(prof, ranks_per_node, "all_reduce", L.tp, 1, bytes);
+      per_block = 4 * comm_seconds(prof, node_ranks, "all_reduce", L.tp, 1, bytes);
     }
-    const double loss = 3 * comm_seconds(prof, ranks_per_node, "all_reduce", L.tp, 1, n * 4);
+    const double loss = 3 * comm_seconds(prof, node_ranks, "all_reduce", L.tp, 1, n * 4);
     const double tp_comm = mb * (per_block * blocks[slow] + (slow == L.pp - 1 ? loss : 0));
     c.comm_exposed += tp_comm;
     c.comm_total += tp_comm;
@@ -533,11 +399,11 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
     }
     // Activations forward and their gradients back, per micro-batch and chunk boundary.
     const double act_bytes = (L.sp ? n / L.tp : n) * s.d * a;
-    const double p2p = comm_seconds(prof, ranks_per_node, "send_recv", 2, L.tp, act_bytes);
+    const double p2p = comm_seconds(prof, node_ranks, "send_recv", 2, L.tp, act_bytes);
     c.comm_exposed += 2 * mb * v * p2p;
     c.comm_total += 2 * mb * v * p2p;
     if (m.tie_word_embeddings) {
-      const double tied = comm_seconds(prof, ranks_per_node, "all_reduce", 2, L.tp * (L.pp - 1),
+      const double tied = comm_seconds(prof, node_ranks, "all_reduce", 2, L.tp * (L.pp - 1),
                                        double(s.vocab) * s.d * 4);
       c.comm_exposed += tied;
       c.comm_total += tied;
@@ -549,7 +415,7 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
   const double grad_bytes = 4 * P;
   const int stride = L.tp * L.pp;
   auto dp_comm = [&](const std::string& op, double bytes) {
-    return comm_seconds(prof, ranks_per_node, op, dp, stride, bytes);
+    return comm_seconds(prof, node_ranks, op, dp, stride, bytes);
   };
   const double last_backward = w.backward();
   const double compute_step = c.gemm + c.attention + c.memory + c.loss + c.overhead;
@@ -576,7 +442,7 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
     } else {  // zero3, hsdp: gathers per micro-batch, prefetched
       const int gather_group = L.strategy == "hsdp" ? L.shard_group : dp;
       auto g_comm = [&](const std::string& op, double bytes) {
-        return comm_seconds(prof, ranks_per_node, op, std::max(1, gather_group), stride, bytes);
+        return comm_seconds(prof, node_ranks, op, std::max(1, gather_group), stride, bytes);
       };
       const double gathers = mb * 2 * g_comm("all_gather", a * P);
       const double rs = (L.pp == 1 ? mb : 1.0) * g_comm("reduce_scatter", grad_bytes);
@@ -612,12 +478,7 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
   c.tokens_per_s = tokens / c.step;
   const double sheet = L.compute == DType::f32 ? prof.peak_gflops_f32 : prof.peak_gflops_bf16;
   c.peak_gflops = sheet > 0 ? sheet : rates.gemm_gflops(L.compute);
-  // Note [MFU formula] (train/progress.h): 6 N + 12 L T C per token.
-  double n_matmul =
-      double(m.num_parameters()) - (m.is_gpt2() ? double(m.max_seq_len) * m.d_model : 0);
-  if (!m.tie_word_embeddings) n_matmul -= double(m.vocab_size) * m.d_model;  // the lookup table
-  const double flops_per_token = 6 * n_matmul + 12.0 * m.n_layer * in.seq_len * double(m.d_model);
-  c.mfu = flops_per_token * c.tokens_per_s / (in.world * c.peak_gflops * 1e9);
+  c.mfu = m.flops_per_token(in.seq_len) * c.tokens_per_s / (in.world * c.peak_gflops * 1e9);
   return c;
 }
 

@@ -1,8 +1,6 @@
 #include "braid/parallel/estimate/memory_estimate.h"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <optional>
 
 #include "braid/core/error.h"
@@ -11,6 +9,7 @@
 #include "braid/nn/tensor_parallel.h"
 #include "braid/nn/transformer.h"
 #include "braid/parallel/estimate/activation_estimate.h"
+#include "braid/parallel/estimate/keyed_cache.h"
 #include "braid/parallel/estimate/scratch_estimate.h"
 #include "braid/parallel/pipeline/partition.h"
 
@@ -89,18 +88,8 @@ Units units_of(const nn::ModelConfig& model, int64_t pad_multiple, int tp,
     for (const auto& [b, e] : stage->chunks)
       key += ":" + std::to_string(b) + "-" + std::to_string(e);
   }
-  static std::mutex mu;
-  static std::map<std::string, Units> cache;
-  {
-    std::lock_guard lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  Units u = declared_units(model, pad_multiple, tp, stage);
-  std::lock_guard lock(mu);
-  if (cache.size() > (1 << 16)) cache.clear();
-  cache.emplace(std::move(key), u);
-  return u;
+  static KeyedCache<Units> cache;
+  return cache.get(key, [&] { return declared_units(model, pad_multiple, tp, stage); });
 }
 
 // What the formulas need to know of a strategy: its ZeRO stage (0 = replicated, DDP), whether

@@ -1,13 +1,12 @@
 #include "braid/parallel/estimate/scratch_estimate.h"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "braid/core/error.h"
 #include "braid/kernels/scratch_plan.h"
 #include "braid/nn/tensor_parallel.h"
+#include "braid/parallel/estimate/keyed_cache.h"
 
 namespace braid::parallel {
 
@@ -156,19 +155,10 @@ int64_t estimate_scratch(const nn::ModelConfig& model, int64_t micro_batch_size,
                     int64_t(cp.size), int64_t(cp.ulysses)}) {
     key += "|" + std::to_string(v);
   }
-  static std::mutex mu;
-  static std::map<std::string, int64_t> cache;
-  {
-    std::lock_guard lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  const int64_t bytes =
-      replay_scratch(model, micro_batch_size, seq_len, compute, tp, span, threads, cp);
-  std::lock_guard lock(mu);
-  if (cache.size() > (1 << 16)) cache.clear();
-  cache.emplace(std::move(key), bytes);
-  return bytes;
+  static KeyedCache<int64_t> cache;
+  return cache.get(key, [&] {
+    return replay_scratch(model, micro_batch_size, seq_len, compute, tp, span, threads, cp);
+  });
 }
 
 }  // namespace braid::parallel
