@@ -54,13 +54,42 @@ function(braid_include_root target scope link_path source_dir)
   set_property(GLOBAL APPEND PROPERTY BRAID_INCLUDE_ROOTS "${target}|${link_path}|${source_dir}")
 endfunction()
 
+# Note [Precompiled headers]: most of a translation unit's compile time here is spent parsing
+# the standard library (75k preprocessed lines for a median one), gtest in a test and
+# nlohmann/json where configs and tokenizers are read. braid_precompile(TARGET [EXTRA...]) gives a
+# target of four or more C++ sources one precompiled header of the standard headers most of its
+# files include, and EXTRA (gtest, json) after them: each is parsed once per target instead of
+# once per file, a third off a clean build. Every file still includes what it uses: a build with
+# -DBRAID_PCH=OFF (the asan-ubsan preset) compiles each file on its own includes and fails on a
+# missing one. CUDA sources are not precompiled.
+set(BRAID_PCH_STD algorithm array atomic chrono cmath cstdint cstdio cstring filesystem fstream
+    functional map memory mutex optional set sstream string string_view thread unordered_map
+    utility variant vector)
+function(braid_precompile target)
+  if(NOT BRAID_PCH)
+    return()
+  endif()
+  get_target_property(sources ${target} SOURCES)
+  list(FILTER sources INCLUDE REGEX "\\.cpp$")
+  list(LENGTH sources n)
+  if(n LESS 4)
+    return()
+  endif()
+  set(headers)
+  foreach(h IN LISTS BRAID_PCH_STD ARGN)
+    list(APPEND headers "$<$<COMPILE_LANGUAGE:CXX>:<${h}>>")
+  endforeach()
+  target_precompile_headers(${target} PRIVATE ${headers})
+endfunction()
+
 # braid_layer(NAME SOURCES... DEPS...): one library per src/braid folder, seeing its own
 # headers as "braid/NAME/..." and, through DEPS, those of the layers below it.
 function(braid_layer name)
-  cmake_parse_arguments(L "" "" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(L "" "" "SOURCES;DEPS;PCH" ${ARGN})
   add_library(braid_${name} STATIC ${L_SOURCES})
   braid_include_root(braid_${name} PUBLIC braid/${name} ${PROJECT_SOURCE_DIR}/src/braid/${name})
   target_link_libraries(braid_${name} PUBLIC ${L_DEPS})
+  braid_precompile(braid_${name} ${L_PCH})
   set_property(GLOBAL APPEND PROPERTY BRAID_LAYERS braid_${name})
 endfunction()
 
@@ -68,7 +97,7 @@ endfunction()
 # timeout so none can hang CI. PREFIX names the ctest tests "<prefix><suite>.<case>" (a second
 # binary built from the same sources).
 function(braid_unit_tests name)
-  cmake_parse_arguments(T "" "TIMEOUT;PREFIX" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT;PREFIX" "SOURCES;LIBS;LABELS;PCH" ${ARGN})
   if(NOT BRAID_BUILD_TESTS OR NOT T_SOURCES)
     return()
   endif()
@@ -77,6 +106,7 @@ function(braid_unit_tests name)
   endif()
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} braid_testing GTest::gtest GTest::gtest_main)
+  braid_precompile(${name} gtest/gtest.h ${T_PCH})
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 TEST_PREFIX "${T_PREFIX}"
     PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS unit)
   if(T_LABELS)

@@ -65,8 +65,8 @@ acc deepspeed
 run braid-acc-ds --set parallel.strategy=zero3 --set training.precision=bf16 \
   --set optimizer.grad_clip=1
 same acc-deepspeed braid-acc-ds "accelerate deepspeed.yaml (ZeRO-3, bf16, 2 processes)"
-# And a different config really trains differently (the comparison can fail).
-run braid-other --set parallel.strategy=zero2 --set optimizer.lr=1e-3
-cmp -s "$work/ds-zero2/model/model.safetensors" "$work/braid-other/model/model.safetensors" &&
-  fail "a different learning rate gave the same weights"
+# And a different config really trains differently (the comparison can fail): zero2.json and
+# zero3.json differ in learning rate, betas, decay, clipping, batch, precision and schedule.
+cmp -s "$work/ds-zero2/model/model.safetensors" "$work/ds-zero3/model/model.safetensors" &&
+  fail "zero2.json and zero3.json gave the same weights"
 echo "dialect_parity_test: passed"

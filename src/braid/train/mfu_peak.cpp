@@ -1,5 +1,6 @@
 #include "braid/train/mfu_peak.h"
 
+#include <chrono>
 #include <thread>
 
 #include "braid/core/error.h"
@@ -26,7 +27,10 @@ MfuPeak mfu_peak(Device device, DType dtype, int local_ranks) {
       // No usable profile: measure.
     }
   }
-  return {measured_gemm_peak(device, dtype), "measured"};
+  const auto t0 = std::chrono::steady_clock::now();
+  const double gflops = measured_gemm_peak(device, dtype);
+  return {gflops, "measured",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
 
 }  // namespace braid::train

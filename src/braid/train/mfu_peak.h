@@ -7,7 +7,9 @@
 // denominator too); elsewhere (no profile, another CPU, a GPU) a GEMM timed at the start on
 // every rank at once. A start measurement disturbed by other work is too low and inflates MFU:
 // the end measures again, and when it is more than a quarter higher the summary says so beside
-// the MFU, which stays against the start's peak.
+// the MFU, which stays against the start's peak. The end's check is made only when training
+// took at least kEndCheckRatio times what the start's measurement took (a second or two), so a
+// short run (a test, a smoke run) does not spend more on the check than it says about.
 #pragma once
 
 #include <string>
@@ -20,7 +22,11 @@ namespace braid::train {
 struct MfuPeak {
   double gflops = 0;   // one rank's
   std::string source;  // "calibrated" or "measured"
+  double seconds = 0;  // what measuring took (0 for a profile's)
 };
+
+// Note [MFU peak]: training time per second of measuring before the end checks the peak again.
+inline constexpr double kEndCheckRatio = 40;
 
 // This rank's peak for `dtype` GEMMs on `device` with `local_ranks` ranks on the node.
 MfuPeak mfu_peak(Device device, DType dtype, int local_ranks);

@@ -353,6 +353,7 @@ TrainResult Trainer::run() {
   }
 
   std::vector<double> step_times, exposed_ms, bubbles;
+  const auto train_start = Clock::now();
   StepProfile profile(cfg_.output.profile);
   const int64_t interval = cfg_.checkpoint.interval;
   Accelerator::StepHooks hooks;
@@ -449,8 +450,11 @@ TrainResult Trainer::run() {
   result.steps = t.max_steps - start_step_;
   result.step_ms = step_times.empty() ? 0 : steady_median(step_times) * 1e3;
   result.tokens_per_s = step_times.empty() ? 0 : tokens_per_step / (result.step_ms / 1e3);
-  // Note [MFU peak]: a measured start peak is checked against one at the end.
-  if (options_.measure_peak && peak.source == "measured") {
+  // Note [MFU peak]: a measured start peak is checked against one at the end, in a run long
+  // enough for the check to cost little; every rank agrees (a rank's short run counts against).
+  const double trained_s = std::chrono::duration<double>(Clock::now() - train_start).count();
+  if (options_.measure_peak && peak.source == "measured" &&
+      all_reduce_sum(trained_s < kEndCheckRatio * peak.seconds ? 1.0 : 0.0) == 0) {
     const double end_peak = all_reduce_sum(measured_gemm_peak(device_, cfg_.compute_dtype()));
     if (end_peak > 1.25 * result.peak_gflops && result.peak_gflops > 0) {
       char note[200];
