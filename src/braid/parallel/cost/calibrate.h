@@ -21,8 +21,8 @@
 // Collectives: ranks as threads of one process on a local group, which runs the same
 // shared-memory engine as processes on one node (comm/shm/shm_engine.h): all-reduce,
 // reduce-scatter, all-gather, broadcast and send/recv at 64 KiB to 32 MiB, per group size,
-// fitted as latency + bytes / bandwidth. The disk: a 256 MiB file written (fsync) and read
-// back with the page cache dropped for it.
+// fitted as latency + bytes / bandwidth. The disk: a 256 MiB file overwritten and read back in
+// 8 MiB O_DIRECT transfers, as the offload file moves its pages.
 #pragma once
 
 #include <functional>
@@ -49,7 +49,8 @@ MachineProfile calibrate(const CalibrateOptions& options);
 // group with cores / size OpenMP threads each, fitted per op and size;
 TransportFits measure_node_collectives(const std::vector<int>& sizes, int cores, int reps,
                                        const std::function<void(const std::string&)>& log);
-// a 256 MiB file in `dir` written (fsync) and read back uncached, into p's disk rates;
+// a 256 MiB file in `dir` overwritten and read back as the offload file does, into p's disk
+// rates;
 void measure_disk(const std::string& dir, MachineProfile& p);
 // fn(i) on n threads at once; the first exception is rethrown after all have joined, and a
 // thread that throws calls on_error (if any) first, to release the others' barriers.

@@ -465,12 +465,16 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
       mdl.f32_elementwise("max_abs", grad_elems) + mdl.f32_elementwise("zero", grad_elems);
   if (L.compute != DType::f32) c.optimizer += mdl.f32_elementwise("cast", P);
 
-  // Offload: the optimizer's state and gradients of its share, out and in once a step.
+  // Offload (Note [Offload pages]): the optimizer's masters and two moments of its share are read
+  // and written back once a step; under zero2/3 the reduced gradient shard is written to the
+  // file in backward and read with its page. Reads of the next page run while the last one is
+  // written back, so the two directions overlap: the slower one is the step's.
   if (L.offload) {
     BRAID_CHECK(prof.disk_read_gbs > 0 && prof.disk_write_gbs > 0, "machine profile '", prof.name,
                 "' has no disk bandwidth (disk_read_gbs, disk_write_gbs) for offload");
-    const double state = 16 * opt_elems;  // masters + two moments + the gradient shard
-    c.offload = state / (prof.disk_read_gbs * 1e9) + state / (prof.disk_write_gbs * 1e9);
+    const bool grads = L.strategy == "zero2" || L.strategy == "zero3" || L.strategy == "hsdp";
+    const double state = 12 * opt_elems + (grads ? 4 * grad_elems : 0);
+    c.offload = std::max(state / (prof.disk_read_gbs * 1e9), state / (prof.disk_write_gbs * 1e9));
   }
 
   c.step = compute_step + c.optimizer + c.comm_exposed + c.bubble + c.offload;
