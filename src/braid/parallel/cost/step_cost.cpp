@@ -388,14 +388,22 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
       }
     }
     c.bubble = idle;
-    // Note [Oversubscribed bubble]: on a CPU node with more ranks than cores, a rank idle in the
-    // bubble lends its cores to the others (the work is conserved), so the step is the larger
-    // of the busy time at the shared rate and the critical path at the rate of a rank alone on
-    // its core(s): max(busy, (busy + bubble) / S) with S = ranks / cores.
+    // Note [Oversubscribed bubble]: on a CPU node with S = ranks / cores > 1, a rank idle in
+    // the bubble, or on a stage with less work, lends its cores to the others (the work is
+    // conserved). The step is the larger of every rank's work shared over the cores, m x the
+    // mean stage cost at the shared rate, and the slowest stage's critical path at the rate of
+    // a rank alone on its core(s), (m max c + idle) / S. Above m max c the difference is bubble;
+    // below it the slowest stage ran faster than its share, and its parts shrink by as much.
     const double S = prof.device == "cpu" ? double(node_ranks) / prof.cores : 1.0;
     if (S > 1) {
       const double busy = mb * max_c;
-      c.bubble = std::max(0.0, (busy + idle) / S - busy);
+      const double pipeline = std::max(mb * sum_c / L.pp, (busy + idle) / S);
+      c.bubble = std::max(0.0, pipeline - busy);
+      if (pipeline < busy) {
+        const double f = pipeline / busy;
+        for (double* part : {&c.gemm, &c.attention, &c.memory, &c.loss, &c.recompute, &c.overhead})
+          *part *= f;
+      }
     }
     // Activations forward and their gradients back, per micro-batch and chunk boundary.
     const double act_bytes = (L.sp ? n / L.tp : n) * s.d * a;
