@@ -108,8 +108,8 @@ void measure_disk(const std::string& dir, MachineProfile& p) {
   namespace fs = std::filesystem;
   const fs::path path = fs::path(dir) / ".braid-calibrate.tmp";
   const size_t chunk = 8 << 20, total = size_t{256} << 20;
-  std::unique_ptr<char, decltype(&std::free)> buf(static_cast<char*>(std::aligned_alloc(4096, chunk)),
-                                                  &std::free);
+  std::unique_ptr<char, decltype(&std::free)> buf(
+      static_cast<char*>(std::aligned_alloc(4096, chunk)), &std::free);
   BRAID_CHECK(buf, "calibrate: cannot allocate the disk test's buffer");
   std::memset(buf.get(), 1, chunk);
   int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_DIRECT, 0600);

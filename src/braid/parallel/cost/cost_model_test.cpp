@@ -180,6 +180,19 @@ TEST(CostModel, PipelineBubbleFollowsTheSchedule) {
   EXPECT_GT(m16.step, one.step);
 }
 
+// Note [Oversubscribed bubble]: 8 ranks on the 4 cores run at half a rank's rate, so a stage's
+// work costs twice what it does with 4; but the first stage (no LM head) has less of it and
+// lends its cores to the last, whose parts then take less than twice, and no bubble is left.
+TEST(CostModel, OversubscribedPipelineStagesLendTheirCores) {
+  const StepCost alone = predict("zero1 pp2:1f1b mb1x8", 4, 256, 8);
+  const StepCost shared = predict("zero1 pp2:1f1b mb1x8", 8, 256, 8);
+  EXPECT_GT(shared.gemm, alone.gemm);
+  EXPECT_LT(shared.gemm, 2 * alone.gemm * 0.99);
+  EXPECT_NEAR(shared.gemm / shared.loss, alone.gemm / alone.loss, 1e-9);  // every part alike
+  EXPECT_EQ(shared.bubble, 0);
+  EXPECT_GT(alone.bubble, 0);
+}
+
 TEST(CostModel, LayoutsThatDoNotFitTheModelAreNamed) {
   EXPECT_NE(error_of([] { predict("none tp4 mb1x1", 4); }).find("tp 4 does not divide the 6 heads"),
             std::string::npos);
