@@ -16,7 +16,10 @@ struct Costs {
   double embeddings = 0, block = 0, head = 0;
 };
 
-Costs parameter_costs(const nn::ModelConfig& config) {
+// Every block has the same parameters, so a one-block model of the config tells them (a
+// 126-layer one is not declared for it).
+Costs parameter_costs(nn::ModelConfig config) {
+  config.n_layer = 1;
   nn::TransformerOptions declared;
   declared.materialize = false;
   const nn::Transformer model(config, declared);
@@ -121,6 +124,12 @@ std::vector<BlockRange> plan_stages(const nn::StagedModel& model, const Pipeline
   return plan_declared(model, options, pp);
 }
 
+std::vector<BlockRange> parameter_partition(const nn::ModelConfig& config, int pp, int v) {
+  const Costs c = parameter_costs(config);
+  return balanced_partition(std::vector<double>(static_cast<size_t>(config.n_layer), c.block),
+                            c.embeddings, c.head, pp, v);
+}
+
 std::vector<std::string> balance_names() {
   return {"uniform", "parameters", "time"};
 }
@@ -130,22 +139,18 @@ std::vector<BlockRange> plan_stages(const nn::ModelConfig& config, const Pipelin
   const int n = static_cast<int>(config.n_layer);
   const std::string& how = options.balance;
   if (how == "uniform") return uniform_partition(n, pp, options.chunks);
-  Costs c;
-  if (how == "parameters") {
-    c = parameter_costs(config);
-  } else {
-    BRAID_CHECK(how == "time", "config key 'parallel.pipeline_balance' is '", how,
-                "', expected one of: uniform, parameters, time");
-    Tensor t = Tensor::zeros(Shape{3});
-    if (world.rank() == 0) {
-      const Costs m = measured_costs(config, options.micro_batch, options.seq_len);
-      t.data<float>()[0] = static_cast<float>(m.embeddings);
-      t.data<float>()[1] = static_cast<float>(m.block);
-      t.data<float>()[2] = static_cast<float>(m.head);
-    }
-    world.broadcast(t, 0)->wait();
-    c = {t.data<float>()[0], t.data<float>()[1], t.data<float>()[2]};
+  if (how == "parameters") return parameter_partition(config, pp, options.chunks);
+  BRAID_CHECK(how == "time", "config key 'parallel.pipeline_balance' is '", how,
+              "', expected one of: uniform, parameters, time");
+  Tensor t = Tensor::zeros(Shape{3});
+  if (world.rank() == 0) {
+    const Costs m = measured_costs(config, options.micro_batch, options.seq_len);
+    t.data<float>()[0] = static_cast<float>(m.embeddings);
+    t.data<float>()[1] = static_cast<float>(m.block);
+    t.data<float>()[2] = static_cast<float>(m.head);
   }
+  world.broadcast(t, 0)->wait();
+  const Costs c{t.data<float>()[0], t.data<float>()[1], t.data<float>()[2]};
   return balanced_partition(std::vector<double>(static_cast<size_t>(n), c.block), c.embeddings,
                             c.head, pp, options.chunks);
 }

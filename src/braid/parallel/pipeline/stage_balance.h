@@ -29,6 +29,10 @@ std::vector<BlockRange> plan_stages(const nn::ModelConfig& config, const Pipelin
 std::vector<BlockRange> plan_stages(const nn::StagedModel& model, const PipelineOptions& options,
                                     int pp, comm::ProcessGroup& world);
 
+// The "parameters" split of a Transformer of this config into pp x v virtual stages: what
+// plan_stages gives for it, without a group (estimate-memory and the planner use it).
+std::vector<BlockRange> parameter_partition(const nn::ModelConfig& config, int pp, int v);
+
 // The names parallel.pipeline_balance takes.
 std::vector<std::string> balance_names();
 
