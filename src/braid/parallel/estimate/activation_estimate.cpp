@@ -1,6 +1,7 @@
 #include "braid/parallel/estimate/activation_estimate.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "braid/core/error.h"
 
@@ -8,69 +9,99 @@ namespace braid::parallel {
 
 namespace {
 
-// Bytes one block keeps and the most it adds while backward runs through it, Note [Activation
-// peak].
+// Bytes one block keeps, the most it adds while backward runs through it (Note [Activation
+// peak]), and what a split backward keeps of it from B to W (Note [Weight pass]).
 struct BlockCost {
   int64_t kept = 0;
   int64_t backward_extra = 0;
+  int64_t weight = 0;
+  int64_t split_extra = 0;  // backward_extra under B, which keeps the MLP's hidden output
 };
 
 // Sizes per token, in elements: C the residual stream, and what tp rank 0 holds of the
-// attention (Cl = its heads' width, KVl its kv heads', NHl its heads) and the MLP (Hl).
-// `row` is what a row-parallel projection leaves per token: its output, and under tensor
-// parallelism also the all-reduced copy (and GPT-2's bias added after it).
+// attention (Cl = its heads' width, KVl its kv heads', NHl its heads) and the MLP (Hl). N tokens
+// run through the projections and attention; n_ (N / tp under sequence parallelism, else N) are
+// the residual stream's rows. A row-parallel projection leaves its output (N), under tensor
+// parallelism also the reduced copy (and GPT-2's bias added after it: red_ rows), and under
+// sequence parallelism its sublayer's gathered input (gat_ rows).
 class BlockModel {
  public:
-  BlockModel(const nn::ModelConfig& m, int64_t tokens, DType compute, int tp,
+  BlockModel(const nn::ModelConfig& m, int64_t tokens, DType compute, const TensorSplit& tp,
              const ContextSplit& cp)
       : m_(m), N_(tokens), a_(static_cast<int64_t>(dtype_size(compute))), cp_(cp) {
-    const int64_t kv_parts = std::min<int64_t>(m.n_kv_head, tp);
+    const int64_t kv_parts = std::min<int64_t>(m.n_kv_head, tp.size);
     C_ = m.d_model;
-    Cl_ = m.n_head / tp * m.head_size();
+    Cl_ = m.n_head / tp.size * m.head_size();
     KVl_ = m.n_kv_head / kv_parts * m.head_size();
-    Hl_ = m.d_ff / tp;
-    NHl_ = m.n_head / tp;
-    row_ = tp == 1 ? 1 : (m.is_gpt2() ? 3 : 2);
+    Hl_ = m.d_ff / tp.size;
+    NHl_ = m.n_head / tp.size;
+    n_ = tp.sequence ? N_ / tp.size : N_;
+    tp_ = tp.size > 1;
+    sp_ = tp.sequence;
+    red_ = tp.size == 1 ? 0 : (m.is_gpt2() ? 2 : 1) * n_;
+    gat_ = sp_ ? N_ : 0;
     // Ulysses: the head-split copies of q, k, v and of the output, kept beside the token-split
     // ones (Note [Context-parallel activations]).
     if (cp.size > 1 && cp.ulysses) heads_ = 2 * Cl_ + 2 * KVl_;
   }
 
+  int64_t stream() const { return a_ * n_ * C_; }
+
   BlockCost cost(nn::CheckpointPolicy::Kind kind) const {
+    BlockCost c = policy_cost(kind);
+    // Under B the MLP's output projection keeps its input (GPT-2's gelu, LLaMA's SwiGLU output)
+    // past the MLP's backward moment, where one backward has freed it (measured).
+    c.split_extra = c.backward_extra + a_ * N_ * Hl_;
+    return c;
+  }
+
+  BlockCost policy_cost(nn::CheckpointPolicy::Kind kind) const {
     using Kind = nn::CheckpointPolicy::Kind;
     switch (kind) {
       case Kind::none:
-        return {kept_whole(), mlp_backward()};
+        return {kept_whole(), mlp_backward(), weight()};
       case Kind::full:
         // The rerun holds the block's tensors again, its output and the incoming gradient.
-        return {a_ * N_ * C_, kept_whole() + mlp_backward() + a_ * N_ * 2 * C_};
+        return {stream(), kept_whole() + mlp_backward() + 2 * stream(), weight()};
       case Kind::selective: {
         // The residual stream (h, the MLP's output sum), norm2 and the MLP.
-        const int64_t kept = m_.is_gpt2() ? a_ * N_ * (3 * C_ + row_ * C_ + 2 * Hl_) + 4 * N_ * 2
-                                          : a_ * N_ * (3 * C_ + row_ * C_ + 3 * Hl_) + 4 * N_;
-        return {kept, std::max(mlp_backward(), attention_rerun() - kept)};
+        const int64_t row = a_ * C_ * (N_ + red_ + gat_);
+        const int64_t kept = m_.is_gpt2() ? a_ * (3 * n_ * C_ + 2 * N_ * Hl_) + row + 4 * n_ * 2
+                                          : a_ * (3 * n_ * C_ + 3 * N_ * Hl_) + row + 4 * n_;
+        return {kept, std::max(mlp_backward(), attention_rerun() - kept), weight()};
       }
     }
     return {};
   }
 
-  // Outside the blocks: the embedding's output (under tensor parallelism also its all-reduced
-  // copy, and GPT-2's position rows, their sum and the positions) and the final norm's.
-  int64_t outside() const {
-    // Under context parallelism GPT-2 looks up its position rows apart (at the tokens' places in
-    // the whole sequence) and adds them: both lookups are kept, and their sum.
-    if (row_ == 1) return (m_.is_gpt2() && cp_.size > 1 ? 4 : 2) * a_ * N_ * C_;
-    return m_.is_gpt2() ? 5 * a_ * N_ * C_ + 4 * N_ : 3 * a_ * N_ * C_;
+  // Outside the blocks, on the first span: the embedding's output (under tensor parallelism
+  // also its reduced copy, and GPT-2's position rows, their sum and the positions). Under
+  // context parallelism GPT-2 looks up its position rows apart (at the tokens' places in the
+  // whole sequence) and adds them: both lookups are kept, and their sum.
+  int64_t first_part() const {
+    if (!tp_) return (m_.is_gpt2() && cp_.size > 1 ? 3 : 1) * a_ * N_ * C_;
+    if (!m_.is_gpt2()) return a_ * (N_ + n_) * C_;
+    return a_ * (N_ + 3 * n_) * C_ + 4 * n_;
   }
+  // On the last span: the final norm's output, and under sequence parallelism the LM head's
+  // gathered input.
+  int64_t last_part() const { return stream() + a_ * gat_ * C_; }
+  // The LM head's backward moment over the last span's kept tensors: the gradients of the final
+  // norm's input and output, or under sequence parallelism the head's input gradient (N rows).
+  int64_t head_backward() const { return sp_ ? a_ * N_ * C_ : 2 * stream(); }
+  // What the first and last span's parameter nodes keep from B to W: the embedding's output
+  // gradient; the final norm's input and output gradient and the head's input.
+  int64_t first_weight() const { return a_ * N_ * C_; }
+  int64_t last_weight() const { return 2 * stream() + a_ * N_ * C_ + 4 * n_ * 2; }
 
  private:
   // Everything a block without checkpointing keeps (the header's list): the two norms' outputs
   // and the two residual sums, the projections' outputs, and their f32 statistics.
   int64_t kept_whole() const {
     const int64_t stats = 4 * N_ * NHl_;  // attention's lse [B, NHl, T] f32
-    const int64_t common = 4 * C_ + 2 * row_ * C_;
-    if (m_.is_gpt2()) return a_ * N_ * (common + 7 * Cl_ + 2 * Hl_ + heads_) + 4 * N_ * 4 + stats;
-    return a_ * N_ * (common + 3 * Cl_ + 3 * KVl_ + 3 * Hl_ + heads_) + 4 * N_ * 2 + stats;
+    const int64_t common = 4 * n_ * C_ + 2 * C_ * (N_ + red_ + gat_);
+    if (m_.is_gpt2()) return a_ * (common + N_ * (7 * Cl_ + 2 * Hl_ + heads_)) + 4 * n_ * 4 + stats;
+    return a_ * (common + N_ * (3 * Cl_ + 3 * KVl_ + 3 * Hl_ + heads_)) + 4 * n_ * 2 + stats;
   }
   // What the MLP's backward adds over the block's kept tensors.
   int64_t mlp_backward() const { return a_ * N_ * (m_.is_gpt2() ? Hl_ - C_ : 2 * (Hl_ - C_)); }
@@ -79,9 +110,19 @@ class BlockModel {
   // block's input and output, of the attention's output and of q, k and v.
   int64_t attention_rerun() const {
     const int64_t stats = 4 * N_ * NHl_;
-    const int64_t common = 4 * C_ + (row_ - 1) * C_;
-    if (m_.is_gpt2()) return a_ * N_ * (common + 11 * Cl_) + 4 * N_ * 2 + stats + context();
-    return a_ * N_ * (common + 5 * Cl_ + 5 * KVl_) + 4 * N_ + stats + context();
+    const int64_t common = 4 * n_ * C_ + C_ * (red_ + gat_);
+    if (m_.is_gpt2()) return a_ * (common + 11 * N_ * Cl_) + 4 * n_ * 2 + stats + context();
+    return a_ * (common + N_ * (5 * Cl_ + 5 * KVl_)) + 4 * n_ + stats + context();
+  }
+  // Note [Weight pass]: what a block's nodes with parameters keep from B to W: the norms' inputs,
+  // statistics and output gradients, each projection's input and output gradient, a
+  // row-parallel bias's input and gradient (GPT-2 under tensor parallelism).
+  int64_t weight() const {
+    const int64_t norms = 4 * n_ * C_, inputs = 2 * N_ * C_, rows = 2 * N_ * C_;
+    const int64_t bias = m_.is_gpt2() && tp_ ? 4 * n_ * C_ : 0;
+    if (m_.is_gpt2())
+      return a_ * (norms + inputs + rows + bias + N_ * (4 * Cl_ + 2 * Hl_)) + 4 * n_ * 4;
+    return a_ * (norms + inputs + rows + N_ * (2 * Cl_ + 2 * KVl_ + 3 * Hl_)) + 4 * n_ * 2;
   }
   // What context-parallel attention holds at that moment beyond a plain one's (Note
   // [Context-parallel activations]); the moment sits one a x Cl per token above the start of
@@ -104,24 +145,25 @@ class BlockModel {
   const nn::ModelConfig& m_;
   int64_t N_, a_;
   ContextSplit cp_;
-  int64_t C_ = 0, Cl_ = 0, KVl_ = 0, Hl_ = 0, NHl_ = 0, row_ = 1, heads_ = 0;
+  int64_t C_ = 0, Cl_ = 0, KVl_ = 0, Hl_ = 0, NHl_ = 0, n_ = 0, red_ = 0, gat_ = 0, heads_ = 0;
+  bool tp_ = false, sp_ = false;
 };
 
 }  // namespace
 
-int64_t estimate_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
-                             int64_t seq_len, DType compute, int tp, const ActivationSpan& span,
-                             const ContextSplit& cp) {
+SpanActivations span_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
+                                 int64_t seq_len, DType compute, const TensorSplit& tp,
+                                 const ActivationSpan& span, const ContextSplit& cp) {
   BRAID_CHECK(micro_batch_size >= 1, "estimate_activations: micro_batch_size must be >= 1, got ",
               micro_batch_size);
   BRAID_CHECK(seq_len >= 1 && seq_len <= model.max_seq_len,
               "estimate_activations: seq_len must be in [1, ", model.max_seq_len,
               "] (the model's max_seq_len), got ", seq_len);
-  BRAID_CHECK(tp >= 1, "estimate_activations: tensor_parallel_size must be >= 1, got ", tp);
+  BRAID_CHECK(tp.size >= 1, "estimate_activations: tensor_parallel_size must be >= 1, got ",
+              tp.size);
   const int64_t end = span.end < 0 ? model.n_layer : span.end;
-  BRAID_CHECK(span.begin >= 0 && span.begin < end && end <= model.n_layer && span.in_flight >= 1,
-              "estimate_activations: blocks [", span.begin, ", ", end, ") of ", model.n_layer,
-              " with ", span.in_flight, " micro-batches in flight");
+  BRAID_CHECK(span.begin >= 0 && span.begin < end && end <= model.n_layer,
+              "estimate_activations: blocks [", span.begin, ", ", end, ") of ", model.n_layer);
   BRAID_CHECK(cp.size >= 1, "estimate_activations: context_parallel_size must be >= 1, got ",
               cp.size);
   const int64_t split = cp.size == 1 ? 1 : (cp.ulysses ? cp.size : 2 * cp.size);
@@ -129,38 +171,70 @@ int64_t estimate_activations(const nn::ModelConfig& model, int64_t micro_batch_s
               " does not split over context_parallel_size ", cp.size, " (",
               cp.ulysses ? "ulysses: a multiple of it" : "ring: a multiple of 2 x it", ")");
   const int64_t N = micro_batch_size * seq_len / cp.size;  // this rank's tokens
-  const int64_t stream = static_cast<int64_t>(dtype_size(compute)) * N * model.d_model;  // aNC
+  BRAID_CHECK(
+      !tp.sequence || N % tp.size == 0, "estimate_activations: sequence parallelism splits ", N,
+      " tokens a micro-batch over tensor_parallel_size ", tp.size, ": they must divide by it");
   const BlockModel blocks(model, N, compute, tp, cp);
-  // One micro-batch's tensors outside the blocks: the embedding's outputs on the first stage,
+  const int64_t stream = blocks.stream();
+  // One micro-batch's tensors outside the blocks: the embedding's outputs on the first span,
   // else the activations received from the previous one; the final norm's output on the last.
-  int64_t ends = span.first ? blocks.outside() - stream : stream;
-  if (span.last) ends += stream;
-  // Under context parallelism the rank's own tokens of the ids (first stage) and the targets
+  int64_t ends = span.first ? blocks.first_part() : stream;
+  if (span.last) ends += blocks.last_part();
+  // Under context parallelism the rank's own tokens of the ids (first span) and the targets
   // (last), i32.
   if (cp.size > 1) ends += 4 * N * (span.first + span.last);
+  int64_t weight_ends = (span.first ? blocks.first_weight() : 0);
+  if (span.last) weight_ends += blocks.last_weight();
   // Its blocks' tensors, and the most its backward adds: inside a block (Note [Activation
   // peak]), or the final norm's backward before any block's (the gradients of its input and
   // output). The block moments are those of one whole model, measured with the final norm's
-  // output (counted in `ends`) alive. A stage before the last holds the residual stream three
+  // output (counted in `ends`) alive. A span before the last holds the residual stream three
   // more times instead: its output (the root of its backward) and the gradient it received for
   // it stay alive throughout, where one model frees both early in its last block's backward (a
-  // rerun block holds that gradient anyway: two), and no final norm's output. A receive posted
-  // while backward runs (the next gradient; the last stage of a 1f1b pipeline: the next
-  // micro-batch's activations) holds one more.
+  // rerun block holds that gradient anyway: two), and no final norm's output.
+  // A split backward (B, Note [Weight pass]) keeps the weight pass's tensors of the blocks it has
+  // been through (the later ones) in place of what they kept.
   const nn::CheckpointPolicy& policy = model.activation_checkpointing;
-  int64_t kept = 0, peak = 0;
+  std::vector<BlockCost> costs;
+  std::vector<int64_t> moments;  // what block i adds at its B's peak
+  int64_t kept = 0, weight = 0, peak = 0;
   for (int64_t i = span.begin; i < end; ++i) {
     const auto kind = policy.applies_to(i) ? policy.kind : nn::CheckpointPolicy::Kind::none;
-    const BlockCost c = blocks.cost(kind);
-    kept += c.kept;
+    costs.push_back(blocks.cost(kind));
     const int64_t held = span.last ? 0 : (kind == nn::CheckpointPolicy::Kind::full ? 2 : 3);
-    peak = std::max(peak, kept + c.backward_extra + held * stream);
+    moments.push_back(costs.back().split_extra + held * stream);
+    peak = std::max(peak, kept + costs.back().kept + costs.back().backward_extra + held * stream);
+    kept += costs.back().kept;
+    weight += costs.back().weight;
   }
-  if (span.last) peak = std::max(peak, kept + 2 * stream);
-  if (span.receives_during_backward) peak += stream;
-  // The batches' ids and targets (i32, whole sequences) stay for the whole step.
-  return 2 * 4 * N * cp.size * span.batches_held + ends + (span.in_flight - 1) * (ends + kept) +
-         peak;
+  // B runs the blocks last to first: at block k, blocks [begin, k] keep what they kept and the
+  // later ones what W reads.
+  int64_t split_peak = 0, before = kept, later = 0;
+  for (size_t k = costs.size(); k-- > 0;) {
+    split_peak = std::max(split_peak, before + later + moments[k]);
+    before -= costs[k].kept;
+    later += costs[k].weight;
+  }
+  if (span.last) {
+    peak = std::max(peak, kept + blocks.head_backward());
+    split_peak = std::max(split_peak, kept + blocks.head_backward());
+  }
+  split_peak = std::max(split_peak, weight + weight_ends - ends);
+  SpanActivations out;
+  out.stream = stream;
+  out.batch = 2 * 4 * N * cp.size;
+  out.kept = ends + kept;
+  out.peak = ends + peak;
+  out.weight_kept = weight_ends + weight;
+  out.split_peak = ends + split_peak;
+  return out;
+}
+
+int64_t estimate_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
+                             int64_t seq_len, DType compute, const TensorSplit& tp,
+                             const ContextSplit& cp) {
+  const SpanActivations s = span_activations(model, micro_batch_size, seq_len, compute, tp, {}, cp);
+  return s.batch + s.peak;
 }
 
 }  // namespace braid::parallel

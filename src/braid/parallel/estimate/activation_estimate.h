@@ -42,6 +42,29 @@
 // split at a time). Measured on the six-block shapes at 256 to 1024 tokens, cp 2 and 4, beside tp 2
 // and pp 2 (memory_estimate_test): within 0.12%; not modelled, the RoPE positions LLaMA's blocks
 // keep (4 T / cp bytes each: LLaMA's 0.07% under).
+// Note [Sequence-parallel activations]: under sequence parallelism (Note [Tensor-parallel
+// layout]) the residual stream between sublayers is n = N / tp rows on each rank: the norms'
+// inputs, outputs and statistics, the residual sums, the reduce-scattered outputs of the
+// row-parallel projections (and GPT-2's biases added after them), the embedding's
+// reduce-scattered output (GPT-2: its position rows, their sum and the positions), the final
+// norm's output and what a pipeline stage sends and receives. The projections and attention
+// still run on all N tokens, and braid keeps each sublayer's all-gathered input for its
+// column-parallel projection's backward (Megatron gathers it again there instead), as it keeps
+// the LM head's gathered input; a row-parallel projection's output is whole before its
+// reduce-scatter. So a block keeps, besides attention's and the MLP's interiors, GPT-2 4NC + 8nC
+// (tensor parallelism alone: 10NC) and LLaMA 4NC + 6nC (8NC), and norm statistics of n tokens.
+// The LM head's backward moment holds its input's gradient (N rows) over the last stage's kept
+// tensors. The all-gather of a reduce-scattered output's gradient is a x N x C in the
+// communication category, as tensor parallelism's all-reduce copy is.
+// Note [Weight pass]: a split backward (B, autograd::backward_inputs, Note [Split backward])
+// leaves every node with parameters unreleased until its W: its inputs' values and its output
+// gradient. Per block that is the two norms' inputs, statistics and output gradients (4nC), the
+// projections' inputs (the norms' outputs or their gathered copies, 2NC, the attention's output
+// Cl and GPT-2's gelu or LLaMA's SwiGLU output Hl) and output gradients (GPT-2's qkv 3Cl, LLaMA's
+// q, k, v Cl + 2KVl, the output projections' NC each, the MLP's hidden ones), and under tensor
+// parallelism GPT-2's row-parallel biases' inputs and gradients (4nC); the first span adds the
+// embedding's output gradient, the last the final norm's input and output gradient and the
+// head's input. While B runs through a block, the blocks after it already hold only these.
 #pragma once
 
 #include <cstdint>
@@ -51,19 +74,12 @@
 
 namespace braid::parallel {
 
-// The part of the model a rank runs and how many micro-batches it holds at once: everything and
-// one without pipeline parallelism; a pipeline stage holds blocks [begin, end), the embeddings
-// if first, the final norm and LM head if last, and its schedule's micro-batches in flight
-// (gpipe: all of a step's; 1f1b: at most pp - stage), each kept from its forward to its
-// backward (Note [Pipeline memory], parallel/pipeline/stage_runner.h).
+// The part of the model one micro-batch runs through on a rank: everything without pipeline
+// parallelism; a pipeline's virtual stage holds blocks [begin, end), the embeddings if first, the
+// final norm and LM head if last.
 struct ActivationSpan {
   int64_t begin = 0, end = -1;  // end -1: the last block
   bool first = true, last = true;
-  int64_t in_flight = 1;
-  int64_t batches_held = 1;  // micro-batches whose ids and targets the rank keeps (a step's)
-  // Whether a receive is posted while backward runs (a buffer of the residual stream): the next
-  // gradient before the last stage, the next micro-batch's activations on the last under 1f1b.
-  bool receives_during_backward = false;
 };
 
 // Context parallelism (Note [Context-parallel layout], nn/context_parallel.h): every sequence
@@ -74,13 +90,36 @@ struct ContextSplit {
   bool ulysses = false;
 };
 
-// Bytes on one rank; model.activation_checkpointing is the policy, tp the tensor-parallel size
-// (Note [Tensor-parallel layout]: the heads and the MLP's hidden units split, the residual
-// stream whole, each row-parallel output also kept as its all-reduced copy), cp the context
-// split (Note [Context-parallel activations]). Throws naming the value when micro_batch_size or
-// seq_len < 1, seq_len > the model's max_seq_len or seq_len does not split over cp.
+// Tensor parallelism over `size` ranks (Note [Tensor-parallel layout]: the heads and the MLP's
+// hidden units split, each row-parallel output also kept as its all-reduced copy), with
+// sequence parallelism or without (Note [Sequence-parallel activations]).
+struct TensorSplit {
+  int size = 1;
+  bool sequence = false;
+};
+
+// What one micro-batch of a span costs in the activations category, in bytes (Note [Activation
+// peak]; Note [Pipeline activations], pipeline_estimate.h, combines them over a schedule).
+struct SpanActivations {
+  int64_t kept = 0;         // from its forward to its backward
+  int64_t peak = 0;         // the most while its backward runs, its own kept included
+  int64_t weight_kept = 0;  // split backward (zb_h1): from its B to its W (Note [Weight pass])
+  int64_t split_peak = 0;   // split backward: the most while its B runs
+  int64_t stream = 0;       // the residual stream between blocks: a stage's message
+  int64_t batch = 0;        // one micro-batch's ids and targets (i32, whole sequences)
+};
+
+// Bytes on one rank for one micro-batch of `span`; model.activation_checkpointing is the policy,
+// cp the context split (Note [Context-parallel activations]). Throws naming the value when
+// micro_batch_size or seq_len < 1, seq_len > the model's max_seq_len, seq_len does not split
+// over cp or the tokens do not split over tp under sequence parallelism.
+SpanActivations span_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
+                                 int64_t seq_len, DType compute, const TensorSplit& tp = {},
+                                 const ActivationSpan& span = {}, const ContextSplit& cp = {});
+
+// The peak of a training micro-step without a pipeline: the batch, the whole model's span.
 int64_t estimate_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
-                             int64_t seq_len, DType compute, int tp = 1,
-                             const ActivationSpan& span = {}, const ContextSplit& cp = {});
+                             int64_t seq_len, DType compute, const TensorSplit& tp = {},
+                             const ContextSplit& cp = {});
 
 }  // namespace braid::parallel

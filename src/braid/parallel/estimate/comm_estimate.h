@@ -16,8 +16,10 @@
 // messages (1 KiB per rank), the strategy's casts (Note [Buffer estimate], memory_estimate.cpp),
 // the copy of a gradient all-reduced over the tp group (a x tokens x d_model), a pipeline
 // stage's buffered sends (ranks as threads) and context-parallel attention's buffers (Note
-// [Context-parallel staging], memory_estimate.cpp). Not modelled: the point-to-point transport
-// between nodes (its staging grows with the messages), sequence parallelism.
+// [Context-parallel staging], memory_estimate.cpp); under sequence parallelism the all-gather of
+// a reduce-scattered output's gradient (the same a x tokens x d_model) and a stage's sends of
+// its rows. Not modelled: the point-to-point transport between nodes (its staging grows with
+// the messages).
 #pragma once
 
 #include <cstdint>

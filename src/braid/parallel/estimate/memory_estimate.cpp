@@ -10,8 +10,10 @@
 #include "braid/nn/transformer.h"
 #include "braid/parallel/estimate/activation_estimate.h"
 #include "braid/parallel/estimate/keyed_cache.h"
+#include "braid/parallel/estimate/pipeline_estimate.h"
 #include "braid/parallel/estimate/scratch_estimate.h"
 #include "braid/parallel/pipeline/partition.h"
+#include "braid/parallel/pipeline/stage_balance.h"
 
 namespace braid::parallel {
 
@@ -100,12 +102,12 @@ struct Sharding {
   int stage = 0;
   bool keeps_gathered = false;
   int S = 1, N = 1, tp = 1, pp = 1;
+  bool sp = false;
   ContextSplit cp;
 };
 
 Sharding shape_of(const ParallelPlan& spec, int world) {
   BRAID_CHECK(world >= 1, "estimate-memory: world size must be >= 1, got ", world);
-  BRAID_CHECK(!spec.sequence_parallel, "estimate-memory: sequence_parallel is not modelled");
   const int tp = std::max(1, spec.tensor_parallel_size),
             pp = std::max(1, spec.pipeline_parallel_size),
             cp = std::max(1, spec.context_parallel_size);
@@ -113,22 +115,25 @@ Sharding shape_of(const ParallelPlan& spec, int world) {
               " x pipeline_parallel_size ", pp,
               cp > 1 ? " x context_parallel_size " + std::to_string(cp) : std::string(),
               " does not divide the world size ", world);
+  BRAID_CHECK(!spec.sequence_parallel || tp > 1,
+              "estimate-memory: sequence_parallel needs tensor_parallel_size > 1");
   BRAID_CHECK(spec.context_parallel_mode == "ring" || spec.context_parallel_mode == "ulysses",
               "estimate-memory: context_parallel_mode '", spec.context_parallel_mode,
               "' is not modelled (ring, ulysses)");
   if (pp > 1) {
-    BRAID_CHECK(spec.pipeline_schedule == "1f1b" || spec.pipeline_schedule == "gpipe",
-                "estimate-memory: pipeline_schedule '", spec.pipeline_schedule,
-                "' is not modelled (1f1b, gpipe)");
-    BRAID_CHECK(spec.pipeline_balance == "uniform", "estimate-memory: pipeline_balance '",
-                spec.pipeline_balance, "' is not modelled (uniform)");
+    pipeline::schedule_from_name(spec.pipeline_schedule);  // throws naming the key
+    BRAID_CHECK(spec.pipeline_balance == "uniform" || spec.pipeline_balance == "parameters",
+                "estimate-memory: pipeline_balance '", spec.pipeline_balance,
+                "' is not modelled (uniform, parameters; 'time' splits by a measurement made "
+                "when the run starts)");
   }
   Sharding s;
-  const std::string layout = (tp > 1 ? " tp" + std::to_string(tp) : "") +
-                             (cp > 1 ? " cp" + std::to_string(cp) : "") +
-                             (pp > 1 ? " pp" + std::to_string(pp) : "");
+  const std::string layout =
+      (tp > 1 ? " tp" + std::to_string(tp) : "") + (spec.sequence_parallel ? "+sp" : "") +
+      (cp > 1 ? " cp" + std::to_string(cp) : "") + (pp > 1 ? " pp" + std::to_string(pp) : "");
   s.label = spec.name + layout;
   s.tp = tp;
+  s.sp = spec.sequence_parallel;
   s.pp = pp;
   s.cp = {cp, spec.context_parallel_mode == "ulysses"};
   // The data-parallel strategy runs over world / (tp x pp) = dp x cp ranks: the cp ranks of a
@@ -304,8 +309,11 @@ int64_t staging_peak(const MemoryEstimateInputs& in, const Sharding& s, int64_t 
   int64_t peak = std::max<int64_t>(strategy, 1024 * in.world_size);
   const int64_t context = context_staging(in.model, tokens, a, s, in.backend);
   if (context > 0) peak = std::max(peak, context + (s.stage == 3 ? strategy : 0));
+  // Under sequence parallelism the gradient of a reduce-scattered output is all-gathered into
+  // the same a x tokens x d_model (tp_group.cpp ReduceScatterRowsNode), and a stage sends its
+  // rows, 1 / tp of the tokens.
   if (s.tp > 1) peak = std::max(peak, stream + (s.stage == 3 ? strategy : 0));
-  if (s.pp > 1 && in.backend.kind == "local") peak = std::max(peak, stream);
+  if (s.pp > 1 && in.backend.kind == "local") peak = std::max(peak, s.sp ? stream / s.tp : stream);
   return peak;
 }
 
@@ -313,24 +321,47 @@ int64_t staging_peak(const MemoryEstimateInputs& in, const Sharding& s, int64_t 
 
 namespace {
 
+// The pipeline's virtual stages' blocks, as the runtime splits them (stage_balance.h).
+std::vector<pipeline::BlockRange> partition_of(const MemoryEstimateInputs& in, const Sharding& s) {
+  const int n = static_cast<int>(in.model.n_layer),
+            v = std::max(1, in.spec.pipeline_virtual_stages);
+  if (in.spec.pipeline_balance == "parameters") {
+    std::string key = in.model.shape_key() + "|" + std::to_string(s.pp) + "|" + std::to_string(v);
+    static KeyedCache<std::vector<pipeline::BlockRange>> cache;
+    return cache.get(key, [&] { return pipeline::parameter_partition(in.model, s.pp, v); });
+  }
+  return pipeline::uniform_partition(n, s.pp, v);
+}
+
 // Rank `stage` of the pipeline (0 without one): its units' training state, and the activations
-// of its micro-batches in flight.
+// of its chunks' micro-batches in flight (Note [Pipeline activations]).
 MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s, int stage) {
   const int64_t micro = std::max<int64_t>(1, in.micro_batches);
+  const TensorSplit tp{s.tp, s.sp};
   std::optional<nn::PipelineStage> declared;
-  ActivationSpan span;
+  ActivationSpan whole;  // what the kernels run (every block the same): scratch
+  std::vector<SpanActivations> chunks;
+  StageActivations acts;
   if (s.pp > 1) {
-    const auto parts = pipeline::uniform_partition(static_cast<int>(in.model.n_layer), s.pp, 1);
-    const pipeline::BlockRange r = parts[static_cast<size_t>(stage)];
-    declared = nn::PipelineStage{{{r.begin, r.end}}, stage == 0, stage == s.pp - 1};
-    const bool gpipe = in.spec.pipeline_schedule == "gpipe", last = stage == s.pp - 1;
-    span.begin = r.begin;
-    span.end = r.end;
-    span.first = stage == 0;
-    span.last = last;
-    span.in_flight = gpipe ? micro : std::min<int64_t>(s.pp - stage, micro);
-    span.batches_held = span.first || last ? micro : 0;
-    span.receives_during_backward = !last || !gpipe;
+    const auto parts = partition_of(in, s);
+    const int v = static_cast<int>(parts.size()) / s.pp;
+    pipeline::ScheduleShape shape{pipeline::schedule_from_name(in.spec.pipeline_schedule), s.pp,
+                                  static_cast<int>(micro), v};
+    pipeline::check_schedule(shape);
+    declared = nn::PipelineStage{{}, stage == 0, stage == s.pp - 1};
+    for (int c = 0; c < v; ++c) {
+      const pipeline::BlockRange r = parts[static_cast<size_t>(c * s.pp + stage)];
+      declared->chunks.emplace_back(r.begin, r.end);
+      const ActivationSpan span{r.begin, r.end, c == 0 && stage == 0,
+                                c == v - 1 && stage == s.pp - 1};
+      chunks.push_back(span_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len,
+                                        in.compute, tp, span, s.cp));
+    }
+    whole = {0, -1, declared->first, declared->last};
+    acts = stage_activations(shape, stage, chunks, declared->first || declared->last);
+  } else {
+    acts.activations = estimate_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len,
+                                            in.compute, tp, s.cp);
   }
   // DDP pads the whole buffer to kAlign; ZeRO every unit to equal shards of the N ranks.
   const int64_t pad = s.stage == 0 ? nn::ParamLayout::kAlign : s.N * nn::ParamLayout::kAlign;
@@ -338,14 +369,8 @@ MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s,
   MemoryEstimate e = state_of(s, units_of(in.model, pad, s.tp, declared), in.spec, a,
                               in.optimizer_bytes_per_param);
   e.stage = stage;
-  if (!span.first) {
-    // The gradients of the received activations (leaves): one per micro-batch in flight, and
-    // the one still being sent back while the next is computed.
-    const int64_t tokens = in.spec.micro_batch_size * in.spec.seq_len / s.cp.size;
-    e.gradients += a * tokens * in.model.d_model * std::min(span.in_flight + 1, micro);
-  }
-  e.activations = estimate_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len,
-                                       in.compute, s.tp, span, s.cp);
+  e.gradients += acts.input_gradients;
+  e.activations = acts.activations;
   GroupShape g{in.world_size,
                s.N,
                s.S,
@@ -353,12 +378,12 @@ MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s,
                s.pp,
                s.stage >= 1,
                s.stage == 3,
-               span.first || span.last,
+               whole.first || whole.last,
                in.spec.name != "none",
                s.cp.size};
   e.communication = group_memory(in.backend, g) + staging_peak(in, s, e.communication);
   e.scratch = estimate_scratch(in.model, in.spec.micro_batch_size, in.spec.seq_len, in.compute,
-                               s.tp, span, in.threads, s.cp);
+                               s.tp, whole, in.threads, s.cp);
   return e;
 }
 

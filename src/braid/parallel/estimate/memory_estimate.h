@@ -42,14 +42,17 @@ struct MemoryEstimate {
 
 // What to estimate: the model (its activation_checkpointing is the policy), the strategy as the
 // Trainer builds it (spec.micro_batch_size and spec.seq_len size the activations;
-// spec.tensor_parallel_size splits the model as Note [Tensor-parallel layout] says,
-// spec.pipeline_parallel_size into uniform stages of blocks, 1f1b or gpipe, and
+// spec.tensor_parallel_size splits the model as Note [Tensor-parallel layout] says, with
+// spec.sequence_parallel its residual stream too (Note [Sequence-parallel activations]);
+// spec.pipeline_parallel_size into stages of blocks, uniform or balanced by parameters
+// (Note [Stage balance]), pipeline_virtual_stages chunks a rank under interleaved_1f1b, under
+// any schedule (gpipe, 1f1b, interleaved_1f1b, zb_h1: Note [Pipeline activations]); and
 // spec.context_parallel_size every sequence, ring or ulysses (Note [Context-parallel
 // activations]); the data-parallel strategy then runs over world / (tp x pp) = dp x cp ranks,
 // its batch split over dp), the world size, the compute dtype, the
 // optimizer's bytes of state per parameter (AdamW 8, SGD with momentum 4, without 0) and the
-// micro-batches of a step (gradient accumulation: what a pipeline keeps in flight). Sequence
-// parallelism, interleaved schedules and balanced stages are not modelled (throws naming them).
+// micro-batches of a step (gradient accumulation: what a pipeline keeps in flight). A balance
+// by measured time is not modelled (throws naming it: its split is made when the run starts).
 struct MemoryEstimateInputs {
   nn::ModelConfig model;
   ParallelPlan spec;
@@ -64,7 +67,8 @@ struct MemoryEstimateInputs {
 
 // Throws braid::Error naming the field for an unknown strategy, world size < 1, a shard group
 // that does not divide the world, micro-batch or sequence length < 1, a sequence that does not
-// split over cp, or Ulysses with heads that do not divide by it.
+// split over cp, Ulysses with heads that do not divide by it, sequence parallelism without tp
+// or with tokens that do not divide by it, or a schedule the pipeline refuses (check_schedule).
 MemoryEstimate estimate_memory(const MemoryEstimateInputs& in);
 
 // The strategies `--strategy all` compares, least sharded first: ddp, zero1, zero2, zero3.

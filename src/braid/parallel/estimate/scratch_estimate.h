@@ -8,8 +8,9 @@
 // `threads` (oneDNN's scratchpad). Recomputation (checkpointing) and later micro-steps repeat
 // requests the slots already hold. So the estimate follows the code, the thread count and the
 // GEMM library built here; memory_estimate_test and strategy_memory_test hold it to the
-// tracker within 10%. Not modelled: fp16's loss-scaler check (sum_squares, one f64 per 16K
-// gradient elements) and sequence parallelism.
+// tracker within 10%. Sequence parallelism asks the same: its norms' and adds' scratch depends on
+// the width alone, and the projections, attention and the LM head run on the gathered tokens.
+// Not modelled: fp16's loss-scaler check (sum_squares, one f64 per 16K gradient elements).
 #pragma once
 
 #include <cstdint>
