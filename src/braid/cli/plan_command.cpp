@@ -241,9 +241,8 @@ int run_explain(const Request& q, const cost::PlanRequest& r, const cost::Machin
   }
   std::printf("\ncommunication in all: %s ms (%s ms exposed)\n", ms(c.cost.comm_total).c_str(),
               ms(c.cost.comm_exposed).c_str());
-  std::printf("memory per rank: %s GiB%s of %s GiB (%s)\n", gib(double(c.memory.total())).c_str(),
-              c.memory_exact ? "" : " (approximate)", gib(double(budget)).c_str(),
-              c.fits ? "fits" : "does not fit");
+  std::printf("memory per rank: %s GiB of %s GiB (%s)\n", gib(double(c.memory.total())).c_str(),
+              gib(double(budget)).c_str(), c.fits ? "fits" : "does not fit");
   std::printf("config: %s\n", sets(c.layout).c_str());
   return 0;
 }
@@ -273,10 +272,10 @@ int run_plan(const std::vector<std::string>& args) {
   const size_t rows = std::min<size_t>(result.ranked.size(), static_cast<size_t>(q.top));
   for (size_t i = 0; i < rows; ++i) {
     const auto& c = result.ranked[i];
-    std::printf("| %zu | %s | %s | %.0f | %.1f%% | %s%s | %s | %s | %s | %s | %s | %s |\n", i + 1,
+    std::printf("| %zu | %s | %s | %.0f | %.1f%% | %s | %s | %s | %s | %s | %s | %s |\n", i + 1,
                 c.layout.name().c_str(), ms(c.cost.step).c_str(), c.cost.tokens_per_s,
-                c.cost.mfu * 100, gib(double(c.memory.total())).c_str(), c.memory_exact ? "" : "~",
-                ms(c.cost.gemm).c_str(), ms(c.cost.attention).c_str(),
+                c.cost.mfu * 100, gib(double(c.memory.total())).c_str(), ms(c.cost.gemm).c_str(),
+                ms(c.cost.attention).c_str(),
                 ms(c.cost.memory + c.cost.recompute + c.cost.overhead).c_str(),
                 ms(c.cost.optimizer + c.cost.offload).c_str(), ms(c.cost.comm_exposed).c_str(),
                 ms(c.cost.bubble).c_str());

@@ -237,9 +237,8 @@ TEST(Planner, ABudgetDdpExceedsPicksALayoutThatFits) {
   q.precisions = {DType::f32};
   q.offload = false;
   // Between ZeRO-3's training state and DDP's: DDP cannot fit.
-  bool exact = true;
   Layout ddp = Layout::parse("ddp mb1x2");
-  const int64_t ddp_bytes = layout_memory(q, ddp, &exact).total();
+  const int64_t ddp_bytes = layout_memory(q, ddp).total();
   q.budget = ddp_bytes * 7 / 10;
   const PlanResult r = plan_layouts(q, synthetic());
   ASSERT_FALSE(r.ranked.empty());
@@ -252,6 +251,31 @@ TEST(Planner, ABudgetDdpExceedsPicksALayoutThatFits) {
   const PlanResult none = plan_layouts(q, synthetic());
   EXPECT_TRUE(none.ranked.empty());
   EXPECT_NE(explain_choice(none).find("No layout fits"), std::string::npos);
+}
+
+// Note [Sequence-parallel activations]: the same layout with sequence parallelism keeps the same
+// training state, buffers and scratch, and less activation memory by what the Note counts: per
+// block GPT-2 keeps 4NC + 8nC instead of 10NC (n = N / tp) and its norms' statistics on n tokens,
+// outside the blocks the embedding's NC + 3nC (and the positions) instead of 4NC, the final
+// norm's nC and the head's gathered NC instead of NC, and the head's backward moment NC over
+// them instead of 2NC.
+TEST(Planner, SequenceParallelismSavesTheModelledActivations) {
+  PlanRequest q;
+  q.model = nn::ModelConfig::preset("gpt2-small");
+  q.world = 2;
+  q.seq_len = 256;
+  q.global_batch = 1;
+  const MemoryEstimate tp = layout_memory(q, Layout::parse("none tp2 mb1x1"));
+  const MemoryEstimate sp = layout_memory(q, Layout::parse("none tp2+sp mb1x1"));
+  EXPECT_EQ(sp.training_state(), tp.training_state());
+  EXPECT_EQ(sp.communication, tp.communication);
+  EXPECT_EQ(sp.scratch, tp.scratch);
+  const int64_t a = 4, N = 256, n = N / 2, C = 768, L = 12;
+  const int64_t per_block = a * (10 * N * C - (4 * N * C + 8 * n * C)) + 4 * 4 * (N - n);
+  const int64_t outside = a * (4 * N * C - (N + 3 * n) * C) + 4 * (N - n)  // the embedding's
+                          + a * (N * C - (n + N) * C)                      // the final norm's
+                          + a * (2 * N * C - N * C);  // the head's backward moment
+  EXPECT_EQ(tp.activations - sp.activations, L * per_block + outside);
 }
 
 TEST(Planner, GlobalBatchNoLayoutDividesIsAnError) {

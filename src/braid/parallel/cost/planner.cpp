@@ -132,35 +132,11 @@ std::vector<Layout> enumerate_layouts(const PlanRequest& q) {
   return out;
 }
 
-MemoryEstimate layout_memory(const PlanRequest& q, const Layout& L, bool* exact) {
+MemoryEstimate layout_memory(const PlanRequest& q, const Layout& L) {
   MemoryEstimateInputs in;
   in.model = q.model;
   in.model.activation_checkpointing = nn::CheckpointPolicy::parse(L.checkpointing);
-  Layout approx = L;
-  *exact = true;
-  if (approx.balanced) {
-    // The estimator splits uniformly: the layers rounded up to the next multiple (more, so the
-    // estimate errs towards not fitting).
-    const int64_t k = int64_t(approx.pp) * approx.virtual_stages;
-    in.model.n_layer = (in.model.n_layer + k - 1) / k * k;
-    approx.balanced = false;
-    *exact = false;
-  }
-  if (approx.schedule == "zb_h1") {
-    // Every stage holds up to min(p, m) micro-batches, 1F1B's first stage's (Note [ZB-H1
-    // bubble]): estimated as 1F1B, whose largest stage is that one.
-    approx.schedule = "1f1b";
-    *exact = false;
-  }
-  if (approx.sp || approx.virtual_stages > 1) {
-    *exact = false;
-    approx.sp = false;
-    if (approx.virtual_stages > 1) {
-      approx.virtual_stages = 1;
-      approx.schedule = "1f1b";
-    }
-  }
-  in.spec = approx.to_plan(q.seq_len);
+  in.spec = L.to_plan(q.seq_len);
   in.world_size = q.world;
   in.compute = L.compute;
   in.micro_batches = L.accumulation;
@@ -177,7 +153,7 @@ Candidate evaluate_layout(const PlanRequest& q, const Layout& layout, const Mach
   Candidate c;
   c.layout = layout;
   c.cost = predict_step(CostInputs{q.model, layout, q.world, q.hosts, q.seq_len}, profile);
-  c.memory = layout_memory(q, layout, &c.memory_exact);
+  c.memory = layout_memory(q, layout);
   c.fits = c.memory.total() <= budget;
   return c;
 }

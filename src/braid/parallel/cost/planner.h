@@ -38,7 +38,6 @@ struct Candidate {
   Layout layout;
   StepCost cost;
   MemoryEstimate memory;
-  bool memory_exact = true;  // false: the estimator approximates this layout (sp, interleaved)
   bool fits = true;
 };
 
@@ -57,9 +56,9 @@ PlanResult plan_layouts(const PlanRequest& request, const MachineProfile& profil
 // Every layout of the request, valid for the model and the world, before memory and ranking.
 std::vector<Layout> enumerate_layouts(const PlanRequest& request);
 
-// The memory estimate of one layout (approximated where the estimator has no model for it:
-// sequence parallelism as without it, interleaving as 1F1B; `exact` says which).
-MemoryEstimate layout_memory(const PlanRequest& request, const Layout& layout, bool* exact);
+// The memory estimate of one layout: the estimator's for its plan (memory_estimate.h), the
+// layout's largest pipeline stage.
+MemoryEstimate layout_memory(const PlanRequest& request, const Layout& layout);
 
 // The memory budget a plan holds its layouts to: the request's, else the profile's per rank.
 int64_t plan_budget(const PlanRequest& request, const MachineProfile& profile);
