@@ -74,6 +74,15 @@ expect "--pipeline-schedule: unknown 'zigzag'" estimate-memory --model llama-7b 
   --pp 2 --pipeline-schedule zigzag
 expect "--cp 3 x --pp 1 x --tp 2 must divide --world-size 8" estimate-memory --model llama-7b \
   --world-size 8 --tp 2 --cp 3
+expect "--sp (parallel.sequence_parallel) needs --tp 2 or more" estimate-memory --model llama-7b \
+  --world-size 8 --sp
+expect "interleaved_1f1b needs parallel.pipeline_virtual_stages >= 2, got 1" estimate-memory \
+  --model llama-7b --world-size 8 --pp 2 --pipeline-schedule interleaved_1f1b
+expect "needs training.gradient_accumulation_steps (3) to be a multiple of parallel.pipeline_parallel_size (2)" \
+  estimate-memory --model llama-7b --world-size 8 --pp 2 --pipeline-schedule interleaved_1f1b \
+  --virtual-stages 2 --gradient-accumulation-steps 3
+expect "--pipeline-balance: unknown 'time' (uniform, parameters)" estimate-memory \
+  --model llama-7b --world-size 8 --pp 2 --pipeline-balance time
 expect "--cp: expects an integer, got 'two'" estimate-memory --model llama-7b --cp two
 expect "--cp-mode: unknown 'star' (ring, ulysses)" estimate-memory --model llama-7b --world-size 2 \
   --cp 2 --cp-mode star

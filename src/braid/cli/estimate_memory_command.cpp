@@ -24,9 +24,11 @@ constexpr const char* kDescription =
 
 // The command line's values; 0 and "" mean not given (the config's, or the default, then).
 struct Request {
-  std::string model, config, strategy, sharding, precision, checkpointing, schedule, cp_mode;
-  int64_t world = 1, micro = 0, seq_len = 0, tp = 0, pp = 0, cp = 0, accumulation = 0, threads = 0;
-  bool offload = false;
+  std::string model, config, strategy, sharding, precision, checkpointing, schedule, cp_mode,
+      balance;
+  int64_t world = 1, micro = 0, seq_len = 0, tp = 0, pp = 0, cp = 0, accumulation = 0, threads = 0,
+          virtual_stages = 0;
+  bool offload = false, sp = false;
   braid::train::RankRuntime runtime;
 };
 
@@ -55,10 +57,12 @@ void add_options(CLI::App& app, Request& q) {
   app.add_option("--tp", q.tp, "tensor-parallel ranks per group (default 1)")
       ->type_name("N")
       ->transform(integer<int64_t>());
+  app.add_flag("--sp", q.sp,
+               "sequence parallelism beside --tp: the residual stream's activations split over "
+               "the tp ranks");
   app.add_option("--pp", q.pp,
-                 "pipeline stages (default 1; uniform stages of blocks; the strategy runs over "
-                 "world-size / (tp x pp) ranks, and the row shown is the stage with the largest "
-                 "total)")
+                 "pipeline stages (default 1; the strategy runs over world-size / (tp x pp) "
+                 "ranks, and the row shown is the stage with the largest total)")
       ->type_name("N")
       ->transform(integer<int64_t>());
   app.add_option("--cp", q.cp,
@@ -70,9 +74,19 @@ void add_options(CLI::App& app, Request& q) {
                  "ring (default; seq-len a multiple of 2 x cp) or ulysses (heads divisible by cp)")
       ->type_name("M")
       ->check(one_of({"ring", "ulysses"}));
-  app.add_option("--pipeline-schedule", q.schedule, "1f1b (default) or gpipe")
+  app.add_option("--pipeline-schedule", q.schedule,
+                 "1f1b (default), gpipe, interleaved_1f1b (with --virtual-stages) or zb_h1")
       ->type_name("S")
-      ->check(one_of({"1f1b", "gpipe"}));
+      ->check(one_of({"1f1b", "gpipe", "interleaved_1f1b", "zb_h1"}));
+  app.add_option("--virtual-stages", q.virtual_stages,
+                 "model chunks per pipeline rank under interleaved_1f1b (default 1)")
+      ->type_name("V")
+      ->transform(integer<int64_t>());
+  app.add_option("--pipeline-balance", q.balance,
+                 "uniform (default: the same blocks per stage) or parameters (uneven, balanced by "
+                 "parameter count)")
+      ->type_name("B")
+      ->check(one_of({"uniform", "parameters"}));
   app.add_option("--gradient-accumulation-steps", q.accumulation,
                  "micro-batches per step (default 1): what a pipeline keeps in flight")
       ->type_name("M")
@@ -119,6 +133,7 @@ void check_request(const CLI::App& app, const Request& q) {
               " x --pp ", pp, " x --tp ", tp, " must divide --world-size ", q.world);
   BRAID_CHECK(q.accumulation >= 0, "--gradient-accumulation-steps must be >= 1, got ",
               q.accumulation);
+  BRAID_CHECK(q.virtual_stages >= 0, "--virtual-stages must be >= 1, got ", q.virtual_stages);
   BRAID_CHECK(q.micro >= 0, "--micro-batch-size must be >= 1, got ", q.micro);
   BRAID_CHECK(q.seq_len >= 0, "--seq-len must be >= 1, got ", q.seq_len);
   BRAID_CHECK(app.count("--threads") == 0 || (q.threads >= 1 && q.threads <= 1 << 16),
@@ -176,6 +191,12 @@ int run_estimate_memory(const std::vector<std::string>& args) {
   if (!q.cp_mode.empty()) cfg.parallel.context_parallel_mode = q.cp_mode;
   check_context_split(cfg, mc);
   if (!q.schedule.empty()) cfg.parallel.pipeline_schedule = q.schedule;
+  if (q.virtual_stages > 0) cfg.parallel.pipeline_virtual_stages = q.virtual_stages;
+  if (!q.balance.empty()) cfg.parallel.pipeline_balance = q.balance;
+  if (q.sp) cfg.parallel.sequence_parallel = true;
+  BRAID_CHECK(!cfg.parallel.sequence_parallel || cfg.parallel.tensor_parallel_size > 1,
+              "--sp (parallel.sequence_parallel) needs --tp 2 or more: sequence parallelism "
+              "splits the residual stream over the tensor-parallel ranks");
   if (q.accumulation > 0) cfg.training.gradient_accumulation_steps = q.accumulation;
   if (!q.precision.empty()) cfg.training.precision = q.precision;
   if (!q.checkpointing.empty()) cfg.model.activation_checkpointing = q.checkpointing;
