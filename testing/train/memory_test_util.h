@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "braid/launch/threads.h"
 #include "braid/parallel/estimate/memory_estimate.h"
@@ -34,20 +35,25 @@ inline parallel::MemoryEstimateInputs thread_rank_inputs(const config::TrainConf
   return memory_estimate_inputs(c, ranks, runtime);
 }
 
-inline Peaks measure_peaks(const config::TrainConfig& c, int ranks, int rank = 0) {
-  Peaks out;
+// Every rank's peaks after one run of c on `ranks` thread-backed ranks.
+inline std::vector<Peaks> measure_all_peaks(const config::TrainConfig& c, int ranks) {
+  std::vector<Peaks> out(static_cast<size_t>(ranks));
   std::mutex mu;
   braid::testing::run_ranks(ranks, [&](comm::ProcessGroup& pg) {
     Trainer t(c, borrow(pg), quiet());
     t.run();
     const MemoryTracker& m = *t.memory();
     std::lock_guard<std::mutex> lock(mu);
-    if (pg.rank() != rank) return;
-    out = {m.peak(MemCategory::parameters),      m.peak(MemCategory::gradients),
-           m.peak(MemCategory::optimizer_state), m.peak(MemCategory::activations),
-           m.peak(MemCategory::communication),   m.peak(MemCategory::scratch)};
+    out[static_cast<size_t>(pg.rank())] = {
+        m.peak(MemCategory::parameters),      m.peak(MemCategory::gradients),
+        m.peak(MemCategory::optimizer_state), m.peak(MemCategory::activations),
+        m.peak(MemCategory::communication),   m.peak(MemCategory::scratch)};
   });
   return out;
+}
+
+inline Peaks measure_peaks(const config::TrainConfig& c, int ranks, int rank = 0) {
+  return measure_all_peaks(c, ranks)[static_cast<size_t>(rank)];
 }
 
 inline ::testing::AssertionResult within_10_percent(int64_t measured, int64_t estimated,
