@@ -162,6 +162,11 @@ Sharding shape_of(const ParallelPlan& spec, int world) {
     BRAID_THROW("estimate-memory: unknown strategy '", spec.name,
                 "' (none, ddp, zero1, zero2, zero3, fsdp)");
   }
+  // Note [Sequence-parallel gathers]: under sequence parallelism a norm's (and GPT-2's
+  // row-parallel bias's) parameter passes sum_grad, whose node holds it until backward, so stage
+  // 3 keeps every unit's gathered parameters from its forward to its backward, as SHARD_GRAD_OP
+  // does (measured: memory_estimate_test).
+  if (s.stage == 3 && spec.sequence_parallel) s.keeps_gathered = true;
   if (s.stage == 3 && spec.sharding_factor > 0) {
     BRAID_CHECK(s.N / cp % spec.sharding_factor == 0, "estimate-memory: sharding_factor ",
                 spec.sharding_factor, " does not divide the data-parallel size ", s.N / cp);

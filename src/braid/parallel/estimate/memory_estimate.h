@@ -12,10 +12,11 @@
 //   zero1  params 4P, or aP + 4P/N        grads 4P (+ 4P/N with sync_each_batch)  8P/N
 //   zero2  as zero1                       grads 4P/N + in flight   optimizer 8P/N
 //   zero3  params 4P/S + a x gathered units in flight; grads as zero2; optimizer 8P/N
-// "In flight" are whole units (Note [Units in flight]). Without sync_each_batch stages 2 and 3
-// keep every unit's full gradients between micro-steps (4P/N + 4P), as FSDP's no_sync does.
-// Activations: activation_estimate.h. Communication: comm_estimate.h (the process groups) plus
-// the staging of Note [Buffer estimate]. Scratch: scratch_estimate.h.
+// "In flight" are whole units (Note [Units in flight]); under sequence parallelism stage 3 keeps
+// every unit gathered from forward to backward (Note [Sequence-parallel gathers]). Without
+// sync_each_batch stages 2 and 3 keep every unit's full gradients between micro-steps (4P/N + 4P),
+// as FSDP's no_sync does. Activations: activation_estimate.h. Communication: comm_estimate.h (the
+// process groups) plus the staging of Note [Buffer estimate]. Scratch: scratch_estimate.h.
 #pragma once
 
 #include <cstdint>
