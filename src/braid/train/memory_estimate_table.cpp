@@ -35,12 +35,20 @@ std::string layout(const config::TrainConfig& cfg, int world) {
   const int64_t cp = std::max<int64_t>(1, cfg.parallel.context_parallel_size);
   if (tp == 1 && pp == 1 && cp == 1) return "";
   std::string s = " as";
-  if (tp > 1) s += " tp " + std::to_string(tp) + " x";
+  if (tp > 1)
+    s += " tp " + std::to_string(tp) +
+         (cfg.parallel.sequence_parallel ? " (sequence parallel)" : "") + " x";
   if (cp > 1)
     s += " cp " + std::to_string(cp) + " (" + cfg.parallel.context_parallel_mode + ", " +
          std::to_string(cfg.data.seq_len / cp) + " tokens of each sequence per rank) x";
   if (pp > 1)
     s += " pp " + std::to_string(pp) + " (" + cfg.parallel.pipeline_schedule + ", " +
+         (cfg.parallel.pipeline_virtual_stages > 1
+              ? std::to_string(cfg.parallel.pipeline_virtual_stages) + " chunks a rank, "
+              : "") +
+         (cfg.parallel.pipeline_balance != "uniform"
+              ? "stages balanced by " + cfg.parallel.pipeline_balance + ", "
+              : "") +
          std::to_string(std::max<int64_t>(1, cfg.training.gradient_accumulation_steps)) +
          " micro-batches) x";
   return s + " dp " + std::to_string(world / (tp * pp * cp));
