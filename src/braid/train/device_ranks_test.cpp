@@ -72,6 +72,34 @@ TEST_F(DeviceRanks, DdpGivesTheCpuWeightsBitForBit) {
       << "sync_each_batch false";
 }
 
+// Every ZeRO stage and FSDP sharding strategy on the device gives the CPU's DDP weights bit for
+// bit (they agree with it on the CPU: strategy_parity_test); in bf16 each stage its own CPU run.
+TEST_F(DeviceRanks, EveryZeroStageAndFsdpGivesTheCpuWeightsBitForBit) {
+  const config::TrainConfig base = parity_config("true");
+  const Tensor ddp = train_on(2, with(base, "ddp", "fp32"), "cpu");
+  for (const auto& [strategy, how] :
+       std::vector<std::pair<std::string, std::string>>{{"zero1", ""},
+                                                        {"zero2", ""},
+                                                        {"zero3", ""},
+                                                        {"fsdp", "FULL_SHARD"},
+                                                        {"fsdp", "SHARD_GRAD_OP"},
+                                                        {"fsdp", "NO_SHARD"}}) {
+    const Tensor w = train_on(2, with(base, strategy, "fp32", how), "cuda");
+    EXPECT_TRUE(braid::testing::bit_equal(w, ddp)) << strategy << " " << how;
+  }
+  for (const char* strategy : {"zero1", "zero2", "zero3"}) {
+    const config::TrainConfig c = with(base, strategy, "bf16");
+    EXPECT_TRUE(braid::testing::bit_equal(train_on(2, c, "cuda"), train_on(2, c, "cpu")))
+        << strategy << " bf16";
+  }
+  // Hybrid: two shard groups of 2, replicated across.
+  const Tensor ddp4 = train_on(4, with(base, "ddp", "fp32"), "cpu");
+  for (const char* how : {"HYBRID_SHARD", "HYBRID_SHARD_ZERO2"}) {
+    const Tensor w = train_on(4, with(base, "fsdp", "fp32", how, 2), "cuda");
+    EXPECT_TRUE(braid::testing::bit_equal(w, ddp4)) << how;
+  }
+}
+
 TEST_F(DeviceRanks, RefusesWhatDoesNotRunOnADeviceYetNamingTheKey) {
   auto refused = [](config::TrainConfig c, const std::string& key) {
     c.training.device = "cuda";
