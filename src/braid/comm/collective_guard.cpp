@@ -31,6 +31,7 @@ void all_ranks_or_throw(ProcessGroup* group, const std::function<void()>& fn) {
   }
   // Each rank's message (empty: it succeeded), gathered in rank order.
   const int n = group->size();
+  DeviceScope host(Device::cpu());  // host bytes, whatever the caller's default device
   Tensor mine = Tensor::zeros(Shape{kMessageBytes}, DType::u8);
   Tensor all = Tensor::empty(Shape{kMessageBytes * n}, DType::u8, MemCategory::communication);
   if (error) {

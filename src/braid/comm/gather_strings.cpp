@@ -8,6 +8,7 @@ namespace braid::comm {
 std::vector<std::string> all_gather_strings(ProcessGroup* group, const std::string& mine) {
   if (group == nullptr || group->size() == 1) return {mine};
   const int n = group->size();
+  DeviceScope host(Device::cpu());  // host bytes, whatever the caller's default device
   Tensor lengths = Tensor::empty(Shape{n}, DType::i64, MemCategory::communication);
   Tensor my_length = Tensor::empty(Shape{1}, DType::i64, MemCategory::communication);
   my_length.data<int64_t>()[0] = static_cast<int64_t>(mine.size());

@@ -57,7 +57,10 @@ ProcessGroup::ProcessGroup(int rank, int size, ProcessGroupOptions options)
 ProcessGroup::~ProcessGroup() = default;
 
 void ProcessGroup::start() {
-  thread_ = std::make_unique<CommThread>([this] { return poll_p2p(); });
+  thread_ = std::make_unique<CommThread>([this] {
+    const bool in_flight = poll_p2p();
+    return poll_staged() || in_flight;  // after the backend's: what it finished is copied back
+  });
 }
 
 void ProcessGroup::stop() {
@@ -65,6 +68,7 @@ void ProcessGroup::stop() {
   thread_->stop();
   thread_.reset();
   fail_p2p("the group was destroyed");
+  fail_staged("the group was destroyed");
 }
 
 void ProcessGroup::set_memory_tracker(std::shared_ptr<MemoryTracker> tracker) {
@@ -114,7 +118,7 @@ std::shared_ptr<Work> ProcessGroup::enqueue(CollectiveOp op) {
   auto work = make_work(op);
   // Note [Inline collectives]: the issue lock stays held, so an op issued meanwhile by another
   // thread queues behind this one's continuation.
-  if (!p2p && can_run_inline(op)) {
+  if (!p2p && !staged(op) && can_run_inline(op)) {
     const bool settling = last_posted_ && last_posted_->is_completed();
     if (thread_->run_here_if_idle(settling, [&] { run_inline(op, work); })) return work;
   }
@@ -169,6 +173,7 @@ void ProcessGroup::run_task(CollectiveOp& op, const std::shared_ptr<Work>& work)
   auto deadline = Clock::now() + timeout();
   if (op.type == OpType::send || op.type == OpType::recv) {
     try {
+      if (staged(op)) return start_staged_p2p(op, work, deadline);
       start_p2p(op, work, deadline);
     } catch (const std::exception& e) {
       work->mark_failed(std::string((prefix() + e.what())));
@@ -176,7 +181,9 @@ void ProcessGroup::run_task(CollectiveOp& op, const std::shared_ptr<Work>& work)
     return;
   }
   try {
+    Tensor device_out = staged(op) ? stage_collective(op) : Tensor();
     run_collective(op, deadline);
+    if (device_out.defined()) device_out.copy_(op.out);  // Note [Device staging]
     collective_done(op, work);
   } catch (const std::exception& e) {
     collective_failed(e, work);

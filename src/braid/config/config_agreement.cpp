@@ -35,6 +35,7 @@ void check_config_agrees(const TrainConfig& cfg, comm::ProcessGroup& world) {
   // Padded to an equal count on every rank: a rank built from other source code (other fields)
   // still takes part in the same all_gather, and differs in its count.
   const int64_t slots = k + 1;
+  DeviceScope host(Device::cpu());  // host values, whatever the caller's default device
   Tensor mine = Tensor::zeros(Shape{slots}, DType::i64);
   int64_t* m = mine.data<int64_t>();
   m[0] = k;

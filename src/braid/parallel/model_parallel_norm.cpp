@@ -18,13 +18,15 @@ optim::NormReduction norm_reduction(comm::ProcessGroup* group, double* waited) {
   optim::NormReduction r;
   if (!group || group->size() <= 1) return r;
   r.max = [group, waited](float m) {
+    DeviceScope host(Device::cpu());  // a host value, whatever the caller's default device
     Tensor t = Tensor::full(Shape{1}, m);
     wait_timed(group->all_reduce(t, comm::ReduceOp::max), waited);
     return t.data<float>()[0];
   };
   r.sum = [group, waited](__int128 s) {
     // Four 32-bit limbs in int64: the ranks' limbs add up without overflow or rounding.
-    Tensor limbs = Tensor::empty(Shape{4}, DType::i64, MemCategory::communication);
+    Tensor limbs = Tensor::empty(Shape{4}, DType::i64, MemCategory::communication,
+                                 MemoryScope::current_tracker(), Device::cpu());
     auto* l = limbs.data<int64_t>();
     for (int k = 0; k < 4; ++k) l[k] = static_cast<int64_t>((s >> (32 * k)) & 0xffffffffu);
     wait_timed(group->all_reduce(limbs), waited);

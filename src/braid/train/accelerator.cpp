@@ -340,6 +340,7 @@ void Accelerator::print(const std::string& line) const {
 std::vector<float> Accelerator::gather(const std::vector<float>& values) const {
   if (!world_) return values;
   const int64_t n = static_cast<int64_t>(values.size());
+  DeviceScope host(Device::cpu());  // host values, whatever the caller's default device
   Tensor in = Tensor::empty(Shape{n}, DType::f32, MemCategory::communication);
   std::copy(values.begin(), values.end(), in.data<float>());
   Tensor out = Tensor::empty(Shape{n * world_->size()}, DType::f32, MemCategory::communication);

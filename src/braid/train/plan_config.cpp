@@ -86,7 +86,8 @@ int64_t memory_budget_from(const config::TrainConfig& cfg, comm::ProcessGroup* w
   if (!cfg.memory.budget.empty()) return parse_bytes(cfg.memory.budget);
   int64_t budget = available_memory_bytes() / 10 * 9 / std::max(1, launch::local_world_size());
   if (world && world->size() > 1) {
-    Tensor t = Tensor::empty(Shape{1}, DType::i64, MemCategory::communication);
+    Tensor t = Tensor::empty(Shape{1}, DType::i64, MemCategory::communication,
+                             MemoryScope::current_tracker(), Device::cpu());
     t.data<int64_t>()[0] = budget;
     world->all_reduce(t, comm::ReduceOp::min)->wait();
     budget = t.data<int64_t>()[0];

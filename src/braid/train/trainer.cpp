@@ -78,9 +78,13 @@ namespace {
 // Note [Training device]: with training.device other than cpu, the model, its gradients and
 // optimizer state are made under a DeviceScope (so on the device), each micro-batch's token ids
 // are copied there, and every step and evaluation runs under the scope; what the trainer keeps
-// on the host (losses, norms, metrics) comes back through Tensor::item and the like. Not yet:
-// several ranks (the strategies' collectives on device tensors), checkpoints and samples; they
-// are refused at start with the key to change.
+// on the host (losses, norms, metrics, the values its collectives agree on) comes back through
+// Tensor::item and the like or is made on the host. Several ranks run the data-parallel
+// strategies (ddp, zero1/2/3, fsdp and its hybrids): their collectives take the device tensors,
+// which the trainer's groups (threads, MPI) stage through host buffers (Note [Device staging] in
+// comm/process_group.h; the trainer does not build an NCCL group yet). Not yet, refused at start
+// with the key to change: tensor, pipeline and context parallelism on a device, offload,
+// checkpoints and samples.
 Device training_device(const config::TrainConfig& c, int world_size) {
   const std::string& d = c.training.device;
   if (d == "cpu") return Device::cpu();
@@ -92,7 +96,15 @@ Device training_device(const config::TrainConfig& c, int world_size) {
   auto refuse = [&](bool bad, const char* what) {
     BRAID_CHECK(!bad, "training.device ", d, ": ", what, " on a device is not supported yet");
   };
-  refuse(world_size > 1, "more than one rank (launch one process)");
+  const config::ParallelSection& p = c.parallel;
+  refuse(world_size > 1 && p.tensor_parallel_size > 1,
+         "tensor parallelism (parallel.tensor_parallel_size > 1)");
+  refuse(world_size > 1 && p.pipeline_parallel_size > 1,
+         "pipeline parallelism (parallel.pipeline_parallel_size > 1)");
+  refuse(world_size > 1 && p.context_parallel_size > 1,
+         "context parallelism (parallel.context_parallel_size > 1)");
+  refuse(p.offload_optimizer != "none" || p.offload_params != "none",
+         "offload (set parallel.offload_optimizer and parallel.offload_params: none)");
   refuse(c.checkpoint.interval > 0, "checkpoints (set checkpoint.interval: 0)");
   refuse(c.output.samples > 0, "samples (set output.samples: 0)");
   return dev;
@@ -264,7 +276,8 @@ namespace {
 // v summed over every rank of world, as a one-element T tensor.
 template <typename T>
 T world_sum(comm::ProcessGroup& world, T v, DType dtype) {
-  Tensor t = Tensor::empty(Shape{1}, dtype, MemCategory::communication);
+  Tensor t = Tensor::empty(Shape{1}, dtype, MemCategory::communication,
+                           MemoryScope::current_tracker(), Device::cpu());
   t.data<T>()[0] = v;
   world.all_reduce(t)->wait();
   return t.data<T>()[0];

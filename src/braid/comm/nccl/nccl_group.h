@@ -88,6 +88,7 @@ class NcclGroup : public ProcessGroup {
   ~NcclGroup() override;
 
   std::string backend() const override { return "nccl"; }
+  bool device_native() const override { return true; }  // Note [Device staging]: never staged
   int device_index() const;
 
  protected:

@@ -1,0 +1,122 @@
+// Several ranks on a device (Note [Training device]): thread ranks whose model, gradients and
+// optimizer state live on the simulated device (Note [Simulated device]: any host access outside
+// a kernel throws), their collectives staged through host memory by the local group (Note
+// [Device staging]), give the CPU run's weights bit for bit, strategy by strategy; what does not
+// run on a device with several ranks yet is refused at start, naming the key.
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "braid/core/device_backend.h"
+#include "testing/run_ranks.h"
+#include "testing/tensor_compare.h"
+#include "testing/train/strategy_parity_util.h"
+
+namespace braid::train {
+namespace {
+
+class DeviceRanks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!register_simulated_device()) GTEST_SKIP() << "a real CUDA backend is registered";
+  }
+  void TearDown() override {
+    if (device_backend(DeviceType::cuda) == &simulated_device_backend())
+      register_device_backend(DeviceType::cuda, nullptr);
+  }
+};
+
+// Trains c on n thread ranks with training.device = device; rank 0's gathered weights on the
+// host (every rank must hold the same).
+Tensor train_on(int n, config::TrainConfig c, const std::string& device) {
+  c.training.device = device;
+  std::vector<Tensor> out(static_cast<size_t>(n));
+  std::mutex mu;
+  braid::testing::run_ranks(n, [&](comm::ProcessGroup& pg) {
+    const int64_t held = pg.memory_bytes();
+    Trainer t(c, borrow(pg), quiet());
+    t.run();
+    // The gradients' collectives took device tensors: the group staged them (Note [Device
+    // staging]) and keeps the host buffers.
+    if (device != "cpu") {
+      EXPECT_GT(pg.memory_bytes(), held);
+    }
+    Tensor w = t.gather_parameters().to(Device::cpu());
+    std::lock_guard<std::mutex> lock(mu);
+    out[static_cast<size_t>(pg.rank())] = w;
+  });
+  for (int r = 1; r < n; ++r)
+    EXPECT_TRUE(braid::testing::bit_equal(out[static_cast<size_t>(r)], out[0])) << "rank " << r;
+  return out[0];
+}
+
+config::TrainConfig with(config::TrainConfig c, const std::string& strategy,
+                         const std::string& precision, const std::string& how = "",
+                         int64_t factor = 0) {
+  c.parallel.strategy = strategy;
+  if (!how.empty()) c.parallel.sharding_strategy = how;
+  c.parallel.sharding_factor = factor;
+  c.training.precision = precision;
+  return c;
+}
+
+// Note [Parity setting]: accumulation, clipping and frozen parameters.
+TEST_F(DeviceRanks, DdpGivesTheCpuWeightsBitForBit) {
+  for (const char* precision : {"fp32", "bf16"}) {
+    const config::TrainConfig c = with(parity_config("true"), "ddp", precision);
+    EXPECT_TRUE(braid::testing::bit_equal(train_on(2, c, "cuda"), train_on(2, c, "cpu")))
+        << precision;
+  }
+  const config::TrainConfig local = parity_config("false");  // no_sync, one reduction per step
+  EXPECT_TRUE(braid::testing::bit_equal(train_on(2, local, "cuda"), train_on(2, local, "cpu")))
+      << "sync_each_batch false";
+}
+
+// Every ZeRO stage and FSDP sharding strategy on the device gives the CPU's DDP weights bit for
+// bit (they agree with it on the CPU: strategy_parity_test); in bf16 each stage its own CPU run.
+TEST_F(DeviceRanks, EveryZeroStageAndFsdpGivesTheCpuWeightsBitForBit) {
+  const config::TrainConfig base = parity_config("true");
+  const Tensor ddp = train_on(2, with(base, "ddp", "fp32"), "cpu");
+  for (const auto& [strategy, how] :
+       std::vector<std::pair<std::string, std::string>>{{"zero1", ""},
+                                                        {"zero2", ""},
+                                                        {"zero3", ""},
+                                                        {"fsdp", "FULL_SHARD"},
+                                                        {"fsdp", "SHARD_GRAD_OP"},
+                                                        {"fsdp", "NO_SHARD"}}) {
+    const Tensor w = train_on(2, with(base, strategy, "fp32", how), "cuda");
+    EXPECT_TRUE(braid::testing::bit_equal(w, ddp)) << strategy << " " << how;
+  }
+  for (const char* strategy : {"zero1", "zero2", "zero3"}) {
+    const config::TrainConfig c = with(base, strategy, "bf16");
+    EXPECT_TRUE(braid::testing::bit_equal(train_on(2, c, "cuda"), train_on(2, c, "cpu")))
+        << strategy << " bf16";
+  }
+  // Hybrid: two shard groups of 2, replicated across.
+  const Tensor ddp4 = train_on(4, with(base, "ddp", "fp32"), "cpu");
+  for (const char* how : {"HYBRID_SHARD", "HYBRID_SHARD_ZERO2"}) {
+    const Tensor w = train_on(4, with(base, "fsdp", "fp32", how, 2), "cuda");
+    EXPECT_TRUE(braid::testing::bit_equal(w, ddp4)) << how;
+  }
+}
+
+TEST_F(DeviceRanks, RefusesWhatDoesNotRunOnADeviceYetNamingTheKey) {
+  auto refused = [](config::TrainConfig c, const std::string& key) {
+    c.training.device = "cuda";
+    for (const std::string& e : construction_errors(2, c))
+      EXPECT_NE(e.find(key), std::string::npos) << "rank's error: '" << e << "', want " << key;
+  };
+  config::TrainConfig c = tiny(1, 1, "ddp");
+  c.parallel.tensor_parallel_size = 2;
+  refused(c, "parallel.tensor_parallel_size");
+  c = tiny(1, 2, "ddp");
+  c.parallel.pipeline_parallel_size = 2;
+  refused(c, "parallel.pipeline_parallel_size");
+  c = tiny(1, 1, "zero2");
+  c.parallel.offload_optimizer = "nvme";
+  c.parallel.offload_dir = private_offload_dir();
+  refused(c, "parallel.offload_optimizer");
+}
+
+}  // namespace
+}  // namespace braid::train
