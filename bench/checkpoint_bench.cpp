@@ -235,6 +235,7 @@ void throughput(const Options& o, const std::shared_ptr<comm::ProcessGroup>& wor
     if (rank == 0) drop_cache(o.dir);
     if (world) world->barrier()->wait();
     c.training.resume = step.string();
+    c.training.max_steps = round;  // the checkpoint's step: nothing left to train
     auto do_load = [&] {
       load.push_back(timed(world.get(), [&] {
         train::Trainer t(c, world, quiet());
