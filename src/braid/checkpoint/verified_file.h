@@ -7,7 +7,10 @@
 // read with the blocks that cover it, whole: one preadv per run of blocks not yet checked, the
 // wanted bytes straight into the destination and only the uncovered head and tail of the end
 // blocks into a scratch buffer, then each block's CRC-32C taken over its parts. A block checked
-// once is remembered: later ranges in it are read alone. So every byte a rank loads is checked
+// once is remembered: later ranges in it are read alone. Each such read also asks the kernel to
+// read the next 64 MiB of the file ahead (posix_fadvise WILLNEED), so the disk keeps streaming
+// while the rank checks, copies and builds (ranks read their files mostly front to back, and
+// under ZeRO-1/2 what one rank passes over another reads). So every byte a rank loads is checked
 // and read from disk once, and nothing is read for the checksum alone (before version 4 a load
 // read every file whole for its CRC-32C first, then again to load). A bad block either throws
 // at once, or (defer(), what a resume does) is remembered while the reads go on, so that every
@@ -57,6 +60,7 @@ class VerifiedFile {
   mutable std::mutex mu_;
   std::vector<bool> checked_;
   std::vector<char> scratch_;  // the end blocks' bytes that were not wanted
+  int64_t prefetched_ = 0;     // asked to be read ahead up to here
   std::string error_;
 };
 
