@@ -14,13 +14,14 @@
 //   write  every rank writes as many bytes as its checkpoint file into a new file, 64 MiB
 //          write(2)s from one buffer, fsync, and deletes the previous round's (as the save
 //          prunes the previous step): the disk's sequential write speed;
-//   load   a Trainer that resumes from the checkpoint (verify every CRC, read the weights each
-//          rank materialises and its optimizer state), cold page cache;
+//   load   a Trainer that resumes from the checkpoint (read the weights each rank keeps and its
+//          optimizer state, checking each block's CRC-32C as it is read), cold page cache;
 //   read   every rank reads its raw file back, 64 MiB read(2)s, cold page cache.
 // GB/s = checkpoint bytes (all ranks) / wall time between barriers; best round and median.
+// Each rank's bytes read by the load (the last round's) are printed below the table.
 // Part 2, on --train-preset: --train-steps steps saving every --interval steps with no
 // checkpoints, blocking saves and checkpoint.async; the run's wall time and the time training
-// waited for saves. Rank 0 prints.
+// waited for saves (--train-steps 0: no part 2). Rank 0 prints.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@
 
 #include "braid/checkpoint/checkpoint_dir.h"
 #include "braid/checkpoint/checkpoint_reader.h"
+#include "braid/comm/gather_strings.h"
 #include "braid/comm/world.h"
 #include "braid/core/error.h"
 #include "braid/launch/process_setup.h"
@@ -77,6 +79,8 @@ Options parse(int argc, char** argv) {
       o.train_steps = std::stoll(v);
     else if (a == "--interval")
       o.interval = std::stoll(v);
+    else if (a == "--warm-gib")
+      o.warm_gib = std::stoll(v);
     else
       BRAID_THROW("unknown option '", a, "'");
   }
@@ -191,7 +195,7 @@ void throughput(const Options& o, const std::shared_ptr<comm::ProcessGroup>& wor
   if (world) world->barrier()->wait();
   std::vector<char> block(kBlock, 1);
   std::vector<double> save, write, load, read;
-  int64_t bytes = 0, mine = 0;
+  int64_t bytes = 0, mine = 0, loaded = 0;
   std::string layout;
   for (int round = 1; round <= o.rounds; ++round) {
     // Odd rounds time braid first, even rounds the raw I/O first: the disk's own variation
@@ -231,8 +235,12 @@ void throughput(const Options& o, const std::shared_ptr<comm::ProcessGroup>& wor
     if (rank == 0) drop_cache(o.dir);
     if (world) world->barrier()->wait();
     c.training.resume = step.string();
+    c.training.max_steps = round;  // the checkpoint's step: nothing left to train
     auto do_load = [&] {
-      load.push_back(timed(world.get(), [&] { train::Trainer t(c, world, quiet()); }));
+      load.push_back(timed(world.get(), [&] {
+        train::Trainer t(c, world, quiet());
+        loaded = t.checkpoint_bytes_read();
+      }));
     };
     auto do_read = [&] { read.push_back(timed(world.get(), [&] { raw_read(raw_file, block); })); };
     if (braid_first) {
@@ -243,6 +251,8 @@ void throughput(const Options& o, const std::shared_ptr<comm::ProcessGroup>& wor
       do_load();
     }
   }
+  const std::vector<std::string> per_rank =
+      comm::all_gather_strings(world.get(), std::to_string(loaded));
   if (rank != 0) return;
   const double gb = static_cast<double>(bytes) / 1e9;
   std::printf("checkpoint of %s, %s on %d rank(s): %.3f GB (params + AdamW state, f32)\n",
@@ -260,8 +270,13 @@ void throughput(const Options& o, const std::shared_ptr<comm::ProcessGroup>& wor
   };
   row("braid save (CRC-32C, fsync, manifest, rename)", save);
   row("raw sequential write + fsync, same bytes", write);
-  row("braid load (Trainer resume: verify CRCs, read, materialise), cold cache", load);
+  row("braid load (Trainer resume: read, check CRCs, materialise), cold cache", load);
   row("raw sequential read, same bytes, cold cache", read);
+  std::printf("\nbytes each rank's load read:");
+  for (size_t r = 0; r < per_rank.size(); ++r)
+    std::printf(" rank %zu %.3f GB (%.0f%%)", r, std::stod(per_rank[r]) / 1e9,
+                100.0 * std::stod(per_rank[r]) / static_cast<double>(bytes));
+  std::printf(" of %.3f GB\n", gb);
   std::fflush(stdout);
 }
 
@@ -304,7 +319,7 @@ int main(int argc, char** argv) {
     const Options o = parse(argc, argv);
     auto world = comm::init_world({});
     throughput(o, world);
-    hiding(o, world);
+    if (o.train_steps > 0) hiding(o, world);
     if ((world ? world->rank() : 0) == 0) fs::remove_all(o.dir);
     return 0;
   } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "braid/checkpoint/file_io.h"
 #include "braid/checkpoint/file_table.h"
 #include "braid/checkpoint/manifest.h"
+#include "braid/checkpoint/verified_file.h"
 #include "braid/core/error.h"
 #include "braid/core/rng.h"
 
@@ -42,8 +44,10 @@ TEST(Crc32c, KnownValuesAndEverySplitAgree) {
   EXPECT_EQ(format_crc32c(0xE3069283u), "crc32c:e3069283");
 }
 
+// A version 3 manifest (one checksum per file); version 4's blocks: Manifest.CarriesBlocks.
 Manifest sample() {
   Manifest m;
+  m.version = 3;
   m.id = "0123456789abcdef";
   m.step = 7;
   m.layout = "zero3 (FULL_SHARD) over dp=2";
@@ -52,8 +56,8 @@ Manifest sample() {
   m.optimizer = "adamw";
   m.counters = {{"samples", 28}, {"optimizer_steps", 7}};
   m.config = "training:\n  max_steps: 9\n";
-  m.files = {{"rank-00000.bin", 0, kHeaderBytes + 32, 0xdeadbeef},
-             {"rank-00001.bin", 1, kHeaderBytes + 32, 0x01020304}};
+  m.files = {{"rank-00000.bin", 0, kHeaderBytes + 32, 0xdeadbeef, {}},
+             {"rank-00001.bin", 1, kHeaderBytes + 32, 0x01020304, {}}};
   m.tensors = {{"param",
                 "w",
                 DType::f32,
@@ -175,7 +179,9 @@ fs::path write_rank_file(const fs::path& path, const FileTable& t, int64_t piece
   sink.append(header.data(), header.size());
   const std::string pieces(static_cast<size_t>(piece_bytes), '\x01');
   sink.append(pieces.data(), pieces.size());
-  const std::string table = encode_table(t, kHeaderBytes + piece_bytes);
+  FileTable framed = t;
+  framed.data_bytes = kHeaderBytes + piece_bytes;
+  const std::string table = encode_table(framed);
   sink.append(table.data(), table.size());
   sink.finish();
   return path;
@@ -183,7 +189,7 @@ fs::path write_rank_file(const fs::path& path, const FileTable& t, int64_t piece
 
 // Rank 0's table of sample(): what the manifest says file 0 holds.
 FileTable table_of_rank0(const Manifest& m) {
-  FileTable t{m.id, 0, m.world_size, m.step, m.optimizer, m.counters, {}};
+  FileTable t{m.id, 0, m.world_size, m.step, m.optimizer, m.counters, {}, 0, {}, 0};
   for (const TensorEntry& e : m.tensors)
     for (const PieceEntry& p : e.pieces)
       if (p.file == 0) t.pieces.push_back({e.kind, e.name, e.dtype, e.shape, p});
@@ -264,6 +270,130 @@ TEST(FileTable, RoundTripsAndAgreesWithTheManifestOrSaysWhereNot) {
   fs::resize_file(file, kHeaderBytes + 32);
   EXPECT_FALSE(read_table(FileSource(file), "f").has_value());
   fs::remove_all(dir);
+}
+
+// Version 4: a CRC-32C per block of each file, in the manifest and in the file's table, which
+// must agree (Note [Verified reads]).
+TEST(Manifest, CarriesBlockChecksumsThatTheTableMustAgreeWith) {
+  Manifest m = sample();
+  m.version = 4;
+  m.block_bytes = 4096;
+  m.files[0].blocks = {0x11111111, 0xabcdef01};
+  m.files[1].blocks = {0x22222222, 0x33333333};
+  const std::string text = to_json(m);
+  EXPECT_EQ(text.find("\"checksum\": \"crc32c:deadbeef"), std::string::npos);
+  const Manifest back = manifest_from_json(text, "m.json");
+  EXPECT_EQ(back.version, 4);
+  EXPECT_EQ(back.block_bytes, 4096);
+  EXPECT_EQ(back.files[0].blocks, m.files[0].blocks);
+  FileTable t = table_of_rank0(m);
+  t.block_bytes = 4096;
+  t.blocks = m.files[0].blocks;
+  EXPECT_EQ(table_error(t, back), "");
+  Manifest edited = back;
+  edited.files[0].blocks[1] ^= 1;
+  EXPECT_NE(table_error(t, edited).find("ck: rank-00000.bin's own table says block 1 has checksum "
+                                        "crc32c:abcdef01, manifest.json says crc32c:abcdef00 "
+                                        "(manifest.json was edited)"),
+            std::string::npos)
+      << table_error(t, edited);
+  Manifest fewer = back;
+  fewer.files[0].blocks.pop_back();
+  EXPECT_NE(table_error(t, fewer).find("own table has 2 block checksums"), std::string::npos);
+}
+
+void flip_bit_at(const fs::path& file, int64_t at) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(at);
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x10);
+  f.seekp(at);
+  f.write(&c, 1);
+}
+
+std::vector<char> random_bytes(size_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<char> v(n);
+  for (char& c : v) c = static_cast<char>(rng.below(256));
+  return v;
+}
+
+// FileSink's block checksums: block k's over bytes [k B, (k + 1) B), whatever the appends.
+TEST(FileSink, KeepsACrcPerBlockWhateverTheAppends) {
+  const fs::path file = fs::temp_directory_path() / ("braid_sink_" + std::to_string(::getpid()));
+  const std::vector<char> v = random_bytes(5 * 4096 + 100, 1);
+  FileSink sink(file, /*direct=*/false, /*block_bytes=*/8192);
+  for (size_t at = 0, n = 1; at < v.size(); at += n, n = n * 3 + 1)
+    sink.append(v.data() + at, std::min(n, v.size() - at));
+  sink.finish();
+  const std::vector<uint32_t> blocks = sink.block_crcs();
+  ASSERT_EQ(blocks.size(), 3u);
+  for (size_t k = 0; k < 3; ++k)
+    EXPECT_EQ(blocks[k],
+              crc32c(0, v.data() + k * 8192, std::min<size_t>(8192, v.size() - k * 8192)));
+  EXPECT_EQ(sink.crc32c(), crc32c(0, v.data(), v.size()));
+  fs::remove(file);
+}
+
+// Note [Verified reads]: a range is read with the blocks that cover it, each checked once; a
+// block checked before is not read again beyond what is asked; a bad block throws naming the
+// file and the block, or (deferred) is remembered while the reads go on.
+TEST(VerifiedFile, ReadsOnlyTheCoveringBlocksAndChecksEachOnce) {
+  const fs::path file = fs::temp_directory_path() / ("braid_vf_" + std::to_string(::getpid()));
+  const int64_t B = 8192, data = 6 * B + 1000;
+  std::vector<char> v = random_bytes(static_cast<size_t>(data) + 300, 2);  // 300: "the table"
+  FileSink sink(file, false, B);
+  sink.append(v.data(), static_cast<size_t>(data));
+  const std::vector<uint32_t> blocks = sink.block_crcs();
+  sink.append(v.data() + data, 300);
+  sink.finish();
+  auto open = [&] {
+    return VerifiedFile(std::make_unique<FileSource>(file), B, blocks, data, "ck: f");
+  };
+  {
+    VerifiedFile f = open();
+    std::vector<char> out(static_cast<size_t>(B + 10));
+    f.read(B + B / 2, out.data(), out.size());  // inside blocks 1 and 2: both read whole
+    EXPECT_EQ(std::memcmp(out.data(), v.data() + B + B / 2, out.size()), 0);
+    EXPECT_EQ(f.source().bytes_read(), 2 * B);
+    f.read(B + 8, out.data(), 100);  // checked already: just the 100 bytes
+    EXPECT_EQ(std::memcmp(out.data(), v.data() + B + 8, 100), 0);
+    EXPECT_EQ(f.source().bytes_read(), 2 * B + 100);
+    f.read(data - 50, out.data(), 50);  // the short last block
+    EXPECT_EQ(std::memcmp(out.data(), v.data() + data - 50, 50), 0);
+    EXPECT_EQ(f.source().bytes_read(), 2 * B + 100 + 1000);
+    EXPECT_THROW(f.read(data - 10, out.data(), 20), Error);  // past the checked bytes
+    std::vector<char> all(static_cast<size_t>(data));
+    f.read(0, all.data(), all.size());
+    EXPECT_EQ(std::memcmp(all.data(), v.data(), all.size()), 0);
+  }
+  flip_bit_at(file, 3 * B + 7);
+  {
+    VerifiedFile f = open();
+    std::vector<char> out(100);
+    f.read(0, out.data(), 100);  // block 0 is good
+    try {
+      f.read(3 * B + 4000, out.data(), 100);
+      ADD_FAILURE() << "a flipped byte was not caught";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("ck: f has checksum crc32c:"), std::string::npos);
+      EXPECT_NE(std::string(e.what()).find("in block 3 (bytes [24576, 32768)), its table and the "
+                                           "manifest say " +
+                                           format_crc32c(blocks[3]) + " (the file is corrupt)"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_THROW(f.verify_all(), Error);
+  }
+  {
+    VerifiedFile f = open();
+    f.defer();
+    std::vector<char> all(static_cast<size_t>(data));
+    f.read(0, all.data(), all.size());  // goes on
+    EXPECT_NE(f.first_error().find("in block 3"), std::string::npos) << f.first_error();
+  }
+  fs::remove(file);
 }
 
 TEST(CheckpointDir, NamesListingAndPruning) {

@@ -48,11 +48,52 @@ CheckpointReader::CheckpointReader(fs::path dir) : dir_(std::move(dir)) {
     BRAID_CHECK(table || m_.version < 3, where, " has no table of contents, which a version ",
                 m_.version, " manifest promises (the file is damaged or from an older save)");
     if (table) check_table(*table, m_, static_cast<int>(i), dir_.string());
-    files_.push_back(std::move(src));
+    if (m_.version >= 4)
+      blocks_.push_back(std::make_unique<VerifiedFile>(std::move(src), m_.block_bytes, f.blocks,
+                                                       table->data_bytes, where));
+    else
+      files_.push_back(std::move(src));
   }
 }
 
+void CheckpointReader::read_bytes(int file, int64_t offset, void* data, size_t n) const {
+  if (blocks_.empty())
+    files_[static_cast<size_t>(file)]->read(offset, data, n);
+  else
+    blocks_[static_cast<size_t>(file)]->read(offset, data, n);
+}
+
+void CheckpointReader::defer_corruption() const {
+  for (const auto& f : blocks_) f->defer();
+}
+
+void CheckpointReader::check_reads(comm::ProcessGroup* group) const {
+  std::string error;
+  for (const auto& f : blocks_)
+    if (error.empty()) error = f->first_error();
+  try {
+    comm::all_ranks_or_throw(group, [&] {
+      if (!error.empty()) throw Error(error);
+    });
+  } catch (const CommError&) {
+    throw;
+  } catch (const Error& e) {
+    throw CorruptCheckpoint(e.what());
+  }
+}
+
+int64_t CheckpointReader::bytes_read() const {
+  int64_t n = 0;
+  for (const auto& f : files_) n += f->bytes_read();
+  for (const auto& f : blocks_) n += f->source().bytes_read();
+  return n;
+}
+
 void CheckpointReader::verify_file(size_t i) const {
+  if (!blocks_.empty()) {
+    blocks_.at(i)->verify_all();
+    return;
+  }
   const FileEntry& f = m_.files.at(i);
   const uint32_t crc = files_.at(i)->crc32c();
   BRAID_CHECK(crc == f.crc32c, "checkpoint ", dir_.string(), ": ", f.name, " has checksum ",
@@ -64,7 +105,7 @@ void CheckpointReader::verify(comm::ProcessGroup* group) const {
   const size_t rank = group ? static_cast<size_t>(group->rank()) : 0;
   const size_t n = group ? static_cast<size_t>(group->size()) : 1;
   comm::all_ranks_or_throw(group, [&] {
-    for (size_t i = rank; i < files_.size(); i += n) verify_file(i);
+    for (size_t i = rank; i < m_.files.size(); i += n) verify_file(i);
   });
 }
 
@@ -114,8 +155,8 @@ void CheckpointReader::read(const std::string& kind, const std::string& name, co
       if (a > at || b <= a) continue;  // a gap before it, or it ends before `at`
       const PieceEntry& p = *it->piece;
       const int64_t from = it->local + (a - it->whole) - p.offset;  // element within the piece
-      files_[static_cast<size_t>(p.file)]->read(p.byte_offset + from * 4, to + (a - w) * 4,
-                                                static_cast<size_t>(b - a) * 4);
+      read_bytes(p.file, p.byte_offset + from * 4, to + (a - w) * 4,
+                 static_cast<size_t>(b - a) * 4);
       at = b;
     }
     if (at < w + n && missing_at < 0) missing_at = at;
@@ -130,6 +171,18 @@ void CheckpointReader::read_unit(const nn::ParamLayout& layout, int u, Tensor& u
     const nn::ParamInfo& info = layout.params()[static_cast<size_t>(p)];
     read("param", info.name, info.param->full_shape, TpSlice{}, 0,
          unit.flat_range(info.unit_offset, info.numel));
+  }
+}
+
+void CheckpointReader::read_unit_range(const nn::ParamLayout& layout, int u, Tensor& unit,
+                                       int64_t begin, int64_t end) const {
+  for (int p : layout.units()[static_cast<size_t>(u)].params) {
+    const nn::ParamInfo& info = layout.params()[static_cast<size_t>(p)];
+    const int64_t a = std::max(begin, info.unit_offset);
+    const int64_t b = std::min(end, info.unit_offset + info.numel);
+    if (a >= b) continue;
+    const ShardRecord r = info.whole();
+    read("param", info.name, r.global_shape, r.tp, a - info.unit_offset, unit.flat_range(a, b - a));
   }
 }
 

@@ -31,13 +31,14 @@ SaveResult save_checkpoint(comm::ProcessGroup* group, optim::Optimizer& optimize
   try {
     comm::all_ranks_or_throw(group, [&] {
       plan.stage("write");
-      FileSink sink(plan.file_path());
+      FileSink sink(plan.file_path(), /*direct=*/false, plan.block_bytes());
       plan.serialize(optimizer, [&](const void* p, size_t n) { sink.append(p, n); });
-      const std::string table = plan.table();
+      const std::vector<uint32_t> blocks = sink.block_crcs();
+      const std::string table = plan.table(blocks);
       sink.append(table.data(), table.size());
       plan.stage("sync");
       sink.finish();
-      plan.file_written(sink.bytes(), sink.crc32c());
+      plan.file_written(sink.bytes(), sink.crc32c(), blocks);
     });
     r = plan.finish(group);
   } catch (...) {
@@ -86,15 +87,17 @@ std::optional<SaveResult> AsyncSaver::start(comm::ProcessGroup* group, optim::Op
   error_.clear();
   SavePlan* p = plan_.get();
   const char* data = static_cast<const char*>(buffer_.raw_data());
-  writer_ = std::thread([this, p, data, bytes, table = p->table()] {
+  writer_ = std::thread([this, p, data, bytes] {
     try {
       p->stage("write");
-      FileSink sink(p->file_path(), /*direct=*/true);
+      FileSink sink(p->file_path(), /*direct=*/true, p->block_bytes());
       sink.append(data, static_cast<size_t>(bytes));
+      const std::vector<uint32_t> blocks = sink.block_crcs();
+      const std::string table = p->table(blocks);
       sink.append(table.data(), table.size());
       p->stage("sync");
       sink.finish();
-      p->file_written(sink.bytes(), sink.crc32c());
+      p->file_written(sink.bytes(), sink.crc32c(), blocks);
       state_ = kWritten;
     } catch (const std::exception& e) {
       error_ = e.what();

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "braid/checkpoint/manifest.h"
 #include "braid/comm/process_group.h"
 #include "braid/core/tensor.h"
 #include "braid/optim/optimizer.h"
@@ -30,6 +31,10 @@ struct SaveRequest {
   std::map<std::string, int64_t> counters;  // training state that is not a tensor
   std::string config;                       // the run's config, for inspection
   std::string model_config;                 // a Transformer's config.json (export reads it)
+  // Tests: the manifest version to write, 3 (a file checksum, no block checksums: a checkpoint
+  // as braid wrote them before version 4) or 4, and its block size.
+  int version = kManifestVersion;
+  int64_t block_bytes = kBlockBytes;  // version 4: a multiple of 4096
   // Tests: called before each stage of the save ("create", "write", "sync", "manifest",
   // "rename", "publish") on this rank (for an async save "write" and "sync" on its writer
   // thread); throwing from it fails the save there.

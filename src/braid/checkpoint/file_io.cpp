@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -19,7 +20,10 @@ namespace {
 }
 }  // namespace
 
-FileSink::FileSink(std::filesystem::path path, bool direct) : path_(std::move(path)) {
+FileSink::FileSink(std::filesystem::path path, bool direct, int64_t block_bytes)
+    : path_(std::move(path)), block_bytes_(block_bytes) {
+  BRAID_CHECK(block_bytes % static_cast<int64_t>(kDirectBlock) == 0,
+              "FileSink: blocks of whole pages");
   constexpr int kFlags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
   if (direct) fd_ = ::open(path_.c_str(), kFlags | O_DIRECT, 0644);
   direct_ = fd_ >= 0;
@@ -63,9 +67,13 @@ void FileSink::buffered() {
 void FileSink::write_chunks(const char* p, size_t n) {
   while (n > 0) {
     // Note [Write chunks]: the checksum and the write go a few MiB at a time, so the write
-    // copies what the checksum has just brought into the cache.
-    const size_t chunk = std::min<size_t>(n, size_t{4} << 20);
+    // copies what the checksum has just brought into the cache; a chunk ends where a block
+    // does (whole pages, so O_DIRECT's alignment holds).
+    size_t chunk = std::min<size_t>(n, size_t{4} << 20);
+    if (block_bytes_ > 0)
+      chunk = std::min<size_t>(chunk, static_cast<size_t>(block_bytes_ - bytes_ % block_bytes_));
     crc_ = checkpoint::crc32c(crc_, p, chunk);
+    if (block_bytes_ > 0) block_crc_ = checkpoint::crc32c(block_crc_, p, chunk);
     for (size_t done = 0; done < chunk;) {
       const ssize_t w = ::write(fd_, p + done, chunk - done);
       if (w < 0 && errno == EINTR) continue;
@@ -80,9 +88,19 @@ void FileSink::write_chunks(const char* p, size_t n) {
       done += static_cast<size_t>(w);
       bytes_ += w;
     }
+    if (block_bytes_ > 0 && bytes_ % block_bytes_ == 0) {
+      blocks_.push_back(block_crc_);
+      block_crc_ = 0;
+    }
     p += chunk;
     n -= chunk;
   }
+}
+
+std::vector<uint32_t> FileSink::block_crcs() const {
+  std::vector<uint32_t> all = blocks_;
+  if (block_bytes_ > 0 && bytes_ % block_bytes_ != 0) all.push_back(block_crc_);
+  return all;
 }
 
 void FileSink::finish() {
@@ -125,7 +143,40 @@ void FileSource::read(int64_t offset, void* data, size_t n) const {
     p += r;
     n -= static_cast<size_t>(r);
     offset += r;
+    bytes_read_ += r;
   }
+}
+
+void FileSource::read_into(int64_t offset, std::vector<iovec> parts) const {
+  int64_t n = 0;
+  for (const iovec& v : parts) n += static_cast<int64_t>(v.iov_len);
+  BRAID_CHECK(offset >= 0 && offset + n <= size_, path_.string(), ": reading bytes [", offset, ", ",
+              offset + n, ") past its end (", size_, " bytes; truncated?)");
+  size_t first = 0;
+  while (first < parts.size()) {
+    const int count = static_cast<int>(std::min<size_t>(parts.size() - first, IOV_MAX));
+    const ssize_t r = ::preadv(fd_, parts.data() + first, count, offset);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      if (r == 0) errno = EIO;
+      fail("reading", path_);
+    }
+    offset += r;
+    bytes_read_ += r;
+    // Past what came: whole buffers dropped, a part-filled one advanced.
+    for (size_t got = static_cast<size_t>(r); got > 0 && first < parts.size();) {
+      const size_t take = std::min(got, parts[first].iov_len);
+      parts[first].iov_base = static_cast<char*>(parts[first].iov_base) + take;
+      parts[first].iov_len -= take;
+      got -= take;
+      if (parts[first].iov_len == 0) ++first;
+    }
+    while (first < parts.size() && parts[first].iov_len == 0) ++first;
+  }
+}
+
+void FileSource::prefetch(int64_t offset, int64_t n) const {
+  if (n > 0) (void)::posix_fadvise(fd_, offset, n, POSIX_FADV_WILLNEED);
 }
 
 uint32_t FileSource::crc32c() const {

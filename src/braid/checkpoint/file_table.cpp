@@ -39,7 +39,8 @@ std::string describe(const TableEntry& e) {
 
 }  // namespace
 
-std::string encode_table(const FileTable& t, int64_t at) {
+std::string encode_table(const FileTable& t) {
+  const int64_t at = t.data_bytes;
   json pieces = json::array();
   for (const TableEntry& e : t.pieces) {
     json p = json::array({e.kind, e.name, std::string(dtype_name(e.dtype)), e.shape.vec(),
@@ -47,9 +48,13 @@ std::string encode_table(const FileTable& t, int64_t at) {
     if (e.piece.tp.is_split()) p.push_back(placement_to_json(e.piece.tp));
     pieces.push_back(p);
   }
-  const json j = {{"id", t.id},      {"rank", t.rank},           {"world_size", t.world_size},
-                  {"step", t.step},  {"optimizer", t.optimizer}, {"counters", t.counters},
-                  {"pieces", pieces}};
+  json j = {{"id", t.id},      {"rank", t.rank},           {"world_size", t.world_size},
+            {"step", t.step},  {"optimizer", t.optimizer}, {"counters", t.counters},
+            {"pieces", pieces}};
+  if (t.block_bytes > 0) {
+    j["block_bytes"] = t.block_bytes;
+    j["blocks"] = blocks_to_hex(t.blocks);
+  }
   const std::string text = j.dump();
   return text + footer(at, static_cast<int64_t>(text.size()), crc32c(0, text.data(), text.size()));
 }
@@ -81,6 +86,15 @@ std::optional<FileTable> read_table(const FileSource& file, const std::string& w
     t.step = j.at("step").get<int64_t>();
     t.optimizer = j.at("optimizer").get<std::string>();
     t.counters = j.at("counters").get<std::map<std::string, int64_t>>();
+    t.data_bytes = static_cast<int64_t>(at);
+    if (j.contains("blocks")) {
+      t.block_bytes = j.at("block_bytes").get<int64_t>();
+      t.blocks = blocks_from_hex(j.at("blocks").get<std::string>(), where + ": its table");
+      BRAID_CHECK(t.block_bytes > 0 && static_cast<int64_t>(t.blocks.size()) ==
+                                           (t.data_bytes + t.block_bytes - 1) / t.block_bytes,
+                  where, ": its table has ", t.blocks.size(), " block checksums of ", t.block_bytes,
+                  " bytes for the ", t.data_bytes, " bytes before it (the file is damaged)");
+    }
     for (const json& p : j.at("pieces")) {
       TableEntry e;
       e.kind = p.at(0).get<std::string>();
@@ -144,6 +158,13 @@ void check_table(const FileTable& t, const Manifest& m, int file, const std::str
   }
   BRAID_CHECK(listed.size() == held.size(), "checkpoint ", dir, ": ", kManifestName, " lists ",
               listed.size(), " pieces in ", f.name, ", the file's own table ", held.size(), edited);
+  if (m.version < 4) return;  // no block checksums in the manifest (Note [Verified reads])
+  BRAID_CHECK(t.block_bytes == m.block_bytes && t.blocks.size() == f.blocks.size(), where,
+              "'s own table has ", t.blocks.size(), " block checksums of ", t.block_bytes, " bytes",
+              says, f.blocks.size(), " of ", m.block_bytes, edited);
+  for (size_t b = 0; b < t.blocks.size(); ++b)
+    BRAID_CHECK(t.blocks[b] == f.blocks[b], where, "'s own table says block ", b, " has checksum ",
+                format_crc32c(t.blocks[b]), says, format_crc32c(f.blocks[b]), edited);
 }
 
 }  // namespace braid::checkpoint

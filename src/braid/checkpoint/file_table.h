@@ -5,12 +5,15 @@
 // and the files' CRC-32Cs; a rank file says the same of itself. After its pieces, each rank
 // file ends with a table (JSON: checkpoint id, rank, world size, step, optimizer, training
 // counters, and every piece: kind, tensor name, dtype, whole shape, tp placement, elements,
-// byte offset), then a fixed footer naming the table's offset, size and CRC-32C. The manifest
-// carries a CRC-32C of its own content (version 3). Opening a checkpoint checks the manifest's
-// checksum, then each file's size, header, table checksum, and that the table says exactly what
-// the manifest says of that file. So no single edited or damaged file (manifest, rank file or
-// `latest`) changes what is loaded: it is refused naming the file and the fact. Files written
-// before version 3 have no table and are read as before.
+// byte offset; from version 4 the block size and the CRC-32C of each block of the bytes before
+// the table), then a fixed footer naming the table's offset, size and CRC-32C. The manifest
+// carries a CRC-32C of its own content (version 3) and the same block checksums (version 4).
+// Opening a checkpoint checks the manifest's checksum, then each file's size, header, table
+// checksum, and that the table says exactly what the manifest says of that file, block
+// checksums included (so an edited one is named at open, before anything is loaded). So no single
+// edited or damaged file (manifest, rank file or `latest`) changes what is loaded: it is refused
+// naming the file and the fact. Files written before version 3 have no table and are read as
+// before.
 #pragma once
 
 #include <cstdint>
@@ -40,10 +43,13 @@ struct FileTable {
   std::string optimizer;
   std::map<std::string, int64_t> counters;
   std::vector<TableEntry> pieces;
+  int64_t block_bytes = 0;       // version 4; 0: no block checksums
+  std::vector<uint32_t> blocks;  // of bytes [0, data_bytes), block_bytes each
+  int64_t data_bytes = 0;        // where the table starts (as read: from the footer)
 };
 
-// The table and its footer, appended to a rank file after its pieces at byte `at`.
-std::string encode_table(const FileTable& t, int64_t at);
+// The table and its footer, appended to a rank file after its pieces at byte t.data_bytes.
+std::string encode_table(const FileTable& t);
 
 // The table at the end of `file`, checked against its own checksum; nullopt when the file ends
 // without one (written before version 3). `where` names the file in errors.

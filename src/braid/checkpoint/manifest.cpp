@@ -1,5 +1,7 @@
 #include "braid/checkpoint/manifest.h"
 
+#include <cstdio>
+
 #include "braid/checkpoint/crc32c.h"
 #include "braid/checkpoint/manifest_json.h"
 #include "braid/core/error.h"
@@ -74,10 +76,31 @@ int64_t Manifest::total_bytes() const {
   return b;
 }
 
+std::string blocks_to_hex(const std::vector<uint32_t>& blocks) {
+  std::string s;
+  s.reserve(blocks.size() * 8);
+  char buf[9];
+  for (uint32_t b : blocks) {
+    std::snprintf(buf, sizeof buf, "%08x", b);
+    s += buf;
+  }
+  return s;
+}
+
+std::vector<uint32_t> blocks_from_hex(const std::string& hex, const std::string& where) {
+  BRAID_CHECK(hex.size() % 8 == 0 && hex.find_first_not_of("0123456789abcdef") == std::string::npos,
+              where, ": block checksums are not 8 hex digits each");
+  std::vector<uint32_t> blocks(hex.size() / 8);
+  for (size_t i = 0; i < blocks.size(); ++i)
+    blocks[i] = static_cast<uint32_t>(std::stoul(hex.substr(i * 8, 8), nullptr, 16));
+  return blocks;
+}
+
 std::string to_json(const Manifest& m) {
   json j;
   j["format"] = kFormat;
-  j["version"] = kManifestVersion;
+  j["version"] = m.version;
+  if (m.version >= 4) j["block_bytes"] = m.block_bytes;
   j["id"] = m.id;
   j["step"] = m.step;
   j["layout"] = {{"strategy", m.layout}, {"world_size", m.world_size}, {"dp_size", m.dp_size}};
@@ -86,11 +109,14 @@ std::string to_json(const Manifest& m) {
   j["config"] = m.config;
   if (!m.model_config.empty()) j["model_config"] = m.model_config;
   json files = json::array();
-  for (const FileEntry& f : m.files)
-    files.push_back({{"name", f.name},
-                     {"rank", f.rank},
-                     {"bytes", f.bytes},
-                     {"checksum", format_crc32c(f.crc32c)}});
+  for (const FileEntry& f : m.files) {
+    json e = {{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}};
+    if (m.version >= 4)
+      e["blocks"] = blocks_to_hex(f.blocks);
+    else
+      e["checksum"] = format_crc32c(f.crc32c);
+    files.push_back(e);
+  }
   j["files"] = files;
   json tensors = json::array();
   for (const TensorEntry& t : m.tensors) {
@@ -142,12 +168,20 @@ Manifest manifest_from_json(const std::string& text, const std::string& where) {
     m.counters = j.at("counters").get<std::map<std::string, int64_t>>();
     m.config = j.at("config").get<std::string>();
     m.model_config = j.value("model_config", "");
+    if (version >= 4) {
+      m.block_bytes = j.at("block_bytes").get<int64_t>();
+      BRAID_CHECK(m.block_bytes >= kHeaderBytes && m.block_bytes % kHeaderBytes == 0, where,
+                  ": block_bytes ", m.block_bytes, " is not a whole number of 4096-byte pages");
+    }
     for (const json& f : j.at("files")) {
       FileEntry e;
       e.name = f.at("name").get<std::string>();
       e.rank = f.at("rank").get<int>();
       e.bytes = f.at("bytes").get<int64_t>();
-      e.crc32c = parse_crc(f.at("checksum").get<std::string>(), where);
+      if (version >= 4)
+        e.blocks = blocks_from_hex(f.at("blocks").get<std::string>(), where + ": " + e.name);
+      else
+        e.crc32c = parse_crc(f.at("checksum").get<std::string>(), where);
       BRAID_CHECK(e.name.find('/') == std::string::npos && !e.name.empty() && e.name[0] != '.',
                   where, ": file name '", e.name, "' is not a plain name");
       m.files.push_back(e);

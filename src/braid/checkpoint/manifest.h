@@ -23,7 +23,9 @@
 // parameter past tp rank 0, a pipeline's tied-embedding replica) is not written. Version 1
 // manifests (before placements) hold whole-tensor pieces only and are read as such. Version 3
 // adds the manifest's own checksum and each rank file's table (Note [File table],
-// file_table.h).
+// file_table.h). Version 4 replaces each file's one CRC-32C by a CRC-32C per block of
+// kBlockBytes of its header and pieces, in the manifest and in the file's table alike, so a load
+// checks what it reads as it reads it (Note [Verified reads], verified_file.h).
 #pragma once
 
 #include <cstdint>
@@ -37,14 +39,17 @@
 
 namespace braid::checkpoint {
 
-inline constexpr int kManifestVersion = 3;
+inline constexpr int kManifestVersion = 4;
 inline constexpr int64_t kHeaderBytes = 4096;
+// The bytes each block CRC-32C of a version 4 file covers (the last block: what is left).
+inline constexpr int64_t kBlockBytes = int64_t{4} << 20;
 
 struct FileEntry {
   std::string name;  // "rank-00001.bin"
   int rank = 0;
   int64_t bytes = 0;
-  uint32_t crc32c = 0;
+  uint32_t crc32c = 0;           // of the whole file (before version 4)
+  std::vector<uint32_t> blocks;  // version 4: of each block of its header and pieces
 };
 
 struct PieceEntry {
@@ -64,7 +69,9 @@ struct TensorEntry {
 };
 
 struct Manifest {
-  int version = kManifestVersion;  // as read; 3 and later carry a checksum and file tables
+  int version = kManifestVersion;  // as read and as written; 3 and later carry a checksum and
+                                   // file tables, 4 and later block checksums
+  int64_t block_bytes = 0;         // version 4: kBlockBytes as written
   std::string id;                  // 16 hex digits, unique per save; also in every file's header
   int64_t step = 0;
   std::string layout;  // the strategy that wrote it ("zero3 (FULL_SHARD) over dp=4 ...")
@@ -84,6 +91,11 @@ struct Manifest {
   int64_t total_bytes() const;
 };
 
+// Block checksums as text: 8 hex digits each, back to back.
+std::string blocks_to_hex(const std::vector<uint32_t>& blocks);
+std::vector<uint32_t> blocks_from_hex(const std::string& hex, const std::string& where);
+
+// As version m.version (file checksums before 4, block checksums from 4 on).
 std::string to_json(const Manifest& m);
 // `where` names the file in errors; any missing or ill-typed field is an error naming it.
 Manifest manifest_from_json(const std::string& text, const std::string& where);

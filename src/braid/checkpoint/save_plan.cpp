@@ -80,14 +80,17 @@ std::string new_id() {
   return buf;
 }
 
-// A rank's file as the finish gathers it: "bytes crc\n", then a line per piece,
+// A rank's file as the finish gathers it: "bytes crc blocks\n" (blocks: blocks_to_hex, or "-"
+// for none), then a line per piece,
 // "kind\tname\tdims,\ttp\toffset numel byte_offset\n" (tp: encode_tp).
 void decode_into(const std::string& text, int file, Manifest& m,
                  std::map<std::pair<std::string, std::string>, size_t>& index) {
   std::istringstream in(text);
   FileEntry& f = m.files[static_cast<size_t>(file)];
-  in >> f.bytes >> f.crc32c;
+  std::string blocks;
+  in >> f.bytes >> f.crc32c >> blocks;
   in.ignore(1);
+  if (blocks != "-") f.blocks = blocks_from_hex(blocks, "checkpoint save");
   std::string kind, name, dims, tp;
   while (std::getline(in, kind, '\t') && std::getline(in, name, '\t') &&
          std::getline(in, dims, '\t') && std::getline(in, tp, '\t')) {
@@ -184,14 +187,21 @@ void SavePlan::serialize(optim::Optimizer& optimizer,
       /*write=*/false);
 }
 
-std::string SavePlan::table() const {
-  FileTable t{id_, rank_, world_, req_.step, optimizer_name_, req_.counters, {}};
+std::string SavePlan::table(const std::vector<uint32_t>& blocks) const {
+  FileTable t{id_, rank_, world_, req_.step, optimizer_name_, req_.counters, {}, 0, {}, 0};
   int64_t end = kHeaderBytes;
   for (const auto& [kind, name, shape, piece] : pieces_) {
     t.pieces.push_back({kind, name, DType::f32, shape, piece});
     end = std::max(end, piece.byte_offset + piece.numel * 4);
   }
-  return encode_table(t, end);
+  t.data_bytes = end;
+  t.block_bytes = block_bytes();
+  if (t.block_bytes > 0) {
+    BRAID_CHECK(static_cast<int64_t>(blocks.size()) == (end + t.block_bytes - 1) / t.block_bytes,
+                "checkpoint: ", blocks.size(), " block checksums for ", end, " bytes of pieces");
+    t.blocks = blocks;
+  }
+  return encode_table(t);
 }
 
 void SavePlan::abandon() const {
@@ -200,15 +210,16 @@ void SavePlan::abandon() const {
   fs::remove_all(tmp_, ec);
 }
 
-void SavePlan::file_written(int64_t bytes, uint32_t crc32c) {
+void SavePlan::file_written(int64_t bytes, uint32_t crc32c, std::vector<uint32_t> blocks) {
   bytes_ = bytes;
   crc_ = crc32c;
+  blocks_ = std::move(blocks);
 }
 
 SaveResult SavePlan::finish(comm::ProcessGroup* group) {
   BRAID_CHECK(bytes_ >= 0, "checkpoint: finishing a save whose file was not written");
   std::ostringstream mine;
-  mine << bytes_ << ' ' << crc_ << '\n';
+  mine << bytes_ << ' ' << crc_ << ' ' << (blocks_.empty() ? "-" : blocks_to_hex(blocks_)) << '\n';
   for (const auto& [kind, name, shape, piece] : pieces_) {
     mine << kind << '\t' << name << '\t';
     for (int64_t d : shape.vec()) mine << d << ',';
@@ -220,6 +231,8 @@ SaveResult SavePlan::finish(comm::ProcessGroup* group) {
   result.dir = req_.root / step_dir_name(req_.step);
   result.step = req_.step;
   Manifest m;
+  m.version = req_.version;
+  m.block_bytes = block_bytes();
   m.id = id_;
   m.step = req_.step;
   m.layout = req_.layout;
@@ -231,7 +244,7 @@ SaveResult SavePlan::finish(comm::ProcessGroup* group) {
   m.model_config = req_.model_config;
   std::map<std::pair<std::string, std::string>, size_t> index;
   for (int r = 0; r < world_; ++r) {
-    m.files.push_back({rank_file_name(r), r, 0, 0});
+    m.files.push_back({rank_file_name(r), r, 0, 0, {}});
     decode_into(all[static_cast<size_t>(r)], r, m, index);
   }
   result.bytes = m.total_bytes();

@@ -30,10 +30,13 @@ class SavePlan {
   int64_t file_bytes(optim::Optimizer& optimizer) const;
   // Part 2: this rank's header and pieces, front to back, into `out`; the pieces are recorded.
   void serialize(optim::Optimizer& optimizer, const std::function<void(const void*, size_t)>& out);
-  // Part 2, after serialize: the rest of the file, its table of the pieces recorded.
-  std::string table() const;
-  // Part 2, at the end: the file as written (size and CRC-32C). Local.
-  void file_written(int64_t bytes, uint32_t crc32c);
+  // The block size of the file's checksums (0: none, a version 3 save).
+  int64_t block_bytes() const { return req_.version >= 4 ? req_.block_bytes : 0; }
+  // Part 2, after serialize: the rest of the file, its table of the pieces recorded and of the
+  // checksums of the blocks written so far (FileSink::block_crcs).
+  std::string table(const std::vector<uint32_t>& blocks) const;
+  // Part 2, at the end: the file as written (size, CRC-32C, and the blocks'). Local.
+  void file_written(int64_t bytes, uint32_t crc32c, std::vector<uint32_t> blocks);
   // Part 3. Collective; every rank must have called file_written.
   SaveResult finish(comm::ProcessGroup* group);
   // After a failed save (every rank's part of it stopped): rank 0 removes the temporary
@@ -60,6 +63,7 @@ class SavePlan {
   std::vector<std::tuple<std::string, std::string, Shape, PieceEntry>> pieces_;
   int64_t bytes_ = -1;
   uint32_t crc_ = 0;
+  std::vector<uint32_t> blocks_;
 };
 
 }  // namespace braid::checkpoint

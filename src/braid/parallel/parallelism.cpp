@@ -67,7 +67,11 @@ void Parallelism::materialize(nn::Model& model, const MaterializeOptions& option
     BRAID_CHECK(transformer("context parallelism").context_parallel() == context_.get(),
                 "context parallelism: declare the Transformer with the runtime's split "
                 "(TransformerOptions::context_parallel = context_parallel())");
-  if (tensor_ && local.fill)
+  if (tensor_ && local.fill_range)
+    local.fill = [range = local.fill_range](int u, Tensor& unit) {
+      range(u, unit, 0, unit.numel());  // this rank's slices already
+    };
+  else if (tensor_ && local.fill)
     local.fill = tensor_->slicing(transformer("tensor parallelism"), std::move(local.fill));
   data_->materialize(model, local);
 }

@@ -19,6 +19,11 @@ struct MaterializeOptions {
   // on every rank for each of its units, in order: seeded initialisation
   // (ParamLayout::init_unit) or a checkpoint reader.
   std::function<void(int unit, Tensor& unit_params)> fill;
+  // Optional: fills elements [begin, end) of unit u of model.layout() as this rank holds it
+  // (its tensor-parallel slices), the rest left as it is. When set, a strategy that keeps part
+  // of a unit (ZeRO-3's shards) fills only what it keeps, and tensor parallelism fills its
+  // slices alone instead of slicing whole units: a checkpoint load reads only this rank's ranges.
+  std::function<void(int unit, Tensor& unit_params, int64_t begin, int64_t end)> fill_range;
   // The dtype forward and backward compute in (docs/design.md "Precision"): parameters are bound
   // to a compute copy in this dtype, refreshed from the f32 masters after every optimizer step;
   // gradients, masters and optimizer state stay f32.

@@ -153,13 +153,15 @@ nn::TransformerOptions Accelerator::model_options() {
   return o;
 }
 
-void Accelerator::prepare(nn::Model& model, std::function<void(int, Tensor&)> fill) {
+void Accelerator::prepare(nn::Model& model, std::function<void(int, Tensor&)> fill,
+                          std::function<void(int, Tensor&, int64_t, int64_t)> fill_range) {
   BRAID_CHECK(model_ == nullptr, "Accelerator: prepare(model) called twice");
   MemoryScope scope(tracker_);
   parallel::MaterializeOptions mo;
   mo.param_dtype = cfg_.compute_dtype();
   if (fill) {
     mo.fill = std::move(fill);
+    mo.fill_range = std::move(fill_range);
   } else {
     const uint64_t seed = cfg_.training.seed;
     mo.fill = [&model, seed](int u, Tensor& unit) {
@@ -309,15 +311,18 @@ checkpoint::SaveRequest Accelerator::save_request(const std::filesystem::path& r
 
 std::map<std::string, int64_t> Accelerator::load_state(const std::filesystem::path& dir) {
   MemoryScope scope(tracker_);
-  auto reader = checkpoint::open_resume_checkpoint(dir.string(), dir, world_.get(),
-                                                   [this](const std::string& s) { print(s); });
-  BRAID_CHECK(reader != nullptr, "Accelerator: no checkpoint in ", dir.string());
   parallelism_->synchronize();
   optim::Optimizer& opt = optimizer();
-  comm::all_ranks_or_throw(world_.get(), [&] {
-    reader->read_optimizer(opt);
-    reader->read_parameters(opt);
-  });
+  // Each candidate's load overwrites every slice a failed newer one read (Note [Verified reads]).
+  auto reader = checkpoint::open_resume_checkpoint(
+      dir.string(), dir, world_.get(), [this](const std::string& s) { print(s); },
+      [&](const checkpoint::CheckpointReader& r) {
+        comm::all_ranks_or_throw(world_.get(), [&] {
+          r.read_optimizer(opt);
+          r.read_parameters(opt);
+        });
+      });
+  BRAID_CHECK(reader != nullptr, "Accelerator: no checkpoint in ", dir.string());
   restore_loss_scale(reader->manifest());
   // The masters changed as after an update: the runtime republishes them.
   parallelism_->after_optimizer_step();

@@ -124,7 +124,9 @@ class Accelerator {
   // fill(u, unit) fills unit u of model.layout() with the whole unit, as one process holds it
   // (MaterializeOptions::fill); by default each unit is initialised from training.seed
   // (ParamLayout::init_unit). Collective.
-  void prepare(nn::Model& model, std::function<void(int, Tensor&)> fill = {});
+  // fill_range: parallel::MaterializeOptions::fill_range (with fill; a checkpoint load).
+  void prepare(nn::Model& model, std::function<void(int, Tensor&)> fill = {},
+               std::function<void(int, Tensor&, int64_t, int64_t)> fill_range = {});
   // The config's optimizer (AdamW or SGD, weight decay on matrices only) over this rank's
   // slices, and its LR schedule. After prepare(). Collective (every rank allocates its state).
   optim::Optimizer& prepare_optimizer();

@@ -70,6 +70,55 @@ TEST_P(Resume, StoppedAndResumedRunEqualsTheStraightRunBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Strategies, Resume, ::testing::ValuesIn(resume_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// Note [Verified reads]: under zero3 a resuming rank reads its own shards (and the files'
+// headers and tables), not every unit whole: about half of a 2-rank checkpoint each.
+TEST(CheckpointLoad, AZero3RankReadsAboutItsShareNotEverything) {
+  const fs::path root = private_temp_dir("braid_load_share");
+  fs::remove_all(root);
+  config::TrainConfig c = resume_config((root / "run").string());
+  c.parallel.strategy = "zero3";
+  c.training.max_steps = 2;
+  TrainerOptions o = quiet();
+  o.checkpoint_block_bytes = 4096;  // the tiny model's files are far smaller than 4 MiB
+  train_ranks(2, c, o);
+  const fs::path step = root / "run" / checkpoint::step_dir_name(2);
+  const int64_t total = checkpoint::CheckpointReader(step).manifest().total_bytes();
+  c.training.resume = step.string();
+  std::vector<int64_t> read(2, 0);
+  braid::testing::run_ranks(2, [&](comm::ProcessGroup& pg) {
+    const Trainer t(c, borrow(pg), o);
+    read[static_cast<size_t>(pg.rank())] = t.checkpoint_bytes_read();
+  });
+  for (int64_t r : read) {
+    EXPECT_GT(r, total * 4 / 10) << r << " of " << total;
+    EXPECT_LT(r, total * 6 / 10) << r << " of " << total;
+  }
+  fs::remove_all(root);
+}
+
+// A version 3 checkpoint (one CRC-32C per file, verified whole before loading) still loads: the
+// run resumed from it ends with the straight run's bits, and saves version 4.
+TEST(CheckpointLoad, AVersion3CheckpointStillLoads) {
+  const fs::path root = private_temp_dir("braid_load_v3");
+  fs::remove_all(root);
+  config::TrainConfig c = resume_config((root / "run").string());
+  c.parallel.strategy = "zero1";
+  TrainerOptions v3 = quiet();
+  v3.checkpoint_version = 3;
+  const Tensor straight = train_ranks(2, c, v3);
+  const fs::path step2 = root / "run" / checkpoint::step_dir_name(2);
+  EXPECT_EQ(checkpoint::CheckpointReader(step2).manifest().version, 3);
+  EXPECT_FALSE(checkpoint::CheckpointReader(step2).checks_while_reading());
+  EXPECT_NE(verify_checkpoint(step2).find("ok: "), std::string::npos);
+  roll_back_to(root / "run", 2);
+  const Tensor resumed = train_ranks(2, c);
+  EXPECT_TRUE(braid::testing::bit_equal(resumed, straight));
+  EXPECT_EQ(
+      checkpoint::CheckpointReader(root / "run" / checkpoint::step_dir_name(4)).manifest().version,
+      checkpoint::kManifestVersion);
+  fs::remove_all(root);
+}
+
 // Saved by zero3 on 2 ranks at step 2, loaded by other layouts: saving again at once gives the
 // same bits (weights and optimizer state), and training goes on. At 2 ranks any strategy ends
 // where the 2-rank zero3 run ends, bit for bit (DDP = ZeRO); at 1 and 4 ranks to fp32 tolerance.

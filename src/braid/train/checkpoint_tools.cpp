@@ -36,9 +36,13 @@ std::string inspect_checkpoint(const fs::path& path) {
       << "  optimizer: " << m.optimizer << "\n  state:";
   for (const auto& [k, v] : m.counters) out << " " << k << "=" << v;
   out << "\n  files:\n";
-  for (const auto& f : m.files)
-    out << "    " << f.name << "  rank " << f.rank << "  " << format_bytes(f.bytes) << "  "
-        << checkpoint::format_crc32c(f.crc32c) << "\n";
+  for (const auto& f : m.files) {
+    out << "    " << f.name << "  rank " << f.rank << "  " << format_bytes(f.bytes) << "  ";
+    if (m.version >= 4)
+      out << f.blocks.size() << " block CRC-32Cs of " << format_bytes(m.block_bytes) << "\n";
+    else
+      out << checkpoint::format_crc32c(f.crc32c) << "\n";
+  }
   std::map<std::string, std::pair<int64_t, int64_t>> kinds;  // tensors, elements
   for (const auto& t : m.tensors) {
     kinds[t.kind].first += 1;

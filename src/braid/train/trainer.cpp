@@ -127,20 +127,17 @@ Trainer::Trainer(config::TrainConfig config, std::shared_ptr<comm::ProcessGroup>
                                                std::to_string(world_ ? world_->rank() : 0) + ")")) {
   config::validate(cfg_);
   MemoryScope scope(tracker_);
+  const config::TrainConfig given = cfg_;
   try {
-    // The config's agreement across ranks, the memory budget, the parallel runtime and the
-    // resolved batch arithmetic.
-    acc_ = std::make_unique<Accelerator>(cfg_, world_, tracker_);
-    cfg_ = acc_->config();
-    comm::all_ranks_or_throw(world_.get(), [&] { device_ = training_device(cfg_, world_size()); });
-    comm::all_ranks_or_throw(world_.get(), [&] { check_output_paths(cfg_); });
-    open_resume();
-    DeviceScope on_device(device_);  // Note [Training device]
-    build_model();
-    if (resume_) report_resume();  // after materialising: describe() names the buckets
-    acc_->prepare_optimizer();
-    if (resume_)
-      comm::all_ranks_or_throw(world_.get(), [&] { resume_->read_optimizer(acc_->optimizer()); });
+    start_runtime();
+    open_resume(given);  // a checkpoint found is loaded here: the model, the optimizer state
+    if (resume_) {
+      report_resume();  // after materialising: describe() names the buckets
+    } else {
+      DeviceScope on_device(device_);  // Note [Training device]
+      build_model(nullptr);
+      acc_->prepare_optimizer();
+    }
   } catch (const OutOfMemory& e) {
     throw OutOfMemory(std::string(e.what()) + " " + memory_advice());
   }
@@ -182,23 +179,36 @@ std::string Trainer::memory_advice() const {
 
 Trainer::~Trainer() = default;
 
-void Trainer::build_model() {
+void Trainer::start_runtime() {
+  // The config's agreement across ranks, the memory budget, the parallel runtime and the
+  // resolved batch arithmetic.
+  acc_ = std::make_unique<Accelerator>(cfg_, world_, tracker_);
+  cfg_ = acc_->config();
+  comm::all_ranks_or_throw(world_.get(), [&] { device_ = training_device(cfg_, world_size()); });
+  comm::all_ranks_or_throw(world_.get(), [&] { check_output_paths(cfg_); });
+}
+
+void Trainer::build_model(const checkpoint::CheckpointReader* from) {
   // Each node may keep model.config at its own place: one that cannot read it fails every rank.
   nn::ModelConfig mc;
   comm::all_ranks_or_throw(world_.get(), [&] { mc = model_config_from(cfg_); });
   model_ = std::make_unique<nn::Transformer>(mc, acc_->model_options());
   freeze_parameters();
   std::function<void(int, Tensor&)> fill;
-  if (resume_) {
-    const checkpoint::CheckpointReader* reader = resume_.get();
+  std::function<void(int, Tensor&, int64_t, int64_t)> fill_range;
+  if (from) {
+    // Each rank reads only what it keeps: its tp slices, and under ZeRO-3 its shards.
     const nn::Transformer* model = model_.get();
-    fill = [reader, model](int u, Tensor& unit) {
-      reader->read_unit(model->full_layout(), model->global_unit(u), unit);
+    fill = [from, model](int u, Tensor& unit) {
+      from->read_unit(model->full_layout(), model->global_unit(u), unit);
+    };
+    fill_range = [from, model](int u, Tensor& unit, int64_t begin, int64_t end) {
+      from->read_unit_range(model->layout(), u, unit, begin, end);
     };
   } else {
     fill = initial_weights(cfg_, *model_);
   }
-  acc_->prepare(*model_, std::move(fill));
+  acc_->prepare(*model_, std::move(fill), std::move(fill_range));
 }
 
 void Trainer::freeze_parameters() {

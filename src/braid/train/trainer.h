@@ -59,6 +59,10 @@ struct TrainerOptions {
   // Tests: true for a step (1-based) makes this rank's first micro-batch of it carry a NaN
   // (NanInjector, anomaly.h).
   std::function<bool(int64_t step)> inject_nan;
+  // Tests: the checkpoint format saves write (checkpoint::SaveRequest's version and
+  // block_bytes; 0: the current format).
+  int checkpoint_version = 0;
+  int64_t checkpoint_block_bytes = 0;
 };
 
 class Trainer {
@@ -77,6 +81,8 @@ class Trainer {
 
   nn::Transformer& model() { return *model_; }
   Accelerator& accelerator() { return *acc_; }
+  // Bytes this rank read from the checkpoint it resumed from (0: none).
+  int64_t checkpoint_bytes_read() const { return checkpoint_bytes_read_; }
   // The whole model's parameters in one f32 tensor in the model's flat layout (padding to
   // ParamLayout::kAlign), gathered unit by unit from whatever this rank holds. Collective.
   Tensor gather_parameters();
@@ -93,11 +99,16 @@ class Trainer {
   void save_checkpoint(int64_t step, TrainResult* result = nullptr);
 
  private:
-  void build_model();
+  // The runtime for cfg_ (acc_, the device, the output paths checked); cfg_ becomes resolved.
+  void start_runtime();
+  void build_model(const checkpoint::CheckpointReader* from);  // from: null, or a checkpoint
   std::string memory_advice() const;
   void freeze_parameters();
   void build_data();
-  void open_resume();
+  // Finds the checkpoint to resume from and loads it (load_checkpoint); `given` is the config
+  // as the Trainer was given it, for a runtime started afresh.
+  void open_resume(const config::TrainConfig& given);
+  void load_checkpoint(const checkpoint::CheckpointReader& from, const config::TrainConfig& given);
   void report_resume() const;  // the line saying where the run resumes (rank 0)
   void restore_counters();
   // A line on rank 0's progress (not when quiet).
@@ -134,6 +145,7 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;                   // rank 0, unless quiet
   int64_t start_step_ = 0;
   int64_t val_batches_ = 0;  // validation batches read so far (each rank)
+  int64_t checkpoint_bytes_read_ = 0;
 };
 
 // Builds the model a config names (preset, config.json, or an HF dir to start from).

@@ -10,6 +10,8 @@
 
 #include "braid/checkpoint/checkpoint_writer.h"
 #include "braid/checkpoint/resume.h"
+#include "braid/comm/collective_guard.h"
+#include "braid/core/device_backend.h"
 #include "braid/core/error.h"
 
 namespace braid::train {
@@ -45,23 +47,43 @@ void check_same_model(const std::string& saved, const std::string& now, const st
 
 }  // namespace
 
-// Note [Resume]: the weights come in through the runtime's fill (each rank reads the units
-// it materialises from whatever files hold them), the optimizer state through the optimizer's
-// slices (each rank reads its own shard records' ranges), so any layout loads any other.
-void Trainer::open_resume() {
-  resume_ =
-      checkpoint::open_resume_checkpoint(cfg_.training.resume, cfg_.checkpoint_dir(), world_.get(),
-                                         [this](const std::string& s) { say(s); });
-  if (!resume_) return;
-  start_step_ = resume_->manifest().step;
+// Note [Resume]: the weights come in through the runtime's fill (each rank reads what it
+// materialises from whatever files hold them: its tp slices of each unit, under ZeRO-3 only its
+// shards, MaterializeOptions::fill_range), the optimizer state through the optimizer's slices
+// (each rank reads its own shard records' ranges), so any layout loads any other.
+void Trainer::open_resume(const config::TrainConfig& given) {
+  const std::string resume = cfg_.training.resume;
+  const std::filesystem::path root = cfg_.checkpoint_dir();
+  resume_ = checkpoint::open_resume_checkpoint(
+      resume, root, world_.get(), [this](const std::string& s) { say(s); },
+      [&](const checkpoint::CheckpointReader& r) { load_checkpoint(r, given); });
+}
+
+// Note [Verified reads] (checkpoint/verified_file.h): a newer checkpoint whose load met a bad
+// block on some rank is passed over on every rank after the load; whatever it built (model,
+// runtime, optimizer and their state) is dropped here and built afresh for the previous one.
+void Trainer::load_checkpoint(const checkpoint::CheckpointReader& from,
+                              const config::TrainConfig& given) {
+  if (model_) {
+    model_.reset();
+    acc_.reset();
+    cfg_ = given;
+    start_runtime();
+  }
+  start_step_ = from.manifest().step;
   // Every rank opened the same checkpoint, so every rank stops here.
-  BRAID_CHECK(start_step_ <= cfg_.training.max_steps, "resume: checkpoint '",
-              resume_->dir().string(), "' is at step ", start_step_,
+  BRAID_CHECK(start_step_ <= cfg_.training.max_steps, "resume: checkpoint '", from.dir().string(),
+              "' is at step ", start_step_,
               ", beyond training.max_steps = ", cfg_.training.max_steps,
               " (raise training.max_steps to train on from it, or set training.resume: never to "
               "start over)");
-  check_same_model(resume_->manifest().model_config, model_config_from(cfg_).to_hf_json(),
-                   resume_->dir().string());
+  check_same_model(from.manifest().model_config, model_config_from(cfg_).to_hf_json(),
+                   from.dir().string());
+  DeviceScope on_device(device_);  // Note [Training device]
+  build_model(&from);
+  acc_->prepare_optimizer();
+  comm::all_ranks_or_throw(world_.get(), [&] { from.read_optimizer(acc_->optimizer()); });
+  checkpoint_bytes_read_ = from.bytes_read();
 }
 
 void Trainer::report_resume() const {
@@ -103,6 +125,8 @@ void Trainer::save_checkpoint(int64_t step, TrainResult* result) {
   req.model_config = model_->config().to_hf_json();
   if (options_.fault)
     req.fault = [f = options_.fault, step](const std::string& s) { f(step, "save:" + s); };
+  if (options_.checkpoint_version > 0) req.version = options_.checkpoint_version;
+  if (options_.checkpoint_block_bytes > 0) req.block_bytes = options_.checkpoint_block_bytes;
   if (!cfg_.checkpoint.async) {
     report_saved(checkpoint::save_checkpoint(world_.get(), acc_->optimizer(), req), result);
     return;

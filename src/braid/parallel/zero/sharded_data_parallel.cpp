@@ -153,7 +153,18 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
       } else {
         full = Tensor::empty(Shape{info.padded}, DType::f32, MemCategory::parameters);
         full.zero_();
-        options.fill(u.index, full);
+        if (u.sharded && options.fill_range) {
+          // Only the pieces this rank keeps (below): a checkpoint load reads its shard alone.
+          const int64_t piece = u.geo.piece;
+          if (o.offload_params)
+            options.fill_range(u.index, full, g.shard_pos * piece, (g.shard_pos + 1) * piece);
+          else
+            for (int r = 0; r < g.r; ++r)
+              options.fill_range(u.index, full, (r * g.s + g.shard_pos) * piece,
+                                 (r * g.s + g.shard_pos + 1) * piece);
+        } else {
+          options.fill(u.index, full);
+        }
         // A unit held whole in the compute dtype gets its own buffer (filled below); a sharded
         // one is bound to `full` only to create its parameters' Variables.
         const Tensor bound = !u.sharded && mixed ? Tensor::empty(Shape{info.padded}, compute,

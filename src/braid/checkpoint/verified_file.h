@@ -1,0 +1,67 @@
+// VerifiedFile: reads a checkpoint rank file by byte ranges, checking every block it touches
+// against the block's CRC-32C once (Note [Verified reads]).
+//
+// Note [Verified reads]: a version 4 rank file carries a CRC-32C for each block of kBlockBytes
+// (4 MiB) of its header and pieces, in its own table and in the manifest (Note [File table]),
+// computed by FileSink as it writes. A load reads only the ranges its rank holds, and a range is
+// read with the blocks that cover it, whole: one preadv per run of blocks not yet checked, the
+// wanted bytes straight into the destination and only the uncovered head and tail of the end
+// blocks into a scratch buffer, then each block's CRC-32C taken over its parts. A block checked
+// once is remembered: later ranges in it are read alone. Each such read also asks the kernel to
+// read the next 64 MiB of the file ahead (posix_fadvise WILLNEED), so the disk keeps streaming
+// while the rank checks, copies and builds (ranks read their files mostly front to back, and
+// under ZeRO-1/2 what one rank passes over another reads). So every byte a rank loads is checked
+// and read from disk once, and nothing is read for the checksum alone (before version 4 a load
+// read every file whole for its CRC-32C first, then again to load). A bad block either throws
+// at once, or (defer(), what a resume does) is remembered while the reads go on, so that every
+// rank can learn of it at one collective after the load (CheckpointReader::check_reads) and
+// fall back to the previous checkpoint together; what was loaded is then thrown away.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "braid/checkpoint/file_io.h"
+
+namespace braid::checkpoint {
+
+class VerifiedFile {
+ public:
+  // blocks: the CRC-32C of each block_bytes of bytes [0, data_bytes) of src; `where` names the
+  // file in errors ("checkpoint <dir>: rank-00001.bin").
+  VerifiedFile(std::unique_ptr<FileSource> src, int64_t block_bytes, std::vector<uint32_t> blocks,
+               int64_t data_bytes, std::string where);
+
+  // Bytes [offset, offset + n) into data; every block they touch is checked (once).
+  void read(int64_t offset, void* data, size_t n);
+  // Every block (braid checkpoint verify); a bad one throws, deferred or not.
+  void verify_all();
+  // A bad block from now on is remembered (first_error) instead of thrown.
+  void defer() { deferred_ = true; }
+  std::string first_error() const;
+
+  const FileSource& source() const { return *src_; }
+
+ private:
+  // Blocks [k0, k1) are unchecked and bytes [a, b) of them are wanted at `to` (a, b inside).
+  void read_unchecked(int64_t k0, int64_t k1, int64_t a, int64_t b, char* to);
+  void bad_block(int64_t k, uint32_t crc);
+  int64_t block_end(int64_t k) const;
+
+  std::unique_ptr<FileSource> src_;
+  int64_t block_bytes_;
+  std::vector<uint32_t> blocks_;
+  int64_t data_bytes_;
+  std::string where_;
+  bool deferred_ = false;
+  mutable std::mutex mu_;
+  std::vector<bool> checked_;
+  std::vector<char> scratch_;  // the end blocks' bytes that were not wanted
+  int64_t prefetched_ = 0;     // asked to be read ahead up to here
+  std::string error_;
+};
+
+}  // namespace braid::checkpoint
