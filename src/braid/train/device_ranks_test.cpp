@@ -3,52 +3,10 @@
 // a kernel throws), their collectives staged through host memory by the local group (Note
 // [Device staging]), give the CPU run's weights bit for bit, strategy by strategy; what does not
 // run on a device with several ranks yet is refused at start, naming the key.
-#include <gtest/gtest.h>
-
-#include <mutex>
-
-#include "braid/core/device_backend.h"
-#include "testing/run_ranks.h"
-#include "testing/tensor_compare.h"
-#include "testing/train/strategy_parity_util.h"
+#include "testing/train/device_ranks_util.h"
 
 namespace braid::train {
 namespace {
-
-class DeviceRanks : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!register_simulated_device()) GTEST_SKIP() << "a real CUDA backend is registered";
-  }
-  void TearDown() override {
-    if (device_backend(DeviceType::cuda) == &simulated_device_backend())
-      register_device_backend(DeviceType::cuda, nullptr);
-  }
-};
-
-// Trains c on n thread ranks with training.device = device; rank 0's gathered weights on the
-// host (every rank must hold the same).
-Tensor train_on(int n, config::TrainConfig c, const std::string& device) {
-  c.training.device = device;
-  std::vector<Tensor> out(static_cast<size_t>(n));
-  std::mutex mu;
-  braid::testing::run_ranks(n, [&](comm::ProcessGroup& pg) {
-    const int64_t held = pg.memory_bytes();
-    Trainer t(c, borrow(pg), quiet());
-    t.run();
-    // The gradients' collectives took device tensors: the group staged them (Note [Device
-    // staging]) and keeps the host buffers.
-    if (device != "cpu") {
-      EXPECT_GT(pg.memory_bytes(), held);
-    }
-    Tensor w = t.gather_parameters().to(Device::cpu());
-    std::lock_guard<std::mutex> lock(mu);
-    out[static_cast<size_t>(pg.rank())] = w;
-  });
-  for (int r = 1; r < n; ++r)
-    EXPECT_TRUE(braid::testing::bit_equal(out[static_cast<size_t>(r)], out[0])) << "rank " << r;
-  return out[0];
-}
 
 config::TrainConfig with(config::TrainConfig c, const std::string& strategy,
                          const std::string& precision, const std::string& how = "",
@@ -109,9 +67,9 @@ TEST_F(DeviceRanks, RefusesWhatDoesNotRunOnADeviceYetNamingTheKey) {
   config::TrainConfig c = tiny(1, 1, "ddp");
   c.parallel.tensor_parallel_size = 2;
   refused(c, "parallel.tensor_parallel_size");
-  c = tiny(1, 2, "ddp");
-  c.parallel.pipeline_parallel_size = 2;
-  refused(c, "parallel.pipeline_parallel_size");
+  c = tiny(1, 1, "ddp");
+  c.parallel.context_parallel_size = 2;
+  refused(c, "parallel.context_parallel_size");
   c = tiny(1, 1, "zero2");
   c.parallel.offload_optimizer = "nvme";
   c.parallel.offload_dir = private_offload_dir();

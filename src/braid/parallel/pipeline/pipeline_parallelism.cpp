@@ -14,6 +14,17 @@ namespace braid::parallel {
 
 using pipeline::BlockRange;
 
+namespace {
+
+// n values' bits, on the host whatever the default device (Note [Pipeline metadata on the host]
+// in stage_runner.cpp).
+Tensor host_bits(int64_t n) {
+  return Tensor::empty(Shape{n}, DType::i64, MemCategory::communication,
+                       MemoryScope::current_tracker(), Device::cpu());
+}
+
+}  // namespace
+
 PipelineParallelism::PipelineParallelism(std::shared_ptr<DeviceMesh> mesh, PipelineOptions options)
     : mesh_(std::move(mesh)), options_(std::move(options)) {
   pipeline::ScheduleShape shape{options_.schedule, stages(), stages(), options_.chunks};
@@ -72,7 +83,7 @@ StepLoss PipelineParallelism::finish_step(const nn::StagedModel& model, DataPara
       data.sum_gradient(name, *embedding_group_);
   timeline_->end_step();
   // The last stage's loss, to every stage (as bits: no rounding on the way).
-  Tensor t = Tensor::empty(Shape{2}, DType::i64, MemCategory::communication);
+  Tensor t = host_bits(2);
   t.data<int64_t>()[0] = std::bit_cast<int64_t>(local.sum);
   t.data<int64_t>()[1] = local.finite ? 1 : 0;
   mesh_->group("pp").broadcast(t, stages() - 1)->wait();
@@ -85,7 +96,7 @@ double PipelineParallelism::eval_loss(nn::StagedModel& model, const Tensor& ids,
   runner_->forward_only(model, ids, [&](const autograd::Variable& h) {
     sum = model.head_loss(h, targets, 1.0).value().item();
   });
-  Tensor t = Tensor::empty(Shape{1}, DType::i64, MemCategory::communication);
+  Tensor t = host_bits(1);
   t.data<int64_t>()[0] = std::bit_cast<int64_t>(sum);
   mesh_->group("pp").broadcast(t, stages() - 1)->wait();
   return std::bit_cast<double>(t.data<int64_t>()[0]);

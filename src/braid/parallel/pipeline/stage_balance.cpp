@@ -142,6 +142,9 @@ std::vector<BlockRange> plan_stages(const nn::ModelConfig& config, const Pipelin
   if (how == "parameters") return parameter_partition(config, pp, options.chunks);
   BRAID_CHECK(how == "time", "config key 'parallel.pipeline_balance' is '", how,
               "', expected one of: uniform, parameters, time");
+  // Measured on the host, and agreed on in a host tensor, whatever the default device (the
+  // blocks' relative costs are what the split needs).
+  DeviceScope host(Device::cpu());
   Tensor t = Tensor::zeros(Shape{3});
   if (world.rank() == 0) {
     const Costs m = measured_costs(config, options.micro_batch, options.seq_len);

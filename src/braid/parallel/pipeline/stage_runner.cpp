@@ -24,9 +24,18 @@ int tag(Kind kind, int virtual_stage) {
 
 constexpr int kHeaderSize = 6;  // ndim, 4 dims, dtype
 
+// Note [Pipeline metadata on the host]: the activation header and the step's loss are values the
+// stages read on the host, so they are made there whatever the default device (a stage on a
+// device runs under the trainer's DeviceScope); the local and MPI groups send host tensors as
+// they are and stage only the device activations and gradients (Note [Device staging]).
+Tensor host_header() {
+  return Tensor::empty(Shape{kHeaderSize}, DType::i64, MemCategory::communication,
+                       MemoryScope::current_tracker(), Device::cpu());
+}
+
 Tensor header_of(const Tensor& t) {
   BRAID_CHECK(t.dim() <= 4, "pipeline: activations of ", t.dim(), " dimensions");
-  Tensor h = Tensor::empty(Shape{kHeaderSize}, DType::i64, MemCategory::communication);
+  Tensor h = host_header();
   int64_t* d = h.data<int64_t>();
   std::fill(d, d + kHeaderSize, 0);
   d[0] = t.dim();
@@ -98,7 +107,7 @@ struct StageRunner::State {
   // The header a sender puts before micro-batch 0's activations: checked against what this
   // stage expects, and the shape of every activation message of the run.
   void receive_header(int vs) {
-    Tensor h = Tensor::empty(Shape{kHeaderSize}, DType::i64, MemCategory::communication);
+    Tensor h = host_header();  // Note [Pipeline metadata on the host]
     wait(pp->recv(h, rank_of(vs - 1), tag(kHeader, vs)));
     const int64_t* d = h.data<int64_t>();
     BRAID_CHECK(d[0] >= 1 && d[0] <= 4 && d[5] >= 0 && d[5] <= static_cast<int64_t>(DType::u8),

@@ -1,0 +1,55 @@
+// Shared by the tests of several ranks on the simulated device (Note [Training device]): the
+// fixture that registers it, and a run on thread ranks whose weights come back to the host.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "braid/core/device_backend.h"
+#include "testing/run_ranks.h"
+#include "testing/tensor_compare.h"
+#include "testing/train/strategy_parity_util.h"
+
+namespace braid::train {
+
+class DeviceRanks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!register_simulated_device()) GTEST_SKIP() << "a real CUDA backend is registered";
+  }
+  void TearDown() override {
+    if (device_backend(DeviceType::cuda) == &simulated_device_backend())
+      register_device_backend(DeviceType::cuda, nullptr);
+  }
+};
+
+// Trains c on n thread ranks with training.device = device; rank 0's gathered weights on the
+// host (every rank must hold the same). `staged`: the world group itself staged device tensors
+// (not so where only subgroups, the pipeline's or tensor parallelism's, carry them).
+inline Tensor train_on(int n, config::TrainConfig c, const std::string& device,
+                       bool staged = true) {
+  c.training.device = device;
+  std::vector<Tensor> out(static_cast<size_t>(n));
+  std::mutex mu;
+  braid::testing::run_ranks(n, [&](comm::ProcessGroup& pg) {
+    const int64_t held = pg.memory_bytes();
+    Trainer t(c, borrow(pg), quiet());
+    t.run();
+    // The collectives took device tensors: the group staged them (Note [Device staging]) and
+    // keeps the host buffers.
+    if (device != "cpu" && staged) {
+      EXPECT_GT(pg.memory_bytes(), held);
+    }
+    Tensor w = t.gather_parameters().to(Device::cpu());
+    std::lock_guard<std::mutex> lock(mu);
+    out[static_cast<size_t>(pg.rank())] = w;
+  });
+  for (int r = 1; r < n; ++r)
+    EXPECT_TRUE(braid::testing::bit_equal(out[static_cast<size_t>(r)], out[0])) << "rank " << r;
+  return out[0];
+}
+
+}  // namespace braid::train
