@@ -47,13 +47,18 @@ Variable Embedding::add_positions(const Variable& x, const Tensor& ids, Embeddin
     return autograd::add(x, autograd::reshape(pe, x.shape()));
   }
   const int64_t n = sp ? B * T / tp_->size() : B * T, first = sp ? n * tp_->rank() : 0;
-  Tensor pos = Tensor::empty(sp ? Shape{1, n} : Shape{B, T}, DType::i32, MemCategory::activations);
+  // The positions are written on the host and looked up where the ids live.
+  Tensor pos = Tensor::empty(sp ? Shape{1, n} : Shape{B, T}, DType::i32, MemCategory::activations,
+                             MemoryScope::current_tracker(), Device::cpu());
   int32_t* p = pos.data<int32_t>();
-  const int32_t* at = where.defined() ? where.data<int32_t>() : nullptr;
+  Tensor where_h;
+  if (where.defined()) where_h = where.device().is_cpu() ? where : where.to(Device::cpu());
+  const int32_t* at = where_h.defined() ? where_h.data<int32_t>() : nullptr;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t t = (first + i) % T;
     p[i] = at ? at[t] : static_cast<int32_t>(t);
   }
+  if (!ids.device().is_cpu()) pos = pos.to(ids.device());
   Variable wpe = sp ? tp_->sum_grad(positions.weight()) : positions.weight();
   Variable pe = autograd::embedding(pos, wpe, Variable());
   return autograd::add(x, autograd::reshape(pe, x.shape()));

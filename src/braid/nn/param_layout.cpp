@@ -108,7 +108,9 @@ void ParamLayout::init_unit(int u, Tensor& unit_params, uint64_t seed) const {
     // layout initialises the same model (Note [Tensor-parallel layout]).
     const bool sliced = p.param->tp.is_split();
     Tensor full;
-    if (sliced) full = Tensor::empty(p.param->full_shape, DType::f32, MemCategory::other);
+    if (sliced)  // on the host, whatever the default device (the unit is)
+      full = Tensor::empty(p.param->full_shape, DType::f32, MemCategory::other,
+                           MemoryScope::current_tracker(), Device::cpu());
     float* out = sliced ? full.data<float>() : dst;
     const int64_t n = sliced ? full.numel() : p.numel;
     if (init.std > 0) {

@@ -65,9 +65,6 @@ TEST_F(DeviceRanks, RefusesWhatDoesNotRunOnADeviceYetNamingTheKey) {
       EXPECT_NE(e.find(key), std::string::npos) << "rank's error: '" << e << "', want " << key;
   };
   config::TrainConfig c = tiny(1, 1, "ddp");
-  c.parallel.tensor_parallel_size = 2;
-  refused(c, "parallel.tensor_parallel_size");
-  c = tiny(1, 1, "ddp");
   c.parallel.context_parallel_size = 2;
   refused(c, "parallel.context_parallel_size");
   c = tiny(1, 1, "zero2");

@@ -80,12 +80,15 @@ namespace {
 // are copied there, and every step and evaluation runs under the scope; what the trainer keeps
 // on the host (losses, norms, metrics, the values its collectives agree on) comes back through
 // Tensor::item and the like or is made on the host. Several ranks run the data-parallel
-// strategies (ddp, zero1/2/3, fsdp and its hybrids) and pipeline parallelism (every schedule; its
-// headers and losses travel in host tensors: Note [Pipeline metadata on the host]): their
-// collectives take the device tensors, which the trainer's groups (threads, MPI) stage through
-// host buffers (Note [Device staging] in comm/process_group.h; the trainer does not build an NCCL
-// group yet). Not yet, refused at start with the key to change: tensor and context parallelism
-// on a device with several ranks, offload, checkpoints and samples.
+// strategies (ddp, zero1/2/3, fsdp and its hybrids), pipeline parallelism (every schedule; its
+// headers and losses travel in host tensors: Note [Pipeline metadata on the host]) and tensor
+// parallelism with or without sequence parallelism (the vocabulary-parallel loss merges its row
+// statistics on the host: Note [Vocabulary-parallel statistics on the host]; the slices are cut
+// and gathered on the host: Note [Slices on the host]), and their mixes: their collectives take
+// the device tensors, which the trainer's groups (threads, MPI) stage through host buffers (Note
+// [Device staging] in comm/process_group.h; the trainer does not build an NCCL group yet). Not
+// yet, refused at start with the key to change: context parallelism on a device with several
+// ranks, offload, checkpoints and samples.
 Device training_device(const config::TrainConfig& c, int world_size) {
   const std::string& d = c.training.device;
   if (d == "cpu") return Device::cpu();
@@ -98,8 +101,6 @@ Device training_device(const config::TrainConfig& c, int world_size) {
     BRAID_CHECK(!bad, "training.device ", d, ": ", what, " on a device is not supported yet");
   };
   const config::ParallelSection& p = c.parallel;
-  refuse(world_size > 1 && p.tensor_parallel_size > 1,
-         "tensor parallelism (parallel.tensor_parallel_size > 1)");
   refuse(world_size > 1 && p.context_parallel_size > 1,
          "context parallelism (parallel.context_parallel_size > 1)");
   refuse(p.offload_optimizer != "none" || p.offload_params != "none",

@@ -26,14 +26,19 @@ TensorParallelism::Fill TensorParallelism::slicing(const nn::Transformer& model,
               "tensor parallelism: the model must be declared with its model_split() "
               "(TransformerOptions::tensor_parallel)");
   return [&model, fill = std::move(fill)](int u, Tensor& unit_params) {
+    // Note [Slices on the host]: the whole unit is filled, and this rank's slices taken, on the
+    // host; a unit on a device gets them in one copy (and whole_unit gathers to the host).
+    DeviceScope host(Device::cpu());
     Tensor whole = Tensor::zeros(
         Shape{model.full_layout().units()[static_cast<size_t>(model.global_unit(u))].numel});
     fill(u, whole);
+    Tensor mine = unit_params.device().is_cpu() ? unit_params : unit_params.to(Device::cpu());
     for_each_param(model, u, [&](const nn::ParamInfo& p, const nn::ParamInfo& f) {
       const Tensor src = whole.flat_range(f.unit_offset, f.numel).view(f.param->shape);
-      Tensor dst = unit_params.flat_range(p.unit_offset, p.numel).view(p.param->shape);
+      Tensor dst = mine.flat_range(p.unit_offset, p.numel).view(p.param->shape);
       nn::take_slice(src, dst, p.param->tp);
     });
+    if (!unit_params.device().is_cpu()) unit_params.copy_(mine);
   };
 }
 
@@ -41,8 +46,11 @@ Tensor TensorParallelism::whole_unit(const nn::Transformer& model, int u, const 
   comm::ProcessGroup& g = group_.group();
   const int tp = g.size();
   const int64_t n = model.layout().units()[static_cast<size_t>(u)].numel;
+  Tensor mine = local.flat_range(0, n).to(DType::f32);
+  DeviceScope host(Device::cpu());  // Note [Slices on the host]
+  if (!mine.device().is_cpu()) mine = mine.to(Device::cpu());
   Tensor all = Tensor::empty(Shape{tp * n}, DType::f32, MemCategory::communication);
-  g.all_gather(all, local.flat_range(0, n).to(DType::f32))->wait();
+  g.all_gather(all, mine)->wait();
   const int global = model.global_unit(u);
   Tensor whole =
       Tensor::zeros(Shape{model.full_layout().units()[static_cast<size_t>(global)].numel});

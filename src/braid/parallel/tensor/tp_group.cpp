@@ -20,6 +20,20 @@ Tensor like(const Shape& shape, DType dtype) {
   return Tensor::empty(shape, dtype, MemCategory::activations);
 }
 
+// Note [Vocabulary-parallel statistics on the host]: the vocabulary-parallel loss merges its
+// per-row statistics (max, sum of exponentials, target logit: a few floats per row) on the host,
+// so a rank on a device copies them there (and the merged log-sum-exp and loss back) rather than
+// reading device memory; the merge's arithmetic is the CPU's whatever the device, so a device
+// run gives the CPU run's bits. The partial forward and backward over the vocabulary shard (the
+// [rows, vocabulary / tp] work) stay kernels on the device.
+Tensor on_host(const Tensor& t) {
+  return t.device().is_cpu() ? t : t.to(Device::cpu());
+}
+
+Tensor on_device(const Tensor& host, Device device) {
+  return device.is_cpu() ? host : host.to(device);
+}
+
 Tensor copy_of(const Tensor& t, MemCategory category) {
   Tensor out = Tensor::empty(t.shape(), t.dtype(), category);
   out.copy_(t);
@@ -237,15 +251,21 @@ Variable TpGroup::vocab_parallel_cross_entropy(const Variable& x, const Variable
                                       tg, v0, valid, ignore_index);
   Tensor global_max = copy_of(row_max, MemCategory::communication);
   run(group_->all_reduce(global_max, comm::ReduceOp::max), 2 * ring(global_max.nbytes(), size()));
-  const float* m = row_max.data<float>();
-  const float* gm = global_max.data<float>();
-  const float* s = sumexp.data<float>();
-  float* b = both.data<float>();
+  // Note [Vocabulary-parallel statistics on the host]
+  const Device device = x.value().device();
+  Tensor both_h = on_host(both);
+  const Tensor gm_h = on_host(global_max), m_h = on_host(row_max), s_h = on_host(sumexp);
+  const float* m = m_h.data<float>();
+  const float* gm = gm_h.data<float>();
+  const float* s = s_h.data<float>();
+  float* b = both_h.data<float>();
   for (int64_t n = 0; n < N; ++n) b[n] = s[n] == 0.0f ? 0.0f : s[n] * std::exp(m[n] - gm[n]);
-  run(group_->all_reduce(both), 2 * ring(both.nbytes(), size()));
-  Tensor lse = like(Shape{N}, DType::f32);
-  float* l = lse.data<float>();
-  const int32_t* t = tg.data<int32_t>();
+  run(group_->all_reduce(both_h), 2 * ring(both_h.nbytes(), size()));
+  Tensor lse_h = Tensor::empty(Shape{N}, DType::f32, MemCategory::activations,
+                               MemoryScope::current_tracker(), Device::cpu());
+  float* l = lse_h.data<float>();
+  const Tensor tg_h = on_host(tg);
+  const int32_t* t = tg_h.data<int32_t>();
   double sum = 0;
   int64_t count = 0;
   for (int64_t n = 0; n < N; ++n) {
@@ -255,8 +275,10 @@ Variable TpGroup::vocab_parallel_cross_entropy(const Variable& x, const Variable
     ++count;
   }
   const double denom = denominator > 0 ? denominator : static_cast<double>(count);
-  Tensor out = like(Shape{1}, DType::f32);
-  out.data<float>()[0] = denom > 0 ? static_cast<float>(sum / denom) : 0.0f;
+  Tensor out_h = Tensor::empty(Shape{1}, DType::f32, MemCategory::activations,
+                               MemoryScope::current_tracker(), Device::cpu());
+  out_h.data<float>()[0] = denom > 0 ? static_cast<float>(sum / denom) : 0.0f;
+  const Tensor out = on_device(out_h, device), lse = on_device(lse_h, device);
   const bool grads = autograd::grad_enabled() && (x.requires_grad() || w.requires_grad());
   if (!grads) return Variable(out);
   auto node = std::make_shared<VocabParallelCeNode>(this, tg, lse, denom, ignore_index, v0, valid);
@@ -270,8 +292,11 @@ Tensor TpGroup::vocab_parallel_logits(const Tensor& x, const Tensor& w, int64_t 
   kernels::lm_head_logits(local, x, w);
   Tensor all = Tensor::empty(Shape{size(), N, Vl}, DType::f32, MemCategory::communication);
   run(group_->all_gather(all.flatten(), local.flatten()), ring(all.nbytes(), size()));
-  Tensor out = Tensor::empty(Shape{N, vocab}, DType::f32, MemCategory::activations);
-  const float* a = all.data<float>();
+  // Rearranged on the host (generation's last logits, a row per sequence).
+  const Tensor all_h = on_host(all);
+  Tensor out = Tensor::empty(Shape{N, vocab}, DType::f32, MemCategory::activations,
+                             MemoryScope::current_tracker(), Device::cpu());
+  const float* a = all_h.data<float>();
   float* o = out.data<float>();
   for (int r = 0; r < size(); ++r) {
     const int64_t v0 = r * Vl, n_cols = std::min(Vl, vocab - v0);
@@ -279,6 +304,7 @@ Tensor TpGroup::vocab_parallel_logits(const Tensor& x, const Tensor& w, int64_t 
     for (int64_t n = 0; n < N; ++n)
       std::copy(a + (r * N + n) * Vl, a + (r * N + n) * Vl + n_cols, o + n * vocab + v0);
   }
+  out = on_device(out, x.device());
   return out;
 }
 
