@@ -117,6 +117,14 @@ void CheckpointReader::verify(comm::ProcessGroup* group) const {
 // piece, as plain flat ranges were.
 void CheckpointReader::read(const std::string& kind, const std::string& name, const Shape& shape,
                             const TpSlice& cut, int64_t offset, Tensor dst) const {
+  // Read on the host, then copied over (Note [Checkpoints from a device] in save_plan.cpp).
+  if (!dst.device().is_cpu()) {
+    Tensor host = Tensor::empty(dst.shape(), dst.dtype(), MemCategory::checkpoint,
+                                MemoryScope::current_tracker(), Device::cpu());
+    read(kind, name, shape, cut, offset, host);
+    dst.copy_(host);
+    return;
+  }
   const TensorEntry* t = m_.find(kind, name);
   const std::string what = kind == "param" ? "parameter '" + name + "'"
                                            : "optimizer state " + kind + " of '" + name + "'";

@@ -69,7 +69,8 @@ std::optional<SaveResult> AsyncSaver::start(comm::ProcessGroup* group, optim::Op
     if (!buffer_.defined() || bytes > buffer_.numel() * 4) {
       buffer_ = Tensor();  // the old buffer goes before the new one is charged
       try {
-        buffer_ = Tensor::empty(Shape{(bytes + 3) / 4}, DType::f32, MemCategory::checkpoint);
+        buffer_ = Tensor::empty(Shape{(bytes + 3) / 4}, DType::f32, MemCategory::checkpoint,
+                                MemoryScope::current_tracker(), Device::cpu());
       } catch (const OutOfMemory& e) {
         throw OutOfMemory(std::string(e.what()) + " (checkpoint.async keeps a copy of this " +
                           "rank's checkpoint file, " + format_bytes(bytes) +

@@ -174,7 +174,11 @@ void SavePlan::serialize(optim::Optimizer& optimizer,
     pieces_.emplace_back(kind, s.name(), s.shard.global_shape,
                          PieceEntry{rank_, s.shard.offset, s.shard.numel, at, s.shard.tp});
     const size_t n = static_cast<size_t>(t.numel()) * 4;
-    out(t.raw_data(), n);
+    // Note [Checkpoints from a device]: a shard on a device is copied to the host to be written;
+    // the reader copies what it reads back (CheckpointReader::read), so the files are the same
+    // whatever device the run trained on.
+    const Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
+    out(host.raw_data(), n);
     at += static_cast<int64_t>(n);
   };
   const auto& states = optimizer.state_names();

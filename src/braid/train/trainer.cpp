@@ -86,9 +86,11 @@ namespace {
 // statistics on the host: Note [Vocabulary-parallel statistics on the host]; the slices are cut
 // and gathered on the host: Note [Slices on the host]), and their mixes: their collectives take
 // the device tensors, which the trainer's groups (threads, MPI) stage through host buffers (Note
-// [Device staging] in comm/process_group.h; the trainer does not build an NCCL group yet). Not
-// yet, refused at start with the key to change: context parallelism on a device with several
-// ranks, offload, checkpoints and samples.
+// [Device staging] in comm/process_group.h; the trainer does not build an NCCL group yet).
+// Checkpoints save the device shards through host copies and resume by copying them back (Note
+// [Checkpoints from a device] in checkpoint/save_plan.cpp): the files are the CPU run's, so either
+// loads the other's. Not yet, refused at start with the key to change: context parallelism on a
+// device with several ranks, offload, and samples.
 Device training_device(const config::TrainConfig& c, int world_size) {
   const std::string& d = c.training.device;
   if (d == "cpu") return Device::cpu();
@@ -105,7 +107,6 @@ Device training_device(const config::TrainConfig& c, int world_size) {
          "context parallelism (parallel.context_parallel_size > 1)");
   refuse(p.offload_optimizer != "none" || p.offload_params != "none",
          "offload (set parallel.offload_optimizer and parallel.offload_params: none)");
-  refuse(c.checkpoint.interval > 0, "checkpoints (set checkpoint.interval: 0)");
   refuse(c.output.samples > 0, "samples (set output.samples: 0)");
   return dev;
 }

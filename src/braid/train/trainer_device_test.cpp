@@ -51,9 +51,6 @@ TEST_F(TrainerDevice, RefusesWhatIsNotSupportedYet) {
     }
   };
   config::TrainConfig c = tiny(2, 1, "none");
-  c.checkpoint.interval = 2;
-  refused(c, "checkpoint.interval");
-  c = tiny(2, 1, "none");
   c.output.samples = 1;
   refused(c, "output.samples");
   c = tiny(2, 1, "none");
