@@ -19,10 +19,9 @@ test-deps:
 data: deps
 	@scripts/fetch-data.sh data
 
-# A fresh release build (CI, a user's first `make`) precompiles the standard headers (Note
-# [Precompiled headers]): a third off the build. Developer builds (presets) leave it off.
+# PCH=ON precompiles the standard headers per target (Note [Precompiled headers]).
 $(BUILD)/build.ninja: | deps
-	cmake --preset $(PRESET) $(if $(filter release,$(PRESET)),-DBRAID_PCH=ON) > /dev/null
+	cmake --preset $(PRESET) $(if $(filter ON,$(PCH)),-DBRAID_PCH=ON) > /dev/null
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
