@@ -54,9 +54,11 @@ function(braid_include_root target scope link_path source_dir)
   set_property(GLOBAL APPEND PROPERTY BRAID_INCLUDE_ROOTS "${target}|${link_path}|${source_dir}")
 endfunction()
 
-# Note [Precompiled headers]: most of a translation unit's compile time here is spent parsing
+# Note [Precompiled headers]: much of a translation unit's compile time here is spent parsing
 # the standard library (75k preprocessed lines for a median one), gtest in a test and
-# nlohmann/json where configs and tokenizers are read. braid_precompile(TARGET [EXTRA...]) gives a
+# nlohmann/json where configs and tokenizers are read (with the headers precompiled,
+# parallel/cost/step_cost.cpp took 2.3 s of CPU instead of 3.9, train/trainer.cpp 5.6 instead
+# of 7.8). braid_precompile(TARGET [EXTRA...]) gives a
 # target of four or more C++ sources one precompiled header of the standard headers most of its
 # files include, and EXTRA (gtest, json) after them: each is parsed once per target instead of
 # once per file. Off by default (`make PCH=ON`, or -DBRAID_PCH=ON): ccache serves a developer's
