@@ -10,21 +10,13 @@
 
 #include "braid/core/device_backend.h"
 #include "testing/run_ranks.h"
+#include "testing/simulated_device.h"
 #include "testing/tensor_compare.h"
 #include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
 
-class DeviceRanks : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!register_simulated_device()) GTEST_SKIP() << "a real CUDA backend is registered";
-  }
-  void TearDown() override {
-    if (device_backend(DeviceType::cuda) == &simulated_device_backend())
-      register_device_backend(DeviceType::cuda, nullptr);
-  }
-};
+using DeviceRanks = braid::testing::SimulatedDeviceTest;
 
 // Trains c on n thread ranks with training.device = device; rank 0's gathered weights on the
 // host (every rank must hold the same). `staged`: the world group itself staged device tensors

@@ -9,6 +9,7 @@
 #include "braid/comm/process_group.h"
 #include "braid/core/device_backend.h"
 #include "testing/run_ranks.h"
+#include "testing/simulated_device.h"
 #include "testing/tensor_compare.h"
 
 namespace braid::comm {
@@ -17,16 +18,7 @@ namespace {
 using braid::testing::bit_equal;
 using braid::testing::run_ranks;
 
-class DeviceStaging : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!register_simulated_device()) GTEST_SKIP() << "a real CUDA backend is registered";
-  }
-  void TearDown() override {
-    if (device_backend(DeviceType::cuda) == &simulated_device_backend())
-      register_device_backend(DeviceType::cuda, nullptr);
-  }
-};
+using DeviceStaging = braid::testing::SimulatedDeviceTest;
 
 const Device kDev{DeviceType::cuda, 0};
 

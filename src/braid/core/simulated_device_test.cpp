@@ -4,22 +4,12 @@
 
 #include "braid/core/device_backend.h"
 #include "braid/core/tensor.h"
+#include "testing/simulated_device.h"
 
 namespace braid {
 namespace {
 
-// Registers the simulated device for one test and takes it away after (no real backend here).
-class SimulatedDevice : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!register_simulated_device()) GTEST_SKIP() << "a real CUDA backend is registered";
-  }
-  void TearDown() override {
-    if (device_backend(DeviceType::cuda) == &simulated_device_backend())
-      register_device_backend(DeviceType::cuda, nullptr);
-  }
-  const Device dev{DeviceType::cuda, 0};
-};
+using SimulatedDevice = braid::testing::SimulatedDeviceTest;
 
 TEST_F(SimulatedDevice, TensorsMoveAndConvertButRefuseHostAccess) {
   auto tracker = std::make_shared<MemoryTracker>("cuda:0");

@@ -5,21 +5,13 @@
 #include <gtest/gtest.h>
 
 #include "braid/core/device_backend.h"
+#include "testing/simulated_device.h"
 #include "testing/train/ddp_parity_util.h"
 
 namespace braid::train {
 namespace {
 
-class TrainerDevice : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!register_simulated_device()) GTEST_SKIP() << "a real CUDA backend is registered";
-  }
-  void TearDown() override {
-    if (device_backend(DeviceType::cuda) == &simulated_device_backend())
-      register_device_backend(DeviceType::cuda, nullptr);
-  }
-};
+using TrainerDevice = braid::testing::SimulatedDeviceTest;
 
 Tensor train_on(config::TrainConfig c, const std::string& device) {
   c.training.device = device;
