@@ -4,14 +4,10 @@
 
 #include <gtest/gtest.h>
 
-#include <mutex>
 #include <string>
-#include <vector>
 
 #include "braid/core/device_backend.h"
-#include "testing/run_ranks.h"
 #include "testing/simulated_device.h"
-#include "testing/tensor_compare.h"
 #include "testing/train/strategy_parity_util.h"
 
 namespace braid::train {
@@ -24,9 +20,7 @@ using DeviceRanks = braid::testing::SimulatedDeviceTest;
 inline Tensor train_on(int n, config::TrainConfig c, const std::string& device,
                        bool staged = true) {
   c.training.device = device;
-  std::vector<Tensor> out(static_cast<size_t>(n));
-  std::mutex mu;
-  braid::testing::run_ranks(n, [&](comm::ProcessGroup& pg) {
+  return same_weights_on_every_rank(n, [&](comm::ProcessGroup& pg) {
     const int64_t held = pg.memory_bytes();
     Trainer t(c, borrow(pg), quiet());
     t.run();
@@ -35,13 +29,8 @@ inline Tensor train_on(int n, config::TrainConfig c, const std::string& device,
     if (device != "cpu" && staged) {
       EXPECT_GT(pg.memory_bytes(), held);
     }
-    Tensor w = t.gather_parameters().to(Device::cpu());
-    std::lock_guard<std::mutex> lock(mu);
-    out[static_cast<size_t>(pg.rank())] = w;
+    return t.gather_parameters().to(Device::cpu());
   });
-  for (int r = 1; r < n; ++r)
-    EXPECT_TRUE(braid::testing::bit_equal(out[static_cast<size_t>(r)], out[0])) << "rank " << r;
-  return out[0];
 }
 
 }  // namespace braid::train

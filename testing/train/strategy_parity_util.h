@@ -154,19 +154,28 @@ inline Tensor train_and_gather(Trainer& t) {
   return t.gather_parameters();
 }
 
-// Trains cfg on n thread-backed ranks; rank 0's gathered weights (every rank must hold the same).
-inline Tensor train_ranks(int n, const config::TrainConfig& cfg, TrainerOptions options = quiet()) {
+// Runs train(pg) on n thread-backed ranks, each returning its weights; rank 0's (every rank must
+// hold the same).
+inline Tensor same_weights_on_every_rank(int n,
+                                         const std::function<Tensor(comm::ProcessGroup&)>& train) {
   std::vector<Tensor> out(static_cast<size_t>(n));
   std::mutex mu;
   braid::testing::run_ranks(n, [&](comm::ProcessGroup& pg) {
-    Trainer t(cfg, borrow(pg), options);
-    Tensor w = train_and_gather(t);
+    Tensor w = train(pg);
     std::lock_guard<std::mutex> lock(mu);
     out[static_cast<size_t>(pg.rank())] = w;
   });
   for (int r = 1; r < n; ++r)
     EXPECT_TRUE(braid::testing::bit_equal(out[static_cast<size_t>(r)], out[0])) << "rank " << r;
   return out[0];
+}
+
+// Trains cfg on n thread-backed ranks; rank 0's gathered weights (every rank must hold the same).
+inline Tensor train_ranks(int n, const config::TrainConfig& cfg, TrainerOptions options = quiet()) {
+  return same_weights_on_every_rank(n, [&](comm::ProcessGroup& pg) {
+    Trainer t(cfg, borrow(pg), options);
+    return train_and_gather(t);
+  });
 }
 
 }  // namespace braid::train
