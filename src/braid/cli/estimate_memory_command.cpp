@@ -75,9 +75,9 @@ void add_options(CLI::App& app, Request& q) {
       ->type_name("M")
       ->check(one_of({"ring", "ulysses"}));
   app.add_option("--pipeline-schedule", q.schedule,
-                 "1f1b (default), gpipe, interleaved_1f1b (with --virtual-stages) or zb_h1")
+                 "1f1b (default), gpipe, interleaved_1f1b (with --virtual-stages), zb_h1 or zb_v")
       ->type_name("S")
-      ->check(one_of({"1f1b", "gpipe", "interleaved_1f1b", "zb_h1"}));
+      ->check(one_of({"1f1b", "gpipe", "interleaved_1f1b", "zb_h1", "zb_v"}));
   app.add_option("--virtual-stages", q.virtual_stages,
                  "model chunks per pipeline rank under interleaved_1f1b (default 1)")
       ->type_name("V")

@@ -110,9 +110,10 @@ struct ParallelSection {
   int64_t context_parallel_size = 1;
   std::string context_parallel_mode = "ring";
   // Pipeline parallelism (parallel/pipeline/): stages per pipeline (the data-parallel strategy
-  // runs over world / (pp x cp x tp)), the schedule (gpipe | 1f1b | interleaved_1f1b | zb_h1),
-  // model chunks per rank (interleaved_1f1b), how the blocks are split (uniform | parameters |
-  // time, Note [Stage balance]) and a Chrome trace of the steps' timelines ("": none).
+  // runs over world / (pp x cp x tp)), the schedule (gpipe | 1f1b | interleaved_1f1b | zb_h1 |
+  // zb_v), model chunks per rank (interleaved_1f1b; zb_v always 2), how the blocks are split
+  // (uniform | parameters | time, Note [Stage balance]) and a Chrome trace of the steps'
+  // timelines ("": none).
   int64_t pipeline_parallel_size = 1;
   std::string pipeline_schedule = "1f1b";
   int64_t pipeline_virtual_stages = 1;

@@ -143,8 +143,10 @@ DataParallelShape data_parallel_shape(const ParallelPlan& plan, int dp) {
   o.sync_each_batch =
       plan.sync_each_batch == "auto" ? o.stage >= 2 : plan.sync_each_batch == "true";
   if (plan.pipeline_parallel_size > 1) o.sync_each_batch = false;  // Note [Pipeline reduction]
-  BRAID_CHECK(o.stage < 3 || plan.pipeline_parallel_size == 1 || plan.pipeline_schedule != "zb_h1",
-              "parallel.pipeline_schedule: zb_h1 does not run with sharded parameters (", o.label,
+  BRAID_CHECK(o.stage < 3 || plan.pipeline_parallel_size == 1 ||
+                  !pipeline::has_weight_passes(pipeline::schedule_from_name(plan.pipeline_schedule)),
+              "parallel.pipeline_schedule: ", plan.pipeline_schedule,
+              " does not run with sharded parameters (", o.label,
               "): its weight-gradient passes run after the parameters are resharded; use zero1, "
               "zero2, ddp or fsdp NO_SHARD, or parallel.pipeline_schedule: 1f1b");
   BRAID_CHECK(o.stage == 3 || o.sharding_factor == 0 || o.sharding_factor == dp,
@@ -165,7 +167,7 @@ std::unique_ptr<PipelineParallelism> apply_pipeline(const ParallelPlan& plan,
   if (plan.pipeline_parallel_size == 1) return nullptr;
   PipelineOptions o;
   o.schedule = pipeline::schedule_from_name(plan.pipeline_schedule);
-  o.chunks = plan.pipeline_virtual_stages;
+  o.chunks = pipeline::chunks_per_rank(plan.pipeline_schedule, plan.pipeline_virtual_stages);
   o.balance = plan.pipeline_balance;
   o.micro_batch = plan.micro_batch_size;
   o.seq_len = plan.seq_len / plan.context_parallel_size;  // the tokens a stage's rank computes

@@ -8,6 +8,7 @@
 #include "braid/core/memory_tracker.h"
 #include "braid/core/tensor.h"
 #include "braid/launch/threads.h"
+#include "braid/parallel/pipeline/schedule.h"
 
 namespace braid::train {
 
@@ -23,7 +24,8 @@ parallel::ParallelPlan parallel_plan_from(const config::TrainConfig& cfg) {
   s.context_parallel_mode = p.context_parallel_mode;
   s.pipeline_parallel_size = static_cast<int>(p.pipeline_parallel_size);
   s.pipeline_schedule = p.pipeline_schedule;
-  s.pipeline_virtual_stages = static_cast<int>(p.pipeline_virtual_stages);
+  s.pipeline_virtual_stages = parallel::pipeline::chunks_per_rank(
+      p.pipeline_schedule, static_cast<int>(p.pipeline_virtual_stages));
   s.pipeline_balance = p.pipeline_balance;
   s.pipeline_trace = p.pipeline_trace;
   s.micro_batch_size = std::max<int64_t>(1, cfg.training.micro_batch_size);
@@ -69,7 +71,8 @@ parallel::cost::Layout layout_from(const config::TrainConfig& cfg) {
   L.sp = p.sequence_parallel;
   L.pp = static_cast<int>(p.pipeline_parallel_size);
   L.schedule = p.pipeline_schedule;
-  L.virtual_stages = static_cast<int>(p.pipeline_virtual_stages);
+  L.virtual_stages = parallel::pipeline::chunks_per_rank(
+      p.pipeline_schedule, static_cast<int>(p.pipeline_virtual_stages));
   L.micro_batch = std::max<int64_t>(1, cfg.training.micro_batch_size);
   L.accumulation = std::max<int64_t>(1, cfg.training.gradient_accumulation_steps);
   L.compute = cfg.compute_dtype();

@@ -243,13 +243,17 @@ std::string layout_problem(const CostInputs& in) {
     os << "pp " << L.pp << " x " << L.virtual_stages << " chunks does not divide the " << m.n_layer
        << " layers (a 'balanced' split takes them unevenly)";
   } else if (L.pp > 1 && L.schedule != "gpipe" && L.schedule != "1f1b" &&
-             L.schedule != "interleaved_1f1b" && L.schedule != "zb_h1") {
+             L.schedule != "interleaved_1f1b" && L.schedule != "zb_h1" && L.schedule != "zb_v") {
     os << "unknown schedule '" << L.schedule << "'";
-  } else if ((L.schedule == "interleaved_1f1b") != (L.virtual_stages > 1) && L.pp > 1) {
+  } else if (L.pp > 1 && L.schedule == "zb_v" && L.virtual_stages != 2) {
+    os << "zb_v takes 2 chunks per rank (its V)";
+  } else if (L.pp > 1 && L.schedule != "zb_v" &&
+             (L.schedule == "interleaved_1f1b") != (L.virtual_stages > 1)) {
     os << "interleaved_1f1b takes 2 or more chunks per rank, the others one";
-  } else if (L.pp > 1 && L.schedule == "zb_h1" && (L.strategy == "zero3" || L.strategy == "hsdp")) {
-    os << "zb_h1 runs weight gradients after the parameters' backward, which ZeRO-3 and FSDP "
-          "free";
+  } else if (L.pp > 1 && (L.schedule == "zb_h1" || L.schedule == "zb_v") &&
+             (L.strategy == "zero3" || L.strategy == "hsdp")) {
+    os << L.schedule
+       << " runs weight gradients after the parameters' backward, which ZeRO-3 and FSDP free";
   } else if (L.schedule == "interleaved_1f1b" && L.accumulation % L.pp != 0) {
     os << "interleaved_1f1b needs the micro-batches (" << L.accumulation
        << ") to be a multiple of pp";
@@ -387,6 +391,20 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
           idle += stages[st].forward() + stages[st].backward() - 2 * stages[st].weight;
       }
     }
+    // zb_v (Note [ZB-V], pipeline/schedule.h): the last stage starts after one chunk's forward
+    // of each stage before it, then nothing waits; with few micro-batches one micro-batch's
+    // chain through the 2 pp chunks and back (F + B of a chunk each) is the path instead.
+    if (L.schedule == "zb_v") {
+      double start = 0, chain = 0;
+      for (int st = 0; st < L.pp; ++st) {
+        if (st != L.pp - 1) start += stages[st].forward() / 2;
+        chain += stages[st].forward() + stages[st].backward() - stages[st].weight;
+      }
+      const auto& sl = stages[slow];
+      const double path = mb * (sl.forward() + sl.backward() - sl.weight) + chain -
+                          (sl.forward() + sl.backward() - sl.weight) / 2;
+      idle = std::max(start, path - mb * max_c);
+    }
     c.bubble = idle;
     // Note [Oversubscribed bubble]: on a CPU node with S = ranks / cores > 1, a rank idle in
     // the bubble, or on a stage with less work, lends its cores to the others (the work is
@@ -410,7 +428,7 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
     const double p2p = comm_seconds(prof, node_ranks, "send_recv", 2, L.tp, act_bytes);
     c.comm_exposed += 2 * mb * v * p2p;
     c.comm_total += 2 * mb * v * p2p;
-    if (m.tie_word_embeddings) {
+    if (m.tie_word_embeddings && L.schedule != "zb_v") {  // zb_v: one stage holds both ends
       const double tied = comm_seconds(prof, node_ranks, "all_reduce", 2, L.tp * (L.pp - 1),
                                        double(s.vocab) * s.d * 4);
       c.comm_exposed += tied;

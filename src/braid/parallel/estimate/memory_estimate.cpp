@@ -347,18 +347,22 @@ MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s,
   ActivationSpan whole;  // what the kernels run (every block the same): scratch
   std::vector<SpanActivations> chunks;
   StageActivations acts;
+  bool embedding = false;  // in the embedding group (the first or last stage, when they differ)
   if (s.pp > 1) {
     const auto parts = partition_of(in, s);
     const int v = static_cast<int>(parts.size()) / s.pp;
     pipeline::ScheduleShape shape{pipeline::schedule_from_name(in.spec.pipeline_schedule), s.pp,
                                   static_cast<int>(micro), v};
     pipeline::check_schedule(shape);
-    declared = nn::PipelineStage{{}, stage == 0, stage == s.pp - 1};
+    const int V = s.pp * v;
+    declared = nn::PipelineStage{{}, pipeline::stage_of(shape, 0) == stage,
+                                 pipeline::stage_of(shape, V - 1) == stage};
+    embedding = declared->first != declared->last;  // one stage holding both ends: no group
     for (int c = 0; c < v; ++c) {
-      const pipeline::BlockRange r = parts[static_cast<size_t>(c * s.pp + stage)];
+      const int vs = pipeline::virtual_stage(shape, stage, c);
+      const pipeline::BlockRange r = parts[static_cast<size_t>(vs)];
       declared->chunks.emplace_back(r.begin, r.end);
-      const ActivationSpan span{r.begin, r.end, c == 0 && stage == 0,
-                                c == v - 1 && stage == s.pp - 1};
+      const ActivationSpan span{r.begin, r.end, vs == 0, vs == V - 1};
       chunks.push_back(span_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len,
                                         in.compute, tp, span, s.cp));
     }
@@ -383,7 +387,7 @@ MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s,
                s.pp,
                s.stage >= 1,
                s.stage == 3,
-               whole.first || whole.last,
+               embedding,
                in.spec.name != "none",
                s.cp.size};
   e.communication = group_memory(in.backend, g) + staging_peak(in, s, e.communication);

@@ -12,11 +12,14 @@ StageActivations stage_activations(const pipeline::ScheduleShape& shape, int sta
   BRAID_CHECK(static_cast<int>(chunks.size()) == shape.chunks, "estimate-memory: ", chunks.size(),
               " chunks for ", shape.chunks, " virtual stages per rank");
   const std::vector<pipeline::Action> actions = pipeline::stage_actions(shape, stage);
-  const int p = shape.stages, V = shape.virtual_stages();
-  auto vs = [&](const pipeline::Action& a) { return a.chunk * p + stage; };
+  const int V = shape.virtual_stages();
+  auto vs = [&](const pipeline::Action& a) { return pipeline::virtual_stage(shape, stage, a.chunk); };
+  // A message from this stage itself is handed over, not received into a buffer of its own.
   auto receives = [&](const pipeline::Action& a) {
     if (a.kind == Kind::weight) return false;
-    return a.kind == Kind::forward ? vs(a) > 0 && a.micro > 0 : vs(a) < V - 1;
+    const int from = a.kind == Kind::forward ? vs(a) - 1 : vs(a) + 1;
+    if (from < 0 || from >= V || pipeline::stage_of(shape, from) == stage) return false;
+    return a.kind == Kind::backward || a.micro > 0;
   };
   int64_t alive = 0, most = 0;  // bytes of the micro-batches held
   int leaves = 0, most_leaves = 0, all_leaves = 0;

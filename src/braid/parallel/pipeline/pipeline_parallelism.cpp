@@ -27,11 +27,13 @@ Tensor host_bits(int64_t n) {
 
 PipelineParallelism::PipelineParallelism(std::shared_ptr<DeviceMesh> mesh, PipelineOptions options)
     : mesh_(std::move(mesh)), options_(std::move(options)) {
-  pipeline::ScheduleShape shape{options_.schedule, stages(), stages(), options_.chunks};
-  pipeline::check_schedule(shape);
-  const int last = stages() - 1;
-  embedding_group_ = mesh_->group("pp").split(stage() == 0 || stage() == last ? 0 : -1, stage(),
-                                              mesh_->group("pp").name() + "/embedding");
+  pipeline::check_schedule(shape());
+  // The embedding group: the stages of the first and the last virtual stage, when they differ
+  // (under zb_v the first stage holds both ends, and its one token table serves both).
+  const int first = first_stage(), last = last_stage();
+  const int color = first != last && (stage() == first || stage() == last) ? 0 : -1;
+  embedding_group_ =
+      mesh_->group("pp").split(color, stage(), mesh_->group("pp").name() + "/embedding");
   timeline_ = std::make_unique<pipeline::Timeline>(mesh_->world().rank());
 }
 
@@ -48,16 +50,16 @@ std::string PipelineParallelism::describe() const {
 
 void PipelineParallelism::split(nn::StagedModel& model) {
   partition_ = pipeline::plan_stages(model, options_, stages(), mesh_->world());
-  pipeline::ScheduleShape shape{options_.schedule, stages(), stages(), options_.chunks};
-  runner_ = std::make_unique<pipeline::StageRunner>(mesh_->group_ptr("pp"), shape, partition_,
+  runner_ = std::make_unique<pipeline::StageRunner>(mesh_->group_ptr("pp"), shape(), partition_,
                                                     timeline_.get());
   nn::PipelineStage mine;
   for (int c = 0; c < options_.chunks; ++c) {
-    const BlockRange& r = partition_[static_cast<size_t>(c * stages() + stage())];
+    const int vs = pipeline::virtual_stage(shape(), stage(), c);
+    const BlockRange& r = partition_[static_cast<size_t>(vs)];
     mine.chunks.emplace_back(r.begin, r.end);
   }
-  mine.first = stage() == 0;
-  mine.last = stage() == stages() - 1;
+  mine.first = stage() == first_stage();
+  mine.last = stage() == last_stage();
   model.keep_stage(mine);
 }
 
@@ -75,10 +77,11 @@ StepLoss PipelineParallelism::run_schedule(nn::StagedModel& model, const MicroBa
 }
 
 // Megatron's embedding group: the first stage's token table and the last stage's replica (which
-// its LM head reads) get the sum of both gradients, so both take the same optimizer step.
+// its LM head reads) get the sum of both gradients, so both take the same optimizer step (no
+// group when one stage holds both ends).
 StepLoss PipelineParallelism::finish_step(const nn::StagedModel& model, DataParallel& data,
                                           StepLoss local) {
-  if (stages() > 1 && embedding_group_)
+  if (embedding_group_)
     for (const std::string& name : model.tied_parameters())
       data.sum_gradient(name, *embedding_group_);
   timeline_->end_step();
@@ -86,7 +89,7 @@ StepLoss PipelineParallelism::finish_step(const nn::StagedModel& model, DataPara
   Tensor t = host_bits(2);
   t.data<int64_t>()[0] = std::bit_cast<int64_t>(local.sum);
   t.data<int64_t>()[1] = local.finite ? 1 : 0;
-  mesh_->group("pp").broadcast(t, stages() - 1)->wait();
+  mesh_->group("pp").broadcast(t, last_stage())->wait();
   return {std::bit_cast<double>(t.data<int64_t>()[0]), t.data<int64_t>()[1] != 0};
 }
 
@@ -98,7 +101,7 @@ double PipelineParallelism::eval_loss(nn::StagedModel& model, const Tensor& ids,
   });
   Tensor t = host_bits(1);
   t.data<int64_t>()[0] = std::bit_cast<int64_t>(sum);
-  mesh_->group("pp").broadcast(t, stages() - 1)->wait();
+  mesh_->group("pp").broadcast(t, last_stage())->wait();
   return std::bit_cast<double>(t.data<int64_t>()[0]);
 }
 
@@ -107,7 +110,7 @@ Tensor PipelineParallelism::last_logits(nn::Transformer& model, const Tensor& id
       Tensor::empty(Shape{1, model.config().vocab_size}, DType::f32, MemCategory::activations);
   runner_->forward_only(
       model, ids, [&](const autograd::Variable& h) { logits.copy_(model.head_last_logits(h)); });
-  mesh_->group("pp").broadcast(logits, stages() - 1)->wait();
+  mesh_->group("pp").broadcast(logits, last_stage())->wait();
   return logits;
 }
 
@@ -150,7 +153,7 @@ void PipelineParallelism::whole_units(const nn::StagedModel& model, const HeldUn
     if (vs == 0) globals.push_back(0);  // the embeddings
     for (int b = r.begin; b < r.end; ++b) globals.push_back(1 + b);
     if (vs == V - 1) globals.push_back(units - 1);  // the head
-    const int root = vs % stages();
+    const int root = pipeline::stage_of(shape(), vs);
     std::vector<int> mine;
     if (stage() == root)
       for (int g : globals) mine.push_back(local(g));

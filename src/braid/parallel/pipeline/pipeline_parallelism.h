@@ -2,9 +2,10 @@
 // runtime (Parallelism, parallelism.h) beside data and tensor parallelism, which it calls but
 // never wraps. The model's blocks are split into contiguous stages (partition.h), pp * v of them
 // for v chunks per rank; rank s of the pp group holds the virtual stages s, s + pp, ...
-// (Megatron's interleaving), the embeddings on the first and the final norm and LM head on the
-// last (Note [Pipeline stage], nn/staged_model.h). A step's micro-batches (= gradient accumulation
-// steps) flow through the stages under a schedule (schedule.h: gpipe, 1f1b, interleaved_1f1b),
+// (Megatron's interleaving; zb_v's V: s and 2 pp - 1 - s), the embeddings where the first virtual
+// stage is and the final norm and LM head where the last is (Note [Pipeline stage],
+// nn/staged_model.h). A step's micro-batches (= gradient accumulation steps) flow through the
+// stages under a schedule (schedule.h: gpipe, 1f1b, interleaved_1f1b, zb_h1, zb_v),
 // activations forward and their gradients backward by send/recv over the pp group (StageRunner,
 // stage_runner.h).
 //
@@ -15,7 +16,8 @@
 // flush; so sync_each_batch is off under a pipeline. Then, in the caller's finish:
 //   - tied embeddings: the token table's gradient is summed over the first and last stage (the
 //     embedding group) before the norm, so both copies take the same step;
-//   - the loss lives on the last stage and is broadcast over pp, so every rank reports it.
+//   - the loss lives on the last virtual stage's rank and is broadcast over pp, so every rank
+//     reports it.
 // The norm is reduced over dp, then over every model-parallel rank (pp x tp), each parameter
 // counted once (Note [Model-parallel norm]); whole_units() visits the whole model in order,
 // each unit broadcast from its stage.
@@ -65,11 +67,14 @@ class PipelineParallelism {
   std::string describe() const;
   int stage() const { return mesh_->coord("pp"); }
   int stages() const { return mesh_->size("pp"); }
+  // The stages holding the first and the last virtual stage (both 0 under zb_v).
+  int first_stage() const { return pipeline::stage_of(shape(), 0); }
+  int last_stage() const { return pipeline::stage_of(shape(), stages() * options_.chunks - 1); }
 
   // Note [Pipeline stage]: splits a model declared whole into the stages and keeps this rank's
   // (StagedModel::keep_stage). Collective over the world ("time" balance measures).
   void split(nn::StagedModel& model);
-  // Virtual stage k's blocks (k = chunk * stages + stage), known after split().
+  // Virtual stage k's blocks (pipeline::virtual_stage), known after split().
   const std::vector<pipeline::BlockRange>& partition() const { return partition_; }
 
   // The dtype the declared model is materialised in (its activations'), after split().
@@ -103,6 +108,11 @@ class PipelineParallelism {
   void write_trace(const std::string& path);
 
  private:
+  // The schedule's shape with one micro-batch per stage (the placement does not depend on it).
+  pipeline::ScheduleShape shape() const {
+    return {options_.schedule, stages(), stages(), options_.chunks};
+  }
+
   std::shared_ptr<DeviceMesh> mesh_;
   PipelineOptions options_;
   std::shared_ptr<comm::ProcessGroup> embedding_group_;  // first and last stage

@@ -164,7 +164,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt2_pp2_zb_h1_m1", "gpt2-tiny", 4, 2, "zb_h1", 1, 1},
                       Case{"gpt2_pp4_zb_h1", "gpt2-tiny", 4, 4, "zb_h1", 1, 6},
                       Case{"llama_pp2_zb_h1", "llama-tiny", 4, 2, "zb_h1", 1, 4},
-                      Case{"gpt2_tp2_pp2_sp_zb_h1", "gpt2-tiny", 4, 2, "zb_h1", 1, 4, 2, true}),
+                      Case{"gpt2_tp2_pp2_sp_zb_h1", "gpt2-tiny", 4, 2, "zb_h1", 1, 4, 2, true},
+                      // zb_v: two chunks a rank in a V (virtual stages 1 means 2 there).
+                      Case{"gpt2_pp2_zb_v", "gpt2-tiny", 4, 2, "zb_v", 1, 4},
+                      Case{"gpt2_pp2_zb_v_m1", "gpt2-tiny", 4, 2, "zb_v", 2, 1},
+                      Case{"gpt2_pp4_zb_v", "gpt2-tiny", 8, 4, "zb_v", 2, 7},
+                      Case{"llama_pp2_zb_v", "llama-tiny", 4, 2, "zb_v", 1, 5},
+                      Case{"gpt2_tp2_pp2_sp_zb_v", "gpt2-tiny", 4, 2, "zb_v", 1, 4, 2, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 // Note [Pipeline memory]: what a forward keeps lives until its backward, so the first stage's
@@ -200,6 +206,21 @@ TEST(PipelineMemory, ZbH1IsBoundedByStagesAsOneFOneB) {
   EXPECT_LE(most(z8), 1.1 * most(z2)) << most(z2) << " -> " << most(z8);
   EXPECT_LE(most(z8), 1.1 * most(f8)) << most(z8) << " vs 1f1b " << most(f8);
   std::printf("peak activations (bytes) on stages 0, 1 at m=8: 1f1b %lld, %lld; zb_h1 %lld, %lld\n",
+              static_cast<long long>(f8[0]), static_cast<long long>(f8[1]),
+              static_cast<long long>(z8[0]), static_cast<long long>(z8[1]));
+}
+
+// zb_v holds at most 2p chunk micro-batches, each half a stage's layers, and that many from
+// m = 2p - 1 on (Note [ZB-V]): bounded by the stages, on each stage no more than 1f1b's first
+// stage holds (10% as zb_h1's).
+TEST(PipelineMemory, ZbVIsBoundedByStagesAsOneFOneB) {
+  const std::vector<int64_t> z4 = stage_peaks("zb_v", 4), z8 = stage_peaks("zb_v", 8);
+  const std::vector<int64_t> f8 = stage_peaks("1f1b", 8);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_LE(static_cast<double>(z8[r]), 1.1 * static_cast<double>(z4[r])) << "stage " << r;
+    EXPECT_LE(static_cast<double>(z8[r]), 1.1 * static_cast<double>(f8[0])) << "stage " << r;
+  }
+  std::printf("peak activations (bytes) on stages 0, 1 at m=8: 1f1b %lld, %lld; zb_v %lld, %lld\n",
               static_cast<long long>(f8[0]), static_cast<long long>(f8[1]),
               static_cast<long long>(z8[0]), static_cast<long long>(z8[1]));
 }

@@ -12,8 +12,9 @@ ScheduleKind schedule_from_name(const std::string& name) {
   if (name == "1f1b") return ScheduleKind::one_f_one_b;
   if (name == "interleaved_1f1b") return ScheduleKind::interleaved_1f1b;
   if (name == "zb_h1") return ScheduleKind::zb_h1;
+  if (name == "zb_v") return ScheduleKind::zb_v;
   BRAID_THROW("config key 'parallel.pipeline_schedule' is '", name,
-              "', expected one of: gpipe, 1f1b, interleaved_1f1b, zb_h1");
+              "', expected one of: gpipe, 1f1b, interleaved_1f1b, zb_h1, zb_v");
 }
 
 const char* schedule_name(ScheduleKind kind) {
@@ -26,12 +27,28 @@ const char* schedule_name(ScheduleKind kind) {
       return "interleaved_1f1b";
     case ScheduleKind::zb_h1:
       return "zb_h1";
+    case ScheduleKind::zb_v:
+      return "zb_v";
   }
   return "?";
 }
 
 bool has_weight_passes(ScheduleKind kind) {
-  return kind == ScheduleKind::zb_h1;
+  return kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_v;
+}
+
+int chunks_per_rank(const std::string& schedule, int configured) {
+  return schedule == "zb_v" && configured == 1 ? 2 : configured;
+}
+
+int virtual_stage(const ScheduleShape& s, int stage, int chunk) {
+  if (s.kind == ScheduleKind::zb_v && chunk == 1) return 2 * s.stages - 1 - stage;
+  return chunk * s.stages + stage;
+}
+
+int stage_of(const ScheduleShape& s, int vs) {
+  if (s.kind == ScheduleKind::zb_v && vs >= s.stages) return 2 * s.stages - 1 - vs;
+  return vs % s.stages;
 }
 
 void check_schedule(const ScheduleShape& s) {
@@ -40,6 +57,11 @@ void check_schedule(const ScheduleShape& s) {
               "training.gradient_accumulation_steps (the pipeline's micro-batches) must be >= 1, "
               "got ",
               s.micro_batches);
+  if (s.kind == ScheduleKind::zb_v) {
+    BRAID_CHECK(s.chunks == 2, "parallel.pipeline_schedule: zb_v runs two chunks per rank (its V), "
+                "but parallel.pipeline_virtual_stages is ", s.chunks);
+    return;
+  }
   if (s.kind != ScheduleKind::interleaved_1f1b) {
     BRAID_CHECK(s.chunks == 1, "parallel.pipeline_virtual_stages ", s.chunks,
                 " needs parallel.pipeline_schedule: interleaved_1f1b (", schedule_name(s.kind),
@@ -84,6 +106,8 @@ int warmup(const ScheduleShape& s, int stage) {
       return std::min(p - stage - 1, m);
     case ScheduleKind::interleaved_1f1b:
       return std::min(2 * (p - stage - 1) + (v - 1) * p, m * v);
+    case ScheduleKind::zb_v:
+      break;  // zb_v_actions
   }
   return m * v;
 }
@@ -106,12 +130,58 @@ std::vector<Action> with_weight_passes(const std::vector<Action>& actions, int l
   return out;
 }
 
+// Note [ZB-V]: the paper's order for rank r, over n = max(m, 2p - 1) micro-batches per chunk,
+// then without the passes of micro-batches m and above.
+std::vector<Action> zb_v_actions(const ScheduleShape& s, int r) {
+  using K = Action::Kind;
+  const int p = s.stages, m = s.micro_batches, n = std::max(m, 2 * p - 1);
+  std::vector<Action> out;
+  int next[3][2] = {};  // the next micro-batch per kind (F, B, W) and chunk
+  auto add = [&](K kind, int chunk) {
+    int& micro = next[static_cast<int>(kind)][chunk];
+    if (micro < m) out.push_back({kind, micro, chunk});
+    ++micro;
+  };
+  const int(&f)[2] = next[0];
+  const int(&w)[2] = next[2];
+  for (int i = 0; i < 2 * (p - r) - 1; ++i) add(K::forward, 0);
+  for (int i = 0; i < r; ++i) {
+    add(K::forward, 1);
+    add(K::forward, 0);
+  }
+  for (int i = 0; i < p - r; ++i) {
+    add(K::forward, 1);
+    add(K::backward, 1);
+    add(K::weight, 1);
+  }
+  while (f[1] < f[0] || f[0] < n) {
+    if (f[0] < n) add(K::forward, 0);
+    add(K::backward, 0);
+    add(K::weight, 0);
+    add(K::forward, 1);
+    add(K::backward, 1);
+    add(K::weight, 1);
+  }
+  for (int i = 0; i < r; ++i) {
+    add(K::backward, 0);
+    add(K::backward, 1);
+  }
+  for (int i = 0; i < p - r; ++i) {
+    add(K::backward, 0);
+    add(K::weight, 0);
+  }
+  while (w[1] < n) add(K::weight, 1);
+  while (w[0] < n) add(K::weight, 0);
+  return out;
+}
+
 }  // namespace
 
 std::vector<Action> stage_actions(const ScheduleShape& s, int stage) {
   check_schedule(s);
   BRAID_CHECK(stage >= 0 && stage < s.stages, "pipeline: stage ", stage, " outside [0, ", s.stages,
               ") (parallel.pipeline_parallel_size ", s.stages, ")");
+  if (s.kind == ScheduleKind::zb_v) return zb_v_actions(s, stage);
   // Warm-up forwards, then one forward and one backward in turn, then the remaining backwards.
   const std::vector<Action> forwards = in_order(s, Action::Kind::forward);
   const std::vector<Action> backwards = in_order(s, Action::Kind::backward);
@@ -176,7 +246,7 @@ SimResult simulate(const ScheduleShape& s, const std::vector<std::vector<Action>
     BRAID_CHECK(split || a.kind != Action::Kind::weight, "pipeline simulate: rank ", r,
                 " has action ", action_name(a), " but ", schedule_name(s.kind),
                 " has no weight passes");
-    const int vs = a.chunk * p + r;
+    const int vs = virtual_stage(s, r, a.chunk);
     const bool forward = a.kind == Action::Kind::forward;
     const bool weight = a.kind == Action::Kind::weight;
     // When what `a` waits for ended (0: nothing to wait for); negative if it has not run yet.
@@ -230,6 +300,8 @@ double ideal_bubble(const ScheduleShape& s) {
   const double p = s.stages, m = s.micro_batches;
   if (s.kind == ScheduleKind::zb_h1)  // Note [ZB-H1 bubble], F = B = W
     return m >= p ? (p - 1) / (3 * m + p - 1) : 1 - 3 * m / (2 * m + 2 * p - 1);
+  if (s.kind == ScheduleKind::zb_v)  // Note [ZB-V], F = B = W per chunk
+    return 1 - 6 * m / std::max(6 * m + p - 1, 4 * m + 4 * p - 2);
   const double v = s.kind == ScheduleKind::interleaved_1f1b ? s.chunks : 1;
   return (p - 1) / (v * m + p - 1);
 }

@@ -2,7 +2,10 @@
 // them and measures their bubble.
 //
 // p stages (ranks), m micro-batches, v chunks per rank. Virtual stage vs = chunk * p + stage:
-// rank `stage` holds virtual stages stage, stage + p, stage + 2p, ... (Megatron's interleaving).
+// rank `stage` holds virtual stages stage, stage + p, stage + 2p, ... (Megatron's interleaving),
+// but under zb_v, whose two chunks make a V: chunk 0 is virtual stage `stage`, chunk 1 is
+// 2p - 1 - stage (virtual_stage(), stage_of()), so the last stage runs virtual stages p - 1 and p
+// back to back and the first stage holds both ends.
 // Forward (i, vs) of micro-batch i needs forward (i, vs - 1); backward (i, vs) needs forward
 // (i, vs) and backward (i, vs + 1); the last virtual stage's backward follows its own forward.
 //   gpipe             all forwards, then all backwards, both in micro order (torch's ScheduleGPipe)
@@ -18,6 +21,9 @@
 //                     1F1B's order of F and B, with stage s's W passes lagging its B passes by
 //                     s: a W after each B once s B's are done, the last s W's after the last B.
 //                     W needs only its own B. Note [ZB-H1 bubble].
+//   zb_v              Qi et al.'s ZB-V: two chunks per rank in a V, each backward split into B
+//                     and W as zb_h1's; the order is the paper's hand-made one (as torch's
+//                     ScheduleZBVZeroBubble builds it). Note [ZB-V].
 // In every schedule a rank runs each chunk's forwards in micro order, its backwards too, and
 // its W passes: the messages between two ranks for one (kind, virtual stage) go in micro order
 // (Note [Pipeline messages], stage_runner.cpp, relies on it).
@@ -32,6 +38,24 @@
 // 1 - 3m / (2m + 2p - 1) for m < p. Memory: stage s holds a micro-batch from its F to its W,
 // at most min(p, m) of them on every stage: what 1F1B holds on stage 0 (its largest), though
 // between B and W only what the weight gradients read (a linear's input and output gradient).
+//
+// Note [ZB-V]: rank r (of p) holds chunk 0 = virtual stage r and chunk 1 = virtual stage
+// 2p - 1 - r. Its order, counting micro-batches per chunk (n = max(m, 2p - 1); the passes of
+// micro-batches >= m are then dropped, which keeps every dependency):
+//   2(p - r) - 1 F0;  r x (F1, F0);  (p - r) x (F1, B1, W1);
+//   then, until every F is placed: (F0 while any is left, B0, W0, F1, B1, W1);
+//   r x (B0, B1);  (p - r) x (B0, W0);  the W1's left;  the W0's left.
+// Every rank does 2m (F + B + W) of chunk passes; the last rank can start its first only after
+// the p - 1 forwards of chunk 0 before it, and from there nothing waits: with F = B = W per chunk
+// the makespan is 6m + p - 1 passes for m large enough, so the bubble is
+//   (p - 1) / (6m + p - 1)      with F = B = W, for 6m + p - 1 >= 4m + 4p - 2
+// half of zb_h1's (whose stage passes are two chunk passes: (p - 1) / (3m + p - 1)), the least
+// any order can have (the last rank's start is a floor). For fewer micro-batches the chain of one
+// micro-batch through the 2p virtual stages and back is the path, 4m + 4p - 2 passes:
+//   ideal_bubble = 1 - 6m / max(6m + p - 1, 4m + 4p - 2)
+// (schedule_test checks both against the simulator). Memory: a rank holds at most 2p chunk
+// micro-batches from F to W, each half a stage's layers: p stage micro-batches, what 1F1B holds on
+// its first stage, on every rank.
 #pragma once
 
 #include <cstdint>
@@ -40,9 +64,9 @@
 
 namespace braid::parallel::pipeline {
 
-enum class ScheduleKind { gpipe, one_f_one_b, interleaved_1f1b, zb_h1 };
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved_1f1b, zb_h1, zb_v };
 
-// "gpipe" | "1f1b" | "interleaved_1f1b" | "zb_h1"; anything else throws naming
+// "gpipe" | "1f1b" | "interleaved_1f1b" | "zb_h1" | "zb_v"; anything else throws naming
 // parallel.pipeline_schedule.
 ScheduleKind schedule_from_name(const std::string& name);
 const char* schedule_name(ScheduleKind kind);
@@ -51,13 +75,22 @@ struct ScheduleShape {
   ScheduleKind kind = ScheduleKind::one_f_one_b;
   int stages = 1;         // p: parallel.pipeline_parallel_size
   int micro_batches = 1;  // m: training.gradient_accumulation_steps
-  int chunks = 1;         // v: parallel.pipeline_virtual_stages (> 1 only interleaved)
+  int chunks = 1;         // v: parallel.pipeline_virtual_stages (> 1 interleaved; 2 zb_v)
   int virtual_stages() const { return stages * chunks; }
 };
 
+// The chunks per rank a schedule runs with parallel.pipeline_virtual_stages `configured`: zb_v
+// always runs two (its V), so the default 1 means 2 there; any other count is kept as it is
+// (check_schedule names what it does not take).
+int chunks_per_rank(const std::string& schedule, int configured);
+
+// The virtual stage of rank `stage`'s chunk, and the rank holding virtual stage vs.
+int virtual_stage(const ScheduleShape& shape, int stage, int chunk);
+int stage_of(const ScheduleShape& shape, int vs);
+
 // Throws one line naming the config key: stages < 1, micro_batches < 1, chunks != 1 without
-// interleaving, interleaving with chunks < 2 or micro_batches not a multiple of stages (as
-// Megatron requires). 1f1b with fewer micro-batches than stages is fine (a shorter warm-up).
+// interleaving (2 under zb_v), interleaving with chunks < 2 or micro_batches not a multiple of
+// stages (as Megatron requires). 1f1b with fewer micro-batches than stages is fine (a shorter warm-up).
 void check_schedule(const ScheduleShape& shape);
 
 struct Action {
@@ -65,7 +98,7 @@ struct Action {
   enum class Kind : uint8_t { forward, backward, weight };
   Kind kind = Kind::forward;
   int micro = 0;  // micro-batch
-  int chunk = 0;  // this rank's chunk: virtual stage chunk * p + stage
+  int chunk = 0;  // this rank's chunk (virtual_stage())
   bool operator==(const Action&) const = default;
 };
 
@@ -73,7 +106,7 @@ struct Action {
 // weight for a schedule with weight passes.
 std::vector<Action> stage_actions(const ScheduleShape& shape, int stage);
 
-// Whether the schedule splits backwards into B and W (has_weight_passes: zb_h1).
+// Whether the schedule splits backwards into B and W (zb_h1, zb_v).
 bool has_weight_passes(ScheduleKind kind);
 
 // "F m3 c0" / "B m3 c1" / "W m3 c1", as errors and the timeline name actions.
@@ -91,8 +124,8 @@ struct SimResult {
 // passes weight_cost, messages nothing; a schedule without weight passes computes the weight
 // gradients in its backwards, which take backward_cost + weight_cost. Throws naming each rank's
 // stuck action if the schedule deadlocks. With equal stages every rank's idle fraction is
-// exactly ideal_bubble() for gpipe, 1f1b and interleaved_1f1b at any costs, and for zb_h1 at
-// equal costs (Note [ZB-H1 bubble]; schedule_test checks it).
+// exactly ideal_bubble() for gpipe, 1f1b and interleaved_1f1b at any costs, and for zb_h1 and
+// zb_v at equal costs (Notes [ZB-H1 bubble], [ZB-V]; schedule_test checks it).
 SimResult simulate(const ScheduleShape& shape, double forward_cost, double backward_cost,
                    double weight_cost = 0);
 // The same for given action lists, one per stage (a schedule under test).
@@ -101,7 +134,8 @@ SimResult simulate(const ScheduleShape& shape, const std::vector<std::vector<Act
 
 // (p - 1) / (m + p - 1) for gpipe and 1f1b; (p - 1) / (v m + p - 1) interleaved; zb_h1 with
 // equal pass costs (p - 1) / (3m + p - 1) for m >= p, 1 - 3m / (2m + 2p - 1) for m < p (Note
-// [ZB-H1 bubble]).
+// [ZB-H1 bubble]); zb_v with equal chunk pass costs 1 - 6m / max(6m + p - 1, 4m + 4p - 2) (Note
+// [ZB-V]).
 double ideal_bubble(const ScheduleShape& shape);
 
 }  // namespace braid::parallel::pipeline

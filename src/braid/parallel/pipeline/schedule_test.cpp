@@ -152,14 +152,19 @@ TEST(PipelineSchedule, ErrorsNameTheKey) {
             std::string::npos);
   EXPECT_EQ(error_of([] { schedule_from_name("zb"); }),
             "config key 'parallel.pipeline_schedule' is 'zb', expected one of: gpipe, 1f1b, "
-            "interleaved_1f1b, zb_h1");
+            "interleaved_1f1b, zb_h1, zb_v");
+  EXPECT_EQ(error_of([] {
+              check_schedule({ScheduleKind::zb_v, 2, 4, 3});
+            }),
+            "parallel.pipeline_schedule: zb_v runs two chunks per rank (its V), but "
+            "parallel.pipeline_virtual_stages is 3");
   EXPECT_EQ(error_of([] {
               check_schedule({ScheduleKind::zb_h1, 2, 4, 2});
             }),
             "parallel.pipeline_virtual_stages 2 needs parallel.pipeline_schedule: "
             "interleaved_1f1b (zb_h1 runs one chunk per rank)");
   for (auto kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved_1f1b,
-                    ScheduleKind::zb_h1})
+                    ScheduleKind::zb_h1, ScheduleKind::zb_v})
     EXPECT_EQ(schedule_from_name(schedule_name(kind)), kind);
 }
 
@@ -272,6 +277,117 @@ TEST(PipelineSchedule, ZbH1SimulatorChecksTheWeightPasses) {
                        1, 1, 1);
             }).find("1f1b has no weight passes"),
             std::string::npos);
+}
+
+// ---- zb_v (Note [ZB-V]) ----
+
+std::vector<ScheduleShape> zb_v_shapes() {
+  std::vector<ScheduleShape> out;
+  for (int p : {1, 2, 3, 4, 5, 8})
+    for (int m = 1; m <= 17; ++m) out.push_back({ScheduleKind::zb_v, p, m, 2});
+  return out;
+}
+
+TEST(PipelineSchedule, ZbVPlacesTheChunksInAV) {
+  const ScheduleShape s{ScheduleKind::zb_v, 4, 8, 2};
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(virtual_stage(s, r, 0), r);
+    EXPECT_EQ(virtual_stage(s, r, 1), 7 - r);
+    EXPECT_EQ(stage_of(s, r), r);
+    EXPECT_EQ(stage_of(s, 7 - r), r);
+  }
+  // Interleaving keeps Megatron's placement.
+  EXPECT_EQ(virtual_stage({ScheduleKind::interleaved_1f1b, 4, 8, 2}, 1, 1), 5);
+  EXPECT_EQ(stage_of({ScheduleKind::interleaved_1f1b, 4, 8, 2}, 5), 1);
+  EXPECT_EQ(chunks_per_rank("zb_v", 1), 2);
+  EXPECT_EQ(chunks_per_rank("zb_v", 3), 3);  // check_schedule refuses it
+  EXPECT_EQ(chunks_per_rank("interleaved_1f1b", 1), 1);
+}
+
+TEST(PipelineSchedule, ZbVEveryPassOnceInMicroOrder) {
+  for (const ScheduleShape& s : zb_v_shapes())
+    for (int r = 0; r < s.stages; ++r) {
+      const std::vector<Action> actions = stage_actions(s, r);
+      ASSERT_EQ(actions.size(), static_cast<size_t>(6 * s.micro_batches)) << str(s);
+      int last[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};  // per kind (F, B, W) and chunk
+      for (const Action& a : actions) {
+        ASSERT_TRUE(a.chunk == 0 || a.chunk == 1) << str(s);
+        int& l = last[static_cast<int>(a.kind)][a.chunk];
+        EXPECT_EQ(a.micro, l + 1) << str(s) << " rank " << r << ": " << action_name(a);
+        l = a.micro;
+        // A W after its B, a B after its F.
+        const int kind = static_cast<int>(a.kind);
+        if (kind > 0) {
+          EXPECT_LE(a.micro, last[kind - 1][a.chunk]) << str(s) << " rank " << r;
+        }
+      }
+      for (auto& kind : last) {
+        EXPECT_EQ(kind[0], s.micro_batches - 1) << str(s);
+        EXPECT_EQ(kind[1], s.micro_batches - 1) << str(s);
+      }
+    }
+}
+
+TEST(PipelineSchedule, ZbVKnownOrders) {
+  // Two stages, three micro-batches: the first stage holds virtual stages 0 and 3, the second 1
+  // and 2 (back to back: its chunk 0 hands its output to its chunk 1).
+  EXPECT_EQ(names(stage_actions({ScheduleKind::zb_v, 2, 3, 2}, 0)),
+            "F m0 c0, F m1 c0, F m2 c0, F m0 c1, B m0 c1, W m0 c1, F m1 c1, B m1 c1, W m1 c1, "
+            "B m0 c0, W m0 c0, F m2 c1, B m2 c1, W m2 c1, B m1 c0, W m1 c0, B m2 c0, W m2 c0");
+  EXPECT_EQ(names(stage_actions({ScheduleKind::zb_v, 2, 3, 2}, 1)),
+            "F m0 c0, F m0 c1, F m1 c0, F m1 c1, B m0 c1, W m0 c1, F m2 c0, B m0 c0, W m0 c0, "
+            "F m2 c1, B m1 c1, W m1 c1, B m1 c0, B m2 c1, B m2 c0, W m1 c0, W m2 c1, W m2 c0");
+  // One micro-batch: down the V and back.
+  EXPECT_EQ(names(stage_actions({ScheduleKind::zb_v, 2, 1, 2}, 0)),
+            "F m0 c0, F m0 c1, B m0 c1, W m0 c1, B m0 c0, W m0 c0");
+}
+
+// With F = B = W per chunk pass every stage idles exactly ideal_bubble(): (p - 1) / (6m + p - 1)
+// for enough micro-batches, half of zb_h1's with its stage passes at two chunk passes; with other
+// costs, below 1F1B's at the same costs.
+TEST(PipelineSchedule, ZbVBubbleOfTheFormula) {
+  for (const ScheduleShape& s : zb_v_shapes()) {
+    const double p = s.stages, m = s.micro_batches;
+    for (double unit : {1.0, 2.5}) {
+      const SimResult sim = simulate(s, unit, unit, unit);
+      for (int r = 0; r < s.stages; ++r) {
+        EXPECT_NEAR(sim.idle_fraction[static_cast<size_t>(r)], ideal_bubble(s), 1e-9)
+            << str(s) << " rank " << r;
+      }
+      EXPECT_NEAR(sim.makespan, unit * std::max(6 * m + p - 1, 4 * m + 4 * p - 2), 1e-9) << str(s);
+      if (6 * m + p - 1 >= 4 * m + 4 * p - 2) {
+        EXPECT_NEAR(ideal_bubble(s), (p - 1) / (6 * m + p - 1), 1e-12) << str(s);
+        const SimResult h1 = simulate({ScheduleKind::zb_h1, s.stages, s.micro_batches, 1},
+                                      2 * unit, 2 * unit, 2 * unit);
+        if (s.stages > 1) {
+          EXPECT_LT(sim.makespan, h1.makespan) << str(s);
+        }
+      }
+    }
+    for (auto [f, b, w] : {std::tuple{1.0, 1.2, 0.8}, {2.0, 1.0, 1.0}, {1.0, 3.0, 1.0}}) {
+      const SimResult sim = simulate(s, f, b, w);
+      const SimResult one_f_one_b =
+          simulate({ScheduleKind::one_f_one_b, s.stages, s.micro_batches, 1}, 2 * f, 2 * b, 2 * w);
+      if (s.stages > 1) {
+        EXPECT_LT(sim.idle_fraction[0], one_f_one_b.idle_fraction[0] - 1e-9) << str(s);
+      }
+    }
+  }
+}
+
+// A rank holds a chunk micro-batch from its F to its W: at most 2 min(p, m) of them, each half a
+// stage's layers, and 2p on every rank once m >= 2p - 1: 1F1B's first stage's p whole ones.
+TEST(PipelineSchedule, ZbVInFlightAsMuchAs1F1B) {
+  for (const ScheduleShape& s : zb_v_shapes()) {
+    const SimResult zb = simulate(s, 1, 1, 1);
+    for (int r = 0; r < s.stages; ++r) {
+      const int most = zb.max_in_flight[static_cast<size_t>(r)];
+      EXPECT_LE(most, 2 * std::min(s.stages, s.micro_batches)) << str(s) << " rank " << r;
+      if (s.micro_batches >= 2 * s.stages - 1) {
+        EXPECT_EQ(most, 2 * s.stages) << str(s) << " rank " << r;
+      }
+    }
+  }
 }
 
 }  // namespace

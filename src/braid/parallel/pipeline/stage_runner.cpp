@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -77,10 +78,20 @@ struct StageRunner::State {
   };
   std::optional<Posted> posted;  // the receive posted ahead for the next action
   std::vector<std::shared_ptr<comm::Work>> sends;
+  // Note [Messages to this rank]: zb_v's last stage hands chunk 0's output to chunk 1 (and the
+  // gradient back) on the same rank, by tag and micro-batch, not through the group.
+  std::map<std::pair<int, int>, Tensor> handed;
   double wait_ms = 0;
 
-  int virtual_stage(int chunk) const { return chunk * p + stage; }
-  int rank_of(int vs) const { return vs % p; }
+  int virtual_stage(int chunk) const { return pipeline::virtual_stage(shape, stage, chunk); }
+  int rank_of(int vs) const { return stage_of(shape, vs); }
+  // The virtual stage `a`'s message comes from (a receives()).
+  int source(const Action& a) const {
+    const int vs = virtual_stage(a.chunk);
+    return a.kind == Action::Kind::forward ? vs - 1 : vs + 1;
+  }
+  // Whether `a` receives its message from this rank itself.
+  bool handed_here(const Action& a) const { return rank_of(source(a)) == stage; }
 
   const std::pair<Tensor, Tensor>& batch(int m) {
     while (static_cast<int>(data.size()) <= m)
@@ -96,6 +107,7 @@ struct StageRunner::State {
   }
 
   void post(const Action& a) {
+    if (handed_here(a)) return;
     const int vs = virtual_stage(a.chunk);
     const bool fwd = a.kind == Action::Kind::forward;
     Tensor buffer = Tensor::empty(*act_shape, act_dtype, MemCategory::activations);
@@ -137,6 +149,15 @@ struct StageRunner::State {
   // Action a's message: the one posted ahead, or received now.
   Tensor receive(const Action& a) {
     const int vs = virtual_stage(a.chunk);
+    if (handed_here(a)) {
+      const Kind kind = a.kind == Action::Kind::forward ? kActivation : kGradient;
+      auto it = handed.find({tag(kind, vs), a.micro});
+      BRAID_CHECK(it != handed.end(), "pipeline stage ", stage, ": ", action_name(a),
+                  " runs before the pass on this rank that makes its input");
+      Tensor t = std::move(it->second);
+      handed.erase(it);
+      return t;
+    }
     if (a.kind == Action::Kind::forward && a.micro == 0) receive_header(vs);
     if (!posted || !(posted->action == a)) post(a);
     Posted mine = std::move(*posted);
@@ -159,6 +180,10 @@ struct StageRunner::State {
   }
 
   void send(const Tensor& t, int to_vs, Kind kind, int micro) {
+    if (rank_of(to_vs) == stage) {  // Note [Messages to this rank]
+      handed[{tag(kind, to_vs), micro}] = t;
+      return;
+    }
     const double t0 = timeline ? timeline->now_us() : 0;
     if (kind == kActivation && micro == 0)
       sends.push_back(pp->send(header_of(t), rank_of(to_vs), tag(kHeader, to_vs)));
@@ -209,6 +234,7 @@ StepLoss StageRunner::run(nn::StagedModel& model, const MicroBatches& batches,
   for (std::vector<State::Slot>& chunk : s.slots) chunk.resize(static_cast<size_t>(M));
   s.act_shape.reset();
   s.posted.reset();
+  s.handed.clear();
   s.wait_ms = 0;
   StepLoss out;
   // Note [Pipeline reduction]: with weight passes, B and W each run as a backward of their own.
@@ -231,7 +257,7 @@ StepLoss StageRunner::run(nn::StagedModel& model, const MicroBatches& batches,
     if (i + 1 < actions.size()) {
       const Action& next = actions[i + 1];
       const bool header = next.kind == Action::Kind::forward && next.micro == 0;
-      if (s.act_shape && s.receives(next) && !header) s.post(next);
+      if (s.act_shape && s.receives(next) && !header) s.post(next);  // not when handed here
     }
     if (batches.at && !weight && (fwd ? a.chunk == 0 : a.chunk == v - 1))
       batches.at(a.micro, fwd ? "forward" : "backward");
@@ -317,6 +343,7 @@ void StageRunner::forward_only(nn::StagedModel& model, const Tensor& ids,
   s.model = &model;
   s.act_shape.reset();
   s.posted.reset();
+  s.handed.clear();
   model.begin_forward(ids);
   for (int c = 0; c < s.shape.chunks; ++c) {
     const int vs = s.virtual_stage(c);
