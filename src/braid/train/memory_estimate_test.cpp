@@ -143,8 +143,8 @@ struct ScheduleCase {
 
 // Sequence parallelism (Note [Sequence-parallel activations], activation_estimate.h) and the
 // pipeline's other schedules and splits (Note [Pipeline activations], pipeline_estimate.h):
-// interleaving (several chunks a rank), zb_h1 (what the weight passes keep, Note [Weight pass])
-// and stages of uneven blocks (pipeline_balance: parameters), each on the six-block shapes, 4
+// interleaving (several chunks a rank), zb_h1 (what the weight passes keep, Note [Weight pass]),
+// zb_v (two chunks a rank in a V, Note [ZB-V]) and stages of uneven blocks (pipeline_balance: parameters), each on the six-block shapes, 4
 // micro-batches a step. One step: every peak is reached in the first (the optimizer's state is
 // made there, and the scratch and buffers grow to their size in its first micro-batch).
 TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorUnderSequenceParallelismAndSchedules) {
@@ -159,6 +159,7 @@ TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorUnderSequenceParallelismAndSch
       {true, "ddp", "bf16", "none", 2, 16, 4, 2, 2, true, "interleaved_1f1b", 3},
       {false, "zero1", "fp32", "none", 1, 16, 2, 1, 2, false, "zb_h1"},
       {true, "ddp", "bf16", "full", 1, 16, 2, 1, 2, false, "zb_h1"},
+      {false, "zero1", "fp32", "none", 1, 16, 3, 1, 3, false, "zb_v", 2},
       {false, "ddp", "fp32", "none", 1, 16, 4, 1, 4, false, "1f1b", 1, "parameters"},
   };
   for (const ScheduleCase& k : cases) {

@@ -26,7 +26,7 @@ TEST(PipelineParallelMpi, WeightsMatchOneProcess) {
   std::vector<PipelineLayout> layouts;
   if (n <= 4) {
     layouts = {make(n, "gpipe", 1), make(n, "1f1b", 1), make(n, "interleaved_1f1b", 2),
-               make(n, "zb_h1", 1)};
+               make(n, "zb_h1", 1), make(n, "zb_v", 2)};
   }
   if (n == 4) {
     layouts.push_back(make(2, "1f1b", 1, 1, "zero1"));

@@ -74,6 +74,11 @@ PipelineLayout zb_h1(PipelineLayout l) {
   return l;
 }
 
+PipelineLayout zb_v(PipelineLayout l) {
+  l.schedule = "zb_v";
+  return l;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Layouts, PipelineParity,
     ::testing::Values(
@@ -90,6 +95,9 @@ INSTANTIATE_TEST_SUITE_P(
         PpCase{"dp2_pp2_ddp_zb_h1", 4, zb_h1(mixed(2, 1, false, "ddp"))},
         PpCase{"dp2_pp2_zero2_zb_h1", 4, zb_h1(mixed(2, 1, false, "zero2"))},
         PpCase{"tp2_pp2_sp_zb_h1", 4, zb_h1(mixed(2, 2, true, "none"))},
+        PpCase{"gpt2_pp2_zb_v", 2, layout("gpt2-tiny", 2, "zb_v")},
+        PpCase{"gpt2_pp4_zb_v", 4, layout("gpt2-tiny", 4, "zb_v")},
+        PpCase{"dp2_pp2_zero2_zb_v", 4, zb_v(mixed(2, 1, false, "zero2"))},
         PpCase{"dp2_pp2_zero1", 4, mixed(2, 1, false, "zero1")},
         PpCase{"tp2_pp2_sp", 4, mixed(2, 2, true, "none")},
         PpCase{"dp2_pp2_tp2_zero2", 8, mixed(2, 2, false, "zero2")},
@@ -218,10 +226,17 @@ TEST(PipelineErrors, BadLayoutsNameTheKey) {
   expect_all(construction_errors(2, pp_parity_config(l)),
              "parallel.pipeline_virtual_stages 2 needs parallel.pipeline_schedule: "
              "interleaved_1f1b (zb_h1 runs one chunk per rank)");
+  l = layout("gpt2-tiny", 2, "zb_v", 3);
+  expect_all(construction_errors(2, pp_parity_config(l)),
+             "parallel.pipeline_schedule: zb_v runs two chunks per rank (its V), but "
+             "parallel.pipeline_virtual_stages is 3");
   // Sharded parameters are freed after B; W would need them.
-  for (const std::string strategy : {"zero3", "fsdp"})
+  for (const std::string strategy : {"zero3", "fsdp"}) {
     expect_all(construction_errors(4, pp_parity_config(zb_h1(mixed(2, 1, false, strategy)))),
                "parallel.pipeline_schedule: zb_h1 does not run with sharded parameters");
+    expect_all(construction_errors(4, pp_parity_config(zb_v(mixed(2, 1, false, strategy)))),
+               "parallel.pipeline_schedule: zb_v does not run with sharded parameters");
+  }
   config::TrainConfig c = pp_parity_config(layout("gpt2-tiny", 2, "1f1b"));
   c.parallel.pipeline_balance = "flops";
   expect_all(construction_errors(2, c),
@@ -241,9 +256,10 @@ TEST(PipelineErrors, BadLayoutsNameTheKey) {
         << testing::what(e);
 }
 
-// Fewer micro-batches than stages is fine for 1f1b and zb_h1 (a shorter warm-up) and gpipe.
+// Fewer micro-batches than stages is fine for 1f1b, zb_h1 and zb_v (a shorter warm-up) and
+// gpipe.
 TEST(PipelineErrors, FewerMicroBatchesThanStagesStillMatchOneProcess) {
-  for (const std::string schedule : {"1f1b", "gpipe", "zb_h1"}) {
+  for (const std::string schedule : {"1f1b", "gpipe", "zb_h1", "zb_v"}) {
     config::TrainConfig c = pp_parity_config(layout("gpt2-tiny", 4, schedule));
     c.training.gradient_accumulation_steps = 2;
     config::TrainConfig one = pp_reference_config("gpt2-tiny", 1);
