@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "testing/train/checkpoint_test_util.h"
+#include "testing/train/pipeline_parity_util.h"
 
 namespace braid::train {
 namespace {
@@ -23,6 +24,7 @@ struct Layout {
   std::string schedule = "1f1b";
   int cp = 1;
   std::string cp_mode = "ring";
+  bool deep = false;  // the 8-layer GPT-2 (zb_v's 2 x pp virtual stages need a block each)
 };
 
 void PrintTo(const Layout& l, std::ostream* os) {
@@ -36,6 +38,10 @@ void apply(const Layout& l, config::TrainConfig& c) {
   c.parallel.pipeline_schedule = l.schedule;
   c.parallel.context_parallel_size = l.cp;
   c.parallel.context_parallel_mode = l.cp_mode;
+  if (l.deep) {
+    c.model.preset = "";
+    c.model.config = deep_tiny_config("gpt2-tiny");
+  }
   // A pipeline reduces once per step (Note [Pipeline reduction]): the same accumulation order
   // everywhere keeps layouts comparable.
   c.parallel.sync_each_batch = "false";
@@ -55,6 +61,7 @@ INSTANTIATE_TEST_SUITE_P(
     Layouts, LayoutResume,
     ::testing::Values(Layout{"tp2", 2, "none", 2}, Layout{"dp2_tp2_zero1", 4, "zero1", 2},
                       Layout{"pp2", 2, "none", 1, 2}, Layout{"pp2_gpipe", 2, "none", 1, 2, "gpipe"},
+                      Layout{"pp2_zb_v", 2, "none", 1, 2, "zb_v", 1, "ring", true},
                       Layout{"pp2_tp2", 4, "none", 2, 2}, Layout{"dp2_pp2_zero3", 4, "zero3", 1, 2},
                       Layout{"dp2_pp2_tp2_zero2", 8, "zero2", 2, 2},
                       Layout{"cp2", 2, "none", 1, 1, "1f1b", 2},
@@ -95,7 +102,9 @@ void expect_loads(const Layout& from, const Layout& to, const std::string& prese
     if (pg.rank() == 0) out = w;
   });
   EXPECT_TRUE(same_checkpoint_contents(root / "to" / checkpoint::step_dir_name(2), saved));
-  EXPECT_TRUE(weights_match(out, straight, 1e-5, preset));
+  EXPECT_EQ(from.deep, to.deep);
+  EXPECT_TRUE(weights_match(out, straight, 1e-5,
+                            from.deep ? deep_tiny(preset) : nn::ModelConfig::preset(preset)));
 }
 
 TEST(LayoutReshard, TensorAndPipelineCheckpointsLoadUnderAnyLayout) {
@@ -111,6 +120,13 @@ TEST(LayoutReshard, TensorAndPipelineCheckpointsLoadUnderAnyLayout) {
   const Layout tp4{"tp4", 4, "none", 4};
   expect_loads(tp4, pp2_tp2, "llama-tiny");
   expect_loads(pp2, tp4, "llama-tiny");
+  // zb_v's V places the chunks otherwise (the first stage holds both ends, no replica); on the
+  // 8-layer GPT-2.
+  const Layout pp2_zb_v{"pp2_zb_v", 2, "none", 1, 2, "zb_v", 1, "ring", true},
+      pp2_deep{"pp2_deep", 2, "none", 1, 2, "1f1b", 1, "ring", true},
+      zero1x2_deep{"zero1_x2_deep", 2, "zero1", 1, 1, "1f1b", 1, "ring", true};
+  expect_loads(pp2_deep, pp2_zb_v);
+  expect_loads(pp2_zb_v, zero1x2_deep);
 }
 
 // Context parallelism changes no placement: its checkpoints are data-parallel ones over dp x cp
