@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The pipeline bubble: measured idle fraction of a step against the textbook formula,
-# (p-1)/(m+p-1) for gpipe and 1f1b, (p-1)/(v m+p-1) for interleaved_1f1b (v = 2) and
+# (p-1)/(m+p-1) for gpipe and 1f1b, (p-1)/(v m+p-1) for interleaved_1f1b (v = 2),
 # (p-1)/(3m+p-1) for zb_h1 (Note [ZB-H1 bubble], parallel/pipeline/schedule.h, at equal F, B and
-# W costs), at m = 4, 8, 16 micro-batches on pp = 2 ranks x 1 thread
+# W costs) and 1 - 6m/max(6m+p-1, 4m+4p-2) for zb_v (Note [ZB-V], equal chunk pass costs), at
+# m = 4, 8, 16 micro-batches on pp = 2 ranks x 1 thread
 # (configs/bench-pipeline.yaml: GPT-2 style, 8 layers, d_model 384, vocab 256, seq 128,
 # micro-batch 2, uniform stages).
 #
 #   bench/pipeline.sh [STEPS=12] [ROUNDS=2] [TRACE_DIR]
-#   SCHEDULES="1f1b zb_h1" bench/pipeline.sh     # some of the schedules only
+#   SCHEDULES="1f1b zb_h1 zb_v" bench/pipeline.sh     # some of the schedules only
 #
 # "measured" is the summary's bubble: per rank, the share of forward_backward() not spent in
 # forward or backward compute (waiting for activations or gradients, sends, the tied
-# embeddings' all-reduce; zb_h1's W passes count as compute), median over the steps after
+# embeddings' all-reduce; zb_h1's and zb_v's W passes count as compute), median over the steps after
 # warm-up, mean over the ranks; each row is its best of ROUNDS runs (on 2 shared cores a busy
 # moment stretches one stage's compute and the other stage waits for it). With TRACE_DIR, each run also writes its Chrome trace there
 # (open in https://ui.perfetto.dev).
@@ -30,10 +31,10 @@ echo "date: $(date '+%Y-%m-%d %H:%M:%S %Z')  braid $(git rev-parse --short HEAD 
 echo
 printf '| schedule | m | measured bubble | formula | difference | tokens/s |\n'
 printf '|---|---|---|---|---|---|\n'
-for schedule in ${SCHEDULES:-gpipe 1f1b interleaved_1f1b zb_h1}; do
+for schedule in ${SCHEDULES:-gpipe 1f1b interleaved_1f1b zb_h1 zb_v}; do
   for m in 4 8 16; do
     v=1
-    [ "$schedule" = interleaved_1f1b ] && v=2
+    [ "$schedule" = interleaved_1f1b ] || [ "$schedule" = zb_v ] && v=2
     extra=()
     [ -n "$TRACE_DIR" ] && extra=(--set "parallel.pipeline_trace=$TRACE_DIR/${schedule}_m$m.json")
     measured=1 tps=0
@@ -51,6 +52,7 @@ for schedule in ${SCHEDULES:-gpipe 1f1b interleaved_1f1b zb_h1}; do
     done
     awk -v s="$schedule" -v m="$m" -v v="$v" -v b="$measured" -v t="$tps" 'BEGIN {
       f = s == "zb_h1" ? 1 / (3 * m + 1) : 1 / (v * m + 1)
+      if (s == "zb_v") f = 1 - 6 * m / (6 * m + 1 > 4 * m + 6 ? 6 * m + 1 : 4 * m + 6)
       printf "| %s | %d | %.1f%% | %.1f%% | %+.1f points | %.0f |\n", s, m, 100 * b, 100 * f,
              100 * (b - f), t }'
   done

@@ -21,9 +21,10 @@ config::TrainConfig pipeline(const std::string& schedule, const std::string& str
   return c;
 }
 
-// pp 2, schedule by schedule, fp32; 1f1b also in bf16.
+// pp 2, schedule by schedule (zb_v hands its V's turn over on the device), fp32; 1f1b also in
+// bf16.
 TEST_F(DeviceRanks, PipelineGivesTheCpuWeightsBitForBit) {
-  for (const char* schedule : {"1f1b", "gpipe", "zb_h1"}) {
+  for (const char* schedule : {"1f1b", "gpipe", "zb_h1", "zb_v"}) {
     const config::TrainConfig c = pipeline(schedule);
     EXPECT_TRUE(braid::testing::bit_equal(train_on(2, c, "cuda", false), train_on(2, c, "cpu")))
         << schedule;
