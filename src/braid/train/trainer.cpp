@@ -89,8 +89,9 @@ namespace {
 // [Device staging] in comm/process_group.h; the trainer does not build an NCCL group yet).
 // Checkpoints save the device shards through host copies and resume by copying them back (Note
 // [Checkpoints from a device] in checkpoint/save_plan.cpp): the files are the CPU run's, so either
-// loads the other's. Not yet, refused at start with the key to change: context parallelism on a
-// device with several ranks, offload, and samples.
+// loads the other's. Samples run the model on the device and read its logits on the host
+// (Trainer::last_logits). Not yet, refused at start with the key to change: context parallelism
+// on a device with several ranks, and offload.
 Device training_device(const config::TrainConfig& c, int world_size) {
   const std::string& d = c.training.device;
   if (d == "cpu") return Device::cpu();
@@ -107,7 +108,6 @@ Device training_device(const config::TrainConfig& c, int world_size) {
          "context parallelism (parallel.context_parallel_size > 1)");
   refuse(p.offload_optimizer != "none" || p.offload_params != "none",
          "offload (set parallel.offload_optimizer and parallel.offload_params: none)");
-  refuse(c.output.samples > 0, "samples (set output.samples: 0)");
   return dev;
 }
 
@@ -295,6 +295,11 @@ T world_sum(comm::ProcessGroup& world, T v, DType dtype) {
 }
 
 }  // namespace
+
+Tensor Trainer::last_logits(const Tensor& ids) {
+  DeviceScope on_device(device_);  // Note [Training device]
+  return acc_->last_logits(*model_, on(device_, ids)).to(Device::cpu());
+}
 
 double Trainer::all_reduce_sum(double v) {
   if (world_size() == 1) return v;
@@ -563,7 +568,9 @@ void Trainer::finish(TrainResult& r) {
   }
   if (std::string wrote = acc_->finish_training(); !wrote.empty()) say(wrote);
   // Every rank takes part: the export gathers units and generation may gather parameters.
-  write_outputs(cfg_, *model_, *acc_, rank() == 0, options_.quiet);
+  write_outputs(
+      cfg_, *model_, *acc_, [this](const Tensor& ids) { return last_logits(ids); }, rank() == 0,
+      options_.quiet);
   std::fflush(stdout);
 }
 

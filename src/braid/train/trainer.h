@@ -78,6 +78,10 @@ class Trainer {
   TrainResult run();
   // Mean validation loss over eval_batches of the validation split (all ranks).
   double evaluate();
+  // The logits of the last position of ids [1, T] (host tokens), from the model where it trains
+  // (training.device) and through every parallelism, on the host: what sample() (generate.h)
+  // reads. Every rank calls it in lockstep.
+  Tensor last_logits(const Tensor& ids);
 
   nn::Transformer& model() { return *model_; }
   Accelerator& accelerator() { return *acc_; }

@@ -1,10 +1,12 @@
 // training.device (Note [Training device]) on the simulated device (Note [Simulated device]):
 // the trainer's whole path (model, optimizer state, batches, steps, evaluation, export) with
 // device tensors, where any host access outside a kernel would throw, gives the CPU run's
-// weights bit for bit; what is not supported on a device yet is refused at start.
+// weights bit for bit, and samples from it the CPU run's tokens; what is not supported on a
+// device yet is refused at start.
 #include <gtest/gtest.h>
 
 #include "braid/core/device_backend.h"
+#include "braid/train/generate.h"
 #include "testing/simulated_device.h"
 #include "testing/train/ddp_parity_util.h"
 
@@ -32,6 +34,31 @@ TEST_F(TrainerDevice, StepsGiveTheCpuWeightsBitForBit) {
   }
 }
 
+// Trained 2 steps, then 8 tokens sampled from the model (temperature and top-k, and greedy):
+// the same tokens from the device as from the CPU.
+TEST_F(TrainerDevice, SamplesGiveTheCpuTokens) {
+  for (float temperature : {0.8f, 0.0f}) {
+    std::vector<std::vector<int32_t>> tokens;
+    for (const char* device : {"cpu", "cuda"}) {
+      config::TrainConfig c = tiny(2, 2, "none");
+      c.training.max_steps = 2;
+      c.training.device = device;
+      Trainer t(c, nullptr, quiet());
+      t.run();
+      SampleOptions so;
+      so.max_new_tokens = 8;
+      so.temperature = temperature;
+      so.top_k = 20;
+      Rng rng(7);
+      const nn::ModelConfig& m = t.model().config();
+      tokens.push_back(sample([&t](const Tensor& ids) { return t.last_logits(ids); },
+                              m.max_seq_len, m.vocab_size, {1, 2, 3}, so, rng));
+    }
+    EXPECT_EQ(tokens[0].size(), 11u);
+    EXPECT_EQ(tokens[1], tokens[0]) << "temperature " << temperature;
+  }
+}
+
 TEST_F(TrainerDevice, RefusesWhatIsNotSupportedYet) {
   auto refused = [](config::TrainConfig c, const std::string& want) {
     c.training.device = "cuda";
@@ -42,9 +69,9 @@ TEST_F(TrainerDevice, RefusesWhatIsNotSupportedYet) {
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
     }
   };
-  config::TrainConfig c = tiny(2, 1, "none");
-  c.output.samples = 1;
-  refused(c, "output.samples");
+  config::TrainConfig c = tiny(2, 1, "zero2");
+  c.parallel.offload_optimizer = "nvme";
+  refused(c, "offload (set parallel.offload_optimizer and parallel.offload_params: none) on a device");
   c = tiny(2, 1, "none");
   c.training.device = "gpu";
   try {

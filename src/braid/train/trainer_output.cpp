@@ -153,7 +153,7 @@ std::function<void(int, Tensor&)> initial_weights(const config::TrainConfig& cfg
 }
 
 void write_outputs(const config::TrainConfig& cfg, nn::Transformer& model, Accelerator& acc,
-                   bool is_rank0, bool quiet) {
+                   const LastLogits& logits, bool is_rank0, bool quiet) {
   const auto& out = cfg.output;
   if (out.export_model) {
     fs::path dir = fs::path(out.dir) / "model";
@@ -182,7 +182,6 @@ void write_outputs(const config::TrainConfig& cfg, nn::Transformer& model, Accel
   so.stop_token = stop_token_of(model.config(), tok->eos_id());
   std::vector<int32_t> prompt = tok->encode(out.sample_prompt);
   for (int64_t i = 0; i < out.samples; ++i) {
-    auto logits = [&](const Tensor& ids) { return acc.last_logits(model, ids); };
     std::vector<int32_t> ids =
         sample(logits, model.config().max_seq_len, model.config().vocab_size, prompt, so, rng);
     if (!is_rank0) continue;

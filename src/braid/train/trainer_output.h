@@ -9,6 +9,7 @@
 #include "braid/config/config.h"
 #include "braid/nn/transformer.h"
 #include "braid/train/accelerator.h"
+#include "braid/train/generate.h"
 
 namespace braid::train {
 
@@ -40,9 +41,9 @@ std::function<void(int, Tensor&)> initial_weights(const config::TrainConfig& cfg
 // The tokenizer output.samples will use (data.tokenizer) is loaded once here too.
 void check_output_paths(const config::TrainConfig& cfg);
 // Exports the model (output.export_model) to output.dir/model and prints samples
-// (output.samples) when a tokenizer is configured. Every rank calls it (the runtime may gather
-// units and parameters); only `is_rank0` writes and prints.
+// (output.samples) from `logits` (Trainer::last_logits) when a tokenizer is configured. Every
+// rank calls it (the runtime may gather units and parameters); only `is_rank0` writes and prints.
 void write_outputs(const config::TrainConfig& cfg, nn::Transformer& model, Accelerator& acc,
-                   bool is_rank0, bool quiet);
+                   const LastLogits& logits, bool is_rank0, bool quiet);
 
 }  // namespace braid::train
