@@ -174,6 +174,16 @@ TEST(CostModel, PipelineBubbleFollowsTheSchedule) {
   EXPECT_EQ(zb.gemm, one.gemm);
   EXPECT_NE(error_of([] { predict("zero3 pp2:zb_h1 mb1x8", 4, 256, 8); }).find("ZeRO-3"),
             std::string::npos);
+  // zb_v (Note [ZB-V]): the last stage waits for one chunk's forward of the first, then
+  // nothing waits: below zb_h1's; with few micro-batches the chain through the V is the path.
+  const StepCost zbv = predict("none pp2:zb_v/2 mb1x8", 2, 256, 8);
+  EXPECT_GT(zbv.bubble, 0);
+  EXPECT_LT(zbv.bubble, zb.bubble);
+  EXPECT_GT(predict("none pp2:zb_v/2 mb1x1", 2, 256, 8).bubble, zbv.bubble);
+  EXPECT_NE(error_of([] { predict("zero3 pp2:zb_v/2 mb1x8", 4, 256, 8); }).find("ZeRO-3"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { predict("none pp2:zb_v mb1x8", 2, 256, 8); }).find("zb_v takes 2"),
+            std::string::npos);
   // More micro-batches: the same bubble over a longer step.
   const StepCost m16 = predict("none pp2:1f1b mb1x16", 2, 256, 8);
   EXPECT_NEAR(m16.bubble, one.bubble, one.bubble * 1e-9);

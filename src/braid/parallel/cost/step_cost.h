@@ -21,7 +21,10 @@
 //   m max c + (sum c - max c) / v        (v chunks per rank; 1F1B, GPipe: v = 1)
 // which is (m + (p - 1) / v) c for equal stages (the textbook bubble); zb_h1 idles F + B - W
 // per other stage where 1F1B idles F + B + W (W: the weight-gradient products, Note [ZB-H1
-// bubble]); plus the activations' point-to-point sends (2 m per stage boundary, exposed).
+// bubble]); zb_v (Note [ZB-V]) idles the larger of half a forward of each stage before the last
+// (its start) and, with few micro-batches, the chain of one micro-batch through the V
+// (m (F + B) of the slowest stage + (p - 1/2) stages' F + B) past m max c; plus the
+// activations' point-to-point sends (2 m per stage boundary, exposed).
 // Communication (t = the profile's fit for the op, group size and bytes; the data-parallel
 // group of dp ranks, gradients f32):
 //   ddp     all-reduce of the stage's gradients once a step, in buckets behind the last
