@@ -170,6 +170,16 @@ TEST(PipelineSchedule, ErrorsNameTheKey) {
 
 // ---- zb_h1 (Note [ZB-H1 bubble]) ----
 
+// Simulated at equal pass costs `unit`: every stage idles exactly ideal_bubble(s).
+SimResult expect_ideal_bubble(const ScheduleShape& s, double unit) {
+  const SimResult sim = simulate(s, unit, unit, unit);
+  for (int r = 0; r < s.stages; ++r) {
+    EXPECT_NEAR(sim.idle_fraction[static_cast<size_t>(r)], ideal_bubble(s), 1e-9)
+        << str(s) << " rank " << r;
+  }
+  return sim;
+}
+
 std::vector<ScheduleShape> zb_shapes() {
   std::vector<ScheduleShape> out;
   for (int p : {1, 2, 3, 4, 8})
@@ -219,11 +229,7 @@ TEST(PipelineSchedule, ZbH1BubbleOfTheFormula) {
   for (const ScheduleShape& s : zb_shapes()) {
     const double p = s.stages, m = s.micro_batches;
     for (double unit : {1.0, 2.5}) {
-      const SimResult sim = simulate(s, unit, unit, unit);
-      for (int r = 0; r < s.stages; ++r) {
-        EXPECT_NEAR(sim.idle_fraction[static_cast<size_t>(r)], ideal_bubble(s), 1e-9)
-            << str(s) << " rank " << r;
-      }
+      expect_ideal_bubble(s, unit);
       if (s.micro_batches >= s.stages) {
         EXPECT_NEAR(ideal_bubble(s), (p - 1) / (3 * m + p - 1), 1e-12) << str(s);
       }
@@ -349,11 +355,7 @@ TEST(PipelineSchedule, ZbVBubbleOfTheFormula) {
   for (const ScheduleShape& s : zb_v_shapes()) {
     const double p = s.stages, m = s.micro_batches;
     for (double unit : {1.0, 2.5}) {
-      const SimResult sim = simulate(s, unit, unit, unit);
-      for (int r = 0; r < s.stages; ++r) {
-        EXPECT_NEAR(sim.idle_fraction[static_cast<size_t>(r)], ideal_bubble(s), 1e-9)
-            << str(s) << " rank " << r;
-      }
+      const SimResult sim = expect_ideal_bubble(s, unit);
       EXPECT_NEAR(sim.makespan, unit * std::max(6 * m + p - 1, 4 * m + 4 * p - 2), 1e-9) << str(s);
       if (6 * m + p - 1 >= 4 * m + 4 * p - 2) {
         EXPECT_NEAR(ideal_bubble(s), (p - 1) / (6 * m + p - 1), 1e-12) << str(s);
