@@ -21,8 +21,8 @@ struct Layout {
   int shard_group = 0;           // hsdp: ranks per shard group (FSDP HYBRID_SHARD's node)
   int tp = 1, pp = 1;
   bool sp = false;                     // sequence parallelism (tp > 1)
-  std::string schedule = "1f1b";       // gpipe | 1f1b | interleaved_1f1b (pp > 1)
-  int virtual_stages = 1;              // interleaved_1f1b's chunks per rank
+  std::string schedule = "1f1b";       // gpipe | 1f1b | interleaved_1f1b | zb_h1 | zb_v (pp > 1)
+  int virtual_stages = 1;              // chunks per rank: interleaved_1f1b's v, zb_v's 2
   bool balanced = false;               // layers split unevenly (pipeline_balance: parameters)
   int64_t micro_batch = 1;             // sequences per rank per micro-step
   int64_t accumulation = 1;            // micro-batches per step
