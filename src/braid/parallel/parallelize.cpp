@@ -143,12 +143,13 @@ DataParallelShape data_parallel_shape(const ParallelPlan& plan, int dp) {
   o.sync_each_batch =
       plan.sync_each_batch == "auto" ? o.stage >= 2 : plan.sync_each_batch == "true";
   if (plan.pipeline_parallel_size > 1) o.sync_each_batch = false;  // Note [Pipeline reduction]
-  BRAID_CHECK(o.stage < 3 || plan.pipeline_parallel_size == 1 ||
-                  !pipeline::has_weight_passes(pipeline::schedule_from_name(plan.pipeline_schedule)),
-              "parallel.pipeline_schedule: ", plan.pipeline_schedule,
-              " does not run with sharded parameters (", o.label,
-              "): its weight-gradient passes run after the parameters are resharded; use zero1, "
-              "zero2, ddp or fsdp NO_SHARD, or parallel.pipeline_schedule: 1f1b");
+  BRAID_CHECK(
+      o.stage < 3 || plan.pipeline_parallel_size == 1 ||
+          !pipeline::has_weight_passes(pipeline::schedule_from_name(plan.pipeline_schedule)),
+      "parallel.pipeline_schedule: ", plan.pipeline_schedule,
+      " does not run with sharded parameters (", o.label,
+      "): its weight-gradient passes run after the parameters are resharded; use zero1, "
+      "zero2, ddp or fsdp NO_SHARD, or parallel.pipeline_schedule: 1f1b");
   BRAID_CHECK(o.stage == 3 || o.sharding_factor == 0 || o.sharding_factor == dp,
               "parallel.sharding_factor ", o.sharding_factor,
               " applies to sharded parameters (zero3 / fsdp); ", o.label, " shards over all ", dp,

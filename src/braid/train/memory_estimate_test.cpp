@@ -144,9 +144,10 @@ struct ScheduleCase {
 // Sequence parallelism (Note [Sequence-parallel activations], activation_estimate.h) and the
 // pipeline's other schedules and splits (Note [Pipeline activations], pipeline_estimate.h):
 // interleaving (several chunks a rank), zb_h1 (what the weight passes keep, Note [Weight pass]),
-// zb_v (two chunks a rank in a V, Note [ZB-V]) and stages of uneven blocks (pipeline_balance: parameters), each on the six-block shapes, 4
-// micro-batches a step. One step: every peak is reached in the first (the optimizer's state is
-// made there, and the scratch and buffers grow to their size in its first micro-batch).
+// zb_v (two chunks a rank in a V, Note [ZB-V]) and stages of uneven blocks (pipeline_balance:
+// parameters), each on the six-block shapes, 4 micro-batches a step. One step: every peak is
+// reached in the first (the optimizer's state is made there, and the scratch and buffers grow to
+// their size in its first micro-batch).
 TEST(MemoryEstimate, TrackerPeaksMatchTheEstimatorUnderSequenceParallelismAndSchedules) {
 #if defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "timing-dependent peaks: checked in the release and ASan builds";

@@ -51,8 +51,8 @@ TEST_F(TrainerDevice, SamplesGiveTheCpuTokens) {
       so.top_k = 20;
       Rng rng(7);
       const nn::ModelConfig& m = t.model().config();
-      tokens.push_back(sample([&t](const Tensor& ids) { return t.last_logits(ids); },
-                              m.max_seq_len, m.vocab_size, {1, 2, 3}, so, rng));
+      tokens.push_back(sample([&t](const Tensor& ids) { return t.last_logits(ids); }, m.max_seq_len,
+                              m.vocab_size, {1, 2, 3}, so, rng));
     }
     EXPECT_EQ(tokens[0].size(), 11u);
     EXPECT_EQ(tokens[1], tokens[0]) << "temperature " << temperature;
@@ -71,7 +71,8 @@ TEST_F(TrainerDevice, RefusesWhatIsNotSupportedYet) {
   };
   config::TrainConfig c = tiny(2, 1, "zero2");
   c.parallel.offload_optimizer = "nvme";
-  refused(c, "offload (set parallel.offload_optimizer and parallel.offload_params: none) on a device");
+  refused(c,
+          "offload (set parallel.offload_optimizer and parallel.offload_params: none) on a device");
   c = tiny(2, 1, "none");
   c.training.device = "gpu";
   try {

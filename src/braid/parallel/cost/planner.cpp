@@ -92,11 +92,7 @@ std::vector<Layout> enumerate_layouts(const PlanRequest& q) {
       }
       std::vector<std::pair<std::string, int>> schedules = {{"1f1b", 1}};
       if (pp > 1) {
-        schedules = {{"gpipe", 1},
-                     {"1f1b", 1},
-                     {"interleaved_1f1b", 2},
-                     {"zb_h1", 1},
-                     {"zb_v", 2}};
+        schedules = {{"gpipe", 1}, {"1f1b", 1}, {"interleaved_1f1b", 2}, {"zb_h1", 1}, {"zb_v", 2}};
       }
       for (const auto& strategy : strategies) {
         for (bool sp : {false, true}) {

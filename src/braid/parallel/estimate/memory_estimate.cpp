@@ -355,8 +355,8 @@ MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s,
                                   static_cast<int>(micro), v};
     pipeline::check_schedule(shape);
     const int V = s.pp * v;
-    declared = nn::PipelineStage{{}, pipeline::stage_of(shape, 0) == stage,
-                                 pipeline::stage_of(shape, V - 1) == stage};
+    declared = nn::PipelineStage{
+        {}, pipeline::stage_of(shape, 0) == stage, pipeline::stage_of(shape, V - 1) == stage};
     embedding = declared->first != declared->last;  // one stage holding both ends: no group
     for (int c = 0; c < v; ++c) {
       const int vs = pipeline::virtual_stage(shape, stage, c);
@@ -380,16 +380,16 @@ MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s,
   e.stage = stage;
   e.gradients += acts.input_gradients;
   e.activations = acts.activations;
-  GroupShape g{in.world_size,
-               s.N,
-               s.S,
-               s.tp,
-               s.pp,
-               s.stage >= 1,
-               s.stage == 3,
-               embedding,
-               in.spec.name != "none",
-               s.cp.size};
+  const GroupShape g{.world = in.world_size,
+                     .dp = s.N,
+                     .S = s.S,
+                     .tp = s.tp,
+                     .pp = s.pp,
+                     .sharded = s.stage >= 1,
+                     .gather = s.stage == 3,
+                     .embedding = embedding,
+                     .data_parallel = in.spec.name != "none",
+                     .cp = s.cp.size};
   e.communication = group_memory(in.backend, g) + staging_peak(in, s, e.communication);
   e.scratch = estimate_scratch(in.model, in.spec.micro_batch_size, in.spec.seq_len, in.compute,
                                s.tp, whole, in.threads, s.cp);

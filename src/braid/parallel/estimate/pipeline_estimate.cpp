@@ -13,7 +13,9 @@ StageActivations stage_activations(const pipeline::ScheduleShape& shape, int sta
               " chunks for ", shape.chunks, " virtual stages per rank");
   const std::vector<pipeline::Action> actions = pipeline::stage_actions(shape, stage);
   const int V = shape.virtual_stages();
-  auto vs = [&](const pipeline::Action& a) { return pipeline::virtual_stage(shape, stage, a.chunk); };
+  auto vs = [&](const pipeline::Action& a) {
+    return pipeline::virtual_stage(shape, stage, a.chunk);
+  };
   // A message from this stage itself is handed over, not received into a buffer of its own.
   auto receives = [&](const pipeline::Action& a) {
     if (a.kind == Kind::weight) return false;

@@ -58,8 +58,10 @@ void check_schedule(const ScheduleShape& s) {
               "got ",
               s.micro_batches);
   if (s.kind == ScheduleKind::zb_v) {
-    BRAID_CHECK(s.chunks == 2, "parallel.pipeline_schedule: zb_v runs two chunks per rank (its V), "
-                "but parallel.pipeline_virtual_stages is ", s.chunks);
+    BRAID_CHECK(s.chunks == 2,
+                "parallel.pipeline_schedule: zb_v runs two chunks per rank (its V), "
+                "but parallel.pipeline_virtual_stages is ",
+                s.chunks);
     return;
   }
   if (s.kind != ScheduleKind::interleaved_1f1b) {

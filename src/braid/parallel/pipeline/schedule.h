@@ -90,7 +90,8 @@ int stage_of(const ScheduleShape& shape, int vs);
 
 // Throws one line naming the config key: stages < 1, micro_batches < 1, chunks != 1 without
 // interleaving (2 under zb_v), interleaving with chunks < 2 or micro_batches not a multiple of
-// stages (as Megatron requires). 1f1b with fewer micro-batches than stages is fine (a shorter warm-up).
+// stages (as Megatron requires). 1f1b with fewer micro-batches than stages is fine (a shorter
+// warm-up).
 void check_schedule(const ScheduleShape& shape);
 
 struct Action {

@@ -359,8 +359,8 @@ TEST(PipelineSchedule, ZbVBubbleOfTheFormula) {
       EXPECT_NEAR(sim.makespan, unit * std::max(6 * m + p - 1, 4 * m + 4 * p - 2), 1e-9) << str(s);
       if (6 * m + p - 1 >= 4 * m + 4 * p - 2) {
         EXPECT_NEAR(ideal_bubble(s), (p - 1) / (6 * m + p - 1), 1e-12) << str(s);
-        const SimResult h1 = simulate({ScheduleKind::zb_h1, s.stages, s.micro_batches, 1},
-                                      2 * unit, 2 * unit, 2 * unit);
+        const SimResult h1 = simulate({ScheduleKind::zb_h1, s.stages, s.micro_batches, 1}, 2 * unit,
+                                      2 * unit, 2 * unit);
         if (s.stages > 1) {
           EXPECT_LT(sim.makespan, h1.makespan) << str(s);
         }
