@@ -51,22 +51,25 @@ cuda-build: build
 
 # Every test: unit tests (thread-backed ranks), real multi-process tests under mpirun, parity;
 # not the long fault loops (label long: make test-long). The CUDA backend is compiled too.
+# OMP_WAIT_POLICY=passive: ctest runs tests side by side and many put several ranks on a core;
+# OpenMP's threads then sleep at a barrier instead of spinning out the time slice a rank of the
+# other test needs (the suite took 495 s instead of 631-665 s on 2 cores, docs/testing.md).
+TEST_ENV := BRAID_DATA_DIR=$(CURDIR)/data OMP_WAIT_POLICY=passive
 test: test-deps build data cuda-build
-	cd $(BUILD) && BRAID_DATA_DIR=$(CURDIR)/data ctest --output-on-failure -j $(JOBS) --timeout 300 \
-	  -LE long
+	cd $(BUILD) && $(TEST_ENV) ctest --output-on-failure -j $(JOBS) --timeout 300 -LE long
 
 # The long fault loops (label long): the restart kill loop, 20 SIGKILLs under
 # braid launch --max-restarts, about 2 minutes.
 test-long: test-deps build data
-	cd $(BUILD) && BRAID_DATA_DIR=$(CURDIR)/data ctest --output-on-failure -L long
+	cd $(BUILD) && $(TEST_ENV) ctest --output-on-failure -L long
 
 test-asan: test-deps data
 	$(MAKE) PRESET=asan-ubsan build
-	cd build/asan-ubsan && BRAID_DATA_DIR=$(CURDIR)/data ctest --output-on-failure -L unit -j $(JOBS)
+	cd build/asan-ubsan && $(TEST_ENV) ctest --output-on-failure -L unit -j $(JOBS)
 
 test-tsan: test-deps data
 	$(MAKE) PRESET=tsan build
-	cd build/tsan && BRAID_DATA_DIR=$(CURDIR)/data OMP_NUM_THREADS=1 BRAID_NUM_THREADS=1 \
+	cd build/tsan && $(TEST_ENV) OMP_NUM_THREADS=1 BRAID_NUM_THREADS=1 \
 	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/cmake/tsan-suppressions.txt" \
 	  ctest --output-on-failure -L unit -j $(JOBS)
 
