@@ -85,6 +85,11 @@ int run_launch(const std::vector<std::string>& args) {
       ->type_name("T")
       ->transform(integer<int>());
   app.add_flag("--no-tag", no_tag, "do not prefix output lines with [rank R]");
+  app.add_option("--single-copy", o.single_copy,
+                 "how MPI moves large messages between a host's ranks: none (default) or cma "
+                 "(one kernel copy: pipelines' messages arrive sooner)")
+      ->type_name("MECH")
+      ->check(braid::cli::one_of({"none", "cma"}));
   braid::cli::repeatable(
       app.add_option("--mpirun-arg", o.mpirun_args, "pass ARG to mpirun (repeatable)")
           ->type_name("ARG"));

@@ -27,6 +27,12 @@ TEST(Launcher, MpirunCommandCarriesTheFlagsThisMachineNeeds) {
   EXPECT_TRUE(contains(cmd, {"--oversubscribe"}));
   EXPECT_TRUE(contains(cmd, {"--bind-to", "none"}));
   EXPECT_TRUE(contains(cmd, {"--mca", "btl_vader_single_copy_mechanism", "none"}));
+  o.single_copy = "cma";
+  EXPECT_TRUE(contains(mpirun_command(o, "/usr/bin/mpirun", env),
+                       {"--mca", "btl_vader_single_copy_mechanism", "cma"}));
+  o.single_copy = "xpmem";
+  EXPECT_THROW(mpirun_command(o, "/usr/bin/mpirun", env), Error);
+  o.single_copy = "none";
   EXPECT_TRUE(contains(cmd, {"--tag-output"}));
   EXPECT_TRUE(contains(cmd, {"-x", "BRAID_NUM_THREADS"}));
   EXPECT_TRUE(contains(cmd, {"braid", "bench", "comm"}));

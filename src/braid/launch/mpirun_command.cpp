@@ -81,10 +81,18 @@ std::map<std::string, std::string> launch_environment(const LaunchOptions& o, in
 
 std::vector<std::string> mpirun_command(const LaunchOptions& o, const std::string& mpirun,
                                         const std::map<std::string, std::string>& env) {
-  std::vector<std::string> cmd = {mpirun, "-np", std::to_string(o.nprocs), "--oversubscribe",
-                                  "--bind-to", "none",
-                                  // Measured faster here than CMA single-copy (bench comm).
-                                  "--mca", "btl_vader_single_copy_mechanism", "none"};
+  // Note [Single copy]: braid's own collectives on a host run over its shared-memory window,
+  // whatever MPI does; MPI's large messages are the pipeline's activations and gradients and
+  // MPI's own collectives (the raw baseline of `braid bench comm`). "none" (the default) keeps
+  // MPI_Allreduce at its fastest here (2 ranks, 2-core AMD EPYC, 2026-11-26: 9.7 us at 64 KiB
+  // against 21.4 with cma); "cma" delivers a 393 KB pipeline message in one copy instead of 32 KB
+  // fragments that each wait for both comm threads' next poll: bench-pipeline's bubble at m = 8
+  // was 3.2% against 14.1% (zb_v) and 7.4-7.9% against 9.7-11.7% (zb_h1), 4-12% more tokens/s.
+  BRAID_CHECK(o.single_copy == "none" || o.single_copy == "cma", "braid launch: --single-copy '",
+              o.single_copy, "', expected none or cma");
+  std::vector<std::string> cmd = {
+      mpirun, "-np",   std::to_string(o.nprocs),          "--oversubscribe", "--bind-to",
+      "none", "--mca", "btl_vader_single_copy_mechanism", o.single_copy};
   if (o.tag_output) cmd.push_back("--tag-output");
   // Note [Job leftovers]: the shared-memory segments (btl vader, and osc sm's windows) and the
   // session directory in the job's own directory, which the launcher empties after every
