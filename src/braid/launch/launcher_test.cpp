@@ -37,9 +37,15 @@ TEST(Launcher, MpirunCommandCarriesTheFlagsThisMachineNeeds) {
   EXPECT_TRUE(contains(cmd, {"-x", "BRAID_NUM_THREADS"}));
   EXPECT_TRUE(contains(cmd, {"braid", "bench", "comm"}));
   EXPECT_EQ(cmd.back(), "comm");
-  // 2 cores over 4 ranks: one thread each, never zero.
+  // 2 cores over 4 ranks: one thread each, never zero, and they sleep at barriers (unless the
+  // user set the policy).
   EXPECT_EQ(env.at("BRAID_NUM_THREADS"), "1");
   EXPECT_EQ(env.at("OMP_NUM_THREADS"), "1");
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    EXPECT_EQ(env.at("OMP_WAIT_POLICY"), "passive");
+  }
+  o.nprocs = 2;
+  EXPECT_EQ(launch_environment(o, 2, 0).count("OMP_WAIT_POLICY"), 0u);  // a core each: spin
 }
 
 TEST(Launcher, ThreadsTimeoutAndHostfile) {
