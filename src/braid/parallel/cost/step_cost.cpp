@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "braid/core/error.h"
+#include "braid/parallel/pipeline/schedule.h"
 
 namespace braid::parallel::cost {
 
@@ -250,7 +251,7 @@ std::string layout_problem(const CostInputs& in) {
   } else if (L.pp > 1 && L.schedule != "zb_v" &&
              (L.schedule == "interleaved_1f1b") != (L.virtual_stages > 1)) {
     os << "interleaved_1f1b takes 2 or more chunks per rank, the others one";
-  } else if (L.pp > 1 && (L.schedule == "zb_h1" || L.schedule == "zb_v") &&
+  } else if (L.pp > 1 && pipeline::has_weight_passes(pipeline::schedule_from_name(L.schedule)) &&
              (L.strategy == "zero3" || L.strategy == "hsdp")) {
     os << L.schedule
        << " runs weight gradients after the parameters' backward, which ZeRO-3 and FSDP free";
@@ -395,14 +396,16 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
     // of each stage before it, then nothing waits; with few micro-batches one micro-batch's
     // chain through the 2 pp chunks and back (F + B of a chunk each) is the path instead.
     if (L.schedule == "zb_v") {
+      // A stage's forward and input-gradient passes, F + B (backward() is B + W).
+      auto f_b = [&](int st) {
+        return stages[st].forward() + stages[st].backward() - stages[st].weight;
+      };
       double start = 0, chain = 0;
       for (int st = 0; st < L.pp; ++st) {
         if (st != L.pp - 1) start += stages[st].forward() / 2;
-        chain += stages[st].forward() + stages[st].backward() - stages[st].weight;
+        chain += f_b(st);
       }
-      const auto& sl = stages[slow];
-      const double path = mb * (sl.forward() + sl.backward() - sl.weight) + chain -
-                          (sl.forward() + sl.backward() - sl.weight) / 2;
+      const double path = mb * f_b(slow) + chain - f_b(slow) / 2;
       idle = std::max(start, path - mb * max_c);
     }
     c.bubble = idle;

@@ -14,17 +14,6 @@ namespace braid::parallel {
 
 using pipeline::BlockRange;
 
-namespace {
-
-// n values' bits, on the host whatever the default device (Note [Pipeline metadata on the host]
-// in stage_runner.cpp).
-Tensor host_bits(int64_t n) {
-  return Tensor::empty(Shape{n}, DType::i64, MemCategory::communication,
-                       MemoryScope::current_tracker(), Device::cpu());
-}
-
-}  // namespace
-
 PipelineParallelism::PipelineParallelism(std::shared_ptr<DeviceMesh> mesh, PipelineOptions options)
     : mesh_(std::move(mesh)), options_(std::move(options)) {
   pipeline::check_schedule(shape());
@@ -86,7 +75,7 @@ StepLoss PipelineParallelism::finish_step(const nn::StagedModel& model, DataPara
       data.sum_gradient(name, *embedding_group_);
   timeline_->end_step();
   // The last stage's loss, to every stage (as bits: no rounding on the way).
-  Tensor t = host_bits(2);
+  Tensor t = pipeline::host_i64(2);  // the loss's bits
   t.data<int64_t>()[0] = std::bit_cast<int64_t>(local.sum);
   t.data<int64_t>()[1] = local.finite ? 1 : 0;
   mesh_->group("pp").broadcast(t, last_stage())->wait();
@@ -99,7 +88,7 @@ double PipelineParallelism::eval_loss(nn::StagedModel& model, const Tensor& ids,
   runner_->forward_only(model, ids, [&](const autograd::Variable& h) {
     sum = model.head_loss(h, targets, 1.0).value().item();
   });
-  Tensor t = host_bits(1);
+  Tensor t = pipeline::host_i64(1);  // the loss's bits
   t.data<int64_t>()[0] = std::bit_cast<int64_t>(sum);
   mesh_->group("pp").broadcast(t, last_stage())->wait();
   return std::bit_cast<double>(t.data<int64_t>()[0]);

@@ -69,7 +69,7 @@ class PipelineParallelism {
   int stages() const { return mesh_->size("pp"); }
   // The stages holding the first and the last virtual stage (both 0 under zb_v).
   int first_stage() const { return pipeline::stage_of(shape(), 0); }
-  int last_stage() const { return pipeline::stage_of(shape(), stages() * options_.chunks - 1); }
+  int last_stage() const { return pipeline::stage_of(shape(), shape().virtual_stages() - 1); }
 
   // Note [Pipeline stage]: splits a model declared whole into the stages and keeps this rank's
   // (StagedModel::keep_stage). Collective over the world ("time" balance measures).

@@ -30,8 +30,7 @@ constexpr int kHeaderSize = 6;  // ndim, 4 dims, dtype
 // device runs under the trainer's DeviceScope); the local and MPI groups send host tensors as
 // they are and stage only the device activations and gradients (Note [Device staging]).
 Tensor host_header() {
-  return Tensor::empty(Shape{kHeaderSize}, DType::i64, MemCategory::communication,
-                       MemoryScope::current_tracker(), Device::cpu());
+  return host_i64(kHeaderSize);
 }
 
 Tensor header_of(const Tensor& t) {
@@ -50,6 +49,11 @@ std::string describe(const Shape& shape, DType dtype) {
 }
 
 }  // namespace
+
+Tensor host_i64(int64_t n) {
+  return Tensor::empty(Shape{n}, DType::i64, MemCategory::communication,
+                       MemoryScope::current_tracker(), Device::cpu());
+}
 
 struct StageRunner::State {
   std::shared_ptr<comm::ProcessGroup> pp;

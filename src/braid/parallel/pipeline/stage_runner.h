@@ -33,6 +33,10 @@
 
 namespace braid::parallel::pipeline {
 
+// n i64 values on the host whatever the default device, charged to communication: the values
+// the stages read on the host (Note [Pipeline metadata on the host], stage_runner.cpp).
+Tensor host_i64(int64_t n);
+
 class StageRunner {
  public:
   // partition: every virtual stage's blocks. The group's rank is the pipeline stage.
