@@ -1,5 +1,5 @@
-// Note [Device staging] (process_group.h): operations on device tensors for backends that only
-// read and write host memory.
+// Note [Device staging] (process_group.h): operations on tensors away from the memory the
+// backend reads and writes (device tensors for a host backend, host tensors for a device one).
 #include <algorithm>
 
 #include "braid/comm/process_group.h"
@@ -8,8 +8,10 @@ namespace braid::comm {
 
 namespace {
 
-bool on_device(const Tensor& t) {
-  return t.defined() && !t.device().is_cpu();
+// Whether t must be staged for a backend at `home`: a device tensor for a host backend, a host
+// tensor for a device backend (a tensor on another device is the backend's to refuse).
+bool away(const Tensor& t, Device home) {
+  return t.defined() && t.device().is_cpu() != home.is_cpu();
 }
 
 // Element offset of b's first element from a's, when both view one storage.
@@ -28,18 +30,21 @@ bool overlap(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 bool ProcessGroup::staged(const CollectiveOp& op) const {
-  return (on_device(op.in) || on_device(op.out)) && !device_native();
+  // split's (color, key) exchange is the backends' own, on the host.
+  const Device home = home_device();
+  return op.type != OpType::split && (away(op.in, home) || away(op.out, home));
 }
 
 Tensor ProcessGroup::stage_collective(CollectiveOp& op) {
   const Tensor in = op.in, out = op.out;
-  const bool in_dev = on_device(in), out_dev = on_device(out);
-  const DType dtype = in_dev ? in.dtype() : out.dtype();
+  const Device home = home_device();
+  const bool in_away = away(in, home), out_away = away(out, home);
+  const DType dtype = in_away ? in.dtype() : out.dtype();
   // The checks of the public calls let views overlap only as the same view or one as a chunk
-  // of the other: then one host range holds both, at the same distance.
-  const bool shared = in_dev && out_dev && overlap(in, out);
+  // of the other: then one range at home holds both, at the same distance.
+  const bool shared = in_away && out_away && overlap(in, out);
   const int64_t need = shared ? std::max(in.numel(), out.numel())
-                              : (in_dev ? in.numel() : 0) + (out_dev ? out.numel() : 0);
+                              : (in_away ? in.numel() : 0) + (out_away ? out.numel() : 0);
   const auto index = static_cast<size_t>(dtype);
   if (staging_.size() <= index) staging_.resize(index + 1);
   Tensor& buffer = staging_[index];
@@ -48,39 +53,39 @@ Tensor ProcessGroup::stage_collective(CollectiveOp& op) {
     buffer = Tensor();
     release_memory(held);
     charge_memory(need * static_cast<int64_t>(dtype_size(dtype)));  // OutOfMemory: nothing held
-    buffer = Tensor::empty(Shape{need}, dtype, MemCategory::communication, nullptr, Device::cpu());
+    buffer = Tensor::empty(Shape{need}, dtype, MemCategory::communication, nullptr, home);
   }
-  Tensor host_in = in, host_out = out;
+  Tensor home_in = in, home_out = out;
   if (shared) {
     const int64_t d = element_offset(in, out);  // out's place in in (d >= 0) or in's in out
     const int64_t base = std::max<int64_t>(0, -d);
-    host_in = buffer.flat_range(base, in.numel());
-    host_out = buffer.flat_range(base + d, out.numel());
+    home_in = buffer.flat_range(base, in.numel());
+    home_out = buffer.flat_range(base + d, out.numel());
   } else {
-    if (in_dev) host_in = buffer.flat_range(0, in.numel());
-    if (out_dev) host_out = buffer.flat_range(in_dev ? in.numel() : 0, out.numel());
+    if (in_away) home_in = buffer.flat_range(0, in.numel());
+    if (out_away) home_out = buffer.flat_range(in_away ? in.numel() : 0, out.numel());
   }
-  if (in_dev) host_in.copy_(in);  // waits for the device's queued work, then copies
-  op.in = host_in.view(in.shape());
-  op.out = host_out.view(out.shape());
-  return out_dev ? out : Tensor();
+  if (in_away) home_in.copy_(in);  // waits for the device's queued work, then copies
+  op.in = home_in.view(in.shape());
+  op.out = home_out.view(out.shape());
+  return out_away ? out : Tensor();
 }
 
 void ProcessGroup::start_staged_p2p(CollectiveOp& op, const std::shared_ptr<Work>& work,
                                     Clock::time_point deadline) {
-  const Tensor device = op.in;
+  const Tensor away = op.in;
   // Charged to the tracker until the last handle (the backend's) lets go.
-  Tensor host = Tensor::empty(device.shape(), device.dtype(), MemCategory::communication,
-                              memory_tracker(), Device::cpu());
-  op.in = op.out = host;
+  Tensor home = Tensor::empty(away.shape(), away.dtype(), MemCategory::communication,
+                              memory_tracker(), home_device());
+  op.in = op.out = home;
   if (op.type == OpType::send) {
-    host.copy_(device);
+    home.copy_(away);
     start_p2p(op, work, deadline);
     return;
   }
   auto inner = make_work(op);
   start_p2p(op, inner, deadline);
-  staged_recvs_.push_back({device, host, std::move(inner), work});
+  staged_recvs_.push_back({away, home, std::move(inner), work});
 }
 
 bool ProcessGroup::poll_staged() {
@@ -91,7 +96,7 @@ bool ProcessGroup::poll_staged() {
     }
     try {
       it->inner->wait();  // rethrows the backend's failure
-      it->device.copy_(it->host);
+      it->away.copy_(it->home);
       it->outer->mark_done();
     } catch (const std::exception& e) {
       it->outer->mark_failed(std::string(e.what()));

@@ -1,15 +1,18 @@
 // Note [Device staging]: every operation of a local group on tensors of the simulated device
 // (Note [Simulated device]: host code touching them outside a kernel throws) gives the bits of
 // the same operation on host tensors, in place or not, and charges its host buffers to the
-// communication category.
+// communication category. A group whose home is the device (Note [Device groups]: NCCL, here
+// the simulated device's group) stages host tensors onto it the same way.
 #include <gtest/gtest.h>
 
 #include "braid/comm/chunking.h"
+#include "braid/comm/device_group.h"
 #include "braid/comm/local/local_group.h"
 #include "braid/comm/process_group.h"
 #include "braid/core/device_backend.h"
 #include "testing/run_ranks.h"
 #include "testing/simulated_device.h"
+#include "testing/simulated_device_group.h"
 #include "testing/tensor_compare.h"
 
 namespace braid::comm {
@@ -118,6 +121,66 @@ TEST_F(DeviceStaging, HostBuffersAreChargedToCommunication) {
   EXPECT_EQ(host(d).to_f32_vector()[5], 2.0f);
   groups.clear();
   EXPECT_EQ(tracker->current(MemCategory::communication), 0);
+}
+
+// Note [Device groups]: where none is registered for the device, the caller keeps its host group.
+TEST_F(DeviceStaging, NoDeviceGroupWhereNoneIsRegistered) {
+  braid::testing::unregister_simulated_device_group();
+  EXPECT_EQ(device_group_backend(DeviceType::cuda), "");
+  auto groups = LocalGroup::create(1);
+  EXPECT_EQ(make_device_group(*groups[0], kDev, {}), nullptr);
+}
+
+// A device group (home: the rank's device) given host tensors stages them onto its device:
+// collectives, in place and mixed with device tensors, sends and recvs, and its splits; a
+// tensor on another device is refused, naming both.
+TEST_F(DeviceStaging, DeviceGroupStagesHostTensorsOntoItsDevice) {
+  braid::testing::register_simulated_device_group();
+  run_ranks(2, [](ProcessGroup& g) {
+    auto dg = make_device_group(g, kDev, {.name = "world/simulated"});
+    ASSERT_NE(dg, nullptr);
+    EXPECT_EQ(dg->home_device(), kDev);
+    EXPECT_EQ(dg->backend(), "simulated");
+    const int64_t n = 1001;
+    const Chunk c = chunk_of(n, g.size(), g.rank());
+    const Tensor x = noisy(n, g.rank(), DType::f32);
+    Tensor want = x.clone();
+    g.all_reduce(want)->wait();
+    Tensor h = x.clone();
+    dg->all_reduce(h)->wait();
+    EXPECT_EQ(h.device(), Device::cpu());
+    EXPECT_TRUE(bit_equal(h, want)) << "all_reduce";
+    Tensor hin = x.clone();  // in place: the result lands in hin's chunk
+    dg->reduce_scatter(hin.flat_range(c.offset, c.size), hin)->wait();
+    Tensor dout = Tensor::empty(Shape{n}, DType::f32, kDev);
+    dg->all_gather(dout, hin.flat_range(c.offset, c.size))->wait();  // host in, device out
+    EXPECT_TRUE(bit_equal(host(dout), want)) << "reduce_scatter + all_gather";
+    Tensor hb = Tensor::full(Shape{7}, g.rank() + 1, DType::i64);
+    dg->broadcast(hb, 1)->wait();
+    EXPECT_EQ(hb.to_f32_vector(), std::vector<float>(7, 2.0f));
+    const int peer = 1 - g.rank();
+    Tensor got = Tensor::empty(Shape{300}, DType::bf16, Device::cpu());
+    auto sent = dg->send(Tensor::full(Shape{300}, 10 + g.rank(), DType::bf16), peer, 3);
+    dg->recv(got, peer, 3)->wait();
+    sent->wait();
+    EXPECT_EQ(got.to_f32_vector(), std::vector<float>(300, 10.0f + peer)) << "send/recv";
+    auto sub = dg->split(0, g.rank(), "world/simulated/sub");
+    ASSERT_NE(sub, nullptr);
+    EXPECT_EQ(sub->home_device(), kDev);
+    Tensor s = x.clone();
+    sub->all_reduce(s)->wait();
+    EXPECT_TRUE(bit_equal(s, want)) << "split";
+    const Device other{DeviceType::cuda, 1};
+    try {
+      dg->all_reduce(Tensor::full(Shape{4}, 1.0).to(other))->wait();
+      ADD_FAILURE() << "a tensor on cuda:1 was taken by the cuda:0 group";
+    } catch (const CommError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("cuda:1"), std::string::npos) << what;
+      EXPECT_NE(what.find("cuda:0"), std::string::npos) << what;
+    }
+  });
+  braid::testing::unregister_simulated_device_group();
 }
 
 }  // namespace

@@ -181,9 +181,9 @@ void ProcessGroup::run_task(CollectiveOp& op, const std::shared_ptr<Work>& work)
     return;
   }
   try {
-    Tensor device_out = staged(op) ? stage_collective(op) : Tensor();
+    Tensor away_out = staged(op) ? stage_collective(op) : Tensor();
     run_collective(op, deadline);
-    if (device_out.defined()) device_out.copy_(op.out);  // Note [Device staging]
+    if (away_out.defined()) away_out.copy_(op.out);  // Note [Device staging]
     collective_done(op, work);
   } catch (const std::exception& e) {
     collective_failed(e, work);

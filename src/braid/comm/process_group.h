@@ -62,19 +62,23 @@
 // the comm thread's path (the group is broken, on_fatal, the Work fails); the call itself never
 // throws for it. With everything inline, a Work is complete when returned and wait() is a load.
 //
-// Note [Device staging]: every operation takes tensors on any device. A backend that moves
-// device memory itself (NCCL: device_native()) gets them as they are. The others (local, mpi)
-// only read and write host memory, so the group stages the operation through host buffers on
-// the comm thread: the device inputs are copied to the host (the backend's copy, ordered after
-// the compute queued on the device before the call), the backend runs on the host copies, and
-// the results are copied back before the Work completes. Views that overlap keep overlapping
-// (an in-place reduce_scatter or all_gather stays in place). The collectives' host buffers are
-// kept per dtype and grow to the largest operation, charged as Note [Group memory] says; a
-// send's or recv's host copy is its own, charged to the tracker until the backend lets go of
-// it, and a recv's result reaches the device when the comm thread next polls. Staged
-// operations never run inline (a device round trip is far over Note [Inline collectives]'
-// budget). So every strategy's collectives run unchanged on a device with any backend: NCCL
-// where each rank has a GPU, else local threads or MPI through host memory.
+// Note [Device staging]: every operation takes tensors on the host or on a device, whatever
+// memory the backend reads and writes (its home_device()). The local and MPI backends work on
+// host memory, so the group stages an operation on device tensors through host buffers; NCCL
+// works on its GPU's memory, so the group stages an operation on host tensors (the pipeline's
+// headers, the vocabulary-parallel loss's row statistics, the values ranks agree on) through
+// device buffers. Either way, on the comm thread: the inputs away from home are copied there
+// (the backend's copy, ordered after the compute queued on the device before the call), the
+// backend runs on the copies, and the results are copied back before the Work completes. Views
+// that overlap keep overlapping (an in-place reduce_scatter or all_gather stays in place). The
+// collectives' buffers are kept per dtype and grow to the largest operation, charged as Note
+// [Group memory] says; a send's or recv's copy is its own, charged to the tracker until the
+// backend lets go of it, and a recv's result reaches its tensor when the comm thread next
+// polls. Staged operations never run inline (a device round trip is far over Note [Inline
+// collectives]' budget). A tensor on another device than a device backend's own is not staged:
+// the backend refuses it, naming both. So every strategy's collectives run unchanged with any
+// backend: NCCL where each rank has a GPU (Note [Device groups] in comm/device_group.h), else
+// local threads or MPI through host memory.
 #pragma once
 
 #include <atomic>
@@ -122,8 +126,8 @@ class ProcessGroup {
   // Where the ranks live when the group spans hosts ("2 hosts: h1 ranks 0-1, h2 ranks 2-3"),
   // else "".
   virtual std::string placement() const { return ""; }
-  // Whether the backend reads and writes device tensors itself; else Note [Device staging].
-  virtual bool device_native() const { return false; }
+  // The memory the backend reads and writes (Note [Device staging]): the host, or its device.
+  virtual Device home_device() const { return Device::cpu(); }
 
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_); }
   void set_timeout(std::chrono::milliseconds t) { timeout_ms_ = t.count(); }
@@ -202,14 +206,14 @@ class ProcessGroup {
 
   // Note [Device staging] (device_staging.cpp), comm thread only.
   struct StagedRecv {
-    Tensor device;                // where the message goes
-    Tensor host;                  // what the backend receives into
+    Tensor away;                  // where the message goes
+    Tensor home;                  // what the backend receives into
     std::shared_ptr<Work> inner;  // the backend's recv
     std::shared_ptr<Work> outer;  // the caller's
   };
   bool staged(const CollectiveOp& op) const;
-  // Points op's device tensors at host buffers holding their data; returns the device tensor
-  // the result goes back to (undefined when op.out is on the host).
+  // Points op's tensors away from home at buffers at home holding their data; returns the
+  // tensor the result goes back to (undefined when op.out is at home).
   Tensor stage_collective(CollectiveOp& op);
   void start_staged_p2p(CollectiveOp& op, const std::shared_ptr<Work>& work,
                         Clock::time_point deadline);
@@ -228,7 +232,7 @@ class ProcessGroup {
   std::string broken_;  // comm thread (or inline, under its run lock) only: first fatal error
   mutable std::mutex memory_mu_;
   MemoryCharge memory_{MemCategory::communication};  // guarded by memory_mu_
-  std::vector<Tensor> staging_;                      // per dtype: the collectives' host buffers
+  std::vector<Tensor> staging_;                      // per dtype: the collectives' buffers
   std::vector<StagedRecv> staged_recvs_;             // in issue order
   std::unique_ptr<CommThread> thread_;
 };

@@ -97,6 +97,7 @@ void visit_fields(TrainConfig& c, const std::function<void(const char*, FieldPtr
   f("parallel.find_unused_parameters", &c.parallel.find_unused_parameters);
   f("parallel.comm_timeout_s", &c.parallel.comm_timeout_s);
   f("parallel.comm_debug", &c.parallel.comm_debug);
+  f("parallel.comm_backend", &c.parallel.comm_backend);
   f("memory.budget", &c.memory.budget);
   f("fp16.loss_scale", &c.fp16.loss_scale);
   f("fp16.initial_scale_power", &c.fp16.initial_scale_power);
@@ -299,6 +300,11 @@ void validate_training(const TrainConfig& c) {
   one_of("parallel.sharding_strategy", c.parallel.sharding_strategy,
          {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"});
   one_of("parallel.sync_each_batch", c.parallel.sync_each_batch, {"auto", "true", "false"});
+  one_of("parallel.comm_backend", c.parallel.comm_backend, {"auto", "nccl", "host"});
+  BRAID_CHECK(
+      c.parallel.comm_backend != "nccl" || c.training.device != "cpu",
+      "parallel.comm_backend: nccl needs training.device cuda (the ranks' tensors on GPUs), "
+      "got training.device cpu");
   one_of("training.precision", c.training.precision, {"fp32", "bf16", "fp16"});
   checkpoint_policy(c);  // throws naming a bad model.activation_checkpointing
   one_of("training.reduce_dtype", c.training.reduce_dtype, {"fp32", "bf16", "fp16"});

@@ -140,6 +140,10 @@ struct ParallelSection {
   bool find_unused_parameters = false;
   double comm_timeout_s = 600.0;
   bool comm_debug = false;
+  // How ranks on a device communicate (Note [Device groups] in comm/device_group.h): auto (the
+  // device's own library where braid has one, NCCL for cuda; else host), nccl (required), host
+  // (threads or MPI through host buffers: Note [Device staging]).
+  std::string comm_backend = "auto";
 };
 
 struct MemorySection {

@@ -40,6 +40,10 @@ class DeviceBackend {
                        Device device) = 0;
   // Waits until the device's queued work is done.
   virtual void synchronize(Device device) = 0;
+  // The queue the backend orders the device's work on, as the runtime's handle (CUDA: the
+  // cudaStream_t), for libraries that order their own queues against it (NCCL: Note [NCCL
+  // streams]); null where there is none to name.
+  virtual void* queue(Device) { return nullptr; }
   // Whether the device's memory is host memory in disguise (the simulated device, Note
   // [Simulated device]): the CPU kernels then run on it, inside a HostKernelScope.
   virtual bool host_addressable() const { return false; }

@@ -47,5 +47,19 @@ TEST_F(DeviceRanks, CheckpointsSaveOnADeviceAndResumeOnItOrTheCpuBitForBit) {
                                        dir / "cpu" / checkpoint::step_dir_name(4)));
 }
 
+// Over the device group (Note [Device groups], as NCCL): the checkpoint's collectives on host
+// tensors are staged onto the device; resumed over it, the uninterrupted run's weights.
+TEST_F(DeviceGroupRanks, CheckpointsSaveAndResumeOverTheDeviceGroupBitForBit) {
+  const fs::path dir = private_temp_dir("braid_device_group_checkpoint");
+  fs::remove_all(dir);
+  config::TrainConfig c = resume_config((dir / "device").string());
+  c.parallel.strategy = "zero3";
+  const int64_t made = braid::testing::simulated_device_groups_made();
+  const Tensor straight = train_on(2, c, "cuda", /*staged=*/false);
+  const fs::path step2 = dir / "device" / checkpoint::step_dir_name(2);
+  EXPECT_TRUE(braid::testing::bit_equal(resumed_on(2, c, step2, "cuda"), straight));
+  EXPECT_GE(braid::testing::simulated_device_groups_made() - made, 4);
+}
+
 }  // namespace
 }  // namespace braid::train

@@ -4,23 +4,11 @@
 // vocabulary-parallel loss's row statistics on the host (Note [Pipeline metadata on the host],
 // Note [Vocabulary-parallel statistics on the host]), give the CPU run's weights bit for bit on
 // thread ranks, and samples from them the CPU's tokens.
-#include "braid/train/generate.h"
 #include "testing/train/device_ranks_util.h"
-#include "testing/train/pipeline_parity_util.h"
 #include "testing/train/tensor_parallel_parity_util.h"
 
 namespace braid::train {
 namespace {
-
-// pp_parity_config (4 micro-batches, clipping) for 2 steps: the tests' time budget.
-config::TrainConfig pipeline(const std::string& schedule, const std::string& strategy = "none") {
-  PipelineLayout l;
-  l.schedule = schedule;
-  l.strategy = strategy;
-  config::TrainConfig c = pp_parity_config(l);
-  c.training.max_steps = 2;
-  return c;
-}
 
 // pp 2, schedule by schedule (zb_v hands its V's turn over on the device), fp32; 1f1b also in
 // bf16.
@@ -62,26 +50,6 @@ TEST_F(DeviceRanks, TensorParallelGivesTheCpuWeightsBitForBit) {
   bf16.training.precision = "bf16";
   EXPECT_TRUE(braid::testing::bit_equal(train_on(2, bf16, "cuda", false), train_on(2, bf16, "cpu")))
       << "bf16";
-}
-
-// Rank 0's tokens sampled (8, temperature and top-k) after training c on n thread ranks: every
-// rank samples in lockstep through the pipeline or the tp slices (Trainer::last_logits).
-std::vector<int32_t> samples_on(int n, config::TrainConfig c, const std::string& device) {
-  c.training.device = device;
-  std::vector<int32_t> out;
-  braid::testing::run_ranks(n, [&](comm::ProcessGroup& pg) {
-    Trainer t(c, borrow(pg), quiet());
-    t.run();
-    SampleOptions so;
-    so.max_new_tokens = 8;
-    so.top_k = 20;
-    Rng rng(7);
-    const nn::ModelConfig& m = t.model().config();
-    std::vector<int32_t> ids = sample([&t](const Tensor& x) { return t.last_logits(x); },
-                                      m.max_seq_len, m.vocab_size, {1, 2, 3}, so, rng);
-    if (pg.rank() == 0) out = std::move(ids);
-  });
-  return out;
 }
 
 // Samples through a zb_v pipeline (the logits come from the first stage: the V's end) and

@@ -29,6 +29,7 @@
 #include "braid/train/progress.h"
 #include "braid/train/step_profile.h"
 #include "braid/train/trainer_output.h"
+#include "braid/train/training_device.h"
 
 namespace braid::train {
 
@@ -74,42 +75,6 @@ nn::ModelConfig model_config_from(const config::TrainConfig& cfg) {
 }
 
 namespace {
-
-// Note [Training device]: with training.device other than cpu, the model, its gradients and
-// optimizer state are made under a DeviceScope (so on the device), each micro-batch's token ids
-// are copied there, and every step and evaluation runs under the scope; what the trainer keeps
-// on the host (losses, norms, metrics, the values its collectives agree on) comes back through
-// Tensor::item and the like or is made on the host. Several ranks run the data-parallel
-// strategies (ddp, zero1/2/3, fsdp and its hybrids), pipeline parallelism (every schedule; its
-// headers and losses travel in host tensors: Note [Pipeline metadata on the host]) and tensor
-// parallelism with or without sequence parallelism (the vocabulary-parallel loss merges its row
-// statistics on the host: Note [Vocabulary-parallel statistics on the host]; the slices are cut
-// and gathered on the host: Note [Slices on the host]), and their mixes: their collectives take
-// the device tensors, which the trainer's groups (threads, MPI) stage through host buffers (Note
-// [Device staging] in comm/process_group.h; the trainer does not build an NCCL group yet).
-// Checkpoints save the device shards through host copies and resume by copying them back (Note
-// [Checkpoints from a device] in checkpoint/save_plan.cpp): the files are the CPU run's, so either
-// loads the other's. Samples run the model on the device and read its logits on the host
-// (Trainer::last_logits). Not yet, refused at start with the key to change: context parallelism
-// on a device with several ranks, and offload.
-Device training_device(const config::TrainConfig& c, int world_size) {
-  const std::string& d = c.training.device;
-  if (d == "cpu") return Device::cpu();
-  const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  if (!env) env = std::getenv("SLURM_LOCALID");
-  const int index = d == "cuda" ? (env ? std::atoi(env) : 0) : std::atoi(d.c_str() + 5);
-  const Device dev{DeviceType::cuda, index};
-  require_device_backend(dev);  // "braid was built without a CUDA backend" where it was
-  auto refuse = [&](bool bad, const char* what) {
-    BRAID_CHECK(!bad, "training.device ", d, ": ", what, " on a device is not supported yet");
-  };
-  const config::ParallelSection& p = c.parallel;
-  refuse(world_size > 1 && p.context_parallel_size > 1,
-         "context parallelism (parallel.context_parallel_size > 1)");
-  refuse(p.offload_optimizer != "none" || p.offload_params != "none",
-         "offload (set parallel.offload_optimizer and parallel.offload_params: none)");
-  return dev;
-}
 
 // The GEMM peak MFU is reported against: this rank's CPU cores, or its device (a GPU reaches its
 // peak only on large products).
@@ -183,9 +148,12 @@ Trainer::~Trainer() = default;
 void Trainer::start_runtime() {
   // The config's agreement across ranks, the memory budget, the parallel runtime and the
   // resolved batch arithmetic.
-  acc_ = std::make_unique<Accelerator>(cfg_, world_, tracker_);
-  cfg_ = acc_->config();
   comm::all_ranks_or_throw(world_.get(), [&] { device_ = training_device(cfg_, world_size()); });
+  // The runtime's collectives on the device's own group where there is one (NCCL); the trainer's
+  // own agreements stay on world_, in host memory.
+  runtime_world_ = device_world(cfg_, device_, world_.get());
+  acc_ = std::make_unique<Accelerator>(cfg_, runtime_world_ ? runtime_world_ : world_, tracker_);
+  cfg_ = acc_->config();
   comm::all_ranks_or_throw(world_.get(), [&] { check_output_paths(cfg_); });
 }
 

@@ -94,6 +94,8 @@ class Trainer {
   const std::shared_ptr<MemoryTracker>& memory() const { return tracker_; }
   int rank() const { return world_ ? world_->rank() : 0; }
   int world_size() const { return world_ ? world_->size() : 1; }
+  // Where the model trains (training.device resolved: cuda is the local rank's cuda:N).
+  Device device() const { return device_; }
   int dp_rank() const { return acc_->dp_rank(); }
   int dp_size() const { return acc_->dp_size(); }
   // The first step this run takes (the resumed checkpoint's step, else 0).
@@ -135,6 +137,8 @@ class Trainer {
 
   config::TrainConfig cfg_;
   std::shared_ptr<comm::ProcessGroup> world_;
+  // The parallel runtime's group where it is not world_: the device's own (Note [Device groups]).
+  std::shared_ptr<comm::ProcessGroup> runtime_world_;
   TrainerOptions options_;
   std::shared_ptr<MemoryTracker> tracker_;  // the Accelerator's
   std::unique_ptr<Accelerator> acc_;        // runtime, optimizer, fp16 loss scaler

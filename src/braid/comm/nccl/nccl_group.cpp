@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "braid/comm/chunking.h"
+#include "braid/comm/device_group.h"
 #include "braid/core/device_backend.h"
 #include "braid/core/error.h"
 
@@ -318,6 +319,14 @@ std::shared_ptr<ProcessGroup> make_nccl_group(ProcessGroup& bootstrap, int devic
   auto impl = std::make_unique<NcclGroup::Impl>();
   impl->device = device_index;
   impl->compute_stream = std::move(compute_stream);
+  if (!impl->compute_stream) {
+    // The CUDA backend's queue, where one is registered (Note [NCCL streams]).
+    if (DeviceBackend* backend = device_backend(DeviceType::cuda);
+        backend && backend->queue(Device{DeviceType::cuda, device_index}))
+      impl->compute_stream = [backend](int d) {
+        return backend->queue(Device{DeviceType::cuda, d});
+      };
+  }
   impl->name = detail::concat("group '", options.name, "' rank ", rank, ": ");
   impl->timeout_ms = options.timeout.count();
   impl->set_device();
@@ -354,6 +363,10 @@ NcclGroup::~NcclGroup() {
 
 int NcclGroup::device_index() const {
   return impl_->device;
+}
+
+Device NcclGroup::home_device() const {
+  return Device{DeviceType::cuda, impl_->device};
 }
 
 void NcclGroup::on_fatal(const std::string&) {
@@ -620,5 +633,19 @@ std::shared_ptr<ProcessGroup> NcclGroup::make_subgroup(int color, const std::vec
   return std::make_shared<NcclGroup>(std::move(impl), index, static_cast<int>(members.size()),
                                      std::move(options));
 }
+
+namespace {
+
+// Note [Device groups]: a run with ranks on CUDA devices gets an NCCL group wherever this
+// library is linked in.
+const bool g_registered = [] {
+  register_device_group(DeviceType::cuda, "nccl",
+                        [](ProcessGroup& bootstrap, Device device, ProcessGroupOptions options) {
+                          return make_nccl_group(bootstrap, device.index, std::move(options));
+                        });
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace braid::comm

@@ -1,12 +1,12 @@
 // NcclGroup: the NCCL backend, for tensors on CUDA devices. Built when BRAID_CUDA is ON and NCCL
 // is found (then BRAID_NCCL is defined for whatever links braid_comm). One group drives one
-// device: every tensor given to it must be on Device{cuda, device_index}; a tensor elsewhere
-// fails the op (and, as any failed collective, the group) with a CommError naming the op and
-// the tensor's device.
+// device: its home is Device{cuda, device_index}. Host tensors are staged through device
+// buffers (Note [Device staging]: the pipeline's headers and the like); a tensor on another
+// device fails the op (and, as any failed collective, the group) with a CommError naming the op
+// and the tensor's device.
 //
 //   auto world = braid::comm::init_world();                      // MPI, or a LocalGroup
-//   auto gpu = braid::comm::make_nccl_group(*world, local_rank, {.name = "world/nccl"},
-//                                           [](int d) { return (void*)kernels::cuda::stream(d); });
+//   auto gpu = braid::comm::make_nccl_group(*world, local_rank, {.name = "world/nccl"});
 //
 // The bootstrap group carries the NCCL unique id (rank 0 makes it, a broadcast of 128 bytes on
 // the CPU); every rank of the bootstrap must call make_nccl_group at the same point of its
@@ -25,11 +25,11 @@
 //    polls it (cudaEventQuery, and ncclCommGetAsyncError) until it completes or the deadline
 //    passes, so Work::wait() returning means the result is in device memory. The compute stream
 //    is also made to wait for the done-event, so anything queued on it later sees the result.
-//  The compute stream is found through `compute_stream` (comm links core only, not kernels:
-//  docs/design.md "Layers"; callers above, who link kernels, pass kernels::cuda::stream).
-//  Without one, each operation first synchronises the device's compute queue through core's
-//  DeviceBackend::synchronize (correct, but the issuing side's queued work is waited out on the
-//  host) and the after-wait is left to the host wait.
+//  The compute stream is found through `compute_stream`, by default the registered CUDA
+//  backend's queue (core's DeviceBackend::queue: comm links core only, not kernels, docs/
+//  design.md "Layers"). Without one, each operation first synchronises the device's compute
+//  queue through DeviceBackend::synchronize (correct, but the issuing side's queued work is
+//  waited out on the host) and the after-wait is left to the host wait.
 //
 // Communicators run non-blocking (ncclConfig_t::blocking = 0), so that initialisation, lazy
 // connection set-up, enqueueing and split all honour the group's timeout: on timeout the
@@ -88,7 +88,7 @@ class NcclGroup : public ProcessGroup {
   ~NcclGroup() override;
 
   std::string backend() const override { return "nccl"; }
-  bool device_native() const override { return true; }  // Note [Device staging]: never staged
+  Device home_device() const override;  // cuda:device_index (Note [Device staging])
   int device_index() const;
 
  protected:

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "braid/comm/device_group.h"
 #include "braid/comm/local/local_group.h"
 #include "braid/comm/nccl/nccl_group.h"
-#include "braid/kernels/cuda/runtime.h"
 #include "braid/kernels/device.h"
 
 namespace braid::comm {
@@ -38,8 +38,7 @@ std::shared_ptr<ProcessGroup> make_world1(const std::string& name = "nccl") {
   ProcessGroupOptions options;
   options.name = name;
   options.timeout = std::chrono::seconds(60);
-  return make_nccl_group(*boot[0], 0, options,
-                         [](int d) { return static_cast<void*>(kernels::cuda::stream(d)); });
+  return make_nccl_group(*boot[0], 0, options);  // the CUDA backend's stream by default
 }
 
 // n values -3, -2, ... in dtype, on the GPU.
@@ -125,19 +124,32 @@ TEST_F(NcclGroupTest, SendToSelfIsRefusedByTheGroup) {
   EXPECT_THROW(g->recv(t, 0), CommError);
 }
 
-TEST_F(NcclGroupTest, CpuTensorIsRefusedNamingItsDevice) {
+// Note [Device staging]: host tensors (the pipeline's headers and the like) go through device
+// buffers, alone or beside a device tensor.
+TEST_F(NcclGroupTest, HostTensorsAreStagedThroughTheDevice) {
   auto g = make_world1();
-  Tensor t = Tensor::zeros(Shape{4}, DType::f32);  // on the CPU
-  auto work = g->all_reduce(t);
-  try {
-    work->wait();
-    FAIL() << "all_reduce of a CPU tensor did not fail";
-  } catch (const CommError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("all_reduce"), std::string::npos) << what;
-    EXPECT_NE(what.find("cpu"), std::string::npos) << what;
-    EXPECT_NE(what.find("cuda:0"), std::string::npos) << what;
-  }
+  Tensor t = Tensor::from_vector<int64_t>({5, -2, 9}, Shape{3});  // on the CPU
+  g->all_reduce(t, ReduceOp::sum)->wait();
+  EXPECT_EQ(t.to_f32_vector(), (std::vector<float>{5, -2, 9}));
+  Tensor host_in = Tensor::from_vector<float>({1.5f, 2.5f}, Shape{2});
+  Tensor device_out = Tensor::zeros(Shape{2}, DType::f32).to(gpu());
+  g->all_gather(device_out, host_in)->wait();
+  EXPECT_EQ(host(device_out), (std::vector<float>{1.5f, 2.5f}));
+  EXPECT_GT(g->memory_bytes(), 0);
+}
+
+// Note [Device groups]: linking braid_nccl registers it for cuda.
+TEST_F(NcclGroupTest, IsTheRegisteredDeviceGroupForCuda) {
+  EXPECT_EQ(device_group_backend(DeviceType::cuda), "nccl");
+  auto boot = LocalGroup::create(1);
+  auto g = make_device_group(*boot[0], gpu(), {.name = "world/nccl"});
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->backend(), "nccl");
+  EXPECT_EQ(g->home_device(), gpu());
+  Tensor t = ramp(10, DType::bf16);
+  const auto want = host(t);
+  g->all_reduce(t)->wait();
+  EXPECT_EQ(host(t), want);
 }
 
 TEST_F(NcclGroupTest, WaitsForTheComputeStreamAndOrdersItAfter) {

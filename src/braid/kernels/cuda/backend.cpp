@@ -62,6 +62,8 @@ class CudaBackend final : public DeviceBackend {
     set_device(device.index);
     BRAID_CUDA_CHECK(cudaStreamSynchronize(stream(device.index)), "synchronize");
   }
+
+  void* queue(Device device) override { return stream(device.index); }
 };
 
 CudaBackend g_backend;
