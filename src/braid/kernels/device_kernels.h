@@ -69,6 +69,8 @@ struct DeviceKernels {
   void (*lm_head_logits)(Tensor&, const Tensor&, const Tensor&) = nullptr;
   void (*copy_columns)(Tensor&, const Tensor&, int64_t) = nullptr;
   void (*add_columns)(Tensor&, const Tensor&, int64_t) = nullptr;
+  void (*set_columns)(Tensor&, const Tensor&, int64_t) = nullptr;
+  void (*attention_merge)(Tensor&, Tensor&, const Tensor&, const Tensor&, int64_t) = nullptr;
   void (*cast)(Tensor&, const Tensor&) = nullptr;
   void (*add_forward)(Tensor&, const Tensor&, const Tensor&) = nullptr;
   void (*axpy)(Tensor&, const Tensor&, float) = nullptr;

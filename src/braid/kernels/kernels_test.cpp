@@ -168,6 +168,26 @@ TEST_P(Ops, Columns) {
     add_columns(d, g, start);
     ref::add_columns(d_r, g, start);
     EXPECT_TRUE(close(d, d_r, tol()));
+    Tensor w = rnd(Shape{N, CT}), w_r = w.clone();  // the other columns kept
+    set_columns(w, g, start);
+    ref::set_columns(w_r, g, start);
+    EXPECT_TRUE(close(w, w_r, 0.0));
+  }
+}
+
+// Note [Attention over key blocks]: blocks merged one by one into accumulators that start
+// empty (lse -inf) equal the reference's merge, rows offset and all.
+TEST_P(Ops, AttentionMerge) {
+  const int64_t B = 2, T = 6, NH = 3, HS = 5;
+  Tensor acc = Tensor::zeros(Shape{B, T, NH, HS}, DType::f32), acc_r = acc.clone();
+  Tensor lacc = Tensor::full(Shape{B, NH, T}, -INFINITY, DType::f32), lacc_r = lacc.clone();
+  for (auto [t0, n] : {std::pair<int64_t, int64_t>{0, 6}, {2, 3}, {0, 6}, {5, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "t0=" << t0 << " n=" << n);
+    Tensor o = rnd(Shape{B, n, NH, HS}), l = rnd(Shape{B, NH, n}).to(DType::f32);
+    attention_merge(acc, lacc, o, l, t0);
+    ref::attention_merge(acc_r, lacc_r, o, l, t0);
+    EXPECT_TRUE(close(acc, acc_r, 1e-5));
+    EXPECT_TRUE(close(lacc, lacc_r, 1e-5));
   }
 }
 

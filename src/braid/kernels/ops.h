@@ -118,6 +118,13 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& 
 void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, const Tensor& dout, const Tensor& q,
                         const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                         bool causal = true);
+// The merge of Note [Attention over key blocks], one block into running f32 accumulators:
+// out_acc[B,T,NH,HS] and lse_acc[B,NH,T] absorb a block's out[B,n,NH,HS] (any float dtype) and
+// lse[B,NH,n] (f32) at rows [t0, t0+n):
+//   l = log(e^lse_acc + e^lse), out_acc = out_acc e^(lse_acc - l) + out e^(lse - l), lse_acc = l
+// (max-shifted). An accumulator row at lse_acc = -inf takes the block as it is.
+void attention_merge(Tensor& out_acc, Tensor& lse_acc, const Tensor& out, const Tensor& lse,
+                     int64_t t0);
 
 // ---- LM head fused with softmax cross-entropy, in row chunks (never B*T*V logits) ----
 // x[N,C], weight[V,C], targets[N] i32 (ignore_index rows contribute nothing).
@@ -166,6 +173,8 @@ void lm_head_logits(Tensor& logits, const Tensor& x, const Tensor& weight);
 void copy_columns(Tensor& out, const Tensor& inp, int64_t start);
 // dinp[N, start:start+W] += dout[N,W]
 void add_columns(Tensor& dinp, const Tensor& dout, int64_t start);
+// out[N, start:start+W] = inp[N,W] (the other columns untouched)
+void set_columns(Tensor& out, const Tensor& inp, int64_t start);
 
 // ---- Dtype conversion ----
 // out = in converted to out's dtype (f32, bf16 or f16 each way; equal numel, any shapes),

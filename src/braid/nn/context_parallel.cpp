@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "braid/core/device_backend.h"
 #include "braid/core/error.h"
 
 namespace braid::nn {
@@ -33,14 +34,18 @@ int64_t ContextParallel::position(int64_t t, int64_t local_len) const {
   return chunk * c + t % c;
 }
 
+// Token ids and positions are split on the host (a few bytes a token) and go where the ids
+// came from, or where the model runs (Note [Training device]).
 Tensor ContextParallel::take_tokens(const Tensor& whole) const {
   BRAID_CHECK(whole.dtype() == DType::i32 && whole.dim() == 2,
               "ContextParallel: tokens must be i32 [B, T], got ", whole.shape().str());
   const int64_t B = whole.size(0), T = whole.size(1);
   check_seq_len(T);
   const int64_t Tl = T / size_;
-  Tensor out = Tensor::empty(Shape{B, Tl}, DType::i32, MemCategory::activations);
-  const int32_t* src = whole.data<int32_t>();
+  const Tensor host = whole.device().is_cpu() ? whole : whole.to(Device::cpu());
+  Tensor out = Tensor::empty(Shape{B, Tl}, DType::i32, MemCategory::activations,
+                             MemoryScope::current_tracker(), Device::cpu());
+  const int32_t* src = host.data<int32_t>();
   int32_t* dst = out.data<int32_t>();
   // Runs of consecutive positions: one (contiguous) or two chunks (zigzag) per row.
   const int64_t run = split_ == SequenceSplit::zigzag ? Tl / 2 : Tl;
@@ -48,14 +53,15 @@ Tensor ContextParallel::take_tokens(const Tensor& whole) const {
     for (int64_t t = 0; t < Tl; t += run)
       std::memcpy(dst + b * Tl + t, src + b * T + position(t, Tl),
                   static_cast<size_t>(run) * sizeof(int32_t));
-  return out;
+  return whole.device().is_cpu() ? out : out.to(whole.device());
 }
 
 Tensor ContextParallel::positions(int64_t local_len) const {
-  Tensor out = Tensor::empty(Shape{local_len}, DType::i32, MemCategory::activations);
+  Tensor out = Tensor::empty(Shape{local_len}, DType::i32, MemCategory::activations,
+                             MemoryScope::current_tracker(), Device::cpu());
   int32_t* p = out.data<int32_t>();
   for (int64_t t = 0; t < local_len; ++t) p[t] = static_cast<int32_t>(position(t, local_len));
-  return out;
+  return current_device().is_cpu() ? out : out.to(current_device());
 }
 
 }  // namespace braid::nn

@@ -61,9 +61,10 @@ class ContextParallel {
   bool active() const { return active_; }
   // Throws naming the keys unless a sequence of length T splits.
   void check_seq_len(int64_t T) const;
-  // This rank's tokens of whole [B, T] i32 (ids, targets) -> [B, T / cp].
+  // This rank's tokens of whole [B, T] i32 (ids, targets) -> [B, T / cp], on whole's device.
   Tensor take_tokens(const Tensor& whole) const;
-  // The whole-sequence positions of this rank's Tl = T / cp tokens, i32 [Tl].
+  // The whole-sequence positions of this rank's Tl = T / cp tokens, i32 [Tl], on the default
+  // device (DeviceScope).
   Tensor positions(int64_t local_len) const;
 
   // While alive, the model runs whole sequences (generation).

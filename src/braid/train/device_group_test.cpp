@@ -4,6 +4,7 @@
 // vocabulary-parallel loss's statistics, the values ranks agree on) onto it (Note [Device
 // staging]). Every strategy run over it gives the CPU run's weights bit for bit;
 // parallel.comm_backend chooses it or the host groups.
+#include "testing/train/context_parallel_parity_util.h"
 #include "testing/train/device_ranks_util.h"
 #include "testing/train/tensor_parallel_parity_util.h"
 
@@ -61,6 +62,18 @@ TEST_F(DeviceGroupRanks, PipelineAndTensorParallelGiveTheCpuWeightsBitForBit) {
   EXPECT_TRUE(bit_equal(over_device_groups(4, zero1), train_on(4, zero1, "cpu"))) << "zero1 x pp2";
   const config::TrainConfig tp = tp_parity_config("gpt2-tiny", 2, true, "none");
   EXPECT_TRUE(bit_equal(over_device_groups(2, tp), train_on(2, tp, "cpu"))) << "tp 2 sp";
+}
+
+// Ring attention's send/recv hops and Ulysses' all-to-alls take device tensors.
+TEST_F(DeviceGroupRanks, ContextParallelGivesTheCpuWeightsBitForBit) {
+  for (const char* mode : {"ring", "ulysses"}) {
+    CpLayout l;
+    l.world = 2;
+    l.preset = "llama-tiny";
+    l.mode = mode;
+    const config::TrainConfig c = cp_parity_config(l);
+    EXPECT_TRUE(bit_equal(over_device_groups(2, c), train_on(2, c, "cpu"))) << mode;
+  }
 }
 
 TEST_F(DeviceGroupRanks, SamplesThroughAPipelineGiveTheCpuTokens) {

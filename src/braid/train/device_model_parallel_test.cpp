@@ -1,9 +1,10 @@
-// Model parallelism with several ranks on a device (Note [Training device]): pipeline stages and
-// tensor-parallel slices whose weights, activations and gradients live on the simulated device
-// (host access outside a kernel throws: Note [Simulated device]), their metadata and the
-// vocabulary-parallel loss's row statistics on the host (Note [Pipeline metadata on the host],
-// Note [Vocabulary-parallel statistics on the host]), give the CPU run's weights bit for bit on
-// thread ranks, and samples from them the CPU's tokens.
+// Model parallelism with several ranks on a device (Note [Training device]): pipeline stages,
+// tensor-parallel slices and context-parallel sequence shards whose weights, activations and
+// gradients live on the simulated device (host access outside a kernel throws: Note [Simulated
+// device]), their metadata and the vocabulary-parallel loss's row statistics on the host (Note
+// [Pipeline metadata on the host], Note [Vocabulary-parallel statistics on the host]), give the
+// CPU run's weights bit for bit on thread ranks, and samples from them the CPU's tokens.
+#include "testing/train/context_parallel_parity_util.h"
 #include "testing/train/device_ranks_util.h"
 #include "testing/train/tensor_parallel_parity_util.h"
 
@@ -50,6 +51,36 @@ TEST_F(DeviceRanks, TensorParallelGivesTheCpuWeightsBitForBit) {
   bf16.training.precision = "bf16";
   EXPECT_TRUE(braid::testing::bit_equal(train_on(2, bf16, "cuda", false), train_on(2, bf16, "cpu")))
       << "bf16";
+}
+
+// Context parallelism: ring attention (zig-zag split, GPT-2; its merges and row slices are
+// kernels) and Ulysses (LLaMA with GQA, its all-to-all layouts), in fp32 and bf16; dp 2 x cp 2
+// (ZeRO-2) on 4 ranks.
+TEST_F(DeviceRanks, ContextParallelGivesTheCpuWeightsBitForBit) {
+  auto layout = [](const std::string& preset, const std::string& mode, int world,
+                   const std::string& strategy = "none") {
+    CpLayout l;
+    l.world = world;
+    l.preset = preset;
+    l.mode = mode;
+    l.strategy = strategy;
+    return cp_parity_config(l);
+  };
+  for (const char* precision : {"fp32", "bf16"}) {
+    config::TrainConfig ring = layout("gpt2-tiny", "ring", 2);
+    ring.training.precision = precision;
+    EXPECT_TRUE(
+        braid::testing::bit_equal(train_on(2, ring, "cuda", false), train_on(2, ring, "cpu")))
+        << "ring " << precision;
+  }
+  const config::TrainConfig ulysses = layout("llama-tiny", "ulysses", 2);
+  EXPECT_TRUE(
+      braid::testing::bit_equal(train_on(2, ulysses, "cuda", false), train_on(2, ulysses, "cpu")))
+      << "ulysses";
+  const config::TrainConfig dp_cp = layout("gpt2-tiny", "ring", 4, "zero2");
+  EXPECT_TRUE(
+      braid::testing::bit_equal(train_on(4, dp_cp, "cuda", false), train_on(4, dp_cp, "cpu")))
+      << "dp 2 x cp 2 zero2";
 }
 
 // Samples through a zb_v pipeline (the logits come from the first stage: the V's end) and

@@ -64,10 +64,7 @@ TEST_F(DeviceRanks, RefusesWhatDoesNotRunOnADeviceYetNamingTheKey) {
     for (const std::string& e : construction_errors(2, c))
       EXPECT_NE(e.find(key), std::string::npos) << "rank's error: '" << e << "', want " << key;
   };
-  config::TrainConfig c = tiny(1, 1, "ddp");
-  c.parallel.context_parallel_size = 2;
-  refused(c, "parallel.context_parallel_size");
-  c = tiny(1, 1, "zero2");
+  config::TrainConfig c = tiny(1, 1, "zero2");
   c.parallel.offload_optimizer = "nvme";
   c.parallel.offload_dir = private_offload_dir();
   refused(c, "parallel.offload_optimizer");

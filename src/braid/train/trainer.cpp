@@ -148,7 +148,7 @@ Trainer::~Trainer() = default;
 void Trainer::start_runtime() {
   // The config's agreement across ranks, the memory budget, the parallel runtime and the
   // resolved batch arithmetic.
-  comm::all_ranks_or_throw(world_.get(), [&] { device_ = training_device(cfg_, world_size()); });
+  comm::all_ranks_or_throw(world_.get(), [&] { device_ = training_device(cfg_); });
   // The runtime's collectives on the device's own group where there is one (NCCL); the trainer's
   // own agreements stay on world_, in host memory.
   runtime_world_ = device_world(cfg_, device_, world_.get());

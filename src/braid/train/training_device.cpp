@@ -15,20 +15,21 @@ namespace braid::train {
 // on the host (losses, norms, metrics, the values its collectives agree on) comes back through
 // Tensor::item and the like or is made on the host. Several ranks run the data-parallel
 // strategies (ddp, zero1/2/3, fsdp and its hybrids), pipeline parallelism (every schedule; its
-// headers and losses travel in host tensors: Note [Pipeline metadata on the host]) and tensor
+// headers and losses travel in host tensors: Note [Pipeline metadata on the host]), tensor
 // parallelism with or without sequence parallelism (the vocabulary-parallel loss merges its row
 // statistics on the host: Note [Vocabulary-parallel statistics on the host]; the slices are cut
-// and gathered on the host: Note [Slices on the host]), and their mixes: their collectives take
-// the device tensors: over the device's own group where there is one (NCCL: device_world below,
-// Note [Device groups]), which stages the host tensors onto the device, else over the trainer's
-// host groups (threads, MPI), which stage the device tensors through host buffers (Note [Device
-// staging] in comm/process_group.h).
+// and gathered on the host: Note [Slices on the host]), context parallelism (ring attention's
+// merges and slices and Ulysses' layouts are kernels: kernels::attention_merge, copy_columns,
+// set_columns; the token ids and positions are split on the host) and their mixes. Their
+// collectives take the device tensors: over the device's own group where there is one (NCCL:
+// device_world below, Note [Device groups]), which stages the host tensors onto the device, else
+// over the trainer's host groups (threads, MPI), which stage the device tensors through host
+// buffers (Note [Device staging] in comm/process_group.h).
 // Checkpoints save the device shards through host copies and resume by copying them back (Note
 // [Checkpoints from a device] in checkpoint/save_plan.cpp): the files are the CPU run's, so either
 // loads the other's. Samples run the model on the device and read its logits on the host
-// (Trainer::last_logits). Not yet, refused at start with the key to change: context parallelism
-// on a device with several ranks, and offload.
-Device training_device(const config::TrainConfig& c, int world_size) {
+// (Trainer::last_logits). Not yet, refused at start with the key to change: offload.
+Device training_device(const config::TrainConfig& c) {
   const std::string& d = c.training.device;
   if (d == "cpu") return Device::cpu();
   const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
@@ -40,8 +41,6 @@ Device training_device(const config::TrainConfig& c, int world_size) {
     BRAID_CHECK(!bad, "training.device ", d, ": ", what, " on a device is not supported yet");
   };
   const config::ParallelSection& p = c.parallel;
-  refuse(world_size > 1 && p.context_parallel_size > 1,
-         "context parallelism (parallel.context_parallel_size > 1)");
   refuse(p.offload_optimizer != "none" || p.offload_params != "none",
          "offload (set parallel.offload_optimizer and parallel.offload_params: none)");
   const std::string group = comm::device_group_backend(dev.type);

@@ -13,7 +13,7 @@ namespace braid::train {
 // The rank's device for training.device (cuda: the local rank's index on its host); throws
 // naming the key for what does not run on a device yet, and for parallel.comm_backend: nccl
 // where no NCCL group is built in.
-Device training_device(const config::TrainConfig& c, int world_size);
+Device training_device(const config::TrainConfig& c);
 
 // The group the parallel runtime runs over on `device`: the device's own (NCCL for cuda) made
 // over `world` where parallel.comm_backend allows and one is built in, else null (keep `world`,

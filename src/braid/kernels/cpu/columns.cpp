@@ -1,6 +1,7 @@
 // Column slices of a row-major matrix (GPT-2's fused qkv projection).
 //   inp[N,CT], out[N,W]: copy_columns out = inp[:, start:start+W]
 //   dinp[N,CT], dout[N,W]: add_columns dinp[:, start:start+W] += dout
+//   out[N,CT], inp[N,W]:   set_columns out[:, start:start+W] = inp
 #include <algorithm>
 #include <cstring>
 
@@ -66,6 +67,22 @@ void add_columns(Tensor& dinp, const Tensor& dout, int64_t start) {
         }
       }
     }
+  });
+}
+
+void set_columns(Tensor& out, const Tensor& inp, int64_t start) {
+  const char* op = "set_columns";
+  check_columns(op, "out", out, "inp", inp, start);  // for the device kernel too
+  BRAID_DEVICE_DISPATCH(set_columns, (out, inp, start), &out, &inp);
+  check_cpu(op, {&out, &inp});
+  int64_t N = rows_of(inp), W = cols_of(inp), CT = cols_of(out);
+  dispatch_float(out.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = inp.data<T>();
+    T* dst = out.data<T>() + start;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      std::memcpy(dst + n * CT, src + n * W, static_cast<size_t>(W) * sizeof(T));
   });
 }
 

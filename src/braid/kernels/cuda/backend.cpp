@@ -114,6 +114,8 @@ DeviceKernels make_kernels() {
   k.lm_head_ce_partial_backward = &cuda::lm_head_ce_partial_backward;
   k.lm_head_logits = &cuda::lm_head_logits;
   k.copy_columns = &cuda::copy_columns;
+  k.set_columns = &cuda::set_columns;
+  k.attention_merge = &cuda::attention_merge;
   k.add_columns = &cuda::add_columns;
   k.cast = &cuda::cast;
   k.add_forward = &cuda::add_forward;

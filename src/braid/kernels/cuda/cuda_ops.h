@@ -62,6 +62,9 @@ void lm_head_ce_partial_backward(Tensor* dx, Tensor* dweight, const Tensor& x, c
 void lm_head_logits(Tensor& logits, const Tensor& x, const Tensor& weight);
 void copy_columns(Tensor& out, const Tensor& inp, int64_t start);
 void add_columns(Tensor& dinp, const Tensor& dout, int64_t start);
+void set_columns(Tensor& out, const Tensor& inp, int64_t start);
+void attention_merge(Tensor& out_acc, Tensor& lse_acc, const Tensor& out, const Tensor& lse,
+                     int64_t t0);
 void cast(Tensor& out, const Tensor& in);
 void add_forward(Tensor& out, const Tensor& a, const Tensor& b);
 void axpy(Tensor& y, const Tensor& x, float alpha);

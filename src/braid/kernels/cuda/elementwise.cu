@@ -2,7 +2,8 @@
 //   cast / convert, add_forward, axpy, scale        grid-stride maps, 8 elements per step
 //                                                   (128-bit accesses) when aligned
 //   sum_squares (f64), max_abs, sum_squares_fixed   per-block partials finished on the host
-//   copy_columns, add_columns, bias_add_forward     row-major [N, C] maps
+//   copy_columns, add_columns, set_columns,         row-major [N, C] maps
+//   bias_add_forward
 //   bias_add_backward                               column sums in f64, as the CPU kernel
 // sum_squares_fixed is bit-identical to the CPU kernel (Note [Exact norm], cpu/exact_norm.cpp):
 // the same per-element integer terms, summed exactly (integer sums do not depend on order).
@@ -205,9 +206,12 @@ __global__ void sum_squares_fixed_kernel(U128* partial, const T* x, int64_t n, d
 }
 
 // ---- row-major [N, C] maps ----
-// out[n, w] = inp[n, start + w] (add: dinp[n, start + w] += dout[n, w], rounded once); vec: W,
-// CT and start multiples of 8 and the base pointers 16-byte aligned.
-template <typename T, bool kAdd>
+// read: narrow[n, w] = wide[n, start + w]; add: wide[n, start + w] += narrow[n, w] (rounded
+// once); write: wide[n, start + w] = narrow[n, w]. vec: W, CT and start multiples of 8 and the
+// base pointers 16-byte aligned.
+enum class Columns { read, add, write };
+
+template <typename T, Columns kMode>
 __global__ void columns_kernel(T* wide, T* narrow, int64_t N, int64_t W, int64_t CT, int64_t start,
                                bool vec) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -219,12 +223,15 @@ __global__ void columns_kernel(T* wide, T* narrow, int64_t N, int64_t W, int64_t
       T* pw = wide + n * CT + start + w;
       T* pn = narrow + n * W + w;
       float a[8], b[8];
-      if constexpr (kAdd) {
+      if constexpr (kMode == Columns::add) {
         load8(pw, a);
         load8(pn, b);
 #pragma unroll
         for (int k = 0; k < 8; ++k) a[k] += b[k];
         store8(pw, a);
+      } else if constexpr (kMode == Columns::write) {
+        load8(pn, b);
+        store8(pw, b);
       } else {
         load8(pw, a);
         store8(pn, a);
@@ -236,8 +243,10 @@ __global__ void columns_kernel(T* wide, T* narrow, int64_t N, int64_t W, int64_t
       const int64_t n = j / W, w = j % W;
       T* pw = wide + n * CT + start + w;
       T* pn = narrow + n * W + w;
-      if constexpr (kAdd) {
+      if constexpr (kMode == Columns::add) {
         st(pw, ld(pw) + ld(pn));
+      } else if constexpr (kMode == Columns::write) {
+        *pw = *pn;
       } else {
         *pn = *pw;
       }
@@ -517,10 +526,10 @@ void copy_columns(Tensor& out, const Tensor& inp, int64_t start) {
   if (N * W == 0) return;
   dispatch_float(inp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    T* wide = const_cast<T*>(ptr<T>(inp));  // only read (kAdd false)
+    T* wide = const_cast<T*>(ptr<T>(inp));  // only read (Columns::read)
     T* narrow = ptr<T>(out);
     const bool vec = W % 8 == 0 && CT % 8 == 0 && start % 8 == 0 && vec8(8, {wide, narrow});
-    columns_kernel<T, false>
+    columns_kernel<T, Columns::read>
         <<<grid_for(vec ? N * W / 8 : N * W, kThreads), kThreads, 0, stream()>>>(wide, narrow, N, W,
                                                                                  CT, start, vec);
     BRAID_CUDA_LAUNCHED(op);
@@ -541,10 +550,29 @@ void add_columns(Tensor& dinp, const Tensor& dout, int64_t start) {
   dispatch_float(dinp.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     T* wide = ptr<T>(dinp);
-    T* narrow = const_cast<T*>(ptr<T>(dout));  // only read (kAdd true writes wide)
+    T* narrow = const_cast<T*>(ptr<T>(dout));  // only read (Columns::add writes wide)
     const bool vec = W % 8 == 0 && CT % 8 == 0 && start % 8 == 0 && vec8(8, {wide, narrow});
-    columns_kernel<T, true><<<grid_for(vec ? N * W / 8 : N * W, kThreads), kThreads, 0, stream()>>>(
-        wide, narrow, N, W, CT, start, vec);
+    columns_kernel<T, Columns::add>
+        <<<grid_for(vec ? N * W / 8 : N * W, kThreads), kThreads, 0, stream()>>>(wide, narrow, N, W,
+                                                                                 CT, start, vec);
+    BRAID_CUDA_LAUNCHED(op);
+  });
+}
+
+void set_columns(Tensor& out, const Tensor& inp, int64_t start) {
+  const char* op = "set_columns";
+  check_cuda(op, {&out, &inp});
+  // Shapes and dtypes checked by the ops.h entry (cpu/columns.cpp).
+  const int64_t W = cols_of(inp), CT = cols_of(out), N = rows_of(inp);
+  if (N * W == 0) return;
+  dispatch_float(out.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    T* wide = ptr<T>(out);
+    T* narrow = const_cast<T*>(ptr<T>(inp));  // only read (Columns::write writes wide)
+    const bool vec = W % 8 == 0 && CT % 8 == 0 && start % 8 == 0 && vec8(8, {wide, narrow});
+    columns_kernel<T, Columns::write>
+        <<<grid_for(vec ? N * W / 8 : N * W, kThreads), kThreads, 0, stream()>>>(wide, narrow, N, W,
+                                                                                 CT, start, vec);
     BRAID_CUDA_LAUNCHED(op);
   });
 }

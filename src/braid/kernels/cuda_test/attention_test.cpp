@@ -2,6 +2,8 @@
 // GQA, head sizes the tensor-core path takes (64, 128) and others, tails of every tile, both
 // the generic and the tensor-core path, gradients accumulated into nonzero buffers, and some
 // gradients not wanted.
+#include <cmath>
+#include <utility>
 #include <vector>
 
 #include "braid/kernels/cuda_test/cuda_test_util.h"
@@ -113,6 +115,23 @@ TEST_P(CudaAttention, BadArguments) {
   EXPECT_ANY_THROW(attention_forward(out, lse, q, k, v, true));  // NH % NKV != 0
   Tensor k2 = on_gpu(rnd(Shape{1, 9, 3, 16}));
   EXPECT_ANY_THROW(attention_forward(out, lse, q, k2, k2, true));  // causal needs Tq == Tk
+}
+
+// Note [Attention over key blocks]: blocks merged one by one into accumulators that start empty
+// (lse -inf), rows offset, as ring attention does.
+TEST_P(CudaAttention, Merge) {
+  const int64_t B = 2, T = 6, NH = 3, HS = 67;
+  Tensor acc_r = Tensor::zeros(Shape{B, T, NH, HS}, DType::f32);
+  Tensor lacc_r = Tensor::full(Shape{B, NH, T}, -INFINITY, DType::f32);
+  Tensor acc = on_gpu(acc_r), lacc = on_gpu(lacc_r);
+  for (auto [t0, n] : {std::pair<int64_t, int64_t>{0, 6}, {2, 3}, {0, 6}, {5, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "t0=" << t0 << " n=" << n);
+    Tensor o = rnd(Shape{B, n, NH, HS}), l = rnd(Shape{B, NH, n}).to(DType::f32);
+    ref::attention_merge(acc_r, lacc_r, o, l, t0);
+    attention_merge(acc, lacc, on_gpu(o), on_gpu(l), t0);
+    EXPECT_TRUE(close(on_cpu(acc), acc_r, 1e-5));
+    EXPECT_TRUE(close(on_cpu(lacc), lacc_r, 1e-5));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaAttention, float_dtypes(), dtype_param_name);

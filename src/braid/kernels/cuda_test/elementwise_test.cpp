@@ -118,6 +118,11 @@ TEST_P(CudaElementwise, Columns) {
       Tensor dinp = gpu_copy(inp, unaligned);
       add_columns(dinp, gpu_copy(dout, unaligned), start);
       EXPECT_TRUE(close(back(dinp, dinp_r), dinp_r, tol()));
+      Tensor wide_r = inp.clone();  // the other columns kept
+      ref::set_columns(wide_r, dout, start);
+      Tensor wide = gpu_copy(inp, unaligned);
+      set_columns(wide, gpu_copy(dout, unaligned), start);
+      EXPECT_TRUE(braid::testing::bit_equal(back(wide, wide_r), wide_r));
     }
   }
 }

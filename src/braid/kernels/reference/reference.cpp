@@ -124,6 +124,14 @@ void add_columns(Tensor& dinp, const Tensor& dout, int64_t start) {
   add_into(&dinp, d);
 }
 
+void set_columns(Tensor& out, const Tensor& inp, int64_t start) {
+  int64_t W = last_dim(inp), CT = last_dim(out), N = inp.numel() / W;
+  Vec x = get(inp), o = get(out);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t w = 0; w < W; ++w) o[n * CT + start + w] = x[n * W + w];
+  put(out, o);
+}
+
 void cast(Tensor& out, const Tensor& in) {
   put(out, get(in));  // exact through f64, then core/dtype.h's rounding
 }

@@ -51,6 +51,8 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& 
 void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, const Tensor& dout, const Tensor& q,
                         const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                         bool causal = true);
+void attention_merge(Tensor& out_acc, Tensor& lse_acc, const Tensor& out, const Tensor& lse,
+                     int64_t t0);
 
 double lm_head_ce_forward(Tensor& lse, int64_t* count, const Tensor& x, const Tensor& weight,
                           const Tensor& targets, int32_t ignore_index = -100);
@@ -70,6 +72,7 @@ void lm_head_logits(Tensor& logits, const Tensor& x, const Tensor& weight);
 
 void copy_columns(Tensor& out, const Tensor& inp, int64_t start);
 void add_columns(Tensor& dinp, const Tensor& dout, int64_t start);
+void set_columns(Tensor& out, const Tensor& inp, int64_t start);
 
 void cast(Tensor& out, const Tensor& in);
 

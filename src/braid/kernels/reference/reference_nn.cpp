@@ -266,6 +266,28 @@ Vec logits_of(const Tensor& x, const Tensor& weight) {
 }
 }  // namespace
 
+void attention_merge(Tensor& out_acc, Tensor& lse_acc, const Tensor& out, const Tensor& lse,
+                     int64_t t0) {
+  const int64_t B = out_acc.size(0), rows = out_acc.size(1), NH = out_acc.size(2),
+                HS = out_acc.size(3), n = out.size(1);
+  Vec acc = get(out_acc), lacc = get(lse_acc), o = get(out), l = get(lse);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < NH; ++h) {
+        double& la = lacc[(b * NH + h) * rows + t0 + t];
+        const double lb = l[(b * NH + h) * n + t];
+        const double merged = std::isinf(la) && la < 0 ? lb : std::log(std::exp(la) + std::exp(lb));
+        const double wa = std::exp(la - merged), wb = std::exp(lb - merged);
+        for (int64_t x = 0; x < HS; ++x) {
+          double& a = acc[((b * rows + t0 + t) * NH + h) * HS + x];
+          a = a * wa + o[((b * n + t) * NH + h) * HS + x] * wb;
+        }
+        la = merged;
+      }
+  put(out_acc, acc);
+  put(lse_acc, lacc);
+}
+
 double lm_head_ce_forward(Tensor& lse, int64_t* count, const Tensor& x, const Tensor& weight,
                           const Tensor& targets, int32_t ignore_index) {
   int64_t V = weight.size(0), N = targets.numel();

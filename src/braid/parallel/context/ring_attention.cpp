@@ -11,7 +11,7 @@
 // round the ring (send to r+1, receive from r-1, overlapped with the compute). Each step's
 // partial output and log-sum-exp merge into f32 accumulators:
 //   lse = log(e^lse_a + e^lse_b),  out = out_a e^(lse_a - lse) + out_b e^(lse_b - lse),
-// which is the online softmax of FlashAttention taken across blocks.
+// which is the online softmax of FlashAttention taken across blocks (kernels::attention_merge).
 // Backward (FlashAttention-2's, per block): with the final output and lse, each block's
 // probabilities P = exp(S - lse) are its exact share of the softmax, D = rowsum(dO * O) is the
 // whole row's, so dQ sums over blocks locally and each block's dK, dV sum over the ranks that
@@ -22,9 +22,7 @@
 // contract's hands-off rule protects against writes; no backend changes a send's data).
 // Traffic per rank per layer: (n-1) key/value blocks forward, (n-1) blocks and n gradient blocks
 // backward (GQA blocks are NKV/NH of a query's size).
-#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <utility>
 
 #include "braid/core/error.h"
@@ -52,13 +50,13 @@ struct RingDims {
   int64_t half() const { return Tl / 2; }
 };
 
-// A [A, T, W]-shaped tensor's rows [t0, t0 + n) along its middle dimension, as a new tensor.
+// A [A, T, W]-shaped tensor's rows [t0, t0 + n) along its middle dimension, as a new tensor: the
+// columns [t0 W, (t0 + n) W) of x viewed [A, T W], on whatever device x lives.
 Tensor take_rows(const Tensor& x, int64_t A, int64_t T, int64_t t0, int64_t n, const Shape& shape) {
   Tensor out = Tensor::empty(shape, x.dtype(), MemCategory::activations);
-  const size_t row = x.nbytes() / static_cast<size_t>(A * T);  // bytes of one [W] row
-  const auto* src = static_cast<const char*>(x.raw_data());
-  auto* dst = static_cast<char*>(out.raw_data());
-  for (int64_t a = 0; a < A; ++a) std::memcpy(dst + a * n * row, src + (a * T + t0) * row, n * row);
+  const int64_t W = x.numel() / (A * T);
+  Tensor narrow = out.view(Shape{A, n * W});
+  kernels::copy_columns(narrow, x.view(Shape{A, T * W}), t0 * W);
   return out;
 }
 
@@ -68,33 +66,6 @@ void add_rows(Tensor& dst, const Tensor& src, int64_t A, int64_t T, int64_t t0, 
   for (int64_t a = 0; a < A; ++a) {
     Tensor d = dst.flat_range((a * T + t0) * W, n * W);
     kernels::axpy(d, src.flat_range(a * n * W, n * W), 1.0f);
-  }
-}
-
-// The merge of Note [Ring attention]: out_acc [B, Tl, NH, HS] and lse_acc [B, NH, Tl] (f32)
-// absorb a partial result for rows [t0, t0 + n): o [B, n, NH, HS] (any float dtype), l [B, NH, n].
-void merge(Tensor& out_acc, Tensor& lse_acc, const Tensor& o, const Tensor& l, const RingDims& d,
-           int64_t t0, int64_t n) {
-  const Tensor of = o.dtype() == DType::f32 ? o : o.to(DType::f32);
-  float* acc = out_acc.data<float>();
-  float* lacc = lse_acc.data<float>();
-  const float* op = of.data<float>();
-  const float* lp = l.data<float>();
-  const int64_t NH = d.NH, HS = d.HS;
-#pragma omp parallel for schedule(static)
-  for (int64_t bt = 0; bt < d.B * n; ++bt) {
-    const int64_t b = bt / n, t = bt % n;
-    for (int64_t h = 0; h < NH; ++h) {
-      float& la = lacc[(b * NH + h) * d.Tl + t0 + t];
-      const float lb = lp[(b * NH + h) * n + t];
-      const float m = std::max(la, lb);
-      const float lse = m + std::log(std::exp(la - m) + std::exp(lb - m));
-      const float wa = std::exp(la - lse), wb = std::exp(lb - lse);
-      float* a = acc + ((b * d.Tl + t0 + t) * NH + h) * HS;
-      const float* p = op + ((b * n + t) * NH + h) * HS;
-      for (int64_t x = 0; x < HS; ++x) a[x] = a[x] * wa + p[x] * wb;
-      la = lse;
-    }
   }
 }
 
@@ -233,19 +204,19 @@ Variable ring_attention(CpGroup& cp, const Variable& q, const Variable& k, const
       Tensor o = Tensor::empty(qs, q.value().dtype(), MemCategory::activations);
       Tensor l = Tensor::empty(Shape{d.B, d.NH, d.Tl}, DType::f32, MemCategory::activations);
       kernels::attention_forward(o, l, q.value(), kb, vb, /*causal=*/true);
-      merge(out_acc, lse_acc, o, l, d, 0, d.Tl);
+      kernels::attention_merge(out_acc, lse_acc, o, l, 0);
     } else if (s < r) {
       const Tensor k1 = take_rows(kb, d.B, d.Tl, 0, c, kv_half);
       const Tensor v1 = take_rows(vb, d.B, d.Tl, 0, c, kv_half);
       Tensor o = Tensor::empty(qs, q.value().dtype(), MemCategory::activations);
       Tensor l = Tensor::empty(Shape{d.B, d.NH, d.Tl}, DType::f32, MemCategory::activations);
       kernels::attention_forward(o, l, q.value(), k1, v1, false);
-      merge(out_acc, lse_acc, o, l, d, 0, d.Tl);
+      kernels::attention_merge(out_acc, lse_acc, o, l, 0);
     } else {
       Tensor o = Tensor::empty(q_half, q.value().dtype(), MemCategory::activations);
       Tensor l = Tensor::empty(Shape{d.B, d.NH, c}, DType::f32, MemCategory::activations);
       kernels::attention_forward(o, l, q2, kb, vb, false);
-      merge(out_acc, lse_acc, o, l, d, c, c);
+      kernels::attention_merge(out_acc, lse_acc, o, l, c);
     }
     hop.finish(cp);
     if (i + 1 < n) std::swap(kv, kv_next);

@@ -5,8 +5,6 @@
 // causal attention runs on that, and the inverse all-to-all returns the output to the token
 // split. Each is the other's backward. Per layer and rank: q, k, v and the output once each way
 // forward, the same backward, (n-1)/n of each tensor.
-#include <cstring>
-
 #include "braid/autograd/functions.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
@@ -21,38 +19,51 @@ namespace {
 
 // The two layouts of one tensor: tokens [B, Tl, H, HS] <-> heads [B, n Tl, H/n, HS]. The
 // all-to-all's message to (from) rank j is [B, Tl, H/n, HS]: this rank's tokens of head group j
-// (rank j's tokens of this rank's head group).
+// (rank j's tokens of this rank's head group). In runs of one token's head group (H/n HS
+// elements), token (b, t) of group j lies at run (b Tl + t) n + j of the token layout, at
+// b n Tl + j Tl + t of the head layout and at (j B + b) Tl + t of the messages. So a message is
+// a column block of the token layout viewed [B Tl, n run] (kernels::copy_columns /
+// set_columns), and B row blocks of Tl runs of the head layout (one copy each): the same ops on
+// the CPU and on a device.
 Tensor swap_split(CpGroup& cp, const Tensor& x, bool to_heads) {
   const int n = cp.size();
   const int64_t B = x.size(0), HS = x.size(3);
   const int64_t Tl = to_heads ? x.size(1) : x.size(1) / n;
-  const int64_t Hn = to_heads ? x.size(2) / n : x.size(2);                  // heads per group
-  const size_t run = static_cast<size_t>(Hn * HS) * dtype_size(x.dtype());  // one token's group
-  // Where token (b, t) of head group j lies, in runs: in the token layout, the head layout,
-  // and the all-to-all's buffers (message j).
-  enum class Layout { tokens, heads, message };
-  const auto offset = [&](Layout l, int64_t j, int64_t b, int64_t t) {
-    const int64_t i = l == Layout::tokens  ? (b * Tl + t) * n + j
-                      : l == Layout::heads ? b * n * Tl + j * Tl + t
-                                           : (j * B + b) * Tl + t;
-    return static_cast<size_t>(i) * run;
-  };
-  const auto copy_runs = [&](void* to, Layout to_layout, const void* from, Layout from_layout) {
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t t = 0; t < Tl; ++t)
-          std::memcpy(static_cast<char*>(to) + offset(to_layout, j, b, t),
-                      static_cast<const char*>(from) + offset(from_layout, j, b, t), run);
-  };
+  const int64_t Hn = to_heads ? x.size(2) / n : x.size(2);  // heads per group
+  const int64_t run = Hn * HS, message = B * Tl * run;
+  const Shape shape = to_heads ? Shape{B, n * Tl, Hn, HS} : Shape{B, Tl, n * Hn, HS};
   Tensor send = Tensor::empty(Shape{x.numel()}, x.dtype(), MemCategory::communication);
   Tensor recv = Tensor::empty(Shape{x.numel()}, x.dtype(), MemCategory::communication);
-  copy_runs(send.raw_data(), Layout::message, x.raw_data(),
-            to_heads ? Layout::tokens : Layout::heads);
-  cp.wait(cp.group().all_to_all(recv, send), send.nbytes() / n * (n - 1));
-  const Shape shape = to_heads ? Shape{B, n * Tl, Hn, HS} : Shape{B, Tl, n * Hn, HS};
   Tensor out = Tensor::empty(shape, x.dtype(), MemCategory::activations);
-  copy_runs(out.raw_data(), to_heads ? Layout::heads : Layout::tokens, recv.raw_data(),
-            Layout::message);
+  const Tensor tokens = (to_heads ? x : out).view(Shape{B * Tl, n * run});
+  // Message j of `messages` and its runs as [B Tl, run].
+  const auto block = [&](const Tensor& messages, int64_t j) {
+    return messages.flat_range(j * message, message).view(Shape{B * Tl, run});
+  };
+  // Row block (j, b) of the head layout and of the messages: Tl runs each.
+  const auto heads_rows = [&](const Tensor& heads, int64_t j, int64_t b) {
+    return heads.flat_range((b * n + j) * Tl * run, Tl * run);
+  };
+  const auto message_rows = [&](const Tensor& messages, int64_t j, int64_t b) {
+    return messages.flat_range((j * B + b) * Tl * run, Tl * run);
+  };
+  for (int64_t j = 0; j < n; ++j) {
+    if (to_heads) {
+      Tensor m = block(send, j);
+      kernels::copy_columns(m, tokens, j * run);
+    } else {
+      for (int64_t b = 0; b < B; ++b) message_rows(send, j, b).copy_(heads_rows(x, j, b));
+    }
+  }
+  cp.wait(cp.group().all_to_all(recv, send), send.nbytes() / n * (n - 1));
+  for (int64_t j = 0; j < n; ++j) {
+    if (to_heads) {
+      for (int64_t b = 0; b < B; ++b) heads_rows(out, j, b).copy_(message_rows(recv, j, b));
+    } else {
+      Tensor t = tokens;
+      kernels::set_columns(t, block(recv, j), j * run);
+    }
+  }
   return out;
 }
 
