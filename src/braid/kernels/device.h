@@ -66,16 +66,29 @@ class DeviceCall {
   void* token_ = nullptr;
 };
 
+// Throws as a real device's kernels do (cuda::check_cuda) when an op's tensors are not all on
+// one device: `t` (on the host or another device) beside `on` (a device).
+[[noreturn]] void mixed_devices(const char* op, const Tensor& t, Device on);
+
 // Lets the rest of a CPU kernel read and write its tensors that sit on the simulated device.
+// Like a real device's kernels, it refuses an op whose tensors are on the simulated device and
+// elsewhere (the host, another index): so what would fail on a GPU fails on the simulated
+// device too.
 class SimulatedDeviceRoute {
  public:
-  explicit SimulatedDeviceRoute(std::initializer_list<const Tensor*> tensors) {
+  SimulatedDeviceRoute(const char* op, std::initializer_list<const Tensor*> tensors) {
+    const Tensor* first = nullptr;
     for (const Tensor* t : tensors) {
       if (t && t->defined() && simulated(t->device())) {
-        scope_ = std::make_unique<HostKernelScope>();
-        return;
+        first = t;
+        break;
       }
     }
+    if (!first) return;
+    for (const Tensor* t : tensors)
+      if (t && t->defined() && t->device() != first->device())
+        mixed_devices(op, *t, first->device());
+    scope_ = std::make_unique<HostKernelScope>();
   }
 
  private:
@@ -88,5 +101,5 @@ class SimulatedDeviceRoute {
   if (const auto braid_device_ = ::braid::kernels::real_device({__VA_ARGS__}))                     \
     return ::braid::kernels::DeviceCall(*braid_device_, #op)(&::braid::kernels::DeviceKernels::op) \
         args;                                                                                      \
-  ::braid::kernels::SimulatedDeviceRoute braid_simulated_route_({__VA_ARGS__});                    \
+  ::braid::kernels::SimulatedDeviceRoute braid_simulated_route_(#op, {__VA_ARGS__});               \
   ::braid::kernels::OpScope braid_op_scope_(#op)

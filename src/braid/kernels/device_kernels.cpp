@@ -29,6 +29,11 @@ const DeviceKernels* device_kernels(DeviceType type) {
                                  : g_kernels[index_of(type)].load(std::memory_order_acquire);
 }
 
+void mixed_devices(const char* op, const Tensor& t, Device on) {
+  BRAID_THROW(op, ": a tensor of shape ", t.shape().str(), " is on ", t.device().str(),
+              " while the others are on ", on.str(), " (every argument must be on one device)");
+}
+
 void unsupported_device(Device device, const char* op) {
   const DeviceKernels* k = device_kernels(device.type);
   if (k)

@@ -5,6 +5,7 @@
 
 #include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
+#include "testing/simulated_device.h"
 
 namespace braid::kernels {
 namespace {
@@ -95,6 +96,20 @@ TEST(KernelErrors, GemmBackendIsNamedAndMeasured) {
   std::string name = gemm_backend_name();
   EXPECT_TRUE(name == "onednn" || name == "openblas") << name;
   EXPECT_GT(measure_gemm_peak_gflops(64), 0.0);
+}
+
+// As a GPU's kernels do, the simulated device refuses an op whose tensors are on it and on the
+// host, or on two of its indices, naming the op and both devices.
+using SimulatedKernelErrors = braid::testing::SimulatedDeviceTest;
+
+TEST_F(SimulatedKernelErrors, TensorsOnTwoDevicesAreRefused) {
+  Tensor on_device = Tensor::full(Shape{8}, 1.0).to(dev);
+  Tensor host = Tensor::full(Shape{8}, 2.0);
+  expect_error([&] { axpy(on_device, host, 1.0f); }, {"axpy", "cpu", "cuda:0", "one device"});
+  Tensor other = Tensor::full(Shape{8}, 2.0).to(Device{DeviceType::cuda, 1});
+  expect_error([&] { axpy(on_device, other, 1.0f); }, {"axpy", "cuda:1", "cuda:0"});
+  axpy(on_device, Tensor::full(Shape{8}, 2.0).to(dev), 1.0f);  // one device: runs
+  EXPECT_EQ(on_device.to(Device::cpu()).to_f32_vector(), std::vector<float>(8, 3.0f));
 }
 
 }  // namespace
