@@ -46,6 +46,11 @@ TEST_F(DeviceGroupRanks, DataParallelStrategiesGiveTheCpuWeightsBitForBit) {
   const Tensor ddp = train_on(2, with(base, "ddp", "fp32"), "cpu");
   for (const char* strategy : {"zero1", "zero3"})
     EXPECT_TRUE(bit_equal(over_device_groups(2, with(base, strategy, "fp32")), ddp)) << strategy;
+  config::TrainConfig offload = with(base, "zero3", "fp32");  // Note [Offload on a device]
+  offload.parallel.offload_optimizer = "nvme";
+  offload.parallel.offload_params = "nvme";
+  offload.parallel.offload_dir = private_offload_dir();
+  EXPECT_TRUE(bit_equal(over_device_groups(2, offload), ddp)) << "zero3 offloaded";
   const Tensor ddp4 = train_on(4, with(base, "ddp", "fp32"), "cpu");
   EXPECT_TRUE(bit_equal(over_device_groups(4, with(base, "fsdp", "fp32", "HYBRID_SHARD", 2)), ddp4))
       << "HYBRID_SHARD";

@@ -1,8 +1,8 @@
 // Several ranks on a device (Note [Training device]): thread ranks whose model, gradients and
 // optimizer state live on the simulated device (Note [Simulated device]: any host access outside
 // a kernel throws), their collectives staged through host memory by the local group (Note
-// [Device staging]), give the CPU run's weights bit for bit, strategy by strategy; what does not
-// run on a device with several ranks yet is refused at start, naming the key.
+// [Device staging]), give the CPU run's weights bit for bit, strategy by strategy, offload
+// included.
 #include "testing/train/device_ranks_util.h"
 
 namespace braid::train {
@@ -58,16 +58,21 @@ TEST_F(DeviceRanks, EveryZeroStageAndFsdpGivesTheCpuWeightsBitForBit) {
   }
 }
 
-TEST_F(DeviceRanks, RefusesWhatDoesNotRunOnADeviceYetNamingTheKey) {
-  auto refused = [](config::TrainConfig c, const std::string& key) {
-    c.training.device = "cuda";
-    for (const std::string& e : construction_errors(2, c))
-      EXPECT_NE(e.find(key), std::string::npos) << "rank's error: '" << e << "', want " << key;
-  };
-  config::TrainConfig c = tiny(1, 1, "zero2");
-  c.parallel.offload_optimizer = "nvme";
-  c.parallel.offload_dir = private_offload_dir();
-  refused(c, "parallel.offload_optimizer");
+// Note [Offload on a device]: the optimizer state (ZeRO-1/2/3), the reduced gradients (2, 3)
+// and the parameter shards (3) in the file, paged through host buffers to the device, give the
+// CPU's offloaded run's weights bit for bit (which equal DDP's: strategy_parity_test), in fp32
+// and bf16.
+TEST_F(DeviceRanks, OffloadGivesTheCpuWeightsBitForBit) {
+  const config::TrainConfig base = parity_config("true");
+  for (const char* strategy : {"zero1", "zero2", "zero3"})
+    for (const char* precision : {"fp32", "bf16"}) {
+      config::TrainConfig c = with(base, strategy, precision);
+      c.parallel.offload_optimizer = "nvme";
+      if (std::string(strategy) == "zero3") c.parallel.offload_params = "nvme";
+      c.parallel.offload_dir = private_offload_dir();
+      EXPECT_TRUE(braid::testing::bit_equal(train_on(2, c, "cuda"), train_on(2, c, "cpu")))
+          << strategy << " " << precision;
+    }
 }
 
 }  // namespace

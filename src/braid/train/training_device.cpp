@@ -28,7 +28,9 @@ namespace braid::train {
 // Checkpoints save the device shards through host copies and resume by copying them back (Note
 // [Checkpoints from a device] in checkpoint/save_plan.cpp): the files are the CPU run's, so either
 // loads the other's. Samples run the model on the device and read its logits on the host
-// (Trainer::last_logits). Not yet, refused at start with the key to change: offload.
+// (Trainer::last_logits). Offload pages the optimizer state (and gradients, parameter shards)
+// between the file's host buffers and the device (Note [Offload on a device] in
+// parallel/zero/offload_store.h).
 Device training_device(const config::TrainConfig& c) {
   const std::string& d = c.training.device;
   if (d == "cpu") return Device::cpu();
@@ -37,12 +39,7 @@ Device training_device(const config::TrainConfig& c) {
   const int index = d == "cuda" ? (env ? std::atoi(env) : 0) : std::atoi(d.c_str() + 5);
   const Device dev{DeviceType::cuda, index};
   require_device_backend(dev);  // "braid was built without a CUDA backend" where it was
-  auto refuse = [&](bool bad, const char* what) {
-    BRAID_CHECK(!bad, "training.device ", d, ": ", what, " on a device is not supported yet");
-  };
   const config::ParallelSection& p = c.parallel;
-  refuse(p.offload_optimizer != "none" || p.offload_params != "none",
-         "offload (set parallel.offload_optimizer and parallel.offload_params: none)");
   const std::string group = comm::device_group_backend(dev.type);
   BRAID_CHECK(p.comm_backend != "nccl" || group == "nccl",
               "parallel.comm_backend: nccl, but this braid has no NCCL group for ", dev.str(),

@@ -308,8 +308,9 @@ Tensor io_buffer(int64_t numel, DType dtype, MemCategory category) {
   const bool aligned = rounded >= static_cast<int64_t>(Storage::kPageAlignedFrom);
   const int64_t padding =
       aligned ? 0 : OffloadFile::kBlock - static_cast<int64_t>(Storage::kSmallAlignment);
-  Tensor all =
-      Tensor::empty(Shape{std::max<int64_t>(rounded + padding, elem) / elem}, dtype, category);
+  // On the host whatever the default device (Note [Offload on a device]).
+  Tensor all = Tensor::empty(Shape{std::max<int64_t>(rounded + padding, elem) / elem}, dtype,
+                             category, MemoryScope::current_tracker(), Device::cpu());
   const auto address = reinterpret_cast<uintptr_t>(all.raw_data());
   const auto skip = static_cast<int64_t>((OffloadFile::kBlock - address % OffloadFile::kBlock) %
                                          OffloadFile::kBlock);

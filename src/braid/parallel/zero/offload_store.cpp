@@ -14,6 +14,16 @@ namespace {
 int64_t rounded(int64_t n) {
   return (n + 1023) / 1024 * 1024;
 }
+
+// Where a page's step runs (Note [Offload on a device]): with its master weights.
+Device step_device(const OffloadPage& p) {
+  return p.master.defined() ? p.master.device() : Device::cpu();
+}
+
+// A copy of t on the step's device, or undefined where the step runs on the host (or t is).
+Tensor device_copy(Device device, const Tensor& t) {
+  return !t.defined() || device.is_cpu() ? Tensor() : t.to(device);
+}
 }  // namespace
 
 OffloadedStateStore::OffloadedStateStore(std::shared_ptr<OffloadFile> file,
@@ -117,6 +127,9 @@ optim::SliceSlot OffloadedStateStore::acquire(size_t i) {
     for (auto& t : l.io) t->wait();
     l.io.clear();
     if (l.grads.defined() && *grad_scale_ != 1.0f) kernels::scale(l.grads, *grad_scale_);
+    const Device device = step_device(pages_[static_cast<size_t>(page)]);
+    l.device_state = device_copy(device, l.state);
+    l.device_grads = device_copy(device, l.grads);
     l.ready = true;
   }
   // Read the next page while this one is updated (Note [Offload pages]).
@@ -125,11 +138,12 @@ optim::SliceSlot OffloadedStateStore::acquire(size_t i) {
   Loaded& cur = *find(page);  // load() may have moved elements of the deque
   const OffloadPage& p = pages_[static_cast<size_t>(page)];
   const int64_t at = at_[i], n = numel_[i], stride = rounded(p.piece);
+  const Tensor& state = cur.device_state.defined() ? cur.device_state : cur.state;
+  const Tensor& grads = cur.device_grads.defined() ? cur.device_grads : cur.grads;
   optim::SliceSlot slot;
   slot.param = p.param_region >= 0 ? cur.params.flat_range(at, n) : p.master.flat_range(at, n);
-  for (int k = 0; k < num_states_; ++k)
-    slot.state.push_back(cur.state.flat_range(k * stride + at, n));
-  if (cur.grads.defined()) slot.grad = cur.grads.flat_range(at, n);
+  for (int k = 0; k < num_states_; ++k) slot.state.push_back(state.flat_range(k * stride + at, n));
+  if (grads.defined()) slot.grad = grads.flat_range(at, n);
   return slot;
 }
 
@@ -148,6 +162,9 @@ void OffloadedStateStore::release(size_t i) {
 void OffloadedStateStore::write_back(Loaded& l) {
   const OffloadPage& p = pages_[static_cast<size_t>(l.page)];
   l.grads = Tensor();  // read only
+  l.device_grads = Tensor();
+  if (l.device_state.defined()) l.state.copy_(l.device_state);  // waits for the step's kernels
+  l.device_state = Tensor();
   if (num_states_ > 0)
     l.io.push_back(file_->write(state_region_[static_cast<size_t>(l.page)], l.state));
   if (p.param_region >= 0) l.io.push_back(file_->write(p.param_region, l.params));
@@ -196,15 +213,18 @@ void OffloadedStateStore::visit(const std::function<void(size_t, optim::SliceSlo
       params = io_buffer(stride, DType::f32, MemCategory::parameters);
       file_->read(page.param_region, params)->wait();
     }
+    Tensor device_state = device_copy(step_device(page), state);
+    const Tensor& step_state = device_state.defined() ? device_state : state;
     for (size_t i : slices_of[p]) {
       const int64_t at = at_[i], n = numel_[i];
       optim::SliceSlot slot;
       slot.param = params.defined() ? params.flat_range(at, n) : page.master.flat_range(at, n);
       for (int k = 0; k < num_states_; ++k)
-        slot.state.push_back(state.flat_range(k * stride + at, n));
+        slot.state.push_back(step_state.flat_range(k * stride + at, n));
       fn(i, slot);
     }
     if (!write) continue;
+    if (device_state.defined()) state.copy_(device_state);
     if (state.defined()) file_->write(state_region_[p], state)->wait();
     if (params.defined()) file_->write(page.param_region, params)->wait();
   }

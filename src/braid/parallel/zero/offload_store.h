@@ -9,6 +9,12 @@
 // parameters and gradients). Everything else of the optimizer's state lives only in the file.
 // An offloaded gradient page is read with the page and scaled by *grad_scale (clipping, Note
 // [Offloaded gradients], zero_runtime.cpp); it is not written back.
+//
+// Note [Offload on a device]: the file's pages are host buffers; the step runs where the page's
+// master weights live. With the masters in memory on a device (training.device cuda, parameters
+// not offloaded) a page's state and offloaded gradients are copied to that device once read (and
+// scaled), handed to the optimizer there, and copied back to the host buffers before they are
+// written; with the masters offloaded too, the whole step runs on the host over the buffers.
 #pragma once
 
 #include <deque>
@@ -61,9 +67,12 @@ class OffloadedStateStore : public optim::StateStore {
  private:
   struct Loaded {
     int page = -1;
-    Tensor state;        // [num_states x piece] (rounded up for the transfer)
-    Tensor params;       // [piece] when offloaded
-    Tensor grads;        // [piece] when offloaded
+    Tensor state;   // [num_states x piece] (rounded up for the transfer)
+    Tensor params;  // [piece] when offloaded
+    Tensor grads;   // [piece] when offloaded
+    // On the step's device (Note [Offload on a device]): state and grads there, or undefined.
+    Tensor device_state;
+    Tensor device_grads;
     bool ready = false;  // read and (gradients) scaled
     std::vector<std::shared_ptr<IoTicket>> io;
     int remaining = 0;  // trainable slices of the page not released yet

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "braid/autograd/variable.h"
+#include "braid/core/device_backend.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
 
@@ -202,8 +203,10 @@ Tensor ZeroRuntime::read_shard(ZeroUnit& u) {
 void ZeroRuntime::start_gather(ZeroUnit& u) {
   wait_update(u);  // the replicas' after-step exchange writes the shard being sent
   const int64_t piece = u.geo.piece, block = piece * groups_.s;
-  // offloaded: one replica, so the shard is one piece
+  // offloaded: one replica, so the shard is one piece, read into a host buffer (Note [Offload on
+  // a device]: copied to the device the unit is gathered on)
   Tensor source = u.param_region >= 0 ? read_shard(u) : u.shard;
+  if (const Device device = current_device(); source.device() != device) source = source.to(device);
   if (compute_ != DType::f32) {  // Note [Mixed-precision units]
     u.gather_src = Tensor::empty(Shape{source.numel()}, compute_, MemCategory::communication);
     kernels::cast(u.gather_src, source);
@@ -436,7 +439,9 @@ void ZeroRuntime::fold_offloaded(ZeroUnit& u, const Tensor& chunk) {
     stage.copy_(chunk);
   } else {
     offload_->read(u.grad_region, stage)->wait();
-    kernels::axpy(stage, chunk, 1.0f);  // micro-steps summed in order
+    // A chunk reduced on a device comes to the host first (Note [Offload on a device]).
+    const Tensor host = chunk.device().is_cpu() ? chunk : chunk.to(Device::cpu());
+    kernels::axpy(stage, host, 1.0f);  // micro-steps summed in order
   }
   u.grad_max = kernels::max_abs(stage);
   grad_write_ = offload_->write(u.grad_region, stage);
