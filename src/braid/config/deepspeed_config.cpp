@@ -202,9 +202,9 @@ void read_zero(DialectReader& r, TrainConfig& cfg) {
     return;
   }
   const std::string z = "zero_optimization.";
-  // Offload is nvme or nothing in braid: DeepSpeed's default (no offload block, or no device),
-  // "none", "cpu" (host memory, where braid's state is already) and a device below the stage it
-  // takes effect at are all none, whatever the YAML says.
+  // Offload in braid: DeepSpeed's default (no offload block, or no device), "none" and a device
+  // below the stage it takes effect at are none; "nvme" is nvme; "cpu" is none on the CPU device
+  // (the state is in host memory already) and, for the optimizer on a device, cpu.
   auto offload = [&](const std::string& what, int64_t min_stage, std::string& device_field,
                      const std::string& braid_key) {
     const std::string s = z + what;
@@ -222,9 +222,18 @@ void read_zero(DialectReader& r, TrainConfig& cfg) {
                                 std::to_string(min_stage) + "; DeepSpeed ignores it at stage " +
                                 std::to_string(stage) + " too)");
       device = "none";
-    } else if (device == "cpu") {
+    } else if (device == "cpu" && cfg.training.device == "cpu") {
       r.note(s + ".device",
              braid_key + " = none (braid trains on the CPU; this is already in host memory)");
+    } else if (device == "cpu" && what == "offload_optimizer") {
+      // Note [Optimizer state on the host]: ZeRO-Offload on a device.
+      device_field = "cpu";
+      r.note(s + ".device", braid_key + " = cpu (the state in host memory, the step on the CPU)");
+    } else if (device == "cpu") {
+      r.note(s + ".device", braid_key +
+                                " = none (braid offloads parameter shards to files only, "
+                                "device nvme; on " +
+                                cfg.training.device + " they stay in device memory)");
     } else if (device == "none") {
       if (given)
         r.note(s + ".device", braid_key + " = none");

@@ -402,6 +402,19 @@ TEST(DeepSpeedConfig, DefaultsTable) {
   }
 }
 
+// On a device, offload_optimizer cpu is ZeRO-Offload (Note [Optimizer state on the host]);
+// offload_param cpu is not braid's (files only), so the shards stay on the device.
+TEST(DeepSpeedConfig, CpuOffloadOnADeviceIsTheHostStep) {
+  TrainConfig c = yaml();
+  c.training.device = "cuda";
+  apply_deepspeed_config(c, R"({"zero_optimization": {"stage": 3,
+      "offload_optimizer": {"device": "cpu", "pin_memory": true},
+      "offload_param": {"device": "cpu"}}})",
+                         "ds.json", 2);
+  EXPECT_EQ(c.parallel.offload_optimizer, "cpu");
+  EXPECT_EQ(c.parallel.offload_params, "none");
+}
+
 // --print-config says where a value came from.
 TEST(DeepSpeedConfig, NotesSayWhereEachValueCameFrom) {
   TrainConfig c = yaml();

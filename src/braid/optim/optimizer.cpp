@@ -52,7 +52,8 @@ void Optimizer::step(float lr) {
     SliceSlot slot = store_->acquire(k);
     BRAID_CHECK(s.grad.defined() || slot.grad.defined(), name(), ": the state store gave no ",
                 "gradient for '", s.name(), "'");
-    update(groups_[g], slot, s.grad.defined() ? s.grad : slot.grad, lr);
+    // The store's gradient first: offloaded, or a host copy (Note [Optimizer state on the host]).
+    update(groups_[g], slot, slot.grad.defined() ? slot.grad : s.grad, lr);
     store_->release(k);
   }
   store_->end_step();

@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "braid/core/error.h"
+#include "braid/core/memory_tracker.h"
 #include "braid/optim/optimizer.h"
 
 namespace braid::optim {
@@ -17,26 +18,72 @@ void ResidentStateStore::attach(const std::vector<const ParamSlice*>& slices, in
   slices_ = slices;
   num_slices_ = slices.size();
   state_.assign(slices.size(), {});
+  masters_.assign(slices.size(), Tensor());
+  const auto& tracker = MemoryScope::current_tracker();
   for (size_t i = 0; i < slices.size(); ++i) {
-    BRAID_CHECK(slices[i]->param.defined(), "optimizer: parameter '", slices[i]->name(),
+    const Tensor& param = slices[i]->param;
+    BRAID_CHECK(param.defined(), "optimizer: parameter '", slices[i]->name(),
                 "' has no master weights (only an offloading state store can supply them)");
+    // With the master weights, or on the host (Note [Optimizer state on the host]).
+    const Device home = on_host_ ? Device::cpu() : param.device();
     for (int k = 0; k < num_states; ++k) {
-      Tensor t = Tensor::empty(slices[i]->param.shape(), DType::f32, MemCategory::optimizer_state);
+      Tensor t =
+          Tensor::empty(param.shape(), DType::f32, MemCategory::optimizer_state, tracker, home);
       t.zero_();
       state_[i].push_back(t);
     }
+    if (on_host_)
+      masters_[i] =
+          Tensor::empty(param.shape(), DType::f32, MemCategory::parameters, tracker, home);
   }
+}
+
+void ResidentStateStore::sync_masters() {
+  if (!on_host_ || synced_) return;
+  for (size_t i = 0; i < slices_.size(); ++i) masters_[i].copy_(slices_[i]->param);
+  synced_ = true;
+}
+
+void ResidentStateStore::begin_step() {
+  sync_masters();
 }
 
 SliceSlot ResidentStateStore::acquire(size_t i) {
-  return {slices_.at(i)->param, state_.at(i), Tensor()};
+  if (!on_host_) return {slices_.at(i)->param, state_.at(i), Tensor()};
+  const Tensor& g = slices_.at(i)->grad;
+  Tensor grad;
+  if (g.defined()) grad = g.device().is_cpu() ? g : g.to(Device::cpu());
+  return {masters_.at(i), state_.at(i), grad};
 }
 
-void ResidentStateStore::visit(const std::function<void(size_t, SliceSlot&)>& fn, bool) {
+void ResidentStateStore::release(size_t i) {
+  master_back(i);
+}
+
+void ResidentStateStore::master_back(size_t i) {
+  if (!on_host_) return;
+  Tensor param = slices_.at(i)->param;  // a handle on the slice's master weights
+  param.copy_(masters_.at(i));
+}
+
+void ResidentStateStore::visit(const std::function<void(size_t, SliceSlot&)>& fn, bool write) {
+  sync_masters();
   for (size_t i = 0; i < slices_.size(); ++i) {
-    SliceSlot slot = acquire(i);
+    SliceSlot slot{on_host_ ? masters_[i] : slices_[i]->param, state_[i], Tensor()};
     fn(i, slot);
+    if (write) master_back(i);
   }
+}
+
+std::string ResidentStateStore::describe() const {
+  if (!on_host_) return "in memory";
+  int64_t state = 0, masters = 0;
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    for (const Tensor& t : state_[i]) state += static_cast<int64_t>(t.nbytes());
+    masters += static_cast<int64_t>(masters_[i].nbytes());
+  }
+  return "in host memory, the step on the CPU (parallel.offload_optimizer cpu): optimizer state " +
+         format_bytes(state) + ", master weights " + format_bytes(masters);
 }
 
 }  // namespace braid::optim

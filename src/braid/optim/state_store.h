@@ -53,16 +53,36 @@ class StateStore {
 };
 
 // Everything in memory, allocated (zeroed) at attach.
+//
+// Note [Optimizer state on the host]: with on_host (parallel.offload_optimizer: cpu, DeepSpeed's
+// ZeRO-Offload) the state and a copy of each slice's master weights live in host memory while
+// the model trains on a device: the step runs on the CPU. Each update takes a host copy of the
+// slice's gradient, updates the host master and state, and copies the master back to the
+// slice's (device) master weights at release, before the strategy exchanges them. The host
+// masters are taken from the device at the first step or visit (after a checkpoint or the model
+// has filled them); visit with write copies them back too. The device keeps its master weights
+// (the model computes from them); what leaves it is the optimizer state, 2 f32 per parameter
+// for AdamW.
 class ResidentStateStore : public StateStore {
  public:
+  explicit ResidentStateStore(bool on_host = false) : on_host_(on_host) {}
   void attach(const std::vector<const ParamSlice*>& slices, int num_states) override;
+  void begin_step() override;
   SliceSlot acquire(size_t i) override;
+  void release(size_t i) override;
   std::vector<Tensor> resident_state(size_t i) override { return state_.at(i); }
   void visit(const std::function<void(size_t, SliceSlot&)>& fn, bool write) override;
+  std::string describe() const override;
 
  private:
+  void sync_masters();         // on_host: the slices' master weights into the host copies, once
+  void master_back(size_t i);  // on_host: slice i's host master into its master weights
+
+  bool on_host_;
+  bool synced_ = false;
   std::vector<const ParamSlice*> slices_;
   std::vector<std::vector<Tensor>> state_;
+  std::vector<Tensor> masters_;  // on_host: the host copies of the slices' master weights
 };
 
 }  // namespace braid::optim

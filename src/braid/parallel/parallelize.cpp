@@ -81,13 +81,17 @@ DataParallelShape data_parallel_shape(const ParallelPlan& plan, int dp) {
   check_one_of("parallel.sharding_strategy", plan.sharding_strategy,
                fsdp_sharding_strategy_names());
   check_one_of("parallel.sync_each_batch", plan.sync_each_batch, {"auto", "true", "false"});
-  for (const auto& [key, value] : {std::pair{"parallel.offload_optimizer", plan.offload_optimizer},
-                                   std::pair{"parallel.offload_params", plan.offload_params}}) {
-    BRAID_CHECK(value != "cpu", "config key '", key, "' is 'cpu': on the cpu device the ",
-                "state already lives in host memory; 'nvme' moves it to files in ",
-                "parallel.offload_dir");
-    check_one_of(key, value, {"none", "nvme"});
-  }
+  // offload_optimizer cpu: the state in host memory, the model on a device (Note [Optimizer
+  // state on the host]); the device is checked where the store is made.
+  check_one_of("parallel.offload_optimizer", plan.offload_optimizer, {"none", "cpu", "nvme"});
+  BRAID_CHECK(plan.offload_params != "cpu",
+              "config key 'parallel.offload_params' is 'cpu': braid offloads parameter shards to "
+              "files only ('nvme', with parallel.offload_optimizer nvme)");
+  check_one_of("parallel.offload_params", plan.offload_params, {"none", "nvme"});
+  BRAID_CHECK(plan.offload_params == "none" || plan.offload_optimizer == "nvme",
+              "parallel.offload_params nvme needs parallel.offload_optimizer nvme (the optimizer "
+              "updates the offloaded shards in place), got offload_optimizer ",
+              plan.offload_optimizer);
   const bool offload = plan.offload_optimizer != "none" || plan.offload_params != "none";
   BRAID_CHECK(plan.sharding_factor >= 0, "parallel.sharding_factor must be >= 0, got ",
               plan.sharding_factor);
@@ -122,6 +126,7 @@ DataParallelShape data_parallel_shape(const ParallelPlan& plan, int dp) {
   o.param_persistence_threshold = plan.param_persistence_threshold;
   o.sharding_factor = plan.sharding_factor;
   o.offload_optimizer = plan.offload_optimizer == "nvme";
+  o.offload_optimizer_host = plan.offload_optimizer == "cpu";
   o.offload_params = plan.offload_params == "nvme";
   o.offload_dir = plan.offload_dir;
   if (fsdp) {

@@ -47,6 +47,19 @@ TEST_F(DeviceRanks, CheckpointsSaveOnADeviceAndResumeOnItOrTheCpuBitForBit) {
                                        dir / "cpu" / checkpoint::step_dir_name(4)));
 }
 
+// Note [Optimizer state on the host]: the state is saved from and resumed into host memory,
+// the master weights into both copies.
+TEST_F(DeviceRanks, CheckpointsWithTheStateOnTheHostResumeBitForBit) {
+  const fs::path dir = private_temp_dir("braid_device_host_state_checkpoint");
+  fs::remove_all(dir);
+  config::TrainConfig c = resume_config((dir / "device").string());
+  c.parallel.strategy = "zero2";
+  c.parallel.offload_optimizer = "cpu";
+  const Tensor straight = train_on(2, c, "cuda");
+  const fs::path step2 = dir / "device" / checkpoint::step_dir_name(2);
+  EXPECT_TRUE(braid::testing::bit_equal(resumed_on(2, c, step2, "cuda"), straight));
+}
+
 // Over the device group (Note [Device groups], as NCCL): the checkpoint's collectives on host
 // tensors are staged onto the device; resumed over it, the uninterrupted run's weights.
 TEST_F(DeviceGroupRanks, CheckpointsSaveAndResumeOverTheDeviceGroupBitForBit) {

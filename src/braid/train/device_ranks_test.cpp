@@ -4,6 +4,7 @@
 // [Device staging]), give the CPU run's weights bit for bit, strategy by strategy, offload
 // included.
 #include "testing/train/device_ranks_util.h"
+#include "testing/train/memory_test_util.h"
 
 namespace braid::train {
 namespace {
@@ -72,6 +73,61 @@ TEST_F(DeviceRanks, OffloadGivesTheCpuWeightsBitForBit) {
       c.parallel.offload_dir = private_offload_dir();
       EXPECT_TRUE(braid::testing::bit_equal(train_on(2, c, "cuda"), train_on(2, c, "cpu")))
           << strategy << " " << precision;
+    }
+}
+
+// Note [Optimizer state on the host]: offload_optimizer cpu keeps the state and a master copy
+// on the host and steps there; the same kernel on the same values gives the strategy's CPU run
+// (no offload) bit for bit. On the cpu device it is refused, naming the key.
+TEST_F(DeviceRanks, OffloadToHostMemoryGivesTheCpuWeightsBitForBit) {
+  const config::TrainConfig base = parity_config("true");
+  for (const char* strategy : {"zero1", "zero2", "zero3"})
+    for (const char* precision : {"fp32", "bf16"}) {
+      const config::TrainConfig plain = with(base, strategy, precision);
+      config::TrainConfig host = plain;
+      host.parallel.offload_optimizer = "cpu";
+      host.training.device = "cuda";
+      const Tensor w = same_weights_on_every_rank(2, [&](comm::ProcessGroup& pg) {
+        Trainer t(host, borrow(pg), quiet());
+        t.run();
+        for (const auto& [name, state] : t.accelerator().optimizer().state_tensors())
+          EXPECT_TRUE(state.device().is_cpu()) << name << " on " << state.device().str();
+        return t.gather_parameters().to(Device::cpu());
+      });
+      EXPECT_TRUE(braid::testing::bit_equal(w, train_on(2, plain, "cpu")))
+          << strategy << " " << precision;
+    }
+  config::TrainConfig on_cpu = with(base, "zero2", "fp32");
+  on_cpu.parallel.offload_optimizer = "cpu";
+  for (const std::string& e : construction_errors(2, on_cpu)) {
+    EXPECT_NE(e.find("parallel.offload_optimizer is 'cpu'"), std::string::npos) << e;
+    EXPECT_NE(e.find("cpu device"), std::string::npos) << e;
+  }
+}
+
+// The estimator's parameters, gradients and optimizer state for offload_optimizer cpu (the
+// host masters and one slice's gradient copy beside the resident state) within 10% of the
+// tracker's peaks on the simulated device. (Its communication is not compared: the estimator
+// does not count the host groups' device staging.)
+TEST_F(DeviceRanks, OffloadToHostMemoryIsEstimatedWithinTenPercent) {
+  for (const char* strategy : {"zero1", "zero2", "zero3"})
+    for (const char* precision : {"fp32", "bf16"}) {
+      config::TrainConfig c = tiny(1, 2, strategy);
+      c.model.preset = "";
+      c.model.config = six_block_model_config();
+      c.training.precision = precision;
+      c.training.max_steps = 1;  // every peak is reached in the first step
+      c.schedule.warmup_steps = 0;
+      c.training.device = "cuda";
+      c.parallel.offload_optimizer = "cpu";
+      const Peaks p = measure_peaks(c, 2);
+      const parallel::MemoryEstimate e = parallel::estimate_memory(thread_rank_inputs(c, 2));
+      const std::string name = std::string(strategy) + " " + precision;
+      print_comparison(name, p, e);
+      EXPECT_TRUE(within_10_percent(p.parameters, e.parameters, "parameters")) << name;
+      EXPECT_TRUE(within_10_percent(p.gradients, e.gradients, "gradients")) << name;
+      EXPECT_TRUE(within_10_percent(p.optimizer_state, e.optimizer_state, "optimizer state"))
+          << name;
     }
 }
 

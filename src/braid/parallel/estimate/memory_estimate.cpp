@@ -222,7 +222,10 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
                         int64_t opt_bytes) {
   const double N = s.N, S = s.S, r = static_cast<double>(dtype_size(spec.reduce_dtype));
   const bool sync = syncs_each_batch(spec, s);
-  const bool offload_opt = spec.offload_optimizer != "none" && s.stage >= 1;
+  const bool offload_opt = spec.offload_optimizer == "nvme" && s.stage >= 1;
+  // Note [Optimizer state on the host]: resident state (on the host), plus a host copy of this
+  // rank's master pieces and of one slice's gradient at a time.
+  const bool host_step = spec.offload_optimizer == "cpu" && s.stage >= 1;
   const bool offload_params = spec.offload_params != "none" && s.stage == 3;
   double params = 0, grads = 0, optimizer = opt_bytes * u.n / N, comm = 0;
   // Mixed precision: f32 masters (whole, or this rank's piece) plus the compute copy.
@@ -260,6 +263,10 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
     grads = in_flight_grads + 4 * u.E / N;  // the reduced piece being written
   }
   if (offload_opt) optimizer = 3 * opt_bytes * u.B / N;
+  if (host_step) {
+    params += 4 * u.P / N;
+    grads += 4 * u.B / N;
+  }
   MemoryEstimate e;
   e.strategy = s.label;
   e.parameters = static_cast<int64_t>(params);

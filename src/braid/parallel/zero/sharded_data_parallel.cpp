@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "braid/comm/collective_guard.h"
+#include "braid/core/device_backend.h"
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
 #include "braid/kernels/ops.h"
@@ -266,8 +267,15 @@ std::unique_ptr<optim::StateStore> ShardedDataParallel::optimizer_state_store() 
   auto unit_done = [weak](int u) {
     if (auto r = weak.lock()) r->unit_updated(u);
   };
-  if (!rt.offload())  // Note [Update overlap]
-    return std::make_unique<UnitOrderedStore>(std::move(unit_of), std::move(keys), unit_done);
+  if (!rt.offload()) {  // Note [Update overlap]
+    const bool on_host = rt.options().offload_optimizer_host;
+    BRAID_CHECK(!on_host || !current_device().is_cpu(),
+                "parallel.offload_optimizer is 'cpu', but the model trains on the cpu device, "
+                "where the optimizer state already lives in host memory; 'nvme' moves it to files "
+                "in parallel.offload_dir");
+    return std::make_unique<UnitOrderedStore>(std::move(unit_of), std::move(keys), unit_done,
+                                              on_host);
+  }
   std::vector<OffloadPage> pages;
   for (ZeroUnit& u : rt.units()) {
     OffloadPage page;

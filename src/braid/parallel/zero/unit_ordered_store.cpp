@@ -10,8 +10,9 @@ namespace braid::parallel {
 
 UnitOrderedStore::UnitOrderedStore(std::vector<int> unit_of_slice,
                                    std::vector<std::pair<std::string, int64_t>> keys,
-                                   std::function<void(int)> unit_done)
-    : unit_of_slice_(std::move(unit_of_slice)),
+                                   std::function<void(int)> unit_done, bool on_host)
+    : ResidentStateStore(on_host),
+      unit_of_slice_(std::move(unit_of_slice)),
       keys_(std::move(keys)),
       unit_done_(std::move(unit_done)) {}
 
@@ -37,10 +38,12 @@ void UnitOrderedStore::attach(const std::vector<const optim::ParamSlice*>& slice
 }
 
 void UnitOrderedStore::begin_step() {
+  ResidentStateStore::begin_step();
   left_ = trainable_;
 }
 
 void UnitOrderedStore::release(size_t i) {
+  ResidentStateStore::release(i);  // the master weights back where the strategy reads them
   const int u = unit_.at(i);
   if (--left_[static_cast<size_t>(u)] == 0) unit_done_(u);
 }

@@ -16,9 +16,10 @@ class UnitOrderedStore : public optim::ResidentStateStore {
  public:
   // unit_of: the unit of each slice the strategy handed out, in that order (the optimizer's
   // order is matched by the slices' shard records); unit_done(u) after unit u's last update.
+  // on_host: the state and the step on the host (Note [Optimizer state on the host]).
   UnitOrderedStore(std::vector<int> unit_of_slice,
                    std::vector<std::pair<std::string, int64_t>> keys,
-                   std::function<void(int)> unit_done);
+                   std::function<void(int)> unit_done, bool on_host = false);
 
   void attach(const std::vector<const optim::ParamSlice*>& slices, int num_states) override;
   std::vector<size_t> step_order() const override { return order_; }

@@ -46,6 +46,10 @@ struct ZeroOptions {
   // of their all-gather and updated in place by the optimizer.
   bool offload_optimizer = false;
   bool offload_params = false;
+  // offload_optimizer cpu (DeepSpeed's ZeRO-Offload): the optimizer state in host memory and the
+  // step on the CPU while the model trains on a device (Note [Optimizer state on the host],
+  // optim/state_store.h).
+  bool offload_optimizer_host = false;
   std::string offload_dir;      // the files' directory (each rank its own file)
   int offload_rank = -1;        // the file's name: rank<offload_rank>.bin (-1: the dp rank)
   std::string label = "zero3";  // how describe() names it ("fsdp FULL_SHARD", ...)
