@@ -6,13 +6,16 @@
 #
 #   cmake --preset cuda -DBRAID_WITH_MPI=OFF -DBRAID_NATIVE=OFF \
 #         -DCMAKE_CXX_FLAGS=-march=x86-64-v4 -DCMAKE_C_FLAGS=-march=x86-64-v4
-#   cmake --build build/cuda --target cuda_kernels_tests device_step_cuda_tests gpu_train_bench nccl_tests
+#   cmake --build build/cuda --target cuda_kernels_tests device_step_cuda_tests gpu_train_bench nccl_tests \
+#         trainer_cuda_tests
 #   tools/gpu_bundle.sh            # then carry gpu-bundle to the GPU machine
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bins=(build/cuda/src/braid/kernels/cuda_kernels_tests build/cuda/src/braid/train/device_step_cuda_tests
       build/cuda/bench/gpu_train_bench)
 [[ -x build/cuda/src/braid/comm/nccl_tests ]] && bins+=(build/cuda/src/braid/comm/nccl_tests)
+[[ -x build/cuda/src/braid/train/trainer_cuda_tests ]] &&
+  bins+=(build/cuda/src/braid/train/trainer_cuda_tests)
 [[ -x build/cuda/src/braid/cli/braid ]] && bins+=(build/cuda/src/braid/cli/braid)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

@@ -46,6 +46,10 @@ if [[ $what == all || $what == tests || $what == braid ]]; then
     run nccl 150 "$b/bin/nccl_tests"
     grep -E '^\[  FAILED  \]|Failure|Which is|error' "$out/nccl.log" | head -12
   fi
+  if [[ -x $b/bin/trainer_cuda_tests ]]; then  # braid train on the GPU, over NCCL at world 1
+    run trainer_cuda 200 "$b/bin/trainer_cuda_tests"
+    grep -E '^\[  FAILED  \]|Failure|Which is|error' "$out/trainer_cuda.log" | head -12
+  fi
 fi
 if [[ $what == all || $what == bench || $what == braid ]]; then
   run bench_braid 120 "$b/bin/gpu_train_bench" --batch 16 --seq 1024 --steps 10 --warmup 3 ||

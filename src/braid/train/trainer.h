@@ -96,6 +96,11 @@ class Trainer {
   int world_size() const { return world_ ? world_->size() : 1; }
   // Where the model trains (training.device resolved: cuda is the local rank's cuda:N).
   Device device() const { return device_; }
+  // The group the parallel runtime runs over: the device's own (Note [Device groups]) or the
+  // world (null for one process).
+  const comm::ProcessGroup* runtime_world() const {
+    return runtime_world_ ? runtime_world_.get() : world_.get();
+  }
   int dp_rank() const { return acc_->dp_rank(); }
   int dp_size() const { return acc_->dp_size(); }
   // The first step this run takes (the resumed checkpoint's step, else 0).
