@@ -51,6 +51,17 @@ inline Tensor train_on(int n, config::TrainConfig c, const std::string& device,
   });
 }
 
+// c with a data-parallel strategy (and FSDP's sharding strategy and factor) and a precision.
+inline config::TrainConfig with_strategy(config::TrainConfig c, const std::string& strategy,
+                                         const std::string& precision, const std::string& how = "",
+                                         int64_t factor = 0) {
+  c.parallel.strategy = strategy;
+  if (!how.empty()) c.parallel.sharding_strategy = how;
+  c.parallel.sharding_factor = factor;
+  c.training.precision = precision;
+  return c;
+}
+
 // pp_parity_config (4 micro-batches, clipping) for 2 steps: the tests' time budget.
 inline config::TrainConfig pipeline(const std::string& schedule,
                                     const std::string& strategy = "none") {

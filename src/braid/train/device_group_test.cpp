@@ -15,16 +15,6 @@ using braid::testing::bit_equal;
 using braid::testing::simulated_device_group_ops;
 using braid::testing::simulated_device_groups_made;
 
-config::TrainConfig with(config::TrainConfig c, const std::string& strategy,
-                         const std::string& precision, const std::string& how = "",
-                         int64_t factor = 0) {
-  c.parallel.strategy = strategy;
-  if (!how.empty()) c.parallel.sharding_strategy = how;
-  c.parallel.sharding_factor = factor;
-  c.training.precision = precision;
-  return c;
-}
-
 // Trains c on n thread ranks on the device and checks it ran over device groups: one world per
 // rank made, and operations run on them.
 Tensor over_device_groups(int n, const config::TrainConfig& c) {
@@ -40,19 +30,21 @@ Tensor over_device_groups(int n, const config::TrainConfig& c) {
 TEST_F(DeviceGroupRanks, DataParallelStrategiesGiveTheCpuWeightsBitForBit) {
   const config::TrainConfig base = parity_config("true");
   for (const char* precision : {"fp32", "bf16"}) {
-    const config::TrainConfig c = with(base, "ddp", precision);
+    const config::TrainConfig c = with_strategy(base, "ddp", precision);
     EXPECT_TRUE(bit_equal(over_device_groups(2, c), train_on(2, c, "cpu"))) << "ddp " << precision;
   }
-  const Tensor ddp = train_on(2, with(base, "ddp", "fp32"), "cpu");
+  const Tensor ddp = train_on(2, with_strategy(base, "ddp", "fp32"), "cpu");
   for (const char* strategy : {"zero1", "zero3"})
-    EXPECT_TRUE(bit_equal(over_device_groups(2, with(base, strategy, "fp32")), ddp)) << strategy;
-  config::TrainConfig offload = with(base, "zero3", "fp32");  // Note [Offload on a device]
+    EXPECT_TRUE(bit_equal(over_device_groups(2, with_strategy(base, strategy, "fp32")), ddp))
+        << strategy;
+  config::TrainConfig offload = with_strategy(base, "zero3", "fp32");  // Note [Offload on a device]
   offload.parallel.offload_optimizer = "nvme";
   offload.parallel.offload_params = "nvme";
   offload.parallel.offload_dir = private_offload_dir();
   EXPECT_TRUE(bit_equal(over_device_groups(2, offload), ddp)) << "zero3 offloaded";
-  const Tensor ddp4 = train_on(4, with(base, "ddp", "fp32"), "cpu");
-  EXPECT_TRUE(bit_equal(over_device_groups(4, with(base, "fsdp", "fp32", "HYBRID_SHARD", 2)), ddp4))
+  const Tensor ddp4 = train_on(4, with_strategy(base, "ddp", "fp32"), "cpu");
+  EXPECT_TRUE(bit_equal(
+      over_device_groups(4, with_strategy(base, "fsdp", "fp32", "HYBRID_SHARD", 2)), ddp4))
       << "HYBRID_SHARD";
 }
 
@@ -91,7 +83,7 @@ TEST_F(DeviceGroupRanks, SamplesThroughAPipelineGiveTheCpuTokens) {
 // host keeps the host groups (which then stage the device tensors); nccl is refused where the
 // device group is another, naming the key.
 TEST_F(DeviceGroupRanks, CommBackendChoosesTheGroup) {
-  config::TrainConfig c = with(parity_config("true"), "ddp", "fp32");
+  config::TrainConfig c = with_strategy(parity_config("true"), "ddp", "fp32");
   c.parallel.comm_backend = "host";
   const int64_t made = simulated_device_groups_made();
   EXPECT_TRUE(bit_equal(train_on(2, c, "cuda", /*staged=*/true), train_on(2, c, "cpu")));

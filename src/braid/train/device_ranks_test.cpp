@@ -9,20 +9,10 @@
 namespace braid::train {
 namespace {
 
-config::TrainConfig with(config::TrainConfig c, const std::string& strategy,
-                         const std::string& precision, const std::string& how = "",
-                         int64_t factor = 0) {
-  c.parallel.strategy = strategy;
-  if (!how.empty()) c.parallel.sharding_strategy = how;
-  c.parallel.sharding_factor = factor;
-  c.training.precision = precision;
-  return c;
-}
-
 // Note [Parity setting]: accumulation, clipping and frozen parameters.
 TEST_F(DeviceRanks, DdpGivesTheCpuWeightsBitForBit) {
   for (const char* precision : {"fp32", "bf16"}) {
-    const config::TrainConfig c = with(parity_config("true"), "ddp", precision);
+    const config::TrainConfig c = with_strategy(parity_config("true"), "ddp", precision);
     EXPECT_TRUE(braid::testing::bit_equal(train_on(2, c, "cuda"), train_on(2, c, "cpu")))
         << precision;
   }
@@ -35,7 +25,7 @@ TEST_F(DeviceRanks, DdpGivesTheCpuWeightsBitForBit) {
 // bit (they agree with it on the CPU: strategy_parity_test); in bf16 each stage its own CPU run.
 TEST_F(DeviceRanks, EveryZeroStageAndFsdpGivesTheCpuWeightsBitForBit) {
   const config::TrainConfig base = parity_config("true");
-  const Tensor ddp = train_on(2, with(base, "ddp", "fp32"), "cpu");
+  const Tensor ddp = train_on(2, with_strategy(base, "ddp", "fp32"), "cpu");
   for (const auto& [strategy, how] :
        std::vector<std::pair<std::string, std::string>>{{"zero1", ""},
                                                         {"zero2", ""},
@@ -43,18 +33,18 @@ TEST_F(DeviceRanks, EveryZeroStageAndFsdpGivesTheCpuWeightsBitForBit) {
                                                         {"fsdp", "FULL_SHARD"},
                                                         {"fsdp", "SHARD_GRAD_OP"},
                                                         {"fsdp", "NO_SHARD"}}) {
-    const Tensor w = train_on(2, with(base, strategy, "fp32", how), "cuda");
+    const Tensor w = train_on(2, with_strategy(base, strategy, "fp32", how), "cuda");
     EXPECT_TRUE(braid::testing::bit_equal(w, ddp)) << strategy << " " << how;
   }
   for (const char* strategy : {"zero1", "zero2", "zero3"}) {
-    const config::TrainConfig c = with(base, strategy, "bf16");
+    const config::TrainConfig c = with_strategy(base, strategy, "bf16");
     EXPECT_TRUE(braid::testing::bit_equal(train_on(2, c, "cuda"), train_on(2, c, "cpu")))
         << strategy << " bf16";
   }
   // Hybrid: two shard groups of 2, replicated across.
-  const Tensor ddp4 = train_on(4, with(base, "ddp", "fp32"), "cpu");
+  const Tensor ddp4 = train_on(4, with_strategy(base, "ddp", "fp32"), "cpu");
   for (const char* how : {"HYBRID_SHARD", "HYBRID_SHARD_ZERO2"}) {
-    const Tensor w = train_on(4, with(base, "fsdp", "fp32", how, 2), "cuda");
+    const Tensor w = train_on(4, with_strategy(base, "fsdp", "fp32", how, 2), "cuda");
     EXPECT_TRUE(braid::testing::bit_equal(w, ddp4)) << how;
   }
 }
@@ -67,7 +57,7 @@ TEST_F(DeviceRanks, OffloadGivesTheCpuWeightsBitForBit) {
   const config::TrainConfig base = parity_config("true");
   for (const char* strategy : {"zero1", "zero2", "zero3"})
     for (const char* precision : {"fp32", "bf16"}) {
-      config::TrainConfig c = with(base, strategy, precision);
+      config::TrainConfig c = with_strategy(base, strategy, precision);
       c.parallel.offload_optimizer = "nvme";
       if (std::string(strategy) == "zero3") c.parallel.offload_params = "nvme";
       c.parallel.offload_dir = private_offload_dir();
@@ -83,7 +73,7 @@ TEST_F(DeviceRanks, OffloadToHostMemoryGivesTheCpuWeightsBitForBit) {
   const config::TrainConfig base = parity_config("true");
   for (const char* strategy : {"zero1", "zero2", "zero3"})
     for (const char* precision : {"fp32", "bf16"}) {
-      const config::TrainConfig plain = with(base, strategy, precision);
+      const config::TrainConfig plain = with_strategy(base, strategy, precision);
       config::TrainConfig host = plain;
       host.parallel.offload_optimizer = "cpu";
       host.training.device = "cuda";
@@ -97,7 +87,7 @@ TEST_F(DeviceRanks, OffloadToHostMemoryGivesTheCpuWeightsBitForBit) {
       EXPECT_TRUE(braid::testing::bit_equal(w, train_on(2, plain, "cpu")))
           << strategy << " " << precision;
     }
-  config::TrainConfig on_cpu = with(base, "zero2", "fp32");
+  config::TrainConfig on_cpu = with_strategy(base, "zero2", "fp32");
   on_cpu.parallel.offload_optimizer = "cpu";
   for (const std::string& e : construction_errors(2, on_cpu)) {
     EXPECT_NE(e.find("parallel.offload_optimizer is 'cpu'"), std::string::npos) << e;
