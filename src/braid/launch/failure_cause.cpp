@@ -33,6 +33,21 @@ int64_t reported_step(const std::string& line) {
   return std::strtoll(text.c_str() + at, nullptr, 10);
 }
 
+// Note [Root cause first]: ranks abort within moments of each other, in an order set by their
+// timeouts, and a rank waiting for a healthy peer that itself waits for the culprit says "ranks
+// [0] never arrived"; a rank whose shared-memory peer aborted first says that peer "left the
+// group", though the peer only reacted to a lost host. So an abort line is ranked by what it
+// names: a host (2), a culprit rank, one that died, never sent or left (1), nothing (0). The
+// highest wins, the first among equals; a lost host mpirun reported beats a line that names no
+// host.
+int culprit_rank(const std::string& l) {
+  if (l.find("(host ") != std::string::npos || l.find(" on host ") != std::string::npos) return 2;
+  if (l.find(" died") != std::string::npos || l.find("never sent") != std::string::npos ||
+      l.find("left the group") != std::string::npos)
+    return 1;
+  return 0;
+}
+
 }  // namespace
 
 void FailureCause::observe(const std::string& line) {
@@ -64,16 +79,8 @@ void FailureCause::observe(const std::string& line) {
       (line.find("error") != std::string::npos || line.find("Error") != std::string::npos);
   if ((is_abort || is_rank_error) && errors_.size() < kMaxErrorLines) errors_.insert(line);
   if (is_abort) {
-    // Note [Root cause first]: ranks abort within moments of each other, in an order set by
-    // their timeouts, and a rank waiting for a healthy peer that itself waits for the culprit
-    // says "ranks [0] never arrived". A line that names the culprit (a host, a death, a result
-    // never sent, a rank that left) is the cause; among equals the first one is.
-    auto names_culprit = [](const std::string& l) {
-      return l.find("(host ") != std::string::npos || l.find(" died") != std::string::npos ||
-             l.find("never sent") != std::string::npos ||
-             l.find("left the group") != std::string::npos;
-    };
-    if (abort_line_.empty() || (names_culprit(line) && !names_culprit(abort_line_)))
+    if (abort_line_.empty() ||
+        culprit_rank(line) > culprit_rank(abort_line_))  // Note [Root cause first]
       abort_line_ = line;
   } else if (is_rank_error) {
     if (rank_error_.empty()) rank_error_ = line;
@@ -93,7 +100,8 @@ std::string FailureCause::error_line() const {
 
 std::string FailureCause::cause(int exit_status) const {
   std::string why;
-  if (!abort_line_.empty()) {
+  // Note [Root cause first]: a lost host beats an abort that names none.
+  if (!abort_line_.empty() && (host_line_.empty() || culprit_rank(abort_line_) == 2)) {
     why = abort_line_;
   } else if (!host_line_.empty()) {
     why = host_line_;

@@ -115,6 +115,27 @@ TEST(Launcher, CausePrefersTheAbortThatNamesTheCulprit) {
       << c.cause(1);
 }
 
+// Note [Root cause first]: when host h2 is lost, an h1 rank may abort first because its
+// shared-memory peer left; the lost host (named by another rank, or by mpirun) is the cause.
+TEST(Launcher, CausePrefersALostHostOverARankThatLeft) {
+  const std::string left =
+      "[rank 1] braid: rank 1: aborting the job after a communication failure: group "
+      "'world/host' rank 1: all_reduce seq 40 (f32, count 9, sum): rank 0 left the group";
+  FailureCause by_mpirun;
+  by_mpirun.observe(left);
+  by_mpirun.observe("ORTE has lost communication with a remote daemon.");
+  by_mpirun.observe("  HNP daemon   : [[1234,0],0] on node vm");
+  by_mpirun.observe("  Remote daemon: [[1234,0],2] on node h2");
+  EXPECT_EQ(by_mpirun.cause(1),
+            "lost host h2: its daemon died or its network link went down (mpirun lost contact)");
+  FailureCause by_rank;
+  by_rank.observe(left);
+  by_rank.observe(
+      "[rank 0] braid: rank 0: aborting the job after a communication failure: group 'world' "
+      "rank 0: recv from rank 2 on host h2 failed: connection reset");
+  EXPECT_NE(by_rank.cause(1).find("on host h2"), std::string::npos) << by_rank.cause(1);
+}
+
 TEST(Launcher, CauseNamesAStoppedRankFirst) {
   // Rank 1 was SIGSTOPped; once mpirun resumed it to end the job, it blamed healthy rank 0.
   FailureCause c;
@@ -195,9 +216,14 @@ TEST(Launcher, CauseNamesALostHost) {
   EXPECT_TRUE(c.job_failing());
   EXPECT_EQ(c.cause(205),
             "lost host h2: its daemon died or its network link went down (mpirun lost contact)");
-  // A rank's own abort line says more and wins.
+  // Note [Root cause first]: a rank's abort that names no host does not beat the lost host; one
+  // that names the host says more and wins.
   c.observe("[rank 0] braid: rank 0: aborting the job after a communication failure: x");
-  EXPECT_NE(c.cause(1).find("aborting the job"), std::string::npos);
+  EXPECT_EQ(c.cause(1).find("aborting the job"), std::string::npos) << c.cause(1);
+  c.observe(
+      "[rank 1] braid: rank 1: aborting the job after a communication failure: rank 2 (host h2) "
+      "never sent the result");
+  EXPECT_NE(c.cause(1).find("rank 2 (host h2) never sent"), std::string::npos) << c.cause(1);
 }
 
 // Note [Job leftovers]

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "braid/comm/mpi/mpi_runtime.h"
+#include "braid/comm/mpi/poll_backoff.h"
 #include "braid/comm/process_group.h"
 #include "braid/comm/reduce_kernels.h"
 #include "braid/comm/work.h"
@@ -111,7 +112,7 @@ void HierEngine::wait(std::vector<MPI_Request>& reqs, const std::vector<int>& pe
       reqs.clear();
       throw CommError(os.str());
     }
-    if (it > 64) std::this_thread::sleep_for(std::chrono::microseconds(it > 4096 ? 100 : 5));
+    poll_backoff(it);  // Note [Poll backoff]
   }
   reqs.clear();
 }

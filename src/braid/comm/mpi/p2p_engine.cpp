@@ -8,6 +8,7 @@
 
 #include "braid/comm/chunking.h"
 #include "braid/comm/mpi/mpi_runtime.h"
+#include "braid/comm/mpi/poll_backoff.h"
 #include "braid/comm/reduce_kernels.h"
 #include "braid/core/error.h"
 
@@ -113,7 +114,7 @@ void P2pEngine::wait_all(const CollectiveOp& op) {
       }
       fail(os.str());
     }
-    if (it > 64) std::this_thread::sleep_for(std::chrono::microseconds(it > 4096 ? 100 : 5));
+    poll_backoff(it);  // Note [Poll backoff]
   }
   reqs_.clear();
   req_peer_.clear();
