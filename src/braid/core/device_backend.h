@@ -40,6 +40,11 @@ class DeviceBackend {
                        Device device) = 0;
   // Waits until the device's queued work is done.
   virtual void synchronize(Device device) = 0;
+  // Note [Pinned host memory]: host memory page-locked for the device's copies (CUDA's
+  // cudaHostAlloc: copies to and from it run at the bus's speed, without the driver's staging),
+  // aligned to 4096 bytes; null where the backend has none. release_pinned gives it back.
+  virtual void* allocate_pinned(size_t /*nbytes*/) { return nullptr; }
+  virtual void release_pinned(void* /*ptr*/) {}
   // The queue the backend orders the device's work on, as the runtime's handle (CUDA: the
   // cudaStream_t), for libraries that order their own queues against it (NCCL: Note [NCCL
   // streams]); null where there is none to name.

@@ -2,6 +2,10 @@
 // machine. Host code that touches them outside a kernel throws, naming the device.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <memory>
+#include <vector>
+
 #include "braid/core/device_backend.h"
 #include "braid/core/tensor.h"
 #include "testing/simulated_device.h"
@@ -38,6 +42,26 @@ TEST_F(SimulatedDevice, TensorsMoveAndConvertButRefuseHostAccess) {
   DeviceScope scope(dev);
   EXPECT_EQ(Tensor::zeros(Shape{2}).device(), dev);
   EXPECT_EQ(Tensor::empty(Shape{2}, DType::i32, Device::cpu()).device(), Device::cpu());
+}
+
+// Note [Pinned host memory]: pinned by the device's backend where one is registered (here the
+// simulated one), plain host memory otherwise; host memory either way, charged to its category.
+TEST_F(SimulatedDevice, PinnedHostMemoryComesFromTheBackend) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  MemoryScope scope(tracker);
+  Tensor p = Tensor::pinned(Shape{1000}, DType::f32, MemCategory::optimizer_state);
+  EXPECT_TRUE(p.is_pinned());
+  EXPECT_EQ(p.device(), Device::cpu());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p.raw_data()) % 4096, 0u);
+  EXPECT_EQ(tracker->current(MemCategory::optimizer_state), 4000);
+  p.fill_(2.5);
+  EXPECT_EQ(p.to(dev).to(Device::cpu()).to_f32_vector(), std::vector<float>(1000, 2.5f));
+  p = Tensor();
+  EXPECT_EQ(tracker->current(MemCategory::optimizer_state), 0);
+  register_device_backend(DeviceType::cuda, nullptr);  // no backend: plain host memory
+  Tensor plain = Tensor::pinned(Shape{10}, DType::f32, MemCategory::other);
+  EXPECT_FALSE(plain.is_pinned());
+  EXPECT_EQ(plain.device(), Device::cpu());
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ std::string Device::str() const {
 }
 
 Storage::Storage(size_t nbytes, Device device, MemCategory category,
-                 std::shared_ptr<MemoryTracker> tracker)
+                 std::shared_ptr<MemoryTracker> tracker, bool pinned)
     : nbytes_(nbytes), device_(device), category_(category), tracker_(std::move(tracker)) {
   if (!device.is_cpu()) {
     DeviceBackend& backend = require_device_backend(device);
@@ -31,6 +31,14 @@ Storage::Storage(size_t nbytes, Device device, MemCategory category,
   const size_t alignment = nbytes_ >= kPageAlignedFrom ? kPageAlignment : kSmallAlignment;
   capacity_ = (nbytes_ + alignment - 1) / alignment * alignment;
   if (capacity_ == 0) capacity_ = alignment;
+  if (DeviceBackend* backend = pinned ? device_backend(DeviceType::cuda) : nullptr) {
+    // Note [Pinned host memory]: page-aligned, so the alignment above holds too.
+    data_ = capacity_ < nbytes_ ? nullptr : backend->allocate_pinned(capacity_);
+    if (data_) {
+      pinned_by_ = backend;
+      return;
+    }
+  }
   // capacity_ < nbytes_: the rounding wrapped around, which no allocator could satisfy.
   data_ = capacity_ < nbytes_ ? nullptr : std::aligned_alloc(alignment, capacity_);
   if (!data_) {
@@ -41,7 +49,9 @@ Storage::Storage(size_t nbytes, Device device, MemCategory category,
 }
 
 Storage::~Storage() {
-  if (device_.is_cpu()) {
+  if (pinned_by_) {
+    pinned_by_->release_pinned(data_);
+  } else if (device_.is_cpu()) {
     std::free(data_);
   } else if (data_) {
     require_device_backend(device_).release(data_, nbytes_, device_);

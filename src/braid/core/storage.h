@@ -17,15 +17,19 @@
 
 namespace braid {
 
+class DeviceBackend;
+
 class Storage {
  public:
   static constexpr size_t kPageAlignment = 4096;
   static constexpr size_t kPageAlignedFrom = size_t{64} << 10;  // 64 KiB
   static constexpr size_t kSmallAlignment = 64;
 
-  // Allocates nbytes (uninitialised). tracker may be null (untracked).
+  // Allocates nbytes (uninitialised). tracker may be null (untracked). pinned (host memory
+  // only): page-locked by the CUDA backend where one is registered (Note [Pinned host memory],
+  // device_backend.h), else ordinary host memory.
   Storage(size_t nbytes, Device device, MemCategory category,
-          std::shared_ptr<MemoryTracker> tracker);
+          std::shared_ptr<MemoryTracker> tracker, bool pinned = false);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -37,9 +41,11 @@ class Storage {
   Device device() const { return device_; }
   MemCategory category() const { return category_; }
   const std::shared_ptr<MemoryTracker>& tracker() const { return tracker_; }
+  bool pinned() const { return pinned_by_ != nullptr; }  // page-locked host memory
 
  private:
   void* data_ = nullptr;
+  DeviceBackend* pinned_by_ = nullptr;  // the backend that pinned data_, which frees it
   size_t nbytes_ = 0;
   size_t capacity_ = 0;
   Device device_;

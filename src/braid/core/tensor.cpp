@@ -23,6 +23,16 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, MemCategory category,
   return t;
 }
 
+Tensor Tensor::pinned(const Shape& shape, DType dtype, MemCategory category) {
+  Tensor t;
+  size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  t.storage_ = std::make_shared<Storage>(bytes, Device::cpu(), category,
+                                         MemoryScope::current_tracker(), /*pinned=*/true);
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  return t;
+}
+
 Tensor Tensor::zeros(const Shape& shape, DType dtype) {
   Tensor t = empty(shape, dtype);
   t.zero_();

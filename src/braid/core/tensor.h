@@ -32,6 +32,9 @@ class Tensor {
   // Fully explicit.
   static Tensor empty(const Shape& shape, DType dtype, MemCategory category,
                       std::shared_ptr<MemoryTracker> tracker, Device device = current_device());
+  // Host memory page-locked for a device's copies where a CUDA backend is registered, else
+  // ordinary host memory (Note [Pinned host memory]); tracker from the scope.
+  static Tensor pinned(const Shape& shape, DType dtype, MemCategory category);
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
   // Normal(0, stddev) / uniform [lo, hi) drawn in f32 from rng, then converted to dtype.
@@ -47,6 +50,7 @@ class Tensor {
   int64_t numel() const { return shape_.numel(); }
   DType dtype() const { return dtype_; }
   Device device() const { return storage_ ? storage_->device() : Device::cpu(); }
+  bool is_pinned() const { return storage_ && storage_->pinned(); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
   int64_t offset() const { return offset_; }  // in elements
   const std::shared_ptr<Storage>& storage() const { return storage_; }

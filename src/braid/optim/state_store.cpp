@@ -1,5 +1,6 @@
 #include "braid/optim/state_store.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "braid/core/error.h"
@@ -24,17 +25,18 @@ void ResidentStateStore::attach(const std::vector<const ParamSlice*>& slices, in
     const Tensor& param = slices[i]->param;
     BRAID_CHECK(param.defined(), "optimizer: parameter '", slices[i]->name(),
                 "' has no master weights (only an offloading state store can supply them)");
-    // With the master weights, or on the host (Note [Optimizer state on the host]).
-    const Device home = on_host_ ? Device::cpu() : param.device();
+    // With the master weights, or in pinned host memory (Note [Optimizer state on the host]).
     for (int k = 0; k < num_states; ++k) {
-      Tensor t =
-          Tensor::empty(param.shape(), DType::f32, MemCategory::optimizer_state, tracker, home);
+      Tensor t = on_host_ ? Tensor::pinned(param.shape(), DType::f32, MemCategory::optimizer_state)
+                          : Tensor::empty(param.shape(), DType::f32, MemCategory::optimizer_state,
+                                          tracker, param.device());
       t.zero_();
       state_[i].push_back(t);
     }
-    if (on_host_)
-      masters_[i] =
-          Tensor::empty(param.shape(), DType::f32, MemCategory::parameters, tracker, home);
+    if (on_host_) {
+      masters_[i] = Tensor::pinned(param.shape(), DType::f32, MemCategory::parameters);
+      largest_ = std::max(largest_, param.numel());
+    }
   }
 }
 
@@ -52,7 +54,15 @@ SliceSlot ResidentStateStore::acquire(size_t i) {
   if (!on_host_) return {slices_.at(i)->param, state_.at(i), Tensor()};
   const Tensor& g = slices_.at(i)->grad;
   Tensor grad;
-  if (g.defined()) grad = g.device().is_cpu() ? g : g.to(Device::cpu());
+  if (g.defined() && g.device().is_cpu()) {
+    grad = g;
+  } else if (g.defined()) {  // into the pinned buffer the update reads it from
+    Tensor& stage = grad_stage_[g.dtype()];
+    if (!stage.defined())
+      stage = Tensor::pinned(Shape{largest_}, g.dtype(), MemCategory::gradients);
+    grad = stage.flat_range(0, g.numel()).view(g.shape());
+    grad.copy_(g);
+  }
   return {masters_.at(i), state_.at(i), grad};
 }
 

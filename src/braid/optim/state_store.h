@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,10 +56,11 @@ class StateStore {
 // Everything in memory, allocated (zeroed) at attach.
 //
 // Note [Optimizer state on the host]: with on_host (parallel.offload_optimizer: cpu, DeepSpeed's
-// ZeRO-Offload) the state and a copy of each slice's master weights live in host memory while
-// the model trains on a device: the step runs on the CPU. Each update takes a host copy of the
-// slice's gradient, updates the host master and state, and copies the master back to the
-// slice's (device) master weights at release, before the strategy exchanges them. The host
+// ZeRO-Offload) the state and a copy of each slice's master weights live in pinned host memory
+// (Note [Pinned host memory], core/device_backend.h) while the model trains on a device: the
+// step runs on the CPU. Each update copies the slice's gradient into a pinned buffer, updates
+// the host master and state, and copies the master back to the slice's (device) master weights
+// at release, before the strategy exchanges them. The host
 // masters are taken from the device at the first step or visit (after a checkpoint or the model
 // has filled them); visit with write copies them back too. The device keeps its master weights
 // (the model computes from them); what leaves it is the optimizer state, 2 f32 per parameter
@@ -82,7 +84,9 @@ class ResidentStateStore : public StateStore {
   bool synced_ = false;
   std::vector<const ParamSlice*> slices_;
   std::vector<std::vector<Tensor>> state_;
-  std::vector<Tensor> masters_;  // on_host: the host copies of the slices' master weights
+  std::vector<Tensor> masters_;         // on_host: the host copies of the slices' master weights
+  int64_t largest_ = 0;                 // on_host: the largest slice's elements
+  std::map<DType, Tensor> grad_stage_;  // on_host: per dtype, a pinned buffer for one gradient
 };
 
 }  // namespace braid::optim

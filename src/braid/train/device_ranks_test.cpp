@@ -81,7 +81,8 @@ TEST_F(DeviceRanks, OffloadToHostMemoryGivesTheCpuWeightsBitForBit) {
         Trainer t(host, borrow(pg), quiet());
         t.run();
         for (const auto& [name, state] : t.accelerator().optimizer().state_tensors())
-          EXPECT_TRUE(state.device().is_cpu()) << name << " on " << state.device().str();
+          EXPECT_TRUE(state.device().is_cpu() && state.is_pinned())
+              << name << " on " << state.device().str();
         return t.gather_parameters().to(Device::cpu());
       });
       EXPECT_TRUE(braid::testing::bit_equal(w, train_on(2, plain, "cpu")))

@@ -64,6 +64,18 @@ class CudaBackend final : public DeviceBackend {
   }
 
   void* queue(Device device) override { return stream(device.index); }
+
+  // Note [Pinned host memory]: null (ordinary host memory instead) when CUDA cannot pin it.
+  void* allocate_pinned(size_t nbytes) override {
+    if (!available()) return nullptr;
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, nbytes, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();  // not sticky: clear it
+      return nullptr;
+    }
+    return p;
+  }
+  void release_pinned(void* ptr) override { cudaFreeHost(ptr); }
 };
 
 CudaBackend g_backend;
