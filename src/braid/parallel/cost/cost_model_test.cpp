@@ -2,6 +2,7 @@
 // numbers, no measurement): the formulas of Note [Step-time model] and Note [Plan ranking].
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "braid/parallel/cost/calibrate.h"
@@ -58,7 +59,8 @@ StepCost predict(const std::string& layout, int world = 2, int64_t seq = 256, in
 
 TEST(CostModel, LayoutNamesRoundTrip) {
   for (const char* name : {"ddp mb4x1", "zero3 tp2+sp pp2:1f1b mb2x4 bf16 ckpt:full offload",
-                           "none pp2:interleaved_1f1b/2 mb1x8", "zero1 tp2 mb8x2 ckpt:selective"}) {
+                           "none pp2:interleaved_1f1b/2 mb1x8", "zero1 tp2 mb8x2 ckpt:selective",
+                           "zero2 cp2:ulysses mb2x2", "none tp2 pp2:1f1b cp2:ring mb1x8 bf16"}) {
     EXPECT_EQ(Layout::parse(name).name(), name);
   }
   EXPECT_NE(error_of([] { Layout::parse("fsdp mb1x1"); }).find("the first part is the strategy"),
@@ -203,6 +205,35 @@ TEST(CostModel, OversubscribedPipelineStagesLendTheirCores) {
   EXPECT_GT(alone.bubble, 0);
 }
 
+// Note [Context-parallel cost]: cp 2 over a batch of whole sequences does the work of DDP over
+// as many tokens a rank (the products and the attention's share alike), plus ring's merges and
+// exposed hops or Ulysses' all-to-alls; its config keys name the mode.
+TEST(CostModel, ContextParallelSharesTheSequence) {
+  const StepCost ddp = predict("ddp mb4x1");
+  const StepCost ring = predict("none cp2:ring mb8x1");
+  EXPECT_NEAR(ring.gemm, ddp.gemm, ddp.gemm * 1e-9);
+  EXPECT_NEAR(ring.attention, ddp.attention, ddp.attention * 1e-9);
+  EXPECT_GT(ring.memory, ddp.memory);  // the merges
+  EXPECT_GT(ring.comm_exposed, ddp.comm_exposed);
+  const StepCost ulysses = predict("none cp2:ulysses mb8x1");
+  EXPECT_NEAR(ulysses.memory, ddp.memory, ddp.memory * 1e-9);
+  EXPECT_GT(ulysses.comm_exposed, ddp.comm_exposed);
+  // dp 2 x cp 2 on 4 ranks: ZeRO shards over all four.
+  EXPECT_LT(predict("zero1 cp2:ring mb2x1", 4).optimizer,
+            predict("zero1 mb2x1", 4).optimizer * 1.01);
+  const auto v = Layout::parse("none cp2:ulysses mb8x1").config_values();
+  EXPECT_NE(
+      std::find(v.begin(), v.end(),
+                std::pair<std::string, std::string>{"parallel.context_parallel_mode", "ulysses"}),
+      v.end());
+  EXPECT_NE(error_of([] { predict("none cp2:ring mb8x1", 2, 250); }).find("divide by 2 x cp = 4"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { predict("none cp4:ulysses mb8x1", 4); }).find("ulysses needs"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Layout::parse("none cp2:spiral mb1x1"); }).find("ring or ulysses"),
+            std::string::npos);
+}
+
 TEST(CostModel, LayoutsThatDoNotFitTheModelAreNamed) {
   EXPECT_NE(error_of([] { predict("none tp4 mb1x1", 4); }).find("tp 4 does not divide the 6 heads"),
             std::string::npos);
@@ -229,8 +260,15 @@ TEST(Planner, RanksFittingLayoutsFastestFirst) {
   for (const auto& c : r.ranked) {
     EXPECT_TRUE(layout_problem(CostInputs{q.model, c.layout, 2, 1, 256}).empty());
     // Every layout trains the global batch.
-    EXPECT_EQ(c.layout.micro_batch * c.layout.accumulation * (2 / (c.layout.tp * c.layout.pp)), 8);
+    EXPECT_EQ(c.layout.micro_batch * c.layout.accumulation *
+                  (2 / (c.layout.tp * c.layout.pp * c.layout.cp)),
+              8);
   }
+  // Context parallelism is among them, both ways.
+  for (const char* mode : {"ring", "ulysses"})
+    EXPECT_TRUE(std::any_of(r.ranked.begin(), r.ranked.end(), [&](const Candidate& c) {
+      return c.layout.cp == 2 && c.layout.cp_mode == mode;
+    })) << mode;
   // The first is within 1% of the fastest (Note [Plan ranking]).
   double fastest = INFINITY;
   for (const auto& c : r.ranked) fastest = std::min(fastest, c.cost.step);
@@ -294,9 +332,10 @@ TEST(Planner, GlobalBatchNoLayoutDividesIsAnError) {
   q.model.n_layer = 3;
   q.model.n_head = q.model.n_kv_head = 3;
   q.world = 4;
-  q.seq_len = 256;
-  // dp 4 and 2 do not divide it; dp 1 needs tp x pp = 4: tp 2 and 4 do not divide 3 heads, 4
-  // stages are more than 3 layers.
+  q.seq_len = 250;
+  // dp 4 and 2 do not divide it; dp 1 needs tp x pp x cp = 4: tp 2 and 4 do not divide 3 heads,
+  // 4 stages are more than 3 layers, 250 tokens do not split zig-zag over cp 2 or 4, nor 3 heads
+  // over Ulysses' groups.
   q.global_batch = 3;
   EXPECT_NE(error_of([&] { plan_layouts(q, synthetic()); }).find("no layout of 4 ranks"),
             std::string::npos);

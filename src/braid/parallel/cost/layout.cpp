@@ -16,6 +16,7 @@ std::string Layout::name() const {
     if (virtual_stages > 1) os << "/" << virtual_stages;
     if (balanced) os << " balanced";
   }
+  if (cp > 1) os << " cp" << cp << ":" << cp_mode;
   os << " mb" << micro_batch << "x" << accumulation;
   if (compute != DType::f32) os << " " << (compute == DType::bf16 ? "bf16" : "fp16");
   if (checkpointing != "none") os << " ckpt:" << checkpointing;
@@ -66,6 +67,12 @@ Layout Layout::parse(const std::string& text) {
         }
         L.schedule = sched;
       }
+    } else if (part.starts_with("cp")) {
+      const auto colon = part.find(':');
+      L.cp = static_cast<int>(number(part.substr(2, colon - 2), "cpN"));
+      if (colon != std::string::npos) L.cp_mode = part.substr(colon + 1);
+      BRAID_CHECK(L.cp_mode == "ring" || L.cp_mode == "ulysses", "layout '", text,
+                  "': cpN: takes ring or ulysses, got '", L.cp_mode, "'");
     } else if (part.starts_with("mb")) {
       const auto x = part.find('x');
       L.micro_batch = number(part.substr(2, x - 2), "mbB");
@@ -83,14 +90,14 @@ Layout Layout::parse(const std::string& text) {
       L.balanced = true;
     } else {
       BRAID_THROW("layout '", text, "': unknown part '", part,
-                  "' (parts: STRATEGY (hsdp:S) tpN[+sp] ppN:SCHEDULE[/V] balanced mbBxM bf16 "
-                  "ckpt:K offload)");
+                  "' (parts: STRATEGY (hsdp:S) tpN[+sp] ppN:SCHEDULE[/V] balanced cpN:MODE mbBxM "
+                  "bf16 ckpt:K offload)");
     }
   }
   BRAID_CHECK(!first, "layout is empty");
-  BRAID_CHECK(
-      L.tp >= 1 && L.pp >= 1 && L.micro_batch >= 1 && L.accumulation >= 1 && L.virtual_stages >= 1,
-      "layout '", text, "': sizes must be >= 1");
+  BRAID_CHECK(L.tp >= 1 && L.pp >= 1 && L.cp >= 1 && L.micro_batch >= 1 && L.accumulation >= 1 &&
+                  L.virtual_stages >= 1,
+              "layout '", text, "': sizes must be >= 1");
   return L;
 }
 
@@ -109,6 +116,8 @@ std::vector<std::pair<std::string, std::string>> Layout::config_values() const {
     v.emplace_back("parallel.pipeline_virtual_stages", std::to_string(virtual_stages));
     v.emplace_back("parallel.pipeline_balance", balanced ? "parameters" : "uniform");
   }
+  v.emplace_back("parallel.context_parallel_size", std::to_string(cp));
+  if (cp > 1) v.emplace_back("parallel.context_parallel_mode", cp_mode);
   v.emplace_back("training.micro_batch_size", std::to_string(micro_batch));
   v.emplace_back("training.gradient_accumulation_steps", std::to_string(accumulation));
   v.emplace_back("training.precision", compute == DType::bf16  ? "bf16"
@@ -134,6 +143,8 @@ ParallelPlan Layout::to_plan(int64_t seq_len) const {
   p.pipeline_schedule = schedule;
   p.pipeline_virtual_stages = virtual_stages;
   p.pipeline_balance = balanced ? "parameters" : "uniform";
+  p.context_parallel_size = cp;
+  p.context_parallel_mode = cp_mode;
   p.micro_batch_size = micro_batch;
   p.seq_len = seq_len;
   if (offload) {

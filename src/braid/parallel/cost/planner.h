@@ -30,8 +30,9 @@ struct PlanRequest {
   int64_t budget = 0;        // bytes per rank (0: the profile's memory per rank)
   std::vector<DType> precisions = {DType::f32, DType::bf16};
   std::vector<std::string> checkpointing = {"none", "selective", "full"};
-  bool offload = true;          // consider offloading to files
-  int64_t max_micro_batch = 0;  // 0: no limit
+  bool offload = true;           // consider offloading to files
+  int64_t max_micro_batch = 0;   // 0: no limit
+  int max_context_parallel = 0;  // the largest cp tried, within a node; 0: a node's ranks
 };
 
 struct Candidate {

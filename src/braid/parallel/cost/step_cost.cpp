@@ -111,7 +111,7 @@ constexpr double kOpsPerBlock = 40;
 
 StageWork block_work(const Model& mdl, const Shapes& s, const Layout& L, int64_t seq_len) {
   StageWork w;
-  const double n = double(L.micro_batch) * seq_len;
+  const double n = double(L.micro_batch) * seq_len / L.cp;  // this rank's tokens
   const double qkv = double(s.heads + 2 * s.kv_heads) * s.hs, attn_out = double(s.heads) * s.hs;
   const double mlp_in = s.swiglu ? 2.0 * s.h : double(s.h);
   const double qkv_f = mdl.gemm_fwd(n, qkv, s.d), proj_f = mdl.gemm_fwd(n, s.d, attn_out);
@@ -120,9 +120,11 @@ StageWork block_work(const Model& mdl, const Shapes& s, const Layout& L, int64_t
              mdl.gemm_bwd(n, mlp_in, s.d) + mdl.gemm_bwd(n, s.d, s.h);
   w.weight = mdl.gemm(qkv, s.d, n) + mdl.gemm(s.d, attn_out, n) + mdl.gemm(mlp_in, s.d, n) +
              mdl.gemm(s.d, s.h, n);
+  // Note [Context-parallel cost]: a causal attention over the whole sequence shared evenly by the
+  // cp ranks (ring's zig-zag blocks, Ulysses' head groups); ring merges each block's result.
   const double seqs = double(L.micro_batch) * s.heads;
-  w.attn_f = mdl.attention_fwd(seqs, double(seq_len), double(s.hs));
-  w.attn_b = mdl.attention_bwd(seqs, double(seq_len), double(s.hs));
+  w.attn_f = mdl.attention_fwd(seqs, double(seq_len), double(s.hs)) / L.cp;
+  w.attn_b = mdl.attention_bwd(seqs, double(seq_len), double(s.hs)) / L.cp;
   // Norms and residual adds on the rows this rank holds (all of them without sequence
   // parallelism); the activation on its slice of the MLP; RoPE on its heads.
   const double rows = L.sp ? n / L.tp : n;
@@ -142,7 +144,9 @@ StageWork block_work(const Model& mdl, const Shapes& s, const Layout& L, int64_t
   // backward.
   const double split_f = s.swiglu ? 0.0 : mdl.elementwise("copy", qkv * n);
   const double split_b = s.swiglu ? 0.0 : mdl.elementwise("add_columns", qkv * n);
-  w.mem_f = norm_f + act_f + rope_f + adds_f + split_f;
+  const double merges =
+      L.cp > 1 && L.cp_mode == "ring" ? L.cp * mdl.f32_elementwise("axpy", n * s.heads * s.hs) : 0;
+  w.mem_f = norm_f + act_f + rope_f + adds_f + split_f + merges;
   w.mem_b = 2 * mdl.elementwise(norm + "_bwd", rows * s.d) +
             mdl.elementwise(act + "_bwd", n * s.h) + rope_b + adds_b + split_b;
   if (L.checkpointing == "full") {
@@ -202,7 +206,7 @@ std::vector<double> stage_blocks(int64_t n_layer, int pp, int v) {
 }
 
 int data_parallel_size(const CostInputs& in) {
-  return in.world / (in.layout.tp * in.layout.pp);
+  return in.world / (in.layout.tp * in.layout.pp * in.layout.cp);
 }
 
 // Which transport a group of `size` ranks, `stride` ranks apart in the world, runs over.
@@ -225,8 +229,17 @@ std::string layout_problem(const CostInputs& in) {
   const Layout& L = in.layout;
   const auto& m = in.model;
   std::ostringstream os;
-  if (L.tp * L.pp > in.world || in.world % (L.tp * L.pp) != 0) {
-    os << "tp " << L.tp << " x pp " << L.pp << " does not divide the world of " << in.world;
+  if (L.tp * L.pp * L.cp > in.world || in.world % (L.tp * L.pp * L.cp) != 0) {
+    os << "tp " << L.tp << " x pp " << L.pp << " x cp " << L.cp << " does not divide the world of "
+       << in.world;
+  } else if (L.cp > 1 && L.cp_mode == "ring" && in.seq_len % (2 * L.cp) != 0) {
+    os << "ring attention's zig-zag split needs the sequence (" << in.seq_len
+       << ") to divide by 2 x cp = " << 2 * L.cp;
+  } else if (L.cp > 1 && L.cp_mode == "ulysses" &&
+             (in.seq_len % L.cp != 0 || (m.n_head / L.tp) % L.cp != 0 ||
+              std::max<int64_t>(1, m.n_kv_head / L.tp) % L.cp != 0)) {
+    os << "ulysses needs the sequence (" << in.seq_len << ") and a tp rank's query and key/value "
+       << "heads to divide by cp " << L.cp;
   } else if (m.n_head % L.tp != 0) {
     os << "tp " << L.tp << " does not divide the " << m.n_head << " heads";
   } else if (m.n_kv_head % L.tp != 0 && L.tp % m.n_kv_head != 0) {
@@ -235,8 +248,9 @@ std::string layout_problem(const CostInputs& in) {
     os << "tp " << L.tp << " does not divide the MLP width " << m.d_ff;
   } else if (L.sp && L.tp == 1) {
     os << "sequence parallelism needs tp > 1";
-  } else if (L.sp && in.seq_len % L.tp != 0) {
-    os << "sequence parallelism needs the sequence (" << in.seq_len << ") to divide by tp";
+  } else if (L.sp && (in.seq_len / L.cp) % L.tp != 0) {
+    os << "sequence parallelism needs a rank's sequence (" << in.seq_len / L.cp
+       << ") to divide by tp";
   } else if (m.n_layer < L.pp * L.virtual_stages) {
     os << "pp " << L.pp << " x " << L.virtual_stages << " chunks exceeds the " << m.n_layer
        << " layers";
@@ -299,7 +313,7 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
   const Model mdl(rates, L.compute);
   const Shapes s = local_shapes(m, L.tp);
   const int dp = data_parallel_size(in);
-  const double n = double(L.micro_batch) * in.seq_len;
+  const double n = double(L.micro_batch) * in.seq_len / L.cp;  // this rank's tokens
   const double a = dtype_size(L.compute);
 
   // Per stage: forward and backward of one micro-batch, and the parameters held.
@@ -373,6 +387,29 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
     c.comm_total += tp_comm;
   }
 
+  // Note [Context-parallel cost]: ring attention moves this rank's keys and values one hop per
+  // step (cp - 1 forward, as many backward and cp gradient blocks), each behind a step's share
+  // of attention; Ulysses runs four all-to-alls each way (q, k, v in, the output back), exposed,
+  // priced as all-gathers of the same tensor (the same traffic). Neighbours in cp are tp apart.
+  if (L.cp > 1) {
+    const double kv = n * double(s.kv_heads) * s.hs * a, q = n * double(s.heads) * s.hs * a;
+    double per_block = 0, total = 0;
+    if (L.cp_mode == "ring") {
+      const double hop = comm_seconds(prof, node_ranks, "send_recv", 2, L.tp, 2 * kv);
+      const double step_f = block.attn_f / L.cp, step_b = block.attn_b / L.cp;
+      per_block = (L.cp - 1) * (std::max(0.0, hop - step_f) + std::max(0.0, hop - step_b)) + hop;
+      total = (3.0 * L.cp - 2) * hop;
+    } else {
+      auto a2a = [&](double bytes) {
+        return comm_seconds(prof, node_ranks, "all_gather", L.cp, L.tp, bytes);
+      };
+      per_block = 2 * (2 * a2a(q) + 2 * a2a(kv));
+      total = per_block;
+    }
+    c.comm_exposed += mb * per_block * blocks[slow];
+    c.comm_total += mb * total * blocks[slow];
+  }
+
   // The pipeline: the schedule's makespan over the stages (Note [Step-time model]).
   if (L.pp > 1) {
     double max_c = 0, sum_c = 0;
@@ -428,31 +465,34 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
     }
     // Activations forward and their gradients back, per micro-batch and chunk boundary.
     const double act_bytes = (L.sp ? n / L.tp : n) * s.d * a;
-    const double p2p = comm_seconds(prof, node_ranks, "send_recv", 2, L.tp, act_bytes);
+    const double p2p = comm_seconds(prof, node_ranks, "send_recv", 2, L.tp * L.cp, act_bytes);
     c.comm_exposed += 2 * mb * v * p2p;
     c.comm_total += 2 * mb * v * p2p;
     if (m.tie_word_embeddings && L.schedule != "zb_v") {  // zb_v: one stage holds both ends
-      const double tied = comm_seconds(prof, node_ranks, "all_reduce", 2, L.tp * (L.pp - 1),
+      const double tied = comm_seconds(prof, node_ranks, "all_reduce", 2, L.tp * L.cp * (L.pp - 1),
                                        double(s.vocab) * s.d * 4);
       c.comm_exposed += tied;
       c.comm_total += tied;
     }
   }
 
-  // Data parallelism over dp ranks, L.tp x L.pp apart.
+  // Data parallelism over dp ranks, L.tp x L.cp x L.pp apart; the cp ranks of a batch join its
+  // reduction and sharding (shards = dp x cp ranks, tp apart within a cp group).
   const double P = params[slow].total();
   const double grad_bytes = 4 * P;
-  const int stride = L.tp * L.pp;
+  const int shards = dp * L.cp;
+  const int stride =
+      shards > 1 ? ((dp - 1) * L.tp * L.cp * L.pp + (L.cp - 1) * L.tp) / (shards - 1) : L.tp;
   auto dp_comm = [&](const std::string& op, double bytes) {
-    return comm_seconds(prof, node_ranks, op, dp, stride, bytes);
+    return comm_seconds(prof, node_ranks, op, shards, stride, bytes);
   };
   const double last_backward = w.backward();
   const double compute_step = c.gemm + c.attention + c.memory + c.loss + c.overhead;
   const bool sharded = L.strategy == "zero1" || L.strategy == "zero2" || L.strategy == "zero3" ||
                        L.strategy == "hsdp";
-  if (dp > 1) {
+  if (shards > 1) {
     const double bucket = std::min(grad_bytes, 25.0 * (1 << 20));
-    if (L.strategy == "ddp") {
+    if (L.strategy == "ddp" || L.strategy == "none") {  // none: over the cp ranks alone
       const double total = dp_comm("all_reduce", grad_bytes);
       const double last = dp_comm("all_reduce", bucket);
       c.comm_total += total;
@@ -469,14 +509,14 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
         c.comm_exposed += rs + ag;
       }
     } else {  // zero3, hsdp: gathers per micro-batch, prefetched
-      const int gather_group = L.strategy == "hsdp" ? L.shard_group : dp;
+      const int gather_group = L.strategy == "hsdp" ? L.shard_group : shards;
       auto g_comm = [&](const std::string& op, double bytes) {
         return comm_seconds(prof, node_ranks, op, std::max(1, gather_group), stride, bytes);
       };
       const double gathers = mb * 2 * g_comm("all_gather", a * P);
       const double rs = (L.pp == 1 ? mb : 1.0) * g_comm("reduce_scatter", grad_bytes);
       double total = gathers + rs;
-      if (L.strategy == "hsdp" && gather_group < dp) {
+      if (L.strategy == "hsdp" && gather_group < shards) {
         total += dp_comm("all_reduce", grad_bytes / gather_group);
       }
       const double first_unit = g_comm("all_gather", a * P / std::max(1.0, blocks[slow]));
@@ -486,9 +526,9 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
   }
 
   // The optimizer: AdamW over this rank's share, the gradient norm, zeroing, casts.
-  const double opt_elems = sharded ? P / dp : P;
+  const double opt_elems = sharded ? P / shards : P;
   const double grad_elems =
-      (L.strategy == "zero2" || L.strategy == "zero3" || L.strategy == "hsdp") ? P / dp : P;
+      (L.strategy == "zero2" || L.strategy == "zero3" || L.strategy == "hsdp") ? P / shards : P;
   c.optimizer =
       mdl.f32_elementwise("adamw", opt_elems) + mdl.f32_elementwise("sum_squares", grad_elems) +
       mdl.f32_elementwise("max_abs", grad_elems) + mdl.f32_elementwise("zero", grad_elems);
