@@ -39,21 +39,23 @@ echo
 config_of() { [ "$1" = gpt2 ] && echo configs/bench-small.yaml || echo configs/bench-plan-llama.yaml; }
 
 # The layouts per shape and world size (global batch 8): every data-parallel strategy,
-# checkpointing, bf16, tp with and without sp, pp under each schedule, offload, and on 4 ranks
-# the 2-D mixes. Interleaving needs the layers to split into pp x 2 chunks (the llama shape's
+# checkpointing, bf16, tp with and without sp, pp under each schedule, offload, cp by ring and
+# by Ulysses, and on 4 ranks the 2-D mixes. Interleaving needs the layers to split into pp x 2 chunks (the llama shape's
 # 8; not the gpt2 shape's 6).
 layouts() {
   local shape=$1 world=$2
   if [ "$world" = 2 ] && [ "$shape" = gpt2 ]; then
     printf '%s\n' "ddp mb4x1" "zero1 mb4x1" "zero2 mb4x1" "zero3 mb4x1" "zero3 mb2x2 ckpt:full" \
       "ddp mb4x1 bf16" "none tp2 mb8x1" "none tp2+sp mb8x1" "none pp2:gpipe mb1x8" \
-      "none pp2:1f1b mb1x8" "none pp2:zb_h1 mb1x8" "zero1 mb4x1 offload"
+      "none pp2:1f1b mb1x8" "none pp2:zb_h1 mb1x8" "none pp2:zb_v/2 balanced mb1x8" \
+      "zero1 mb4x1 offload" "none cp2:ring mb8x1" "none cp2:ulysses mb8x1"
   elif [ "$world" = 2 ]; then
     printf '%s\n' "ddp mb4x1" "zero3 mb4x1" "ddp mb4x1 ckpt:selective" "none tp2 mb8x1" \
-      "none pp2:1f1b mb1x8" "none pp2:interleaved_1f1b/2 mb1x8" "ddp mb4x1 bf16"
+      "none pp2:1f1b mb1x8" "none pp2:interleaved_1f1b/2 mb1x8" "none pp2:zb_v/2 mb1x8" \
+      "ddp mb4x1 bf16" "none cp2:ring mb8x1" "none cp2:ulysses mb8x1"
   elif [ "$shape" = gpt2 ]; then
     printf '%s\n' "ddp mb2x1" "zero3 mb2x1" "zero1 tp2 mb4x1" "zero1 pp2:1f1b mb1x4" \
-      "none tp2 pp2:1f1b mb1x8"
+      "none tp2 pp2:1f1b mb1x8" "zero1 cp2:ring mb4x1"
   else
     printf '%s\n' "ddp mb2x1" "zero1 tp2 mb4x1"
   fi

@@ -221,7 +221,7 @@ int run_explain(const Request& q, const cost::PlanRequest& r, const cost::Machin
   const int64_t budget = cost::plan_budget(r, p);
   const cost::Candidate c = cost::evaluate_layout(r, layout, p, budget);
   const int64_t sequences =
-      layout.micro_batch * layout.accumulation * (r.world / (layout.tp * layout.pp));
+      layout.micro_batch * layout.accumulation * (r.world / (layout.tp * layout.pp * layout.cp));
   BRAID_CHECK(sequences == r.global_batch, "layout '", q.explain, "' trains ", sequences,
               " sequences a step, not the global batch of ", r.global_batch,
               " (micro-batch x accumulation x data-parallel ranks)");

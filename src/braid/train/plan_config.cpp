@@ -70,6 +70,8 @@ parallel::cost::Layout layout_from(const config::TrainConfig& cfg) {
   L.tp = static_cast<int>(p.tensor_parallel_size);
   L.sp = p.sequence_parallel;
   L.pp = static_cast<int>(p.pipeline_parallel_size);
+  L.cp = static_cast<int>(p.context_parallel_size);
+  L.cp_mode = p.context_parallel_mode;
   L.schedule = p.pipeline_schedule;
   L.virtual_stages = parallel::pipeline::chunks_per_rank(
       p.pipeline_schedule, static_cast<int>(p.pipeline_virtual_stages));

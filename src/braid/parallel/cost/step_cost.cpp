@@ -120,8 +120,9 @@ StageWork block_work(const Model& mdl, const Shapes& s, const Layout& L, int64_t
              mdl.gemm_bwd(n, mlp_in, s.d) + mdl.gemm_bwd(n, s.d, s.h);
   w.weight = mdl.gemm(qkv, s.d, n) + mdl.gemm(s.d, attn_out, n) + mdl.gemm(mlp_in, s.d, n) +
              mdl.gemm(s.d, s.h, n);
-  // Note [Context-parallel cost]: a causal attention over the whole sequence shared evenly by the
-  // cp ranks (ring's zig-zag blocks, Ulysses' head groups); ring merges each block's result.
+  // A causal attention over the whole sequence shared evenly by the cp ranks (ring's zig-zag
+  // blocks, Ulysses' head groups); ring merges each block's result (Note [Context-parallel
+  // cost]).
   const double seqs = double(L.micro_batch) * s.heads;
   w.attn_f = mdl.attention_fwd(seqs, double(seq_len), double(s.hs)) / L.cp;
   w.attn_b = mdl.attention_bwd(seqs, double(seq_len), double(s.hs)) / L.cp;
