@@ -47,8 +47,8 @@ Tensor train(config::TrainConfig c, const std::string& device, bool world,
 TEST_F(TrainerCuda, OneProcessFollowsTheCpu) {
   for (const char* preset : {"gpt2-tiny", "llama-tiny"}) {
     const config::TrainConfig c = three_steps(preset, "none");
-    EXPECT_TRUE(braid::testing::all_close(train(c, "cuda", false), train(c, "cpu", false), 1e-3,
-                                          1e-5))
+    EXPECT_TRUE(
+        braid::testing::all_close(train(c, "cuda", false), train(c, "cpu", false), 1e-3, 1e-5))
         << preset;
   }
 }
