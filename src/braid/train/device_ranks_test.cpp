@@ -49,6 +49,20 @@ TEST_F(DeviceRanks, EveryZeroStageAndFsdpGivesTheCpuWeightsBitForBit) {
   }
 }
 
+// Activation checkpointing recomputes on the device: full and selective (every 2nd block),
+// under DDP and ZeRO-3, in fp32 and bf16, give the CPU run's weights bit for bit.
+TEST_F(DeviceRanks, ActivationCheckpointingGivesTheCpuWeightsBitForBit) {
+  const config::TrainConfig base = parity_config("true");
+  for (const char* strategy : {"ddp", "zero3"})
+    for (const char* policy : {"full", "selective"}) {
+      config::TrainConfig c = with_strategy(base, strategy, policy[0] == 'f' ? "fp32" : "bf16");
+      c.model.activation_checkpointing = policy;
+      if (std::string(policy) == "selective") c.model.activation_checkpointing_interval = 2;
+      EXPECT_TRUE(braid::testing::bit_equal(train_on(2, c, "cuda"), train_on(2, c, "cpu")))
+          << strategy << " " << policy;
+    }
+}
+
 // Note [Offload on a device]: the optimizer state (ZeRO-1/2/3), the reduced gradients (2, 3)
 // and the parameter shards (3) in the file, paged through host buffers to the device, give the
 // CPU's offloaded run's weights bit for bit (which equal DDP's: strategy_parity_test), in fp32
