@@ -9,7 +9,7 @@
 #
 #   bench/pipeline.sh [STEPS=12] [ROUNDS=2] [TRACE_DIR]
 #   SCHEDULES="1f1b zb_h1 zb_v" bench/pipeline.sh     # some of the schedules only
-#   SINGLE_COPY=cma bench/pipeline.sh     # MPI's messages in one kernel copy (Note [Single copy],
+#   SINGLE_COPY=none bench/pipeline.sh    # MPI's messages through shared buffers (Note [Single copy],
 #                                         # braid launch --single-copy)
 #
 # "measured" is the summary's bubble: per rank, the share of forward_backward() not spent in
@@ -30,7 +30,7 @@ field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" | head -1; }
 lscpu | sed -n 's/^Model name: *\(.*\)/CPU: \1/p'
 lscpu | sed -n 's/^CPU(s): *\(.*\)/cores: \1/p'
 echo "date: $(date '+%Y-%m-%d %H:%M:%S %Z')  braid $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-echo "braid launch --single-copy ${SINGLE_COPY:-none}"
+echo "braid launch --single-copy ${SINGLE_COPY:-auto}"
 echo
 printf '| schedule | m | measured bubble | formula | difference | tokens/s |\n'
 printf '|---|---|---|---|---|---|\n'
@@ -42,7 +42,7 @@ for schedule in ${SCHEDULES:-gpipe 1f1b interleaved_1f1b zb_h1 zb_v}; do
     [ -n "$TRACE_DIR" ] && extra=(--set "parallel.pipeline_trace=$TRACE_DIR/${schedule}_m$m.json")
     measured=1 tps=0
     for _ in $(seq "$ROUNDS"); do
-      out=$("$BRAID" launch -n 2 --single-copy "${SINGLE_COPY:-none}" -- \
+      out=$("$BRAID" launch -n 2 --single-copy "${SINGLE_COPY:-auto}" -- \
         "$BRAID" train configs/bench-pipeline.yaml \
         --set training.max_steps="$STEPS" --set training.gradient_accumulation_steps="$m" \
         --set parallel.pipeline_schedule="$schedule" --set parallel.pipeline_virtual_stages="$v" \

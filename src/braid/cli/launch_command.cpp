@@ -86,10 +86,12 @@ int run_launch(const std::vector<std::string>& args) {
       ->transform(integer<int>());
   app.add_flag("--no-tag", no_tag, "do not prefix output lines with [rank R]");
   app.add_option("--single-copy", o.single_copy,
-                 "how MPI moves large messages between a host's ranks: none (default) or cma "
-                 "(one kernel copy: pipelines' messages arrive sooner)")
+                 "how MPI moves large messages between a host's ranks: auto (default: cma where "
+                 "every rank is here and the kernel permits it), cma (one kernel copy: pipelines' "
+                 "and ring attention's messages arrive sooner) or none (shared buffers: MPI's "
+                 "own collectives' fastest here)")
       ->type_name("MECH")
-      ->check(braid::cli::one_of({"none", "cma"}));
+      ->check(braid::cli::one_of({"auto", "none", "cma"}));
   braid::cli::repeatable(
       app.add_option("--mpirun-arg", o.mpirun_args, "pass ARG to mpirun (repeatable)")
           ->type_name("ARG"));

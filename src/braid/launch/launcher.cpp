@@ -20,6 +20,7 @@
 #include "braid/core/error.h"
 #include "braid/launch/job_guard.h"
 #include "braid/launch/proc_stat.h"
+#include "braid/launch/single_copy.h"
 
 namespace braid::launch {
 
@@ -337,6 +338,7 @@ int launch(const LaunchOptions& options) {
                 " ranks need it (apt-get install openmpi-bin, or scripts/setup-deps.sh)");
   JobGuard guard;  // Note [Job leftovers]
   o.job_dir = guard.dir();
+  o.single_copy = resolved_single_copy(o);  // Note [Single copy]
   SignalCatcher signals;
   int status = 0;
   FailureCause previous;

@@ -35,9 +35,10 @@ struct LaunchOptions {
   int threads = 0;            // compute threads per rank; 0: cores / ranks (local runs)
   bool tag_output = true;     // prefix every output line with "[rank R] "
   // Note [Single copy]: how MPI moves a large message between two ranks of a host (OpenMPI's
-  // btl_vader_single_copy_mechanism): "none" (through shared buffers) or "cma" (one copy by the
-  // kernel, process_vm_readv).
-  std::string single_copy = "none";
+  // btl_vader_single_copy_mechanism): "none" (through shared buffers), "cma" (one copy by the
+  // kernel, process_vm_readv) or "auto" (cma where every rank is on this host and the kernel
+  // permits it, else none: single_copy.h).
+  std::string single_copy = "auto";
   // The job's private directory (JobGuard, set by launch()): its processes carry it in
   // kJobVariable, and when every rank runs on this host OpenMPI's shared-memory segments and
   // session directory go there (Note [Job leftovers]). Empty: neither.

@@ -1,4 +1,5 @@
 #include "braid/launch/launcher.h"
+#include "braid/launch/single_copy.h"
 
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@ TEST(Launcher, MpirunCommandCarriesTheFlagsThisMachineNeeds) {
   LaunchOptions o;
   o.nprocs = 4;
   o.command = {"braid", "bench", "comm"};
+  o.single_copy = "none";  // as launch() resolves "auto" (below)
   auto env = launch_environment(o, 2, 0);
   auto cmd = mpirun_command(o, "/usr/bin/mpirun", env);
   EXPECT_EQ(cmd[0], "/usr/bin/mpirun");
@@ -244,6 +246,22 @@ TEST(Launcher, SharedMemoryFilesGoToTheJobsDirectory) {
   std::ofstream(o.hostfile) << "no-such-host.invalid slots=2\n";
   EXPECT_FALSE(all_ranks_here(o));
   EXPECT_FALSE(contains(mpirun_command(o, "mpirun", env), {"--mca", "orte_tmpdir_base"}));
+}
+
+// Note [Single copy]: auto is cma where every rank is on this host and the kernel lets one
+// process read another's memory (the probe), else none; explicit choices stay.
+TEST(Launcher, SingleCopyAutoFollowsTheProbe) {
+  LaunchOptions o;
+  o.nprocs = 2;
+  EXPECT_EQ(o.single_copy, "auto");
+  EXPECT_EQ(resolved_single_copy(o), cma_permitted() ? "cma" : "none");
+  o.hostfile = ::testing::TempDir() + "braid_hosts_for_single_copy";
+  std::ofstream(o.hostfile) << "no-such-host.invalid slots=2\n";
+  EXPECT_EQ(resolved_single_copy(o), "none");  // ranks elsewhere: vader's peers are not here
+  for (const char* explicit_choice : {"none", "cma"}) {
+    o.single_copy = explicit_choice;
+    EXPECT_EQ(resolved_single_copy(o), explicit_choice);
+  }
 }
 
 TEST(Launcher, HostsAgentAndNetwork) {

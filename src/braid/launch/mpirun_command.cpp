@@ -21,6 +21,7 @@
 
 #include "braid/core/error.h"
 #include "braid/launch/job_guard.h"
+#include "braid/launch/single_copy.h"
 
 namespace braid::launch {
 
@@ -90,17 +91,23 @@ std::map<std::string, std::string> launch_environment(const LaunchOptions& o, in
 std::vector<std::string> mpirun_command(const LaunchOptions& o, const std::string& mpirun,
                                         const std::map<std::string, std::string>& env) {
   // Note [Single copy]: braid's own collectives on a host run over its shared-memory window,
-  // whatever MPI does; MPI's large messages are the pipeline's activations and gradients and
-  // MPI's own collectives (the raw baseline of `braid bench comm`). "none" (the default) keeps
-  // MPI_Allreduce at its fastest here (2 ranks, 2-core AMD EPYC, 2026-11-26: 9.7 us at 64 KiB
-  // against 21.4 with cma); "cma" delivers a 393 KB pipeline message in one copy instead of 32 KB
-  // fragments that each wait for both comm threads' next poll: bench-pipeline's bubble at m = 8
-  // was 3.2% against 14.1% (zb_v) and 7.4-7.9% against 9.7-11.7% (zb_h1), 4-12% more tokens/s.
-  BRAID_CHECK(o.single_copy == "none" || o.single_copy == "cma", "braid launch: --single-copy '",
-              o.single_copy, "', expected none or cma");
+  // whatever MPI does; MPI's large messages are the pipeline's activations and gradients, ring
+  // attention's key/value blocks and MPI's own collectives (the raw baseline of `braid bench
+  // comm`). "cma" delivers a 393 KB pipeline message in one copy instead of 32 KB fragments that
+  // each wait for both comm threads' next poll: bench-pipeline's bubble at m = 8 was 3.2%
+  // against 14.1% (zb_v) and 7.4-7.9% against 9.7-11.7% (zb_h1), 4-12% more tokens/s; ring
+  // attention's hops waited 60 ms of a step instead of 194 (bench/plan_accuracy.sh). "none"
+  // keeps MPI_Allreduce at its fastest here (2 ranks, 2-core AMD EPYC, 2026-11-26: 9.7 us at 64
+  // KiB against 21.4 with cma), so `braid bench comm` compares with raw MPI under
+  // --single-copy none. launch() resolves the default, "auto", to cma where every rank is on this
+  // host and the kernel permits the copy (single_copy.h: Yama, seccomp and capabilities may
+  // not), else none.
+  const std::string single_copy = resolved_single_copy(o);  // launch() resolved it once already
+  BRAID_CHECK(single_copy == "none" || single_copy == "cma", "braid launch: --single-copy '",
+              o.single_copy, "', expected auto, none or cma");
   std::vector<std::string> cmd = {
       mpirun, "-np",   std::to_string(o.nprocs),          "--oversubscribe", "--bind-to",
-      "none", "--mca", "btl_vader_single_copy_mechanism", o.single_copy};
+      "none", "--mca", "btl_vader_single_copy_mechanism", single_copy};
   if (o.tag_output) cmd.push_back("--tag-output");
   // Note [Job leftovers]: the shared-memory segments (btl vader, and osc sm's windows) and the
   // session directory in the job's own directory, which the launcher empties after every
