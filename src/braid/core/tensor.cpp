@@ -15,19 +15,19 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, MemCategory category) {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, MemCategory category,
                      std::shared_ptr<MemoryTracker> tracker, Device device) {
-  Tensor t;
-  size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  t.storage_ = std::make_shared<Storage>(bytes, device, category, std::move(tracker));
-  t.shape_ = shape;
-  t.dtype_ = dtype;
-  return t;
+  return allocate(shape, dtype, category, std::move(tracker), device, /*pinned=*/false);
 }
 
 Tensor Tensor::pinned(const Shape& shape, DType dtype, MemCategory category) {
+  return allocate(shape, dtype, category, MemoryScope::current_tracker(), Device::cpu(),
+                  /*pinned=*/true);
+}
+
+Tensor Tensor::allocate(const Shape& shape, DType dtype, MemCategory category,
+                        std::shared_ptr<MemoryTracker> tracker, Device device, bool pinned) {
   Tensor t;
   size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  t.storage_ = std::make_shared<Storage>(bytes, Device::cpu(), category,
-                                         MemoryScope::current_tracker(), /*pinned=*/true);
+  t.storage_ = std::make_shared<Storage>(bytes, device, category, std::move(tracker), pinned);
   t.shape_ = shape;
   t.dtype_ = dtype;
   return t;

@@ -89,6 +89,9 @@ class Tensor {
   bool shares_storage(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
 
  private:
+  // A fresh Storage of shape's bytes (pinned: Note [Pinned host memory]).
+  static Tensor allocate(const Shape& shape, DType dtype, MemCategory category,
+                         std::shared_ptr<MemoryTracker> tracker, Device device, bool pinned);
   void check_dtype(DType want) const;
   void check_host() const;
   void copy_across_devices(const Tensor& src);

@@ -210,11 +210,12 @@ int data_parallel_size(const CostInputs& in) {
   return in.world / (in.layout.tp * in.layout.pp * in.layout.cp);
 }
 
-// Which transport a group of `size` ranks, `stride` ranks apart in the world, runs over.
+// Which transport a group of `size` ranks runs over: across hosts when its first and last rank
+// are `span` or more ranks apart in the world, a node's worth.
 double comm_seconds(const MachineProfile& prof, int ranks_per_node, const std::string& op, int size,
-                    int stride, double bytes) {
+                    int64_t span, double bytes) {
   if (size <= 1 || bytes <= 0) return 0;
-  const bool crosses = int64_t(size - 1) * stride >= ranks_per_node;
+  const bool crosses = span >= ranks_per_node;
   if (crosses) {
     BRAID_CHECK(!prof.network.empty(), "machine profile '", prof.name,
                 "' has no network fits: a layout over several hosts needs them (network_link "
@@ -377,12 +378,12 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
     const double bytes = n * s.d * a;
     double per_block;
     if (L.sp) {
-      per_block = 2 * (comm_seconds(prof, node_ranks, "reduce_scatter", L.tp, 1, bytes) +
-                       comm_seconds(prof, node_ranks, "all_gather", L.tp, 1, bytes));
+      per_block = 2 * (comm_seconds(prof, node_ranks, "reduce_scatter", L.tp, L.tp - 1, bytes) +
+                       comm_seconds(prof, node_ranks, "all_gather", L.tp, L.tp - 1, bytes));
     } else {
-      per_block = 4 * comm_seconds(prof, node_ranks, "all_reduce", L.tp, 1, bytes);
+      per_block = 4 * comm_seconds(prof, node_ranks, "all_reduce", L.tp, L.tp - 1, bytes);
     }
-    const double loss = 3 * comm_seconds(prof, node_ranks, "all_reduce", L.tp, 1, n * 4);
+    const double loss = 3 * comm_seconds(prof, node_ranks, "all_reduce", L.tp, L.tp - 1, n * 4);
     const double tp_comm = mb * (per_block * blocks[slow] + (slow == L.pp - 1 ? loss : 0));
     c.comm_exposed += tp_comm;
     c.comm_total += tp_comm;
@@ -402,7 +403,7 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
       total = (3.0 * L.cp - 2) * hop;
     } else {
       auto a2a = [&](double bytes) {
-        return comm_seconds(prof, node_ranks, "all_gather", L.cp, L.tp, bytes);
+        return comm_seconds(prof, node_ranks, "all_gather", L.cp, (L.cp - 1) * L.tp, bytes);
       };
       per_block = 2 * (2 * a2a(q) + 2 * a2a(kv));
       total = per_block;
@@ -482,10 +483,10 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
   const double P = params[slow].total();
   const double grad_bytes = 4 * P;
   const int shards = dp * L.cp;
-  const int stride =
-      shards > 1 ? ((dp - 1) * L.tp * L.cp * L.pp + (L.cp - 1) * L.tp) / (shards - 1) : L.tp;
+  const int64_t dp_stride = int64_t(L.tp) * L.cp * L.pp;
+  const int64_t shards_span = (dp - 1) * dp_stride + (L.cp - 1) * L.tp;
   auto dp_comm = [&](const std::string& op, double bytes) {
-    return comm_seconds(prof, node_ranks, op, shards, stride, bytes);
+    return comm_seconds(prof, node_ranks, op, shards, shards_span, bytes);
   };
   const double last_backward = w.backward();
   const double compute_step = c.gemm + c.attention + c.memory + c.loss + c.overhead;
@@ -512,7 +513,8 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
     } else {  // zero3, hsdp: gathers per micro-batch, prefetched
       const int gather_group = L.strategy == "hsdp" ? L.shard_group : shards;
       auto g_comm = [&](const std::string& op, double bytes) {
-        return comm_seconds(prof, node_ranks, op, std::max(1, gather_group), stride, bytes);
+        const int64_t span = gather_group == shards ? shards_span : (gather_group - 1) * dp_stride;
+        return comm_seconds(prof, node_ranks, op, std::max(1, gather_group), span, bytes);
       };
       const double gathers = mb * 2 * g_comm("all_gather", a * P);
       const double rs = (L.pp == 1 ? mb : 1.0) * g_comm("reduce_scatter", grad_bytes);
