@@ -5,7 +5,9 @@
 // Alignment: allocations of 64 KiB or more start on a 4096-byte boundary and their size is
 // rounded up to a multiple of 4096 bytes (capacity()), so they can be handed to O_DIRECT file
 // I/O as they are (parallel/zero/offload_file.h); smaller ones are 64-byte aligned and rounded
-// up to 64 (host memory only). The tracker is charged the requested nbytes, not the capacity.
+// up to 64 (host memory only). Host allocations of 64 MiB or more start on a 2 MiB boundary and
+// are populated at once as transparent huge pages (Note [Large host allocations], storage.cpp).
+// The tracker is charged the requested nbytes, not the capacity.
 #pragma once
 
 #include <cstddef>

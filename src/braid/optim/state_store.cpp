@@ -15,28 +15,48 @@ std::vector<size_t> StateStore::step_order() const {
   return order;
 }
 
+// Each state is one buffer, the slices' tensors views into it one after the other (no gaps, so
+// the tracker holds exactly the slices' bytes): one allocation, which a large state gets as huge
+// pages populated at once (Note [Large host allocations], core/storage.cpp), instead of one per
+// slice faulted in page by page; a checkpoint load fills it front to back.
 void ResidentStateStore::attach(const std::vector<const ParamSlice*>& slices, int num_states) {
   slices_ = slices;
   num_slices_ = slices.size();
   state_.assign(slices.size(), {});
   masters_.assign(slices.size(), Tensor());
   const auto& tracker = MemoryScope::current_tracker();
+  int64_t total = 0;
   for (size_t i = 0; i < slices.size(); ++i) {
     const Tensor& param = slices[i]->param;
     BRAID_CHECK(param.defined(), "optimizer: parameter '", slices[i]->name(),
                 "' has no master weights (only an offloading state store can supply them)");
-    // With the master weights, or in pinned host memory (Note [Optimizer state on the host]).
-    for (int k = 0; k < num_states; ++k) {
-      Tensor t = on_host_ ? Tensor::pinned(param.shape(), DType::f32, MemCategory::optimizer_state)
-                          : Tensor::empty(param.shape(), DType::f32, MemCategory::optimizer_state,
-                                          tracker, param.device());
-      t.zero_();
-      state_[i].push_back(t);
-    }
+    BRAID_CHECK(param.device() == slices[0]->param.device(), "optimizer: parameter '",
+                slices[i]->name(), "' is on ", param.device().str(), ", '", slices[0]->name(),
+                "' on ", slices[0]->param.device().str(), " (one optimizer steps one device)");
+    total += param.numel();
+  }
+  if (slices.empty()) return;
+  // With the master weights, or in pinned host memory (Note [Optimizer state on the host]).
+  auto allocate = [&](MemCategory category) {
+    Tensor t = on_host_ ? Tensor::pinned(Shape{total}, DType::f32, category)
+                        : Tensor::empty(Shape{total}, DType::f32, category, tracker,
+                                        slices[0]->param.device());
+    t.zero_();
+    return t;
+  };
+  std::vector<Tensor> states;
+  for (int k = 0; k < num_states; ++k) states.push_back(allocate(MemCategory::optimizer_state));
+  const Tensor masters = on_host_ ? allocate(MemCategory::parameters) : Tensor();
+  int64_t at = 0;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const Tensor& param = slices[i]->param;
+    for (const Tensor& s : states)
+      state_[i].push_back(s.flat_range(at, param.numel()).view(param.shape()));
     if (on_host_) {
-      masters_[i] = Tensor::pinned(param.shape(), DType::f32, MemCategory::parameters);
+      masters_[i] = masters.flat_range(at, param.numel()).view(param.shape());
       largest_ = std::max(largest_, param.numel());
     }
+    at += param.numel();
   }
 }
 

@@ -40,10 +40,11 @@ std::vector<ResumeCase> resume_cases() {
   }
   // Mixed precision: the compute copies come back from the masters; fp16's loss scaler state
   // (a scale that grows every step here) is part of the checkpoint.
-  cases.push_back({"zero3_bf16", 2, [](config::TrainConfig& c) {
-                     c.parallel.strategy = "zero3";
-                     c.training.precision = "bf16";
-                   }});
+  for (const char* strategy : {"zero1", "zero3"})
+    cases.push_back({std::string(strategy) + "_bf16", 2, [strategy](config::TrainConfig& c) {
+                       c.parallel.strategy = strategy;
+                       c.training.precision = "bf16";
+                     }});
   cases.push_back({"ddp_fp16_dynamic_scale", 2, [](config::TrainConfig& c) {
                      c.training.precision = "fp16";
                      c.fp16.initial_scale_power = 8;
@@ -71,12 +72,15 @@ INSTANTIATE_TEST_SUITE_P(Strategies, Resume, ::testing::ValuesIn(resume_cases())
                          [](const auto& info) { return info.param.name; });
 
 // Note [Verified reads]: under zero3 a resuming rank reads its own shards (and the files'
-// headers and tables), not every unit whole: about half of a 2-rank checkpoint each.
-TEST(CheckpointLoad, AZero3RankReadsAboutItsShareNotEverything) {
-  const fs::path root = private_temp_dir("braid_load_share");
+// headers and tables), not every unit whole; under zero1/2 its own piece of each unit, the rest
+// gathered (Note [Ranged loads]): about half of a 2-rank checkpoint each.
+class CheckpointLoadShare : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CheckpointLoadShare, ARankReadsAboutItsShareNotEverything) {
+  const fs::path root = private_temp_dir("braid_load_share_" + GetParam());
   fs::remove_all(root);
   config::TrainConfig c = resume_config((root / "run").string());
-  c.parallel.strategy = "zero3";
+  c.parallel.strategy = GetParam();
   c.training.max_steps = 2;
   TrainerOptions o = quiet();
   o.checkpoint_block_bytes = 4096;  // the tiny model's files are far smaller than 4 MiB
@@ -95,6 +99,10 @@ TEST(CheckpointLoad, AZero3RankReadsAboutItsShareNotEverything) {
   }
   fs::remove_all(root);
 }
+
+INSTANTIATE_TEST_SUITE_P(Strategies, CheckpointLoadShare,
+                         ::testing::Values("zero1", "zero2", "zero3"),
+                         [](const auto& info) { return info.param; });
 
 // A version 3 checkpoint (one CRC-32C per file, verified whole before loading) still loads: the
 // run resumed from it ends with the straight run's bits, and saves version 4.

@@ -150,7 +150,11 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
         full =
             mixed ? Tensor::empty(Shape{info.padded}, DType::f32, MemCategory::parameters) : u.full;
         if (mixed) full.zero_();
-        options.fill(u.index, full);
+        if (options.fill_range)  // Note [Ranged loads]: this rank's piece, the rest below
+          options.fill_range(u.index, full, u.geo.piece_begin(c),
+                             u.geo.piece_begin(c) + u.geo.piece);
+        else
+          options.fill(u.index, full);
       } else {
         full = Tensor::empty(Shape{info.padded}, DType::f32, MemCategory::parameters);
         full.zero_();
@@ -212,6 +216,20 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
     }
     if (rt.offload()) rt.offload()->reserve();  // a full disk fails here, at start
   });
+  if (o.stage <= 2 && options.fill_range) {
+    // Note [Ranged loads]: a ZeRO-1/2 rank keeps every parameter but steps only its piece of
+    // each unit, so a checkpoint load reads that piece alone (from whichever files hold it: any
+    // saved layout) and gathers the rest from the ranks that read it, as after an optimizer step
+    // (ZeroRuntime::launch_update). Every byte of the parameters is read once over the group,
+    // where each rank read all of them before (a 124M model on 2 ranks: 0.411 GB read per rank
+    // for its parameters instead of 0.768, the whole load 1.55 s -> 1.0 s). The gathers come
+    // after the agreement above, so no rank waits in one for a rank whose read failed.
+    std::vector<std::shared_ptr<comm::Work>> gathers;
+    for (ZeroUnit& u : units)
+      gathers.push_back(
+          g.grad->all_gather(u.full, u.full.flat_range(u.geo.piece_begin(c), u.geo.piece)));
+    for (auto& w : gathers) w->wait();
+  }
   rt.attach(model, layout, options.param_dtype);
   ZeroRuntime::register_hooks(rt_);
   materialized_ = true;
