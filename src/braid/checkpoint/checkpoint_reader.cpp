@@ -6,6 +6,7 @@
 #include "braid/checkpoint/checkpoint_dir.h"
 #include "braid/checkpoint/crc32c.h"
 #include "braid/checkpoint/file_table.h"
+#include "braid/comm/chunking.h"
 #include "braid/comm/collective_guard.h"
 #include "braid/core/error.h"
 
@@ -205,6 +206,38 @@ void CheckpointReader::read_optimizer(optim::Optimizer& optimizer) const {
                slot.state[k]);
       },
       /*write=*/true);
+  optimizer.set_step_count(m_.counter("optimizer_steps"));
+}
+
+void CheckpointReader::read_optimizer(optim::Optimizer& optimizer,
+                                      comm::ProcessGroup* replicas) const {
+  if (!replicas || replicas->size() == 1) return read_optimizer(optimizer);
+  BRAID_CHECK(m_.optimizer == optimizer.name(), "checkpoint ", dir_.string(), " holds ",
+              m_.optimizer, " state, this run's optimizer is ", optimizer.name());
+  const auto& states = optimizer.state_names();
+  const int n = replicas->size(), r = replicas->rank();
+  std::vector<Tensor> whole;  // every state tensor, flat; this rank read chunk r of each
+  comm::all_ranks_or_throw(replicas, [&] {
+    optimizer.visit_slices(
+        [&](const optim::ParamSlice& s, optim::SliceSlot& slot) {
+          for (size_t k = 0; k < states.size(); ++k) {
+            const Tensor flat = slot.state[k].view(Shape{slot.state[k].numel()});
+            const comm::Chunk c = comm::chunk_of(flat.numel(), n, r);
+            if (c.size > 0)
+              read(states[k], s.name(), s.shard.global_shape, s.shard.tp, s.shard.offset + c.offset,
+                   flat.flat_range(c.offset, c.size));
+            whole.push_back(flat);
+          }
+        },
+        /*write=*/true);
+  });
+  // After the agreement: no rank gathers while another's read failed.
+  std::vector<std::shared_ptr<comm::Work>> gathers;
+  for (const Tensor& t : whole) {
+    const comm::Chunk c = comm::chunk_of(t.numel(), n, r);
+    gathers.push_back(replicas->all_gather(t, t.flat_range(c.offset, c.size)));
+  }
+  for (auto& w : gathers) w->wait();
   optimizer.set_step_count(m_.counter("optimizer_steps"));
 }
 

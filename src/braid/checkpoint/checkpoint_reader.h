@@ -63,6 +63,11 @@ class CheckpointReader {
                        int64_t end) const;
   // The optimizer's state for its slices and its step count; its kind must match.
   void read_optimizer(optim::Optimizer& optimizer) const;
+  // The same where the ranks of `replicas` hold the same slices (DDP's replicated state, whose
+  // tensors must be the optimizer's own buffers): each rank reads its chunk (comm::chunk_of) of
+  // every state tensor and gathers the rest from the others (Note [Ranged loads]). Collective
+  // over replicas; null or one rank: read_optimizer(optimizer).
+  void read_optimizer(optim::Optimizer& optimizer, comm::ProcessGroup* replicas) const;
   // The master parameters of the optimizer's slices (a prepared model loading a checkpoint:
   // the strategy then republishes them, as after an update).
   void read_parameters(optim::Optimizer& optimizer) const;

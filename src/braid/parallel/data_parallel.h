@@ -57,6 +57,10 @@ class DataParallel {
   // Where the optimizer keeps its state for those slices (null: in memory). Pass it to the
   // optimizer's constructor, so no in-memory state is ever allocated when it is offloaded.
   virtual std::unique_ptr<optim::StateStore> optimizer_state_store() { return nullptr; }
+  // The group whose ranks step the same slices with the same state (DDP's replicas; null where
+  // each rank's slices are its own): a checkpoint load reads a chunk of that state on each of
+  // them and gathers the rest (Note [Ranged loads], CheckpointReader::read_optimizer).
+  virtual comm::ProcessGroup* optimizer_replicas() const { return nullptr; }
 
   virtual void zero_grad() = 0;
   virtual void begin_micro_step(int64_t micro_step, int64_t accumulation_steps) = 0;

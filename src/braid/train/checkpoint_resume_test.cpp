@@ -72,8 +72,9 @@ INSTANTIATE_TEST_SUITE_P(Strategies, Resume, ::testing::ValuesIn(resume_cases())
                          [](const auto& info) { return info.param.name; });
 
 // Note [Verified reads]: under zero3 a resuming rank reads its own shards (and the files'
-// headers and tables), not every unit whole; under zero1/2 its own piece of each unit, the rest
-// gathered (Note [Ranged loads]): about half of a 2-rank checkpoint each.
+// headers and tables), not every unit whole; under zero1/2 its own piece of each unit, under
+// ddp a chunk of each unit and of each state tensor, the rest gathered (Note [Ranged loads]):
+// about half of a 2-rank checkpoint each.
 class CheckpointLoadShare : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CheckpointLoadShare, ARankReadsAboutItsShareNotEverything) {
@@ -101,7 +102,7 @@ TEST_P(CheckpointLoadShare, ARankReadsAboutItsShareNotEverything) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, CheckpointLoadShare,
-                         ::testing::Values("zero1", "zero2", "zero3"),
+                         ::testing::Values("ddp", "zero1", "zero2", "zero3"),
                          [](const auto& info) { return info.param; });
 
 // A version 3 checkpoint (one CRC-32C per file, verified whole before loading) still loads: the

@@ -82,7 +82,8 @@ void Trainer::load_checkpoint(const checkpoint::CheckpointReader& from,
   DeviceScope on_device(device_);  // Note [Training device]
   build_model(&from);
   acc_->prepare_optimizer();
-  comm::all_ranks_or_throw(world_.get(), [&] { from.read_optimizer(acc_->optimizer()); });
+  comm::ProcessGroup* replicas = acc_->parallelism().data().optimizer_replicas();
+  comm::all_ranks_or_throw(world_.get(), [&] { from.read_optimizer(acc_->optimizer(), replicas); });
   checkpoint_bytes_read_ = from.bytes_read();
 }
 

@@ -1,5 +1,6 @@
 #include "braid/parallel/ddp/replicated_data_parallel.h"
 
+#include "braid/comm/chunking.h"
 #include "braid/comm/collective_guard.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
@@ -42,15 +43,34 @@ nn::Model& ReplicatedDataParallel::model() const {
 
 void ReplicatedDataParallel::materialize(nn::Model& model, const MaterializeOptions& options) {
   BRAID_CHECK(model_ == nullptr, "ReplicatedDataParallel: materialize() called twice");
+  // Note [Ranged loads]: a checkpoint load reads chunk r of each unit on replica r, and the
+  // replicas gather the rest (after the agreement: none waits for one whose read failed).
+  const bool ranged = group_ && options.fill_range;
+  auto chunk = [&](const Tensor& unit) {
+    return comm::chunk_of(unit.numel(), group_->size(), group_->rank());
+  };
+  std::vector<Tensor> units;
   all_ranks_or_throw(group_.get(), [&] {
     model.materialize(/*allocate_grads=*/true, nn::ParamLayout::kAlign, options.param_dtype);
     nn::FlatBuffer& flat = model.flat();
     for (size_t u = 0; u < flat.layout().units().size(); ++u) {
       const nn::FlatRange r = flat.unit_range(static_cast<int>(u));
       Tensor unit = flat.params().flat_range(r.offset, r.size);
-      options.fill(static_cast<int>(u), unit);
+      if (ranged) {
+        const comm::Chunk c = chunk(unit);
+        options.fill_range(static_cast<int>(u), unit, c.offset, c.offset + c.size);
+        units.push_back(unit);
+      } else {
+        options.fill(static_cast<int>(u), unit);
+      }
     }
   });
+  std::vector<std::shared_ptr<comm::Work>> gathers;
+  for (const Tensor& unit : units) {
+    const comm::Chunk c = chunk(unit);
+    gathers.push_back(group_->all_gather(unit, unit.flat_range(c.offset, c.size)));
+  }
+  for (auto& w : gathers) w->wait();
   model_ = &model;
   if (!group_) {
     model.flat().sync_compute();
@@ -62,6 +82,7 @@ void ReplicatedDataParallel::materialize(nn::Model& model, const MaterializeOpti
   o.bucket_mb = options_.bucket_mb;
   o.find_unused_parameters = options_.find_unused_parameters;
   o.reduce_dtype = options_.reduce_dtype;
+  o.broadcast_parameters = !ranged;  // gathered: the same bits on every replica already
   ddp_ = std::make_unique<DistributedDataParallel>(std::move(params), model.flat().params(),
                                                    model.flat().grads(), group_, o);
   model.flat().sync_compute();  // after the broadcast of rank 0's masters

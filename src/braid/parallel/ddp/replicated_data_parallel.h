@@ -39,6 +39,7 @@ class ReplicatedDataParallel : public DataParallel {
 
   void materialize(nn::Model& model, const MaterializeOptions& options) override;
   std::vector<optim::ParamSlice> optimizer_slices() override;
+  comm::ProcessGroup* optimizer_replicas() const override { return group_.get(); }
   void zero_grad() override;
   void begin_micro_step(int64_t micro_step, int64_t accumulation_steps) override;
   void end_micro_step() override;
