@@ -33,6 +33,10 @@ uint64_t Rng::next_u64() {
   return result;
 }
 
+void Rng::discard(uint64_t n) {
+  for (uint64_t i = 0; i < n; ++i) next_u64();
+}
+
 float Rng::uniform() {
   return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f);
 }

@@ -13,6 +13,7 @@ class Rng {
   explicit Rng(uint64_t seed = 0);
 
   uint64_t next_u64();
+  void discard(uint64_t n);         // n draws of next_u64, thrown away
   float uniform();                  // [0, 1)
   float normal();                   // standard normal (Box-Muller)
   uint64_t below(uint64_t n);       // uniform integer in [0, n)

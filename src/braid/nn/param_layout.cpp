@@ -88,13 +88,18 @@ const ParamInfo& ParamLayout::param(std::string_view name) const {
 }
 
 void ParamLayout::init_unit(int u, Tensor& unit_params, uint64_t seed) const {
+  init_unit_range(u, unit_params, 0, units_.at(static_cast<size_t>(u)).numel, seed);
+}
+
+void ParamLayout::init_unit_range(int u, Tensor& unit_params, int64_t begin, int64_t end,
+                                  uint64_t seed) const {
   const UnitInfo& unit = units_.at(static_cast<size_t>(u));
   BRAID_CHECK(unit_params.dtype() == DType::f32 && unit_params.numel() >= unit.numel,
               "ParamLayout::init_unit: unit '", unit.name, "' needs an f32 buffer of ", unit.numel,
               " elements, got ", dtype_name(unit_params.dtype()), " ", unit_params.numel());
   if (!unit_params.device().is_cpu()) {  // drawn on the host, as on the CPU, then copied over
     Tensor host = unit_params.to(Device::cpu());
-    init_unit(u, host, seed);
+    init_unit_range(u, host, begin, end, seed);
     unit_params.copy_(host);
     return;
   }
@@ -102,27 +107,31 @@ void ParamLayout::init_unit(int u, Tensor& unit_params, uint64_t seed) const {
   float* data = unit_params.data<float>();
   for (int i : unit.params) {
     const ParamInfo& p = params_[static_cast<size_t>(i)];
+    const int64_t a = std::max(begin, p.unit_offset) - p.unit_offset;
+    const int64_t b = std::min(end, p.unit_offset + p.numel) - p.unit_offset;
+    if (a >= b) continue;
     float* dst = data + p.unit_offset;
     const ParamInit init = p.param->init;
+    if (init.std <= 0) {
+      std::fill(dst + a, dst + b, init.value);
+      continue;
+    }
+    Rng rng = base.fork(static_cast<uint64_t>(p.index));
+    if (!p.param->tp.is_split()) {
+      rng.discard(2 * static_cast<uint64_t>(a));  // normal() draws two numbers
+      for (int64_t j = a; j < b; ++j) dst[j] = init.std * rng.normal();
+      continue;
+    }
     // A tensor-parallel slice draws the whole parameter's stream and keeps its part, so every
     // layout initialises the same model (Note [Tensor-parallel layout]).
-    const bool sliced = p.param->tp.is_split();
-    Tensor full;
-    if (sliced)  // on the host, whatever the default device (the unit is)
-      full = Tensor::empty(p.param->full_shape, DType::f32, MemCategory::other,
-                           MemoryScope::current_tracker(), Device::cpu());
-    float* out = sliced ? full.data<float>() : dst;
-    const int64_t n = sliced ? full.numel() : p.numel;
-    if (init.std > 0) {
-      Rng rng = base.fork(static_cast<uint64_t>(p.index));
-      for (int64_t j = 0; j < n; ++j) out[j] = init.std * rng.normal();
-    } else {
-      std::fill(out, out + n, init.value);
-    }
-    if (sliced) {
-      Tensor local = unit_params.flat_range(p.unit_offset, p.numel).view(p.param->shape);
-      take_slice(full, local, p.param->tp);
-    }
+    Tensor full = Tensor::empty(p.param->full_shape, DType::f32, MemCategory::other,
+                                MemoryScope::current_tracker(), Device::cpu());
+    float* out = full.data<float>();
+    for (int64_t j = 0; j < full.numel(); ++j) out[j] = init.std * rng.normal();
+    Tensor local = Tensor::empty(p.param->shape, DType::f32, MemCategory::other,
+                                 MemoryScope::current_tracker(), Device::cpu());
+    take_slice(full, local, p.param->tp);
+    std::copy(local.data<float>() + a, local.data<float>() + b, dst + a);
   }
 }
 

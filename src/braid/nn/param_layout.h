@@ -91,6 +91,10 @@ class ParamLayout {
   // Rng(seed).fork(i), normal(0, std) or a constant (ParamInit). The values do not depend on
   // the layout, the padding or which other units a rank holds. Padding is left untouched.
   void init_unit(int u, Tensor& unit_params, uint64_t seed) const;
+  // Elements [begin, end) of unit u only, the values init_unit gives them (the rest of
+  // unit_params untouched): a rank that keeps or initialises part of a unit draws that part
+  // alone (Note [Ranged loads]), each stream advanced to the range's first element.
+  void init_unit_range(int u, Tensor& unit_params, int64_t begin, int64_t end, uint64_t seed) const;
 
   // Points each parameter of unit u at its slice of `unit_params` (a buffer holding the unit
   // alone), creating the parameter's Variable on first use; with `unit_grads` defined, trainable

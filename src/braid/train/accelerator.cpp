@@ -167,6 +167,17 @@ void Accelerator::prepare(nn::Model& model, std::function<void(int, Tensor&)> fi
     mo.fill = [&model, seed](int u, Tensor& unit) {
       model.full_layout().init_unit(model.global_unit(u), unit, seed);
     };
+    // A rank that keeps part of a unit, or shares its drawing with its replicas, draws that
+    // part alone (Note [Ranged loads]); tensor parallelism's ranges are of its slices, which
+    // draw whole parameters anyway.
+    if (!parallelism_->tensor_parallel())
+      mo.fill_range = [&model, seed](int u, Tensor& unit, int64_t begin, int64_t end) {
+        const int global = model.global_unit(u);
+        BRAID_CHECK(model.layout().units()[static_cast<size_t>(u)].numel ==
+                        model.full_layout().units()[static_cast<size_t>(global)].numel,
+                    "Accelerator: unit ", u, " is not the whole model's unit ", global);
+        model.full_layout().init_unit_range(global, unit, begin, end, seed);
+      };
   }
   parallelism_->materialize(model, mo);
   model_ = &model;

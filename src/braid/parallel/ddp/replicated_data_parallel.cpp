@@ -43,8 +43,8 @@ nn::Model& ReplicatedDataParallel::model() const {
 
 void ReplicatedDataParallel::materialize(nn::Model& model, const MaterializeOptions& options) {
   BRAID_CHECK(model_ == nullptr, "ReplicatedDataParallel: materialize() called twice");
-  // Note [Ranged loads]: a checkpoint load reads chunk r of each unit on replica r, and the
-  // replicas gather the rest (after the agreement: none waits for one whose read failed).
+  // Note [Ranged loads] (step.h): replica r fills chunk r of each unit, the replicas gather
+  // the rest after the agreement.
   const bool ranged = group_ && options.fill_range;
   auto chunk = [&](const Tensor& unit) {
     return comm::chunk_of(unit.numel(), group_->size(), group_->rank());

@@ -217,13 +217,8 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
     if (rt.offload()) rt.offload()->reserve();  // a full disk fails here, at start
   });
   if (o.stage <= 2 && options.fill_range) {
-    // Note [Ranged loads]: a ZeRO-1/2 rank keeps every parameter but steps only its piece of
-    // each unit, so a checkpoint load reads that piece alone (from whichever files hold it: any
-    // saved layout) and gathers the rest from the ranks that read it, as after an optimizer step
-    // (ZeroRuntime::launch_update). Every byte of the parameters is read once over the group,
-    // where each rank read all of them before (a 124M model on 2 ranks: 0.411 GB read per rank
-    // for its parameters instead of 0.768, the whole load 1.55 s -> 1.0 s). The gathers come
-    // after the agreement above, so no rank waits in one for a rank whose read failed.
+    // Note [Ranged loads] (step.h): this rank filled its piece of each unit, as its optimizer
+    // step updates it; the other pieces come from their owners (ZeroRuntime::launch_update).
     std::vector<std::shared_ptr<comm::Work>> gathers;
     for (ZeroUnit& u : units)
       gathers.push_back(
