@@ -14,6 +14,12 @@
 # half a core), as braid launch runs them. ONLY=REGEX keeps the layouts it matches. Each layout
 # is measured ROUNDS times, a round of every layout after another, and keeps its best: the
 # machine's speed drifts over minutes (a shared host), and a slow stretch only slows.
+#
+# HOSTS=H (root; Note [Network calibration]): every world size's ranks on H test hosts in
+# network namespaces (scripts/netns), MPI over TCP between them. The hosts share this machine's
+# cores, so the plans use a profile of one host as that: the node profile's rates for all the
+# world's ranks working at once, its cores split among the hosts, and the links between the
+# hosts measured by `braid plan --calibrate-network` across them (OUT/profile-hostsH-W.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${1:-8}
@@ -35,6 +41,57 @@ echo "date: $(date '+%Y-%m-%d %H:%M:%S %Z')  braid $(git rev-parse --short HEAD 
   > "$OUT/calibrate.txt" 2>&1
 echo "calibrated: $PROFILE"
 echo
+
+HOSTS=${HOSTS:-1}
+HOSTFILE=""
+if [ "$HOSTS" -gt 1 ]; then
+  why=$(scripts/netns/hosts.sh check) || { echo "HOSTS=$HOSTS: $why" >&2; exit 1; }
+  trap 'scripts/netns/hosts.sh down' EXIT
+fi
+NODE_PROFILE=$PROFILE
+
+# on_hosts WORLD: brings up the test hosts for WORLD ranks and writes their profile (HOSTS > 1).
+on_hosts() {
+  [ "$HOSTS" -gt 1 ] || return 0
+  local world=$1
+  scripts/netns/hosts.sh down
+  HOSTFILE=$(scripts/netns/hosts.sh up "$HOSTS" $((world / HOSTS)))
+  PROFILE="$OUT/profile-hosts$HOSTS-$world.json"
+  export BRAID_MACHINE_PROFILE="$PROFILE"
+  python3 - "$NODE_PROFILE" "$PROFILE" "$world" "$HOSTS" <<'PY'
+import json, sys
+src, dst, world, hosts = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+p = json.load(open(src))
+rates = [c for c in p["compute"] if c["ranks"] == world]
+if not rates:
+    sys.exit(f"{src} has no rates for {world} ranks at once: calibrate with --ranks {world}")
+rates[0]["ranks"] = world // hosts
+p["compute"] = rates
+p["cores"] = max(1, p["cores"] // hosts)
+p["node_memory"] //= hosts
+p["name"] = f"one of {hosts} network-namespace hosts sharing this machine"
+p.pop("network", None)
+json.dump(p, open(dst, "w"), indent=1)
+PY
+  "$BRAID" launch -n "$world" --hostfile "$HOSTFILE" --launch-agent "$PWD/scripts/netns/rsh" \
+    --network 10.77.0.0/24 -- "$BRAID" plan --calibrate-network --profile "$PROFILE" \
+    > "$OUT/calibrate-network-$world.txt" 2>&1 || { cat "$OUT/calibrate-network-$world.txt"; exit 1; }
+  echo "$HOSTS hosts x $((world / HOSTS)) ranks, profile $PROFILE"
+}
+
+# launch_world WORLD ARGS...: braid launch on this machine, or across the test hosts.
+launch_world() {
+  local world=$1
+  shift
+  if [ -n "$HOSTFILE" ]; then
+    # The test hosts share this machine's cores: each rank gets its share of them, as the
+    # profile says (each host would give its ranks all of its cores).
+    "$BRAID" launch -n "$world" --hostfile "$HOSTFILE" --launch-agent "$PWD/scripts/netns/rsh" \
+      --network 10.77.0.0/24 --threads $(($(nproc) / world > 0 ? $(nproc) / world : 1)) "$@"
+  else
+    "$BRAID" launch -n "$world" "$@"
+  fi
+}
 
 config_of() { [ "$1" = gpt2 ] && echo configs/bench-small.yaml || echo configs/bench-plan-llama.yaml; }
 
@@ -72,10 +129,10 @@ measure() {  # config world layout -> measured step ms (the run's log, with its 
   local line log
   log="$OUT/logs/$(basename "$cfg" .yaml)-$world-$(echo "$layout" | tr ' :/+' '____').txt"
   line=$("$BRAID" plan --profile "$PROFILE" --config "$cfg" --world-size "$world" \
-    --explain "$layout" --format tsv)
+    --hosts "$HOSTS" --explain "$layout" --format tsv)
   for kv in $(echo "$line" | cut -f7); do sets+=(--set "$kv"); done
   echo "$layout ($cfg, $world ranks)" > "$log"
-  "$BRAID" launch -n "$world" -- "$BRAID" train "$cfg" "${sets[@]}" \
+  launch_world "$world" -- "$BRAID" train "$cfg" "${sets[@]}" \
     --set training.max_steps="$STEPS" --set output.dir="$OUT/run" --set output.profile=true \
     --set parallel.offload_dir="$OUT/offload" < /dev/null >> "$log" 2>&1 || true
   grep 'summary:' "$log" | field step_ms
@@ -84,6 +141,7 @@ measure() {  # config world layout -> measured step ms (the run's log, with its 
 for shape in $SHAPES; do
   cfg=$(config_of "$shape")
   for world in $WORLDS; do
+    on_hosts "$world"
     echo "### $shape on $world ranks ($cfg)"
     echo
     echo '| layout | predicted ms | measured ms | error |'
@@ -92,7 +150,8 @@ for shape in $SHAPES; do
     declare -A measured=() predicted=()
     mapfile -t list < <(layouts "$shape" "$world" | grep -E -- "${ONLY:-.}")
     # The planner's first choice is measured in the same rounds.
-    first=$("$BRAID" plan --profile "$PROFILE" --config "$cfg" --world-size "$world" --format tsv \
+    first=$("$BRAID" plan --profile "$PROFILE" --config "$cfg" --world-size "$world" \
+      --hosts "$HOSTS" --format tsv \
       | awk 'NR == 1')
     choice=$(echo "$first" | cut -f1)
     printf '%s\n' "${list[@]}" | grep -qxF -- "$choice" || list+=("$choice")
@@ -108,7 +167,7 @@ for shape in $SHAPES; do
     done
     for layout in "${list[@]}"; do
       pred=$("$BRAID" plan --profile "$PROFILE" --config "$cfg" --world-size "$world" \
-        --explain "$layout" --format tsv | cut -f2)
+        --hosts "$HOSTS" --explain "$layout" --format tsv | cut -f2)
       ms=${measured[$layout]:-nan}
       err=$(awk -v p="$pred" -v m="$ms" 'BEGIN { printf "%+.1f%%", 100 * (p / m - 1) }')
       mark=""

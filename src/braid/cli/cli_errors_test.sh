@@ -57,7 +57,7 @@ expect "the first part is the strategy" plan --model gpt2-small --profile $H100 
 expect "--hosts 2 must divide --world-size 3" plan --model gpt2-small --world-size 3 --hosts 2
 expect "trains 16 sequences a step, not the global batch of 8" plan --model gpt2-small \
   --profile $H100 --world-size 8 --global-batch 8 --explain "ddp mb2x1"
-expect "--budget: size '8X': unknown unit 'X'" plan --model gpt2-small --profile $H100 --budget 8X
+expect "--budget: memory size '8X': unknown unit 'X'" plan --model gpt2-small --profile $H100 --budget 8X
 expect "tp 3 x pp 1 x cp 1 does not divide the world of 8" plan --model gpt2-small --profile $H100 \
   --world-size 8 --explain "none tp3 mb1x1"
 expect "--world-size must be in [1, 1048576], got 0" estimate-memory --model gpt2-small \

@@ -7,13 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "bench/comm_bench.h"
 #include "braid/cli/command.h"
 #include "braid/cli/command_line.h"
 #include "braid/cli/model_option.h"
 #include "braid/cli/option_values.h"
+#include "braid/comm/collective_guard.h"
 #include "braid/config/config.h"
 #include "braid/core/error.h"
+#include "braid/core/memory_tracker.h"
 #include "braid/parallel/cost/calibrate.h"
 #include "braid/parallel/cost/planner.h"
 #include "braid/train/trainer.h"
@@ -33,7 +34,7 @@ struct Request {
   std::string model, config, profile, explain, precision = "any", format = "table", budget;
   std::string disk_dir;
   int64_t world = 1, hosts = 1, seq_len = 0, global_batch = 0, top = 12, max_micro = 0;
-  bool calibrate = false, no_offload = false;
+  bool calibrate = false, calibrate_network = false, no_offload = false;
   std::vector<int> ranks;
 };
 
@@ -42,6 +43,9 @@ void add_options(CLI::App& app, Request& q) {
   app.add_flag("--calibrate", q.calibrate,
                "measure this machine (GEMM, attention, memory-bound ops, collectives, disk) and "
                "write the profile");
+  app.add_flag("--calibrate-network", q.calibrate_network,
+               "as the ranks of a job on 2 or more hosts: measure the collectives between the "
+               "hosts and add them to the profile (made by --calibrate on one of them first)");
   app.add_option("--profile", q.profile,
                  "the machine profile to read or write (default $BRAID_MACHINE_PROFILE, else "
                  "~/.cache/braid/machine-HOST.json); a spec-sheet profile plans machines braid "
@@ -61,8 +65,8 @@ void add_options(CLI::App& app, Request& q) {
       ->transform(integer<int64_t>())
       ->capture_default_str();
   app.add_option("--budget", q.budget,
-                 "memory per rank (4096, 512M, 8G; default: the profile's: node memory / ranks "
-                 "per node, or a GPU's memory)")
+                 "memory per rank, as memory.budget takes it (8GiB, 512MiB, 4GB; default: the "
+                 "profile's: node memory / ranks per node, or a GPU's memory)")
       ->type_name("SIZE");
   app.add_option("--seq-len", q.seq_len, "tokens per sequence (default: the config's, else 1024)")
       ->type_name("T")
@@ -144,6 +148,32 @@ int run_calibrate(const Request& q) {
   return 0;
 }
 
+// Note [Network calibration] (calibrate.h): every rank measures, rank 0 adds the fits to the
+// node's profile.
+int run_calibrate_network(const Request& q) {
+  const std::string path = q.profile.empty() ? cost::default_profile_path() : q.profile;
+  auto world = braid::train::launched_world();
+  cost::MachineProfile p;
+  braid::comm::all_ranks_or_throw(world.get(), [&] {
+    if (world->rank() != 0) return;
+    BRAID_CHECK(std::filesystem::exists(path), "--calibrate-network: no profile at '", path,
+                "': measure a node first (braid plan --calibrate --profile ", path, ")");
+    p = cost::load_profile(path);
+  });
+  auto log = [](const std::string& line) { std::fprintf(stderr, "calibrate: %s\n", line.c_str()); };
+  const cost::TransportFits fits = cost::measure_network_collectives(*world, 5, log);
+  if (world->rank() != 0) return 0;
+  p.network = fits;
+  cost::save_profile(p, path);
+  std::printf("| collective across hosts | ranks | latency us | GB/s |\n|---|---|---|---|\n");
+  for (const auto& [op, sizes] : p.network.ops) {
+    for (const auto& [g, f] : sizes)
+      std::printf("| %s | %d | %.1f | %.2f |\n", op.c_str(), g, f.latency_us, f.gbs);
+  }
+  std::printf("\nwrote %s\n", path.c_str());
+  return 0;
+}
+
 // The request's model, sequence, batch and precisions from --config and the options.
 cost::PlanRequest plan_request(const Request& q) {
   BRAID_CHECK(!q.model.empty() || !q.config.empty(),
@@ -182,7 +212,7 @@ cost::PlanRequest plan_request(const Request& q) {
   r.max_micro_batch = q.max_micro;
   if (!q.budget.empty()) {
     try {
-      r.budget = braid::bench::parse_bytes(q.budget);
+      r.budget = braid::parse_bytes(q.budget);  // as memory.budget reads it
     } catch (const braid::Error& e) {
       BRAID_THROW("--budget: ", e.what());
     }
@@ -253,7 +283,11 @@ int run_plan(const std::vector<std::string>& args) {
   add_options(cl.app(), q);
   if (auto status = cl.parse(args)) return *status;
   BRAID_CHECK(q.top >= 1, "--top must be >= 1, got ", q.top);
+  BRAID_CHECK(!(q.calibrate && q.calibrate_network),
+              "--calibrate measures one node, --calibrate-network the links between hosts: one "
+              "at a time");
   if (q.calibrate) return run_calibrate(q);
+  if (q.calibrate_network) return run_calibrate_network(q);
 
   const cost::PlanRequest r = plan_request(q);
   const std::string path = q.profile.empty() ? cost::default_profile_path() : q.profile;

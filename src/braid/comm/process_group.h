@@ -126,6 +126,9 @@ class ProcessGroup {
   // Where the ranks live when the group spans hosts ("2 hosts: h1 ranks 0-1, h2 ranks 2-3"),
   // else "".
   virtual std::string placement() const { return ""; }
+  // Each rank's host (0, 1, ... in order of their first ranks) when the group spans hosts, else
+  // empty.
+  virtual std::vector<int> host_of_ranks() const { return {}; }
   // The memory the backend reads and writes (Note [Device staging]): the host, or its device.
   virtual Device home_device() const { return Device::cpu(); }
 

@@ -14,6 +14,8 @@
 #   listeners    with a second, outside network on each host and the hostfile by address (no
 #                --network: the launcher derives it), every listening socket of the job's
 #                processes is on the job's network or loopback, none on a wildcard or outside
+#   calibrate    braid plan --calibrate-network across the hosts writes the network fits a
+#                2-host layout is priced by; on one host it is refused on every rank
 # Exits 77 (skipped, with the reason) where namespaces cannot be made (not root, no iproute2).
 set -uo pipefail
 BRAID=$(realpath "$1")
@@ -201,6 +203,36 @@ case $MODE in
     bad=$(echo "$job" | awk '$5 !~ /^(10\.77\.0\.[0-9]+|127\.0\.0\.1|\[::1\]):[0-9]+$/')
     [ -z "$bad" ] || { echo "$bad"; fail "listeners outside the job's network (10.77.0.0/24)"; }
     ;;
-  *) fail "unknown mode '$MODE' (collectives, parity, link-down, kill-host, listeners)" ;;
+  calibrate)
+    # Note [Network calibration]: the links between the hosts measured by the job's ranks and
+    # added to a node's profile (a spec sheet's here: the node calibration takes a minute),
+    # then priced for a layout over both hosts. On one host it is refused on every rank.
+    cat > "$work/node.json" <<JSON
+{"name": "test node", "device": "cpu", "ranks_per_node": 2, "memory_per_rank_gib": 4,
+ "gemm_tflops_f32": 0.1, "gemm_tflops_bf16": 0.1, "memory_gbs": 10,
+ "node_link": {"latency_us": 5, "gbs": 5}}
+JSON
+    launch_hosts -- "$BRAID" plan --calibrate-network --profile "$work/node.json" \
+      > "$work/log" 2>&1 || { cat "$work/log"; fail "calibrate-network failed"; }
+    for op in all_reduce reduce_scatter all_gather broadcast send_recv; do
+      grep -qE "^\[rank 0\] \| $op \| 2 \| [0-9.]+ \| [0-9.]+ \|" "$work/log" ||
+        { cat "$work/log"; fail "no fit of $op over the 2 hosts' first ranks"; }
+    done
+    grep -qE "^\[rank 0\] \| all_reduce \| 4 \|" "$work/log" ||
+      { cat "$work/log"; fail "no fit of all_reduce over the 4 ranks"; }
+    grep -q '"network"' "$work/node.json" || fail "the profile has no network fits"
+    "$BRAID" plan --profile "$work/node.json" --model "$ROOT/testdata/models/gpt2-vocab512.json" \
+      --world-size 4 --hosts 2 --global-batch 8 --seq-len 32 --explain "ddp mb2x1" \
+      > "$work/plan" 2>&1 || { cat "$work/plan"; fail "plan over 2 hosts failed"; }
+    grep -q "comm exposed" "$work/plan" || { cat "$work/plan"; fail "no communication priced"; }
+    if "$BRAID" launch -n 2 -- "$BRAID" plan --calibrate-network --profile "$work/node.json" \
+      > "$work/one" 2>&1; then
+      fail "calibrate-network on one host succeeded"
+    fi
+    [ "$(grep -c 'launch it with ranks on 2 or more hosts' "$work/one")" -ge 2 ] ||
+      { cat "$work/one"; fail "not refused on every rank, naming the hosts"; }
+    echo "  network fits over 2 and 4 ranks written, a 2-host layout priced; one host refused"
+    ;;
+  *) fail "unknown mode '$MODE' (collectives, parity, link-down, kill-host, listeners, calibrate)" ;;
 esac
 echo "multihost_test $MODE: passed"

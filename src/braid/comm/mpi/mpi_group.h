@@ -32,6 +32,7 @@ class MpiGroup : public ProcessGroup {
   }
   MPI_Comm comm() const { return comm_; }
   std::string placement() const override { return layout_.describe(); }
+  std::vector<int> host_of_ranks() const override { return layout_.host_of; }
 
  protected:
   void run_collective(const CollectiveOp& op, Clock::time_point deadline) override;

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/comm/process_group.h"
 #include "braid/parallel/cost/machine_profile.h"
 
 namespace braid::parallel::cost {
@@ -49,6 +50,15 @@ MachineProfile calibrate(const CalibrateOptions& options);
 // group with cores / size OpenMP threads each, fitted per op and size;
 TransportFits measure_node_collectives(const std::vector<int>& sizes, int cores, int reps,
                                        const std::function<void(const std::string&)>& log);
+// Note [Network calibration]: the links between hosts, measured by the ranks of a job that
+// spans them (`braid plan --calibrate-network` under braid launch --hostfile, mpirun or srun):
+// each collective at 64 KiB to 32 MiB over one rank per host (the first on each), and over the
+// whole world where a host holds several, each group's time its slowest rank's median, fitted
+// per op and group size. The step-time model prices a group that spans hosts by these fits
+// (step_cost.cpp, comm_seconds). Collective over world; throws on every rank when it holds
+// ranks of one host only.
+TransportFits measure_network_collectives(comm::ProcessGroup& world, int reps,
+                                          const std::function<void(const std::string&)>& log);
 // a 256 MiB file in `dir` overwritten and read back as the offload file does, into p's disk
 // rates;
 void measure_disk(const std::string& dir, MachineProfile& p);

@@ -99,6 +99,41 @@ TransportFits measure_node_collectives(const std::vector<int>& sizes, int cores,
   return fits;
 }
 
+TransportFits measure_network_collectives(comm::ProcessGroup& world, int reps,
+                                          const std::function<void(const std::string&)>& log) {
+  const std::vector<int> host_of = world.host_of_ranks();
+  std::vector<int> leaders;  // the first rank on each host
+  for (int r = 0; r < static_cast<int>(host_of.size()); ++r) {
+    if (static_cast<int>(leaders.size()) == host_of[static_cast<size_t>(r)]) leaders.push_back(r);
+  }
+  BRAID_CHECK(leaders.size() >= 2, "calibrate-network: the ", world.size(),
+              " rank(s) of this job are on one host: launch it with ranks on 2 or more hosts "
+              "(braid launch --hostfile, mpirun, srun)");
+  const std::shared_ptr<comm::ProcessGroup> across = world.split(leaders, "calibrate-network");
+  const std::vector<std::string> ops = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                        "send_recv"};
+  const std::vector<int64_t> bytes = {64 << 10, 1 << 20, 8 << 20, 32 << 20};
+  TransportFits fits;
+  // Every rank takes part in the world's rounds; only the leaders in the first group's.
+  for (comm::ProcessGroup* g : {across.get(), &world}) {
+    if (g == &world && static_cast<int>(leaders.size()) == world.size()) break;
+    if (g != nullptr) {
+      if (log && world.rank() == 0)
+        log("collectives over " + std::to_string(g->size()) + " ranks on " +
+            std::to_string(leaders.size()) + " hosts");
+      for (const std::string& op : ops) {
+        // send/recv between ranks 0 and 1: across hosts among the leaders, not in the world
+        if (op == "send_recv" && g == &world) continue;
+        std::vector<double> secs;
+        for (int64_t b : bytes) secs.push_back(time_collective(*g, op, b, reps));
+        fits.ops[op][g->size()] = fit_link(std::vector<double>(bytes.begin(), bytes.end()), secs);
+      }
+    }
+    world.barrier()->wait();
+  }
+  return fits;
+}
+
 // Write then read back a 256 MiB file, the page cache dropped for it in between.
 // The disk as the offload file uses it (parallel/zero/offload_file.h): O_DIRECT transfers of
 // 8 MiB into a file already allocated, no fsync (the file is scratch); buffered where the file
