@@ -160,6 +160,26 @@ TEST(CostModel, PartsFollowTheLayout) {
   EXPECT_GT(predict("zero1 mb4x1 offload").offload, 0);
 }
 
+// Note [CPU network overlap]: across hosts a CPU node's data-parallel collectives are exposed
+// whole; inside a node, and on a GPU node across hosts, DDP's buckets hide behind backward.
+TEST(CostModel, CpuCollectivesAcrossHostsAreNotHidden) {
+  MachineProfile p = synthetic();
+  p.network = p.node;
+  const nn::ModelConfig m = small_model();
+  auto step = [&](const MachineProfile& prof, const char* layout, int hosts) {
+    return predict_step(CostInputs{m, Layout::parse(layout), 2, hosts, 256}, prof);
+  };
+  for (const char* layout : {"ddp mb4x1", "zero2 mb4x1", "zero3 mb4x1"}) {
+    const StepCost one = step(p, layout, 1), two = step(p, layout, 2);
+    EXPECT_LT(one.comm_exposed, one.comm_total) << layout;
+    EXPECT_DOUBLE_EQ(two.comm_exposed, two.comm_total) << layout;
+  }
+  MachineProfile gpu = p;
+  gpu.device = "cuda";
+  const StepCost g = step(gpu, "ddp mb4x1", 2);
+  EXPECT_LT(g.comm_exposed, g.comm_total);
+}
+
 TEST(CostModel, PipelineBubbleFollowsTheSchedule) {
   // The model's stages are unequal (the head on the last), so the bubble is
   // (sum c - max c) / v: interleaving with 2 chunks halves 1F1B's, GPipe equals it.
