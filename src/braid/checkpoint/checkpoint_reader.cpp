@@ -215,29 +215,35 @@ void CheckpointReader::read_optimizer(optim::Optimizer& optimizer,
   BRAID_CHECK(m_.optimizer == optimizer.name(), "checkpoint ", dir_.string(), " holds ",
               m_.optimizer, " state, this run's optimizer is ", optimizer.name());
   const auto& states = optimizer.state_names();
-  const int n = replicas->size(), r = replicas->rank();
-  std::vector<Tensor> whole;  // every state tensor, flat; this rank read chunk r of each
+  std::vector<std::string> names;
+  std::vector<int64_t> sizes;
+  optimizer.visit_slices(
+      [&](const optim::ParamSlice& s, optim::SliceSlot&) {
+        names.push_back(s.name());
+        sizes.push_back(s.shard.numel);
+      },
+      /*write=*/false);
+  // Note [Owners by size]: the replica that wrote a slice's state (for a checkpoint of this
+  // layout) reads it, and sends it to the others after the agreement.
+  const std::vector<int> owner = comm::owners_by_size(names, sizes, replicas->size());
+  std::vector<std::pair<Tensor, int>> owned;
   comm::all_ranks_or_throw(replicas, [&] {
+    size_t i = 0;
     optimizer.visit_slices(
         [&](const optim::ParamSlice& s, optim::SliceSlot& slot) {
+          const int o = owner.at(i++);
           for (size_t k = 0; k < states.size(); ++k) {
-            const Tensor flat = slot.state[k].view(Shape{slot.state[k].numel()});
-            const comm::Chunk c = comm::chunk_of(flat.numel(), n, r);
-            if (c.size > 0)
-              read(states[k], s.name(), s.shard.global_shape, s.shard.tp, s.shard.offset + c.offset,
-                   flat.flat_range(c.offset, c.size));
-            whole.push_back(flat);
+            if (o == replicas->rank())
+              read(states[k], s.name(), s.shard.global_shape, s.shard.tp, s.shard.offset,
+                   slot.state[k]);
+            owned.emplace_back(slot.state[k], o);
           }
         },
         /*write=*/true);
   });
-  // After the agreement: no rank gathers while another's read failed.
-  std::vector<std::shared_ptr<comm::Work>> gathers;
-  for (const Tensor& t : whole) {
-    const comm::Chunk c = comm::chunk_of(t.numel(), n, r);
-    gathers.push_back(replicas->all_gather(t, t.flat_range(c.offset, c.size)));
-  }
-  for (auto& w : gathers) w->wait();
+  std::vector<std::shared_ptr<comm::Work>> sends;
+  for (const auto& [t, o] : owned) sends.push_back(replicas->broadcast(t, o));
+  for (auto& w : sends) w->wait();
   optimizer.set_step_count(m_.counter("optimizer_steps"));
 }
 

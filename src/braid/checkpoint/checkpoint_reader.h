@@ -64,9 +64,10 @@ class CheckpointReader {
   // The optimizer's state for its slices and its step count; its kind must match.
   void read_optimizer(optim::Optimizer& optimizer) const;
   // The same where the ranks of `replicas` hold the same slices (DDP's replicated state, whose
-  // tensors must be the optimizer's own buffers): each rank reads its chunk (comm::chunk_of) of
-  // every state tensor and gathers the rest from the others (Note [Ranged loads]). Collective
-  // over replicas; null or one rank: read_optimizer(optimizer).
+  // tensors must be the optimizer's own buffers): each slice's state is read by the replica
+  // that owns it (comm::owners_by_size: the one that wrote it, for a checkpoint of this layout)
+  // and sent to the others (Note [Ranged loads]). Collective over replicas; null or one rank:
+  // read_optimizer(optimizer).
   void read_optimizer(optim::Optimizer& optimizer, comm::ProcessGroup* replicas) const;
   // The master parameters of the optimizer's slices (a prepared model loading a checkpoint:
   // the strategy then republishes them, as after an update).

@@ -27,9 +27,10 @@ struct MaterializeOptions {
   // saved layout) or the seeded initialisation (each parameter's stream advanced to the range,
   // ParamLayout::init_unit_range). Each strategy fills only what it must: ZeRO-3 the pieces
   // it keeps; ZeRO-1/2, which keep every parameter but step their piece of each unit, that
-  // piece, gathering the rest from its owners as after an optimizer step; DDP's replica r
-  // chunk r of each unit (comm::chunk_of), gathered, and no broadcast of rank 0's after it. The
-  // replicas' optimizer state likewise (DataParallel::optimizer_replicas). So every byte of a
+  // piece, gathering the rest from its owners as after an optimizer step; a DDP replica the
+  // parameters it owns (comm::owners_by_size: those it saved, its own file), sent to the others,
+  // and no broadcast of rank 0's after it. The replicas' optimizer state likewise
+  // (DataParallel::optimizer_replicas). So every byte of a
   // checkpoint is read, and every parameter drawn, once over the group, where every rank read
   // and drew all of them before (gpt2-small on 2 ranks under zero1: 0.411 GB read per rank for
   // its parameters instead of 0.768). The gathers come after the strategy's agreement

@@ -43,34 +43,44 @@ nn::Model& ReplicatedDataParallel::model() const {
 
 void ReplicatedDataParallel::materialize(nn::Model& model, const MaterializeOptions& options) {
   BRAID_CHECK(model_ == nullptr, "ReplicatedDataParallel: materialize() called twice");
-  // Note [Ranged loads] (step.h): replica r fills chunk r of each unit, the replicas gather
-  // the rest after the agreement.
+  // Note [Ranged loads] (step.h): each parameter is filled by the replica that owns it (Note
+  // [Owners by size]: the one that saved it, for a checkpoint of this layout), and sent to the
+  // others after the agreement.
   const bool ranged = group_ && options.fill_range;
-  auto chunk = [&](const Tensor& unit) {
-    return comm::chunk_of(unit.numel(), group_->size(), group_->rank());
-  };
-  std::vector<Tensor> units;
+  std::vector<std::pair<Tensor, int>> owned;  // a parameter's elements, the replica filling them
   all_ranks_or_throw(group_.get(), [&] {
     model.materialize(/*allocate_grads=*/true, nn::ParamLayout::kAlign, options.param_dtype);
     nn::FlatBuffer& flat = model.flat();
-    for (size_t u = 0; u < flat.layout().units().size(); ++u) {
+    const nn::ParamLayout& layout = flat.layout();
+    std::vector<int> owner;
+    if (ranged) {
+      std::vector<std::string> names;
+      std::vector<int64_t> sizes;
+      for (const nn::ParamInfo& p : layout.params()) {
+        names.push_back(p.name);
+        sizes.push_back(p.numel);
+      }
+      owner = comm::owners_by_size(names, sizes, group_->size());
+    }
+    for (size_t u = 0; u < layout.units().size(); ++u) {
       const nn::FlatRange r = flat.unit_range(static_cast<int>(u));
       Tensor unit = flat.params().flat_range(r.offset, r.size);
-      if (ranged) {
-        const comm::Chunk c = chunk(unit);
-        options.fill_range(static_cast<int>(u), unit, c.offset, c.offset + c.size);
-        units.push_back(unit);
-      } else {
+      if (!ranged) {
         options.fill(static_cast<int>(u), unit);
+        continue;
+      }
+      for (int i : layout.units()[u].params) {
+        const nn::ParamInfo& p = layout.params()[static_cast<size_t>(i)];
+        const int o = owner[static_cast<size_t>(i)];
+        if (o == group_->rank())
+          options.fill_range(static_cast<int>(u), unit, p.unit_offset, p.unit_offset + p.numel);
+        owned.emplace_back(unit.flat_range(p.unit_offset, p.numel), o);
       }
     }
   });
-  std::vector<std::shared_ptr<comm::Work>> gathers;
-  for (const Tensor& unit : units) {
-    const comm::Chunk c = chunk(unit);
-    gathers.push_back(group_->all_gather(unit, unit.flat_range(c.offset, c.size)));
-  }
-  for (auto& w : gathers) w->wait();
+  std::vector<std::shared_ptr<comm::Work>> sends;
+  for (const auto& [t, o] : owned) sends.push_back(group_->broadcast(t, o));
+  for (auto& w : sends) w->wait();
   model_ = &model;
   if (!group_) {
     model.flat().sync_compute();
