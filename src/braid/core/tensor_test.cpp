@@ -66,5 +66,21 @@ TEST(Tensor, LargeAllocationsArePageAligned) {
   EXPECT_EQ(tracker->current(MemCategory::optimizer_state), 0);
 }
 
+// Note [Large host allocations]: 64 MiB and more start on a 2 MiB boundary, are populated
+// (written through at once), and are charged the bytes asked for.
+TEST(Tensor, HugeAllocationsAreHugePageAlignedAndUsable) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  const int64_t numel = (int64_t{64} << 20) / 4 + 3;
+  {
+    Tensor t = Tensor::empty(Shape{numel}, DType::f32, MemCategory::activations, tracker);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw_data()) % (size_t{2} << 20), 0u);
+    EXPECT_EQ(tracker->current(MemCategory::activations), numel * 4);
+    t.fill_(1.5f);
+    EXPECT_EQ(t.data<float>()[0], 1.5f);
+    EXPECT_EQ(t.data<float>()[numel - 1], 1.5f);
+  }
+  EXPECT_EQ(tracker->current(MemCategory::activations), 0);
+}
+
 }  // namespace
 }  // namespace braid
