@@ -112,9 +112,10 @@ layouts() {
       "ddp mb4x1 bf16" "none cp2:ring mb8x1" "none cp2:ulysses mb8x1"
   elif [ "$shape" = gpt2 ]; then
     printf '%s\n' "ddp mb2x1" "zero3 mb2x1" "zero1 tp2 mb4x1" "zero1 pp2:1f1b mb1x4" \
-      "none tp2 pp2:1f1b mb1x8" "zero1 cp2:ring mb4x1"
+      "none tp2 pp2:1f1b mb1x8" "zero1 cp2:ring mb4x1" "hsdp:2 mb2x1" \
+      "none pp4:zb_h1 balanced mb2x4"
   else
-    printf '%s\n' "ddp mb2x1" "zero1 tp2 mb4x1"
+    printf '%s\n' "ddp mb2x1" "zero1 tp2 mb4x1" "hsdp:2 mb2x1" "none pp4:zb_h1 mb2x4"
   fi
   return 0
 }
