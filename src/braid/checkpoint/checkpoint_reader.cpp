@@ -195,55 +195,49 @@ void CheckpointReader::read_unit_range(const nn::ParamLayout& layout, int u, Ten
   }
 }
 
-void CheckpointReader::read_optimizer(optim::Optimizer& optimizer) const {
-  BRAID_CHECK(m_.optimizer == optimizer.name(), "checkpoint ", dir_.string(), " holds ",
-              m_.optimizer, " state, this run's optimizer is ", optimizer.name());
-  const auto& states = optimizer.state_names();
-  optimizer.visit_slices(
-      [&](const optim::ParamSlice& s, optim::SliceSlot& slot) {
-        for (size_t k = 0; k < states.size(); ++k)
-          read(states[k], s.name(), s.shard.global_shape, s.shard.tp, s.shard.offset,
-               slot.state[k]);
-      },
-      /*write=*/true);
-  optimizer.set_step_count(m_.counter("optimizer_steps"));
-}
-
 void CheckpointReader::read_optimizer(optim::Optimizer& optimizer,
                                       comm::ProcessGroup* replicas) const {
-  if (!replicas || replicas->size() == 1) return read_optimizer(optimizer);
   BRAID_CHECK(m_.optimizer == optimizer.name(), "checkpoint ", dir_.string(), " holds ",
               m_.optimizer, " state, this run's optimizer is ", optimizer.name());
   const auto& states = optimizer.state_names();
-  std::vector<std::string> names;
-  std::vector<int64_t> sizes;
-  optimizer.visit_slices(
-      [&](const optim::ParamSlice& s, optim::SliceSlot&) {
-        names.push_back(s.name());
-        sizes.push_back(s.shard.numel);
-      },
-      /*write=*/false);
-  // Note [Owners by size]: the replica that wrote a slice's state (for a checkpoint of this
-  // layout) reads it, and sends it to the others after the agreement.
-  const std::vector<int> owner = comm::owners_by_size(names, sizes, replicas->size());
-  std::vector<std::pair<Tensor, int>> owned;
-  comm::all_ranks_or_throw(replicas, [&] {
+  const bool shared = replicas && replicas->size() > 1;
+  // Note [Owners by size]: among replicas, the one that wrote a slice's state (for a checkpoint
+  // of this layout) reads it, and sends it to the others after the agreement.
+  std::vector<int> owner;
+  if (shared) {
+    std::vector<std::string> names;
+    std::vector<int64_t> sizes;
+    optimizer.visit_slices(
+        [&](const optim::ParamSlice& s, optim::SliceSlot&) {
+          names.push_back(s.name());
+          sizes.push_back(s.shard.numel);
+        },
+        /*write=*/false);
+    owner = comm::owners_by_size(names, sizes, replicas->size());
+  }
+  std::vector<std::pair<Tensor, int>> owned;  // shared: each state tensor and its reader
+  auto read_state = [&] {
     size_t i = 0;
     optimizer.visit_slices(
         [&](const optim::ParamSlice& s, optim::SliceSlot& slot) {
-          const int o = owner.at(i++);
+          const int o = shared ? owner.at(i++) : 0;
           for (size_t k = 0; k < states.size(); ++k) {
-            if (o == replicas->rank())
+            if (!shared || o == replicas->rank())
               read(states[k], s.name(), s.shard.global_shape, s.shard.tp, s.shard.offset,
                    slot.state[k]);
-            owned.emplace_back(slot.state[k], o);
+            if (shared) owned.emplace_back(slot.state[k], o);
           }
         },
         /*write=*/true);
-  });
-  std::vector<std::shared_ptr<comm::Work>> sends;
-  for (const auto& [t, o] : owned) sends.push_back(replicas->broadcast(t, o));
-  for (auto& w : sends) w->wait();
+  };
+  if (!shared) {
+    read_state();
+  } else {
+    comm::all_ranks_or_throw(replicas, read_state);
+    std::vector<std::shared_ptr<comm::Work>> sends;
+    for (const auto& [t, o] : owned) sends.push_back(replicas->broadcast(t, o));
+    for (auto& w : sends) w->wait();
+  }
   optimizer.set_step_count(m_.counter("optimizer_steps"));
 }
 

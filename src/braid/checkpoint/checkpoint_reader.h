@@ -61,14 +61,12 @@ class CheckpointReader {
   // parts of its parameters there, each as this rank's tp slice of it (Note [Placements]).
   void read_unit_range(const nn::ParamLayout& layout, int u, Tensor& unit, int64_t begin,
                        int64_t end) const;
-  // The optimizer's state for its slices and its step count; its kind must match.
-  void read_optimizer(optim::Optimizer& optimizer) const;
-  // The same where the ranks of `replicas` hold the same slices (DDP's replicated state, whose
-  // tensors must be the optimizer's own buffers): each slice's state is read by the replica
-  // that owns it (comm::owners_by_size: the one that wrote it, for a checkpoint of this layout)
-  // and sent to the others (Note [Ranged loads]). Collective over replicas; null or one rank:
-  // read_optimizer(optimizer).
-  void read_optimizer(optim::Optimizer& optimizer, comm::ProcessGroup* replicas) const;
+  // The optimizer's state for its slices and its step count; its kind must match. Where the
+  // ranks of `replicas` hold the same slices (DDP's replicated state, whose tensors must be the
+  // optimizer's own buffers), each slice's state is read by the replica that owns it
+  // (comm::owners_by_size: the one that wrote it, for a checkpoint of this layout) and sent to
+  // the others (Note [Ranged loads]): collective over replicas. Null or one rank: read here.
+  void read_optimizer(optim::Optimizer& optimizer, comm::ProcessGroup* replicas = nullptr) const;
   // The master parameters of the optimizer's slices (a prepared model loading a checkpoint:
   // the strategy then republishes them, as after an update).
   void read_parameters(optim::Optimizer& optimizer) const;

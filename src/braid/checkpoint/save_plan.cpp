@@ -9,6 +9,7 @@
 #include "braid/checkpoint/checkpoint_dir.h"
 #include "braid/checkpoint/file_io.h"
 #include "braid/checkpoint/file_table.h"
+#include "braid/comm/chunking.h"
 #include "braid/comm/collective_guard.h"
 #include "braid/comm/gather_strings.h"
 #include "braid/core/error.h"
@@ -44,9 +45,9 @@ Key key_of(const optim::ParamSlice& s) {
 
 // Note [One writer per range]: a range several ranks hold (DDP's replicas, hybrid's
 // replicated shards) is written by one of them: ranges in name order, each to the holder with
-// the fewest bytes so far (ties: the lowest rank). Every rank computes the same assignment
-// from the same gathered lists. A copy that does not count (Note [Placements]) is held by no
-// one here: the counted copy of the same elements is written instead.
+// the fewest bytes so far (ties: the lowest rank; comm::LeastLoaded). Every rank computes the same
+// assignment from the same gathered lists. A copy that does not count (Note [Placements]) is held
+// by no one here: the counted copy of the same elements is written instead.
 std::map<Key, int> assign_writers(const std::vector<std::string>& held_by_rank) {
   std::map<Key, std::vector<int>> holders;
   for (size_t r = 0; r < held_by_rank.size(); ++r) {
@@ -58,15 +59,9 @@ std::map<Key, int> assign_writers(const std::vector<std::string>& held_by_rank) 
       holders[{name, tp, offset, numel}].push_back(static_cast<int>(r));
     }
   }
-  std::vector<int64_t> load(held_by_rank.size(), 0);
+  comm::LeastLoaded writers(static_cast<int>(held_by_rank.size()));
   std::map<Key, int> writer;
-  for (auto& [key, ranks] : holders) {
-    int best = ranks.front();
-    for (int r : ranks)
-      if (load[static_cast<size_t>(r)] < load[static_cast<size_t>(best)]) best = r;
-    load[static_cast<size_t>(best)] += std::get<3>(key);
-    writer[key] = best;
-  }
+  for (auto& [key, ranks] : holders) writer[key] = writers.take(std::get<3>(key), ranks);
   return writer;
 }
 

@@ -25,24 +25,45 @@ inline Chunk chunk_of(int64_t n, int world, int rank) {
   return {rank * base + std::min<int64_t>(rank, rem), base + (rank < rem ? 1 : 0)};
 }
 
-// Note [Owners by size]: whole items (the tensors every replica holds) given to ranks so that
-// each owns about the same bytes: in order of their names, each to the rank owning least so far
-// (the lowest of equals). A checkpoint save picks the rank that writes a tensor every rank
-// holds the same way (checkpoint/save_plan.cpp, assign_writers), so a replica that loads what it
-// owns reads the file it wrote (Note [Ranged loads]). owner[i] is item i's rank.
+// Ownership balanced by bytes: each item, in the order offered, goes to the candidate rank that
+// owns the fewest bytes so far (ties: the lowest rank). The one rule behind a checkpoint's
+// writers (Note [One writer per range], checkpoint/save_plan.cpp) and a replica's share of a
+// load (Note [Owners by size]).
+class LeastLoaded {
+ public:
+  explicit LeastLoaded(int world) : load_(static_cast<size_t>(world), 0) {}
+  // Among `candidates` (ranks, ascending), charged `size`.
+  int take(int64_t size, const std::vector<int>& candidates) {
+    int best = candidates.front();
+    for (int r : candidates)
+      if (load_[static_cast<size_t>(r)] < load_[static_cast<size_t>(best)]) best = r;
+    load_[static_cast<size_t>(best)] += size;
+    return best;
+  }
+  // Among every rank.
+  int take(int64_t size) {
+    const auto least = std::min_element(load_.begin(), load_.end());
+    *least += size;
+    return static_cast<int>(least - load_.begin());
+  }
+
+ private:
+  std::vector<int64_t> load_;
+};
+
+// Note [Owners by size]: whole items every replica holds (DDP's parameters and their state),
+// each owned by one of them: in order of their names, by LeastLoaded, as a checkpoint save
+// picks their writers (Note [One writer per range]), so a replica that loads what it owns reads
+// the file it wrote (Note [Ranged loads]). owner[i] is item i's rank.
 inline std::vector<int> owners_by_size(const std::vector<std::string>& names,
                                        const std::vector<int64_t>& sizes, int world) {
   std::vector<size_t> order(names.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return names[a] < names[b]; });
-  std::vector<int64_t> load(static_cast<size_t>(world), 0);
+  LeastLoaded owners(world);
   std::vector<int> owner(names.size(), 0);
-  for (size_t i : order) {
-    const auto least = std::min_element(load.begin(), load.end());
-    owner[i] = static_cast<int>(least - load.begin());
-    *least += sizes[i];
-  }
+  for (size_t i : order) owner[i] = owners.take(sizes[i]);
   return owner;
 }
 

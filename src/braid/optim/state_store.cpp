@@ -38,14 +38,16 @@ void ResidentStateStore::attach(const std::vector<const ParamSlice*>& slices, in
   if (slices.empty()) return;
   // With the master weights, or in pinned host memory (Note [Optimizer state on the host]).
   auto allocate = [&](MemCategory category) {
-    Tensor t = on_host_ ? Tensor::pinned(Shape{total}, DType::f32, category)
-                        : Tensor::empty(Shape{total}, DType::f32, category, tracker,
-                                        slices[0]->param.device());
-    t.zero_();
-    return t;
+    return on_host_ ? Tensor::pinned(Shape{total}, DType::f32, category)
+                    : Tensor::empty(Shape{total}, DType::f32, category, tracker,
+                                    slices[0]->param.device());
   };
   std::vector<Tensor> states;
-  for (int k = 0; k < num_states; ++k) states.push_back(allocate(MemCategory::optimizer_state));
+  for (int k = 0; k < num_states; ++k) {
+    states.push_back(allocate(MemCategory::optimizer_state));
+    states.back().zero_();
+  }
+  // The host masters are taken from the device before their first use (sync_masters).
   const Tensor masters = on_host_ ? allocate(MemCategory::parameters) : Tensor();
   int64_t at = 0;
   for (size_t i = 0; i < slices.size(); ++i) {

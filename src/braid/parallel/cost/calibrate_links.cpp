@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -67,34 +68,42 @@ double time_collective(comm::ProcessGroup& g, const std::string& op, int64_t byt
   return mine.data<float>()[0];
 }
 
+// Every collective calibration measures, at these sizes (one rank's buffer).
+const std::vector<std::string> kOps = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                       "send_recv"};
+const std::vector<double> kBytes = {64 << 10, 1 << 20, 8 << 20, 32 << 20};
+
+// Each op of kOps (send/recv between ranks 0 and 1 where `send_recv`) timed over g at kBytes and
+// fitted; collective over g, the same fits on every rank.
+std::map<std::string, LinkFit> fit_collectives(comm::ProcessGroup& g, int reps, bool send_recv) {
+  std::map<std::string, LinkFit> fits;
+  for (const std::string& op : kOps) {
+    if (op == "send_recv" && !send_recv) continue;
+    std::vector<double> secs;
+    for (double b : kBytes) secs.push_back(time_collective(g, op, static_cast<int64_t>(b), reps));
+    fits[op] = fit_link(kBytes, secs);
+  }
+  return fits;
+}
+
 }  // namespace
 
 TransportFits measure_node_collectives(const std::vector<int>& sizes, int cores, int reps,
                                        const std::function<void(const std::string&)>& log) {
   TransportFits fits;
-  const std::vector<std::string> ops = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                        "send_recv"};
-  const std::vector<int64_t> bytes = {64 << 10, 1 << 20, 8 << 20, 32 << 20};
   for (int size : sizes) {
     if (log) log("collectives over " + std::to_string(size) + " ranks");
     comm::ProcessGroupOptions o;
     o.name = "calibrate";
     o.timeout = std::chrono::seconds(300);
     auto groups = comm::LocalGroup::create(size, o);
-    std::vector<std::vector<double>> secs(ops.size());
     run_rank_threads(size, [&](int i) {
       omp_set_num_threads(std::max(1, cores / size));
-      for (size_t o2 = 0; o2 < ops.size(); ++o2) {
-        for (int64_t b : bytes) {
-          const double t = time_collective(*groups[i], ops[o2], b, reps);
-          if (i == 0) secs[o2].push_back(t);
-        }
+      auto mine = fit_collectives(*groups[i], reps, /*send_recv=*/true);
+      if (i == 0) {
+        for (auto& [op, f] : mine) fits.ops[op][size] = f;
       }
     });
-    for (size_t o2 = 0; o2 < ops.size(); ++o2) {
-      std::vector<double> b(bytes.begin(), bytes.end());
-      fits.ops[ops[o2]][size] = fit_link(b, secs[o2]);
-    }
   }
   return fits;
 }
@@ -110,27 +119,18 @@ TransportFits measure_network_collectives(comm::ProcessGroup& world, int reps,
               " rank(s) of this job are on one host: launch it with ranks on 2 or more hosts "
               "(braid launch --hostfile, mpirun, srun)");
   const std::shared_ptr<comm::ProcessGroup> across = world.split(leaders, "calibrate-network");
-  const std::vector<std::string> ops = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                        "send_recv"};
-  const std::vector<int64_t> bytes = {64 << 10, 1 << 20, 8 << 20, 32 << 20};
   TransportFits fits;
-  // Every rank takes part in the world's rounds; only the leaders in the first group's.
-  for (comm::ProcessGroup* g : {across.get(), &world}) {
-    if (g == &world && static_cast<int>(leaders.size()) == world.size()) break;
-    if (g != nullptr) {
-      if (log && world.rank() == 0)
-        log("collectives over " + std::to_string(g->size()) + " ranks on " +
-            std::to_string(leaders.size()) + " hosts");
-      for (const std::string& op : ops) {
-        // send/recv between ranks 0 and 1: across hosts among the leaders, not in the world
-        if (op == "send_recv" && g == &world) continue;
-        std::vector<double> secs;
-        for (int64_t b : bytes) secs.push_back(time_collective(*g, op, b, reps));
-        fits.ops[op][g->size()] = fit_link(std::vector<double>(bytes.begin(), bytes.end()), secs);
-      }
-    }
-    world.barrier()->wait();
-  }
+  auto measure = [&](comm::ProcessGroup& g, bool send_recv) {
+    if (log && world.rank() == 0)
+      log("collectives over " + std::to_string(g.size()) + " ranks on " +
+          std::to_string(leaders.size()) + " hosts");
+    for (auto& [op, f] : fit_collectives(g, reps, send_recv)) fits.ops[op][g.size()] = f;
+  };
+  if (across) measure(*across, /*send_recv=*/true);  // the leaders alone; the others wait
+  world.barrier()->wait();
+  // The whole job where a host holds several ranks; send/recv between ranks 0 and 1 would stay
+  // on one host there.
+  if (static_cast<int>(leaders.size()) < world.size()) measure(world, /*send_recv=*/false);
   return fits;
 }
 

@@ -84,62 +84,68 @@ std::vector<Layout> enumerate_layouts(const PlanRequest& q) {
       continue;
     for (const char* mode : {"ring", "ulysses"}) contexts.emplace_back(cp, mode);
   }
+  // The model-parallel shapes: tp and cp inside a node, pp anywhere.
+  std::vector<Layout> meshes;
   for (int tp : divisors(q.world)) {
     if (tp > node_ranks) continue;  // tensor parallelism stays inside a node
-    for (int pp : divisors(q.world / tp))
+    for (int pp : divisors(q.world / tp)) {
       for (const auto& [cp, cp_mode] : contexts) {
         if ((q.world / (tp * pp)) % cp != 0 || tp * cp > node_ranks) continue;
-        const int dp = q.world / (tp * pp * cp);
-        if (q.global_batch % dp != 0) continue;
-        const int64_t per_dp = q.global_batch / dp;
-        std::vector<std::string> strategies = {"ddp", "zero1", "zero2", "zero3"};
-        if (dp == 1) strategies = {"none"};
-        // Hybrid sharding: shard groups of the data-parallel ranks inside one node.
-        const int node_group = node_ranks / (tp * pp * cp);
-        if (dp > 1 && q.hosts > 1 && node_group >= 2 && dp % node_group == 0) {
-          strategies.push_back("hsdp");
-        }
-        std::vector<std::pair<std::string, int>> schedules = {{"1f1b", 1}};
-        if (pp > 1) {
-          schedules = {
-              {"gpipe", 1}, {"1f1b", 1}, {"interleaved_1f1b", 2}, {"zb_h1", 1}, {"zb_v", 2}};
-        }
-        for (const auto& strategy : strategies) {
-          for (bool sp : {false, true}) {
-            if (sp && tp == 1) continue;
-            for (const auto& [schedule, v] : schedules) {
-              for (int b : divisors(per_dp)) {
-                if (q.max_micro_batch > 0 && b > q.max_micro_batch) continue;
-                for (DType dt : q.precisions) {
-                  for (const auto& ckpt : q.checkpointing) {
-                    for (bool off : {false, true}) {
-                      if (off && (!q.offload || strategy == "none" || strategy == "ddp")) continue;
-                      Layout L;
-                      L.strategy = strategy;
-                      if (strategy == "hsdp") L.shard_group = node_group;
-                      L.tp = tp;
-                      L.cp = cp;
-                      L.cp_mode = cp_mode;
-                      L.sp = sp;
-                      L.pp = pp;
-                      L.schedule = schedule;
-                      L.virtual_stages = v;
-                      L.micro_batch = b;
-                      L.accumulation = per_dp / b;
-                      L.compute = dt;
-                      L.checkpointing = ckpt;
-                      L.offload = off;
-                      L.balanced = pp > 1 && q.model.n_layer % (pp * v) != 0;
-                      CostInputs in{q.model, L, q.world, q.hosts, q.seq_len};
-                      if (layout_problem(in).empty()) out.push_back(L);
-                    }
-                  }
+        Layout M;
+        M.tp = tp;
+        M.pp = pp;
+        M.cp = cp;
+        M.cp_mode = cp_mode;
+        meshes.push_back(M);
+      }
+    }
+  }
+  for (const Layout& M : meshes) {
+    const int dp = q.world / (M.tp * M.pp * M.cp);
+    if (q.global_batch % dp != 0) continue;
+    const int64_t per_dp = q.global_batch / dp;
+    std::vector<std::string> strategies = {"ddp", "zero1", "zero2", "zero3"};
+    if (dp == 1) strategies = {"none"};
+    // Hybrid sharding: shard groups of the data-parallel ranks inside one node.
+    const int node_group = node_ranks / (M.tp * M.pp * M.cp);
+    if (dp > 1 && q.hosts > 1 && node_group >= 2 && dp % node_group == 0) {
+      strategies.push_back("hsdp");
+    }
+    std::vector<std::pair<std::string, int>> schedules = {{"1f1b", 1}};
+    if (M.pp > 1) {
+      schedules = {{"gpipe", 1}, {"1f1b", 1}, {"interleaved_1f1b", 2}, {"zb_h1", 1}, {"zb_v", 2}};
+    }
+    for (const auto& strategy : strategies) {
+      for (bool sp : {false, true}) {
+        if (sp && M.tp == 1) continue;
+        for (const auto& [schedule, v] : schedules) {
+          for (int b : divisors(per_dp)) {
+            if (q.max_micro_batch > 0 && b > q.max_micro_batch) continue;
+            for (DType dt : q.precisions) {
+              for (const auto& ckpt : q.checkpointing) {
+                for (bool off : {false, true}) {
+                  if (off && (!q.offload || strategy == "none" || strategy == "ddp")) continue;
+                  Layout L = M;
+                  L.strategy = strategy;
+                  if (strategy == "hsdp") L.shard_group = node_group;
+                  L.sp = sp;
+                  L.schedule = schedule;
+                  L.virtual_stages = v;
+                  L.micro_batch = b;
+                  L.accumulation = per_dp / b;
+                  L.compute = dt;
+                  L.checkpointing = ckpt;
+                  L.offload = off;
+                  L.balanced = M.pp > 1 && q.model.n_layer % (M.pp * v) != 0;
+                  CostInputs in{q.model, L, q.world, q.hosts, q.seq_len};
+                  if (layout_problem(in).empty()) out.push_back(L);
                 }
               }
             }
           }
         }
       }
+    }
   }
   return out;
 }
