@@ -225,6 +225,15 @@ TEST(CostModel, OversubscribedPipelineStagesLendTheirCores) {
   EXPECT_GT(alone.bubble, 0);
 }
 
+// Note [CPU network overlap]: with more ranks than cores there is no idle core to hide a
+// data-parallel collective behind; with a core each, DDP's buckets hide behind backward.
+TEST(CostModel, OversubscribedCollectivesAreNotHidden) {
+  const StepCost alone = predict("zero3 mb2x1", 4, 256, 8);
+  const StepCost shared = predict("zero3 mb1x1", 8, 256, 8);
+  EXPECT_LT(alone.comm_exposed, alone.comm_total * 0.5);
+  EXPECT_NEAR(shared.comm_exposed, shared.comm_total, shared.comm_total * 1e-9);
+}
+
 // Note [Context-parallel cost]: cp 2 over a batch of whole sequences does the work of DDP over
 // as many tokens a rank (the products and the attention's share alike), plus ring's merges and
 // exposed hops or Ulysses' all-to-alls; its config keys name the mode.

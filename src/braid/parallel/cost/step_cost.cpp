@@ -449,15 +449,23 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
     }
     c.bubble = idle;
     // Note [Oversubscribed bubble]: on a CPU node with S = ranks / cores > 1, a rank idle in
-    // the bubble, or on a stage with less work, lends its cores to the others (the work is
-    // conserved). The step is the larger of every rank's work shared over the cores, m x the
-    // mean stage cost at the shared rate, and the slowest stage's critical path at the rate of
-    // a rank alone on its core(s), (m max c + idle) / S. Above m max c the difference is bubble;
-    // below it the slowest stage ran faster than its share, and its parts shrink by as much.
+    // the bubble, or on a stage with less work, lends its share of the cores to the ranks that
+    // work (Note [Shared cores], pipeline/schedule.cpp): the schedule is simulated with each
+    // stage's passes running up to S times faster while fewer stages work. Above m max c the
+    // difference is bubble; below it the slowest stage ran faster than its share, and its parts
+    // shrink by as much.
     const double S = prof.device == "cpu" ? double(node_ranks) / prof.cores : 1.0;
     if (S > 1) {
+      const auto kind = pipeline::schedule_from_name(L.schedule);
+      const bool split = pipeline::has_weight_passes(kind);
+      std::vector<pipeline::PassCosts> passes;
+      for (const auto& st : stages) {
+        const double weight = split ? st.weight : 0;
+        passes.push_back({st.forward() / v, (st.backward() - weight) / v, weight / v});
+      }
+      const pipeline::ScheduleShape shape{kind, L.pp, int(L.accumulation), int(v)};
       const double busy = mb * max_c;
-      const double pipeline = std::max(mb * sum_c / L.pp, (busy + idle) / S);
+      const double pipeline = pipeline::simulate(shape, passes, S).makespan;
       c.bubble = std::max(0.0, pipeline - busy);
       if (pipeline < busy) {
         const double f = pipeline / busy;
@@ -494,8 +502,15 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
   // network stack on the cores that compute, so none of it hides behind backward or the next
   // units' compute. Measured on 2 network-namespace hosts (bench/plan_accuracy.sh HOSTS=2):
   // ZeRO-3's gathers of the llama shape left 166 ms of 228 exposed where overlap predicted 6,
-  // DDP's all-reduce about its whole time; inside a node the overlap holds.
-  auto hidden_off = [&](int64_t span) { return prof.device == "cpu" && span >= node_ranks; };
+  // DDP's all-reduce about its whole time. Inside a node the overlap holds while every rank has
+  // a core; with more ranks than cores (Note [Oversubscribed bubble]) there is no idle core for
+  // the communication threads either, and the members of a collective run in turns: on 4 ranks
+  // of 2 cores the data-parallel collectives left 48-181 ms exposed where overlap predicted 2-21
+  // (bench/plan_accuracy.sh, 4 ranks), so there they are charged whole too.
+  const bool oversubscribed = prof.device == "cpu" && node_ranks > prof.cores;
+  auto hidden_off = [&](int64_t span) {
+    return prof.device == "cpu" && (span >= node_ranks || oversubscribed);
+  };
   const bool sharded = L.strategy == "zero1" || L.strategy == "zero2" || L.strategy == "zero3" ||
                        L.strategy == "hsdp";
   if (shards > 1) {

@@ -133,6 +133,19 @@ SimResult simulate(const ScheduleShape& shape, double forward_cost, double backw
 SimResult simulate(const ScheduleShape& shape, const std::vector<std::vector<Action>>& actions,
                    double forward_cost, double backward_cost, double weight_cost = 0);
 
+// One stage's cost of a chunk's pass of each kind (backward: the input gradients alone where
+// the schedule has weight passes, else the whole backward).
+struct PassCosts {
+  double forward = 0, backward = 0, weight = 0;
+};
+
+// The schedule's own actions with each stage's costs, its ranks sharing cores (Note [Shared
+// cores]): a pass runs max_speedup times faster than its cost when only one stage works, and at
+// rate min(max_speedup, p / working stages) in general. max_speedup 1: a core (or device) per
+// rank, the simulation above.
+SimResult simulate(const ScheduleShape& shape, const std::vector<PassCosts>& costs,
+                   double max_speedup = 1);
+
 // (p - 1) / (m + p - 1) for gpipe and 1f1b; (p - 1) / (v m + p - 1) interleaved; zb_h1 with
 // equal pass costs (p - 1) / (3m + p - 1) for m >= p, 1 - 3m / (2m + 2p - 1) for m < p (Note
 // [ZB-H1 bubble]); zb_v with equal chunk pass costs 1 - 6m / max(6m + p - 1, 4m + 4p - 2) (Note

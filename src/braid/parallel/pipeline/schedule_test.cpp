@@ -392,5 +392,43 @@ TEST(PipelineSchedule, ZbVInFlightAsMuchAs1F1B) {
   }
 }
 
+// Note [Shared cores]: at max_speedup 1 the per-stage simulation is the uniform one; with ranks
+// sharing cores a pass runs up to S times faster while fewer stages work, so a serial pipeline
+// (one micro-batch) takes 1/S of its dedicated time, and no schedule beats the work over the
+// cores or the busiest rank at its fastest.
+TEST(PipelineSchedule, SharedCoresLendTheBubble) {
+  for (const ScheduleShape& s : shapes()) {
+    const bool split = has_weight_passes(s.kind);
+    const SimResult uniform = simulate(s, 1.0, 2.0, split ? 0.5 : 0.0);
+    const std::vector<PassCosts> same(static_cast<size_t>(s.stages),
+                                      PassCosts{1.0, 2.0, split ? 0.5 : 0.0});
+    EXPECT_NEAR(simulate(s, same, 1).makespan, uniform.makespan, 1e-9 * uniform.makespan) << str(s);
+    // Uneven stages (the last holds the LM head), on half a core each.
+    std::vector<PassCosts> uneven = same;
+    uneven.back() = {3.0, 6.0, split ? 1.5 : 0.0};
+    const double S = 2;
+    const SimResult shared = simulate(s, uneven, S);
+    const SimResult dedicated = simulate(s, uneven, 1);
+    double work = 0, busiest = 0;
+    for (const PassCosts& c : uneven) {
+      const double rank = (c.forward + c.backward + c.weight) * s.micro_batches * s.chunks;
+      work += rank;
+      busiest = std::max(busiest, rank);
+    }
+    if (s.stages > 1) {
+      EXPECT_LT(shared.makespan, dedicated.makespan) << str(s);
+    } else {
+      EXPECT_EQ(shared.makespan, dedicated.makespan) << str(s);  // no one lends
+    }
+    EXPECT_GE(shared.makespan, work / s.stages * (1 - 1e-9)) << str(s);
+    EXPECT_GE(shared.makespan, busiest / S * (1 - 1e-9)) << str(s);
+  }
+  // One micro-batch through 2 stages runs one pass at a time, each at S times its rate.
+  const ScheduleShape serial{ScheduleKind::gpipe, 2, 1, 1};
+  const std::vector<PassCosts> costs = {{1.0, 2.0, 0.0}, {1.5, 3.0, 0.0}};
+  EXPECT_NEAR(simulate(serial, costs, 2).makespan, 7.5 / 2, 1e-12);
+  EXPECT_NEAR(simulate(serial, costs, 1).makespan, 7.5, 1e-12);
+}
+
 }  // namespace
 }  // namespace braid::parallel::pipeline
