@@ -95,13 +95,24 @@ launch_world() {
 
 config_of() { [ "$1" = gpt2 ] && echo configs/bench-small.yaml || echo configs/bench-plan-llama.yaml; }
 
+# BUDGET=SIZE (e.g. 0.5GiB): every plan and run with that memory budget per rank (memory.budget);
+# the layouts are the planner's first four within it and the fastest DDP layout without it (which
+# should not fit: its run fails for memory, shown as such).
+BUDGET=${BUDGET:-}
+plan() { "$BRAID" plan --profile "$PROFILE" --hosts "$HOSTS" ${BUDGET:+--budget "$BUDGET"} "$@"; }
+
 # The layouts per shape and world size (global batch 8): every data-parallel strategy,
 # checkpointing, bf16, tp with and without sp, pp under each schedule, offload, cp by ring and
 # by Ulysses, and on 4 ranks the 2-D mixes. Interleaving needs the layers to split into pp x 2 chunks (the llama shape's
 # 8; not the gpt2 shape's 6).
 layouts() {
   local shape=$1 world=$2
-  if [ "$world" = 2 ] && [ "$shape" = gpt2 ]; then
+  if [ -n "$BUDGET" ]; then
+    # (awk reads all its input: no SIGPIPE under pipefail)
+    plan --config "$(config_of "$shape")" --world-size "$world" --format tsv | awk -F'\t' 'NR <= 4 { print $1 }'
+    "$BRAID" plan --profile "$PROFILE" --hosts "$HOSTS" --config "$(config_of "$shape")" \
+      --world-size "$world" --format tsv --top 100000 | awk -F'\t' '!d && /^ddp / { print $1; d = 1 }'
+  elif [ "$world" = 2 ] && [ "$shape" = gpt2 ]; then
     printf '%s\n' "ddp mb4x1" "zero1 mb4x1" "zero2 mb4x1" "zero3 mb4x1" "zero3 mb2x2 ckpt:full" \
       "ddp mb4x1 bf16" "none tp2 mb8x1" "none tp2+sp mb8x1" "none pp2:gpipe mb1x8" \
       "none pp2:1f1b mb1x8" "none pp2:zb_h1 mb1x8" "none pp2:zb_v/2 balanced mb1x8" \
@@ -124,19 +135,21 @@ field() {  # the first KEY=NUMBER's number (awk reads all its input: no SIGPIPE 
   awk -v k="$1=" '!done && i = index($0, k) { s = substr($0, i + length(k)); sub(/[^0-9.].*/, "", s); print s; done = 1 }'
 }
 
+log_of() { echo "$OUT/logs/$(basename "$1" .yaml)-$2-$(echo "$3" | tr ' :/+' '____').txt"; }
+
 measure() {  # config world layout -> measured step ms (the run's log, with its profile of parts
   # beside the prediction, in OUT/logs)
   local cfg=$1 world=$2 layout=$3 sets=()
   local line log
-  log="$OUT/logs/$(basename "$cfg" .yaml)-$world-$(echo "$layout" | tr ' :/+' '____').txt"
-  line=$("$BRAID" plan --profile "$PROFILE" --config "$cfg" --world-size "$world" \
-    --hosts "$HOSTS" --explain "$layout" --format tsv)
+  log=$(log_of "$cfg" "$world" "$layout")
+  line=$(plan --config "$cfg" --world-size "$world" --explain "$layout" --format tsv)
   for kv in $(echo "$line" | cut -f7); do sets+=(--set "$kv"); done
   echo "$layout ($cfg, $world ranks)" > "$log"
   launch_world "$world" -- "$BRAID" train "$cfg" "${sets[@]}" \
     --set training.max_steps="$STEPS" --set output.dir="$OUT/run" --set output.profile=true \
+    ${BUDGET:+--set memory.budget="$BUDGET"} \
     --set parallel.offload_dir="$OUT/offload" < /dev/null >> "$log" 2>&1 || true
-  grep 'summary:' "$log" | field step_ms
+  { grep 'summary:' "$log" || true; } | field step_ms  # nothing where the run failed
 }
 
 for shape in $SHAPES; do
@@ -151,9 +164,7 @@ for shape in $SHAPES; do
     declare -A measured=() predicted=()
     mapfile -t list < <(layouts "$shape" "$world" | grep -E -- "${ONLY:-.}")
     # The planner's first choice is measured in the same rounds.
-    first=$("$BRAID" plan --profile "$PROFILE" --config "$cfg" --world-size "$world" \
-      --hosts "$HOSTS" --format tsv \
-      | awk 'NR == 1')
+    first=$(plan --config "$cfg" --world-size "$world" --format tsv | awk 'NR == 1')
     choice=$(echo "$first" | cut -f1)
     printf '%s\n' "${list[@]}" | grep -qxF -- "$choice" || list+=("$choice")
     for _ in $(seq "$ROUNDS"); do
@@ -167,9 +178,13 @@ for shape in $SHAPES; do
       done
     done
     for layout in "${list[@]}"; do
-      pred=$("$BRAID" plan --profile "$PROFILE" --config "$cfg" --world-size "$world" \
-        --hosts "$HOSTS" --explain "$layout" --format tsv | cut -f2)
+      pred=$(plan --config "$cfg" --world-size "$world" --explain "$layout" --format tsv | cut -f2)
       ms=${measured[$layout]:-nan}
+      if [ "$ms" = nan ]; then  # the run failed (BUDGET: out of memory): its error instead
+        why=$(grep -m1 -o 'error: .*' "$(log_of "$cfg" "$world" "$layout")" | cut -c1-160 || true)
+        printf '| %s | %.1f | failed: %s | |\n' "$layout" "$pred" "${why:-no summary}"
+        continue
+      fi
       err=$(awk -v p="$pred" -v m="$ms" 'BEGIN { printf "%+.1f%%", 100 * (p / m - 1) }')
       mark=""
       [ "$layout" = "$choice" ] && mark=" (first choice)"
