@@ -195,7 +195,7 @@ void state_ns(RankMeasure& m, Rng& rng, ComputeRates& r) {
   }) * 1e6 / 2000;
 }
 
-// Note [Framework cost] (step_cost.cpp): a real training step of a small GPT-2 (2 blocks,
+// Note [Framework cost] (stage_work.cpp): a real training step of a small GPT-2 (2 blocks,
 // d 384, 4 x 256 tokens), less its kernels' time (op profiling), per element of the buffers its
 // blocks make. Rank 0 alone runs it, with its threads, while the others wait: ranks as threads
 // of one process would contend for the process's allocator and page tables, which ranks as

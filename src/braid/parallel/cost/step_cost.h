@@ -24,7 +24,10 @@
 // bubble]); zb_v (Note [ZB-V]) idles the larger of half a forward of each stage before the last
 // (its start) and, with few micro-batches, the chain of one micro-batch through the V
 // (m (F + B) of the slowest stage + (p - 1/2) stages' F + B) past m max c; plus the
-// activations' point-to-point sends (2 m per stage boundary, exposed).
+// activations' point-to-point sends (2 m per stage boundary, exposed). On a CPU node with more
+// ranks than cores the schedule is simulated pass by pass, the cores shared among the ranks that
+// work (Note [Oversubscribed bubble], stage_work.cpp), and the data-parallel collectives are
+// exposed whole (Note [CPU network overlap], step_cost.cpp).
 // Communication (t = the profile's fit for the op, group size and bytes; the data-parallel
 // group of dp ranks, gradients f32):
 //   ddp     all-reduce of the stage's gradients once a step, in buckets behind the last
