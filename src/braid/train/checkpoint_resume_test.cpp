@@ -45,6 +45,15 @@ std::vector<ResumeCase> resume_cases() {
                        c.parallel.strategy = strategy;
                        c.training.precision = "bf16";
                      }});
+  // Offloaded parameters in bf16: the compute copy kept in memory comes back from the loaded
+  // masters (Note [Offloaded compute copy]).
+  cases.push_back({"zero3_offload_bf16", 2, [](config::TrainConfig& c) {
+                     c.parallel.strategy = "zero3";
+                     c.training.precision = "bf16";
+                     c.parallel.offload_optimizer = "nvme";
+                     c.parallel.offload_params = "nvme";
+                     c.parallel.offload_dir = private_offload_dir();
+                   }});
   cases.push_back({"ddp_fp16_dynamic_scale", 2, [](config::TrainConfig& c) {
                      c.training.precision = "fp16";
                      c.fp16.initial_scale_power = 8;

@@ -24,6 +24,7 @@ struct Case {
   int sharding_factor = 0;
   std::string sync_each_batch = "auto";
   bool offload = false;  // optimizer state and parameters to files
+  std::string precision = "fp32";
 };
 
 config::TrainConfig config_of(const Case& k) {
@@ -39,6 +40,7 @@ config::TrainConfig config_of(const Case& k) {
     c.parallel.offload_dir = private_offload_dir();
   }
   c.training.max_steps = 2;
+  c.training.precision = k.precision;
   return c;
 }
 
@@ -66,6 +68,7 @@ TEST(StrategyMemory, TrackerPeaksMatchTheEstimator) {
       {"fsdp", "HYBRID_SHARD_ZERO2", 4, 2},
       {"zero3", "", 4},
       {"zero3", "", 2, 0, "auto", true},
+      {"zero3", "", 2, 0, "auto", true, "bf16"},  // Note [Offloaded compute copy]
   };
   for (const Case& k : cases) {
     const config::TrainConfig c = config_of(k);
@@ -73,7 +76,7 @@ TEST(StrategyMemory, TrackerPeaksMatchTheEstimator) {
     const parallel::MemoryEstimate e = parallel::estimate_memory(thread_rank_inputs(c, k.ranks));
     const std::string name = k.strategy + " " + k.how + " x" + std::to_string(k.ranks) +
                              " sync_each_batch " + k.sync_each_batch +
-                             (k.offload ? " offload" : "");
+                             (k.offload ? " offload" : "") + " " + k.precision;
     print_comparison(name, p, e);
     expect_within_10_percent(name, p, e);
   }

@@ -156,8 +156,14 @@ TEST(CostModel, PartsFollowTheLayout) {
   EXPECT_NEAR(tp.gemm, ddp.gemm, ddp.gemm * 0.1);
   // bf16 runs the products at the bf16 rate.
   EXPECT_NEAR(predict("ddp mb4x1 bf16").gemm, ddp.gemm / 2, ddp.gemm * 1e-9);
-  // Offload costs the disk's time for its state.
+  // Offload costs the disk's time for its state; ZeRO-3's f32 parameters are read again for each
+  // micro-batch's gathers, a narrower compute dtype gathers from its copy in memory (Note
+  // [Offloaded compute copy]): the state alone, as zero2's.
   EXPECT_GT(predict("zero1 mb4x1 offload").offload, 0);
+  EXPECT_GT(predict("zero3 mb1x8 offload").offload,
+            predict("zero3 mb1x8 bf16 offload").offload * 1.5);
+  EXPECT_NEAR(predict("zero3 mb2x2 bf16 offload").offload,
+              predict("zero2 mb2x2 bf16 offload").offload, 1e-12);
 }
 
 // Note [CPU network overlap]: across hosts a CPU node's data-parallel collectives are exposed

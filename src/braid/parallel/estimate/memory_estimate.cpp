@@ -261,6 +261,10 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
   if (offload_params) {
     params = a * (u.E + u.H + u.B) + 4 * u.B / N;
     grads = in_flight_grads + 4 * u.E / N;  // the reduced piece being written
+    if (a != 4) {  // Note [Offloaded compute copy]: the shard in the compute dtype, no cast
+      params += a * u.P / N;
+      comm -= a * u.B / S;
+    }
   }
   if (offload_opt) optimizer = 3 * opt_bytes * u.B / N;
   if (host_step) {

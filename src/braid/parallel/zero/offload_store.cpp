@@ -153,10 +153,19 @@ void OffloadedStateStore::release(size_t i) {
     if (it->page != page || --it->remaining > 0) continue;
     Loaded l = std::move(*it);
     loaded_.erase(it);
+    refresh_compute_copy(l.page, l.params);
     if (page_done_) page_done_(l.page);
     write_back(l);
     return;
   }
+}
+
+// Note [Offloaded compute copy]: the page's master weights were just updated (or loaded).
+void OffloadedStateStore::refresh_compute_copy(int page, const Tensor& params) {
+  const OffloadPage& p = pages_[static_cast<size_t>(page)];
+  if (!p.compute_copy.defined() || !params.defined()) return;
+  Tensor copy = p.compute_copy;  // a handle on the unit's buffer
+  kernels::cast(copy, params.flat_range(0, p.piece));
 }
 
 void OffloadedStateStore::write_back(Loaded& l) {
@@ -224,6 +233,7 @@ void OffloadedStateStore::visit(const std::function<void(size_t, optim::SliceSlo
       fn(i, slot);
     }
     if (!write) continue;
+    refresh_compute_copy(static_cast<int>(p), params);
     if (device_state.defined()) state.copy_(device_state);
     if (state.defined()) file_->write(state_region_[p], state)->wait();
     if (params.defined()) file_->write(page.param_region, params)->wait();

@@ -193,6 +193,11 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
           Tensor stage = io_buffer(piece, DType::f32, MemCategory::parameters);
           stage.copy_(full.flat_range(g.shard_pos * piece, piece));
           rt.offload()->write(u.param_region, stage)->wait();
+          if (mixed) {  // Note [Offloaded compute copy]; on the host as the pages
+            u.compute_shard = Tensor::empty(Shape{piece}, compute, MemCategory::parameters,
+                                            MemoryScope::current_tracker(), Device::cpu());
+            kernels::cast(u.compute_shard, stage.flat_range(0, piece));
+          }
         } else {
           // Note [Shard geometry]: pieces r' S + s for r' < R, one after the other.
           u.shard = Tensor::empty(Shape{piece * g.r}, DType::f32, MemCategory::parameters);
@@ -296,6 +301,7 @@ std::unique_ptr<optim::StateStore> ShardedDataParallel::optimizer_state_store() 
     page.param_region = u.param_region;
     page.grad_region = u.grad_region;
     page.master = rt.master_piece(u);
+    page.compute_copy = u.compute_shard;
     pages.push_back(page);
   }
   std::vector<SlicePlace> places;

@@ -204,10 +204,13 @@ void ZeroRuntime::start_gather(ZeroUnit& u) {
   wait_update(u);  // the replicas' after-step exchange writes the shard being sent
   const int64_t piece = u.geo.piece, block = piece * groups_.s;
   // offloaded: one replica, so the shard is one piece, read into a host buffer (Note [Offload on
-  // a device]: copied to the device the unit is gathered on)
-  Tensor source = u.param_region >= 0 ? read_shard(u) : u.shard;
+  // a device]: copied to the device the unit is gathered on), or its compute copy in memory
+  // (Note [Offloaded compute copy])
+  Tensor source = u.compute_shard.defined() ? u.compute_shard
+                  : u.param_region >= 0     ? read_shard(u)
+                                            : u.shard;
   if (const Device device = current_device(); source.device() != device) source = source.to(device);
-  if (compute_ != DType::f32) {  // Note [Mixed-precision units]
+  if (source.dtype() != compute_) {  // Note [Mixed-precision units]
     u.gather_src = Tensor::empty(Shape{source.numel()}, compute_, MemCategory::communication);
     kernels::cast(u.gather_src, source);
     source = u.gather_src;
@@ -255,7 +258,7 @@ void ZeroRuntime::prefetch(int i) {
   if (gathered_in_flight() >= opt_.limit_all_gathers) return;
   // An offloaded shard is read ahead; its all-gather waits for the unit's turn (it must be
   // issued in the same order on every rank, and I/O may finish in any order).
-  if (u.param_region >= 0)
+  if (u.param_region >= 0 && !u.compute_shard.defined())
     start_read(u);
   else
     start_gather(u);

@@ -55,6 +55,8 @@ struct ZeroUnit {
   int grad_region = -1;   // offloaded: the reduced gradient piece's region (else grad_piece)
   float grad_max = 0;     // offloaded: max |g| of the piece as last written (for the norm)
   Tensor shard_stage;     // offloaded: the shard read back for its all-gather
+  Tensor compute_shard;   // offloaded, compute dtype not f32: the shard cast to it, in memory
+                          // (Note [Offloaded compute copy], offload_store.h)
   std::shared_ptr<IoTicket> shard_read;
 
   enum class Params { resident, reading, gathering, gathered };
