@@ -15,11 +15,13 @@
 // parameter of the shard, a quarter of what the file holds for it), and forward and backward
 // gather from that copy instead of reading the f32 shard back from the file twice a micro-batch.
 // The copy is refreshed from the master weights wherever they are written (the step's pages,
-// a checkpoint's load), before the unit counts as updated. A step's traffic is then the state
-// once in and once out (masters, two moments, gradients: 16 bytes a parameter each way) where it
-// was 6x the shard in (measured on bench-small, zero3 with both offloads: 179.4 MiB read a step,
-// 6.77x the 26.5 MiB shard). In fp32 the masters are what forward computes with, so they are
-// still read from the file for each gather. The copy is a host buffer, as the pages are (Note
+// a checkpoint's load), before the unit counts as updated. With the gradient norm taken from the
+// pieces as they are written (Note [Offloaded norm], zero_runtime.cpp), a step's traffic is the
+// state once in and once out (masters, two moments, gradients: 16 bytes a parameter each way).
+// Measured on bench-small, zero3 with both offloads, 2 ranks (26.5 MiB shard): bf16 106.0 MiB
+// read and 106.0 written a step, 4.0x the shard each way; it was 179.4 MiB read (6.77x). In fp32
+// the masters are what forward computes with, so they are still read from the file for each
+// gather (152.8 MiB, 5.77x). The copy is a host buffer, as the pages are (Note
 // [Offload on a device]: a gather on a device copies it there).
 //
 // Note [Offload on a device]: the file's pages are host buffers; the step runs where the page's

@@ -364,7 +364,9 @@ double ShardedDataParallel::clip_grad_norm(double max_norm, double loss_scale,
 }
 
 // Note [Offloaded gradients] (zero_runtime.cpp): the max comes from the pieces' notes, the sum
-// reads every piece back once (one read ahead), and clipping is left to the optimizer's reads.
+// from the sums noted as they were written or, where those do not cover the global max's shift,
+// by reading the piece back (one read ahead; Note [Offloaded norm]), and clipping is left to the
+// optimizer's reads.
 // With model parallelism the sum counts each parameter once (Note [Model-parallel norm]); a
 // replicated parameter's copies are equal, so the max needs no such care.
 double ShardedDataParallel::offloaded_norm(double max_norm, double loss_scale,
@@ -379,17 +381,28 @@ double ShardedDataParallel::offloaded_norm(double max_norm, double loss_scale,
   }
   auto local_sum = [&](int shift) {
     __int128 sum = 0;
-    std::vector<Tensor> buffers(units.size());
-    std::vector<std::shared_ptr<IoTicket>> reads(units.size());
+    // Note [Offloaded norm]: from the sums taken as the pieces were written where they cover
+    // the shift; the rest (and every piece under model parallelism) read back.
+    std::vector<ZeroUnit*> units_read;
+    for (ZeroUnit* u : units) {
+      const std::optional<__int128> known =
+          counted ? std::nullopt : ZeroRuntime::offloaded_norm_sum(*u, shift);
+      if (known)
+        sum += *known;
+      else
+        units_read.push_back(u);
+    }
+    std::vector<Tensor> buffers(units_read.size());
+    std::vector<std::shared_ptr<IoTicket>> reads(units_read.size());
     auto start = [&](size_t k) {
-      buffers[k] = io_buffer(units[k]->geo.piece, DType::f32, MemCategory::gradients);
-      reads[k] = rt.offload()->read(units[k]->grad_region, buffers[k]);
+      buffers[k] = io_buffer(units_read[k]->geo.piece, DType::f32, MemCategory::gradients);
+      reads[k] = rt.offload()->read(units_read[k]->grad_region, buffers[k]);
     };
-    for (size_t k = 0; k < units.size(); ++k) {
+    for (size_t k = 0; k < units_read.size(); ++k) {
       if (k == 0) start(0);
-      if (k + 1 < units.size()) start(k + 1);
+      if (k + 1 < units_read.size()) start(k + 1);
       reads[k]->wait();
-      const ZeroUnit& u = *units[k];
+      const ZeroUnit& u = *units_read[k];
       if (counted) {
         const Tensor piece = buffers[k].flat_range(0, u.geo.piece);
         const int64_t begin = u.geo.piece_begin(rt.groups().grad->rank());

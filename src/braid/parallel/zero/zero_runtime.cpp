@@ -1,12 +1,14 @@
 #include "braid/parallel/zero/zero_runtime.h"
 
 #include <chrono>
+#include <cmath>
 #include <string>
 
 #include "braid/autograd/variable.h"
 #include "braid/core/device_backend.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
+#include "braid/optim/clip_grad.h"
 
 namespace braid::parallel {
 
@@ -447,8 +449,29 @@ void ZeroRuntime::fold_offloaded(ZeroUnit& u, const Tensor& chunk) {
     kernels::axpy(stage, host, 1.0f);  // micro-steps summed in order
   }
   u.grad_max = kernels::max_abs(stage);
+  // Note [Offloaded norm]
+  if (u.grad_max > 0 && std::isfinite(u.grad_max)) {
+    u.norm_shift = optim::exact_norm_shift(u.grad_max);
+    for (int k = 0; k < ZeroUnit::kNormSums; ++k)
+      u.norm_sums[k] = kernels::sum_squares_fixed(stage, u.norm_shift - 2 * k);
+  }
   grad_write_ = offload_->write(u.grad_region, stage);
   grad_stage_ = stage;
+}
+
+// Note [Offloaded norm]: the exact norm (Note [Exact norm]) sums floor(g^2 2^shift) with the
+// shift of the global max |g|, known only once every piece is reduced; an offloaded piece is in
+// memory only while it is written. So as each piece is written its sums are taken at the shifts
+// of a global max from its own max up to 8 times it (shift, shift - 2, ...: one per power of
+// two); the norm uses the one that matches and reads back only the pieces whose max is more
+// than 8 times below the global one, where the gradients of a step were read back whole
+// before. The same integers, so the same norm bit for bit.
+std::optional<__int128> ZeroRuntime::offloaded_norm_sum(const ZeroUnit& u, int shift) {
+  if (u.grad_max == 0) return __int128{0};
+  if (!(u.grad_max > 0) || !std::isfinite(u.grad_max)) return std::nullopt;
+  const int k = (u.norm_shift - shift) / 2;
+  if ((u.norm_shift - shift) % 2 != 0 || k < 0 || k >= ZeroUnit::kNormSums) return std::nullopt;
+  return u.norm_sums[k];
 }
 
 void ZeroRuntime::fold(ZeroUnit& u) {

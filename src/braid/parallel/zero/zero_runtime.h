@@ -21,6 +21,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "braid/comm/work.h"
@@ -54,9 +55,14 @@ struct ZeroUnit {
   int param_region = -1;  // offloaded: the shard's region of the offload file (else in `shard`)
   int grad_region = -1;   // offloaded: the reduced gradient piece's region (else grad_piece)
   float grad_max = 0;     // offloaded: max |g| of the piece as last written (for the norm)
-  Tensor shard_stage;     // offloaded: the shard read back for its all-gather
-  Tensor compute_shard;   // offloaded, compute dtype not f32: the shard cast to it, in memory
-                          // (Note [Offloaded compute copy], offload_store.h)
+  // offloaded: the piece's exact sums of squares at the norm's shift for a global max of up to
+  // 2^(kNormSums - 1) times its own, from norm_shift down (Note [Offloaded norm])
+  static constexpr int kNormSums = 4;
+  int norm_shift = 0;
+  __int128 norm_sums[kNormSums] = {};
+  Tensor shard_stage;    // offloaded: the shard read back for its all-gather
+  Tensor compute_shard;  // offloaded, compute dtype not f32: the shard cast to it, in memory
+                         // (Note [Offloaded compute copy], offload_store.h)
   std::shared_ptr<IoTicket> shard_read;
 
   enum class Params { resident, reading, gathering, gathered };
@@ -109,6 +115,9 @@ class ZeroRuntime {
   // its own or u.full; collective. Follow with reshard(u).
   Tensor gather_for_read(ZeroUnit& u);
   void reshard(ZeroUnit& u);
+  // An offloaded piece's exact sum of squares at `shift` from the sums taken as it was written,
+  // or nullopt when they do not cover that shift: read it back (Note [Offloaded norm]).
+  static std::optional<__int128> offloaded_norm_sum(const ZeroUnit& u, int shift);
 
  private:
   // owner: the module owns parameters of unit u (a borrower, e.g. a tied LM head, prefetches
