@@ -449,8 +449,11 @@ void ZeroRuntime::fold_offloaded(ZeroUnit& u, const Tensor& chunk) {
     kernels::axpy(stage, host, 1.0f);  // micro-steps summed in order
   }
   u.grad_max = kernels::max_abs(stage);
-  // Note [Offloaded norm]
-  if (u.grad_max > 0 && std::isfinite(u.grad_max)) {
+  // Note [Offloaded norm]: taken in the last micro-step only, whose folds leave the piece final
+  // (an earlier micro-step's piece is summed into again).
+  u.norm_sums_valid =
+      micro_step_ + 1 == accumulation_steps_ && u.grad_max > 0 && std::isfinite(u.grad_max);
+  if (u.norm_sums_valid) {
     u.norm_shift = optim::exact_norm_shift(u.grad_max);
     for (int k = 0; k < ZeroUnit::kNormSums; ++k)
       u.norm_sums[k] = kernels::sum_squares_fixed(stage, u.norm_shift - 2 * k);
@@ -468,7 +471,7 @@ void ZeroRuntime::fold_offloaded(ZeroUnit& u, const Tensor& chunk) {
 // before. The same integers, so the same norm bit for bit.
 std::optional<__int128> ZeroRuntime::offloaded_norm_sum(const ZeroUnit& u, int shift) {
   if (u.grad_max == 0) return __int128{0};
-  if (!(u.grad_max > 0) || !std::isfinite(u.grad_max)) return std::nullopt;
+  if (!u.norm_sums_valid) return std::nullopt;
   const int k = (u.norm_shift - shift) / 2;
   if ((u.norm_shift - shift) % 2 != 0 || k < 0 || k >= ZeroUnit::kNormSums) return std::nullopt;
   return u.norm_sums[k];

@@ -58,6 +58,7 @@ struct ZeroUnit {
   // offloaded: the piece's exact sums of squares at the norm's shift for a global max of up to
   // 2^(kNormSums - 1) times its own, from norm_shift down (Note [Offloaded norm])
   static constexpr int kNormSums = 4;
+  bool norm_sums_valid = false;  // taken from the piece as last written
   int norm_shift = 0;
   __int128 norm_sums[kNormSums] = {};
   Tensor shard_stage;    // offloaded: the shard read back for its all-gather
