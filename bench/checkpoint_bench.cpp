@@ -16,8 +16,9 @@
 //          prunes the previous step): the disk's sequential write speed;
 //   load   a Trainer that resumes from the checkpoint (read the weights each rank keeps and its
 //          optimizer state, checking each block's CRC-32C as it is read), cold page cache;
-//   read   every rank reads its raw file back, 64 MiB read(2)s, cold page cache.
-// GB/s = checkpoint bytes (all ranks) / wall time between barriers; best round and median.
+//   read   every rank reads its own checkpoint file, 64 MiB read(2)s, cold page cache.
+// GB/s = checkpoint bytes (all ranks) / wall time between barriers; best round and median. CPU
+// busy: the share of the machine's CPU time spent working during the best round (/proc/stat).
 // Each rank's bytes read by the load (the last round's) are printed below the table.
 // Part 2, on --train-preset: --train-steps steps saving every --interval steps with no
 // checkpoints, blocking saves and checkpoint.async; the run's wall time and the time training
@@ -159,14 +160,51 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Seconds fn takes on the slowest rank: barriers before and after.
+// The machine's CPU time so far (/proc/stat, in ticks): busy (user, nice, system, irq,
+// softirq, steal) and all (busy, idle and iowait). The bench's ranks share one machine, so
+// the busy share of an interval is how much of its cores they (and the kernel on their behalf)
+// kept working: a raw read on this project's VM keeps about 90% of both cores busy in the
+// kernel, so a load whose own work needs the cores too cannot hide it under the reads.
+struct CpuTicks {
+  long long busy = 0, all = 0;
+};
+CpuTicks cpu_ticks() {
+  CpuTicks t;
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  if (!f) return t;
+  long long v[8] = {};
+  if (std::fscanf(f, "cpu %lld %lld %lld %lld %lld %lld %lld %lld", v, v + 1, v + 2, v + 3, v + 4,
+                  v + 5, v + 6, v + 7) == 8) {
+    t.busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    t.all = t.busy + v[3] + v[4];
+  }
+  std::fclose(f);
+  return t;
+}
+
+struct Timing {
+  double s = 0;     // on the slowest rank
+  double busy = 0;  // share of the machine's CPU time busy meanwhile
+};
+
+std::vector<double> seconds(const std::vector<Timing>& t) {
+  std::vector<double> s;
+  for (const Timing& x : t) s.push_back(x.s);
+  return s;
+}
+
+// fn timed between barriers before and after.
 template <class Fn>
-double timed(comm::ProcessGroup* world, Fn&& fn) {
+Timing timed(comm::ProcessGroup* world, Fn&& fn) {
   if (world) world->barrier()->wait();
   const auto t0 = Clock::now();
+  const CpuTicks c0 = cpu_ticks();
   fn();
   if (world) world->barrier()->wait();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+  const CpuTicks c1 = cpu_ticks();
+  const long long all = c1.all - c0.all;
+  return {std::chrono::duration<double>(Clock::now() - t0).count(),
+          all > 0 ? static_cast<double>(c1.busy - c0.busy) / static_cast<double>(all) : 0.0};
 }
 
 // Note [Fresh machine]: a virtual machine's host backs guest memory on its first touch, which
@@ -194,7 +232,7 @@ void throughput(const Options& o, const std::shared_ptr<comm::ProcessGroup>& wor
   warm_memory(o.warm_gib);
   if (world) world->barrier()->wait();
   std::vector<char> block(kBlock, 1);
-  std::vector<double> save, write, load, read;
+  std::vector<Timing> save, write, load, read;
   int64_t bytes = 0, mine = 0, loaded = 0;
   std::string layout;
   for (int round = 1; round <= o.rounds; ++round) {
@@ -232,17 +270,27 @@ void throughput(const Options& o, const std::shared_ptr<comm::ProcessGroup>& wor
         do_save();
       }
     }
-    if (rank == 0) drop_cache(o.dir);
-    if (world) world->barrier()->wait();
+    // Each timed read starts from a cold page cache.
+    auto cold = [&] {
+      if (rank == 0) drop_cache(o.dir);
+      if (world) world->barrier()->wait();
+    };
     c.training.resume = step.string();
     c.training.max_steps = round;  // the checkpoint's step: nothing left to train
     auto do_load = [&] {
+      cold();
       load.push_back(timed(world.get(), [&] {
         train::Trainer t(c, world, quiet());
         loaded = t.checkpoint_bytes_read();
       }));
     };
-    auto do_read = [&] { read.push_back(timed(world.get(), [&] { raw_read(raw_file, block); })); };
+    // The raw read reads the rank's own checkpoint file: the same bytes in the same disk blocks
+    // (a file written apart from them may lie elsewhere in the host's cache).
+    auto do_read = [&] {
+      cold();
+      read.push_back(
+          timed(world.get(), [&] { raw_read(step / checkpoint::rank_file_name(rank), block); }));
+    };
     if (braid_first) {
       do_load();
       do_read();
@@ -258,15 +306,16 @@ void throughput(const Options& o, const std::shared_ptr<comm::ProcessGroup>& wor
   std::printf("checkpoint of %s, %s on %d rank(s): %.3f GB (params + AdamW state, f32)\n",
               o.preset.c_str(), layout.c_str(), ranks, gb);
   std::printf(
-      "| | best s | GB/s (best) | GB/s (median of %d) | every round, s |\n"
-      "|---|---|---|---|---|\n",
+      "| | best s | GB/s (best) | GB/s (median of %d) | CPU busy (best) | every round, s |\n"
+      "|---|---|---|---|---|---|\n",
       o.rounds);
-  auto row = [&](const char* name, const std::vector<double>& s) {
-    const double best = *std::min_element(s.begin(), s.end());
+  auto row = [&](const char* name, const std::vector<Timing>& t) {
+    const Timing best = *std::min_element(
+        t.begin(), t.end(), [](const Timing& a, const Timing& b) { return a.s < b.s; });
     std::string all;
-    for (double x : s) all += (all.empty() ? "" : " ") + std::to_string(x).substr(0, 5);
-    std::printf("| %s | %.3f | %.2f | %.2f | %s |\n", name, best, gb / best, gb / median(s),
-                all.c_str());
+    for (const Timing& x : t) all += (all.empty() ? "" : " ") + std::to_string(x.s).substr(0, 5);
+    std::printf("| %s | %.3f | %.2f | %.2f | %.0f%% | %s |\n", name, best.s, gb / best.s,
+                gb / median(seconds(t)), 100 * best.busy, all.c_str());
   };
   row("braid save (CRC-32C, fsync, manifest, rename)", save);
   row("raw sequential write + fsync, same bytes", write);
@@ -303,9 +352,9 @@ void hiding(const Options& o, const std::shared_ptr<comm::ProcessGroup>& world) 
     c.checkpoint.async = m.async;
     train::TrainResult r;
     const double s = timed(world.get(), [&] {
-      train::Trainer t(c, world, quiet());
-      r = t.run();
-    });
+                       train::Trainer t(c, world, quiet());
+                       r = t.run();
+                     }).s;
     if (rank == 0)
       std::printf("| %s | %.2f | %.3f | %.1f |\n", m.name, s, r.checkpoint_s, r.step_ms);
   }

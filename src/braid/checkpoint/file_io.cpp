@@ -175,10 +175,6 @@ void FileSource::read_into(int64_t offset, std::vector<iovec> parts) const {
   }
 }
 
-void FileSource::prefetch(int64_t offset, int64_t n) const {
-  if (n > 0) (void)::posix_fadvise(fd_, offset, n, POSIX_FADV_WILLNEED);
-}
-
 uint32_t FileSource::crc32c() const {
   constexpr size_t kBlock = size_t{8} << 20;
   std::vector<char> buf(kBlock);

@@ -58,9 +58,6 @@ class FileSource {
   void read(int64_t offset, void* data, size_t n) const;  // exactly n bytes, or throws
   // Bytes from offset on into the buffers in turn (preadv): exactly their sizes, or throws.
   void read_into(int64_t offset, std::vector<iovec> parts) const;
-  // Asks the kernel to start reading bytes [offset, offset + n) into the page cache, and returns
-  // (posix_fadvise WILLNEED; a hint: failures are ignored).
-  void prefetch(int64_t offset, int64_t n) const;
   // CRC-32C of the whole file, read in large blocks.
   uint32_t crc32c() const;
   const std::filesystem::path& path() const { return path_; }

@@ -11,7 +11,6 @@ namespace {
 // Unchecked blocks read by one preadv at most, so their checksums are taken over bytes that are
 // still in the cache.
 constexpr int64_t kRunBlocks = 8;
-constexpr int64_t kReadAhead = int64_t{64} << 20;
 }  // namespace
 
 VerifiedFile::VerifiedFile(std::unique_ptr<FileSource> src, int64_t block_bytes,
@@ -72,11 +71,6 @@ void VerifiedFile::read(int64_t offset, void* data, size_t n) {
 
 void VerifiedFile::read_unchecked(int64_t k0, int64_t k1, int64_t a, int64_t b, char* to) {
   const int64_t s = k0 * block_bytes_, e = block_end(k1 - 1);
-  const int64_t from = std::max(prefetched_, e), ahead = std::min(data_bytes_, e + kReadAhead);
-  if (ahead > from + kReadAhead / 4) {  // in steps of a quarter, not a call per read
-    src_->prefetch(from, ahead - from);
-    prefetched_ = ahead;
-  }
   if (scratch_.empty()) scratch_.resize(static_cast<size_t>(2 * block_bytes_));
   // The run in file order: its head before `a` (inside block k0), the wanted bytes, its tail
   // after `b` (inside block k1 - 1).

@@ -7,12 +7,14 @@
 // read with the blocks that cover it, whole: one preadv per run of blocks not yet checked, the
 // wanted bytes straight into the destination and only the uncovered head and tail of the end
 // blocks into a scratch buffer, then each block's CRC-32C taken over its parts. A block checked
-// once is remembered: later ranges in it are read alone. Each such read also asks the kernel to
-// read the next 64 MiB of the file ahead (posix_fadvise WILLNEED), so the disk keeps streaming
-// while the rank checks, copies and builds (ranks read their files mostly front to back, and
-// under ZeRO-1/2 what one rank passes over another reads). So every byte a rank loads is checked
-// and read from disk once, and nothing is read for the checksum alone (before version 4 a load
-// read every file whole for its CRC-32C first, then again to load). A bad block either throws
+// once is remembered: later ranges in it are read alone. Ranks read their files mostly front to
+// back, which the kernel's own read-ahead follows; asking for 64 MiB ahead besides
+// (posix_fadvise WILLNEED, as this did until 2026-11-27) made loads 10-20% slower on the
+// project's VM (the hint reads in small pieces), and a thread reading the file ahead of the
+// load, even all of it from the start, made them no faster (docs/benchmarks.md "Training
+// checkpoints": the reads slow down beside the load's own work). So every byte a rank loads is
+// checked and read from disk once, and nothing is read for the checksum alone (before version 4 a
+// load read every file whole for its CRC-32C first, then again to load). A bad block either throws
 // at once, or (defer(), what a resume does) is remembered while the reads go on, so that every
 // rank can learn of it at one collective after the load (CheckpointReader::check_reads) and
 // fall back to the previous checkpoint together; what was loaded is then thrown away.
@@ -60,7 +62,6 @@ class VerifiedFile {
   mutable std::mutex mu_;
   std::vector<bool> checked_;
   std::vector<char> scratch_;  // the end blocks' bytes that were not wanted
-  int64_t prefetched_ = 0;     // asked to be read ahead up to here
   std::string error_;
 };
 
