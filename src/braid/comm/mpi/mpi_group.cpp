@@ -31,7 +31,8 @@ std::string transport_choice() {
   return s;
 }
 
-// BRAID_COMM_HIERARCHY=0 keeps a group that spans hosts on the flat algorithms.
+// BRAID_COMM_HIERARCHY=0 keeps a group that spans hosts on the flat algorithms (no hierarchical
+// all_reduce, no two-level small collectives).
 bool hierarchy_enabled() {
   const char* h = std::getenv("BRAID_COMM_HIERARCHY");
   std::string s = h ? h : "1";
@@ -92,11 +93,12 @@ MpiGroup::MpiGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm comm, ProcessGr
     charge_memory(window / size() + (rank() < window % size() ? 1 : 0));
   } else {
     if (!all_on_node) layout_ = host_layout(node);
+    const bool hierarchy = hierarchy_enabled();
     p2p_ = std::make_unique<P2pEngine>(
         comm_, rank(), size(), this->options().debug, [this] { poll_p2p(); },
         [this](int64_t bytes) { charge_memory(bytes); },  // released by ~ProcessGroup
-        layout_);
-    if (layout_.hierarchical() && hierarchy_enabled()) {
+        layout_, hierarchy);
+    if (layout_.hierarchical() && hierarchy) {
       MPI_Comm host_comm = MPI_COMM_NULL, leader_comm = MPI_COMM_NULL;
       mpi_check(MPI_Comm_dup(node, &host_comm), "MPI_Comm_dup");
       mpi_check(MPI_Comm_dup(comm_, &leader_comm), "MPI_Comm_dup");
@@ -156,21 +158,25 @@ MpiGroup::~MpiGroup() {
 
 void MpiGroup::run_collective(const CollectiveOp& op, Clock::time_point deadline) {
   if (shm_) return shm_->run(op, deadline);
-  if (hier_ && HierEngine::handles(op)) return hier_->run(op, deadline);
+  // Note [Inline collectives across hosts] (p2p_engine.h): a small all_reduce runs flat on
+  // every path, so that each rank picks the same algorithm whichever thread runs it.
+  if (hier_ && HierEngine::handles(op) && !P2pEngine::small(op)) return hier_->run(op, deadline);
   p2p_->run(op, deadline);
 }
 
-// Note [Inline collectives]: on shared memory only; the p2p engine's waits are MPI requests.
+// Note [Inline collectives]: on shared memory, and small ops across hosts.
 bool MpiGroup::can_run_inline(const CollectiveOp& op) const {
-  return shm_ && shm_->can_start(op);
+  return shm_ ? shm_->can_start(op) : p2p_->can_start(op);
 }
 
 bool MpiGroup::start_inline(const CollectiveOp& op, Clock::time_point deadline) {
-  return shm_->start(op, deadline, ShmEngine::kInlinePatience);
+  if (shm_) return shm_->start(op, deadline, ShmEngine::kInlinePatience);
+  return p2p_->start(op, deadline, P2pEngine::kInlinePatience);
 }
 
 void MpiGroup::finish_inline(const CollectiveOp& op) {
-  shm_->finish(op);
+  if (shm_) return shm_->finish(op);
+  p2p_->finish(op);
 }
 
 void MpiGroup::on_fatal(const std::string& message) {

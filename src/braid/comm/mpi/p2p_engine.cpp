@@ -18,19 +18,25 @@ namespace {
 
 constexpr int64_t kMaxMessage = int64_t{1} << 30;  // MPI counts are int: send in <= 1 GiB pieces
 
-enum Phase { kFingerprint = 0, kData = 1, kData2 = 2 };
-
 }  // namespace
 
 P2pEngine::P2pEngine(MPI_Comm comm, int rank, int size, bool debug, std::function<void()> progress,
-                     std::function<void(int64_t)> charge, HostLayout layout)
+                     std::function<void(int64_t)> charge, HostLayout layout, bool allow_two_level)
     : comm_(comm),
       rank_(rank),
       size_(size),
       debug_(debug),
       progress_(std::move(progress)),
       charge_(std::move(charge)),
-      layout_(std::move(layout)) {}
+      layout_(std::move(layout)) {
+  if (!allow_two_level || !layout_.hierarchical()) return;
+  const int k = size_ / layout_.hosts();
+  for (int r = 0; r < size_; ++r)
+    if (layout_.host_of[static_cast<size_t>(r)] != r / k) return;
+  per_host_ = k;
+  host_ = rank_ / k;
+  index_ = rank_ % k;
+}
 
 int P2pEngine::tag(const CollectiveOp& op, int phase) const {
   return static_cast<int>(op.seq % 8000) * 4 + phase;  // < 32767, the smallest MPI_TAG_UB
@@ -65,7 +71,7 @@ std::string P2pEngine::host_suffix(int r) const {
   return " on host " + layout_.names[static_cast<size_t>(layout_.host_of[static_cast<size_t>(r)])];
 }
 
-void P2pEngine::wait_all(const CollectiveOp& op) {
+bool P2pEngine::wait_until(const CollectiveOp& op, Clock::duration patience) {
   auto fail = [&](const std::string& why) {
     abandoned_.push_back(op);  // MPI may still touch its buffers
     reqs_.clear();
@@ -73,6 +79,7 @@ void P2pEngine::wait_all(const CollectiveOp& op) {
     throw CommError(op.describe() + why);
   };
   std::vector<int> indices(reqs_.size());
+  Clock::time_point moved = Clock::now();  // when a request last completed
   for (uint64_t it = 0; !reqs_.empty(); ++it) {
     // Testsome, not Testall: completed requests become MPI_REQUEST_NULL, so on a timeout the
     // ones left name the ranks that never arrived.
@@ -87,6 +94,7 @@ void P2pEngine::wait_all(const CollectiveOp& op) {
     }
     const bool done = outcount == MPI_UNDEFINED;
     if (done) break;
+    if (outcount > 0 && patience != Clock::duration::max()) moved = Clock::now();
     if (progress_ && it % 8 == 0) progress_();
     auto now = Clock::now();
     if (now > deadline_) {
@@ -114,10 +122,16 @@ void P2pEngine::wait_all(const CollectiveOp& op) {
       }
       fail(os.str());
     }
+    if (now - moved > patience) return false;
     poll_backoff(it);  // Note [Poll backoff]
   }
   reqs_.clear();
   req_peer_.clear();
+  return true;
+}
+
+void P2pEngine::wait_all(const CollectiveOp& op) {
+  wait_until(op, Clock::duration::max());
 }
 
 void P2pEngine::check_fingerprints(const CollectiveOp& op) {
@@ -138,10 +152,9 @@ void P2pEngine::check_fingerprints(const CollectiveOp& op) {
                                    fps[0].str(), " but ", os.str()));
 }
 
-void P2pEngine::reduce_scatter_into(const CollectiveOp& op, const char* in, char* out, int64_t n) {
-  const DType dt = op.in.dtype();
-  const size_t es = dtype_size(dt);
-  const Chunk mine = chunk_of(n, size_, rank_);
+void P2pEngine::post_reduce_scatter(const CollectiveOp& op, const char* in, int64_t n, int parts) {
+  const size_t es = dtype_size(op.in.dtype());
+  const Chunk mine = chunk_of(n, parts, parts == 1 ? 0 : rank_);
   const size_t need = static_cast<size_t>(size_) * mine.size * es;
   if (scratch_.size() < need) {
     if (charge_) charge_(static_cast<int64_t>(need - scratch_.size()));
@@ -149,19 +162,25 @@ void P2pEngine::reduce_scatter_into(const CollectiveOp& op, const char* in, char
   }
   for (int j = 0; j < size_; ++j) {
     if (j == rank_) continue;
-    Chunk cj = chunk_of(n, size_, j);
+    Chunk cj = chunk_of(n, parts, parts == 1 ? 0 : j);
     if (mine.size)
       post_recv(scratch_.data() + j * mine.size * es, mine.size * es, j, tag(op, kData));
     if (cj.size) post_send(in + cj.offset * es, cj.size * es, j, tag(op, kData));
   }
-  wait_all(op);
+}
+
+void P2pEngine::reduce_received(const CollectiveOp& op, const char* in, char* out, int64_t n,
+                                int parts) {
+  const DType dt = op.in.dtype();
+  const size_t es = dtype_size(dt);
+  const Chunk mine = chunk_of(n, parts, parts == 1 ? 0 : rank_);
   std::vector<const void*> srcs(size_);
   for (int j = 0; j < size_; ++j)
     srcs[j] = j == rank_ ? in + mine.offset * es : scratch_.data() + j * mine.size * es;
   reduce_ranks(srcs.data(), size_, out, nullptr, mine.size, dt, op.reduce);
 }
 
-void P2pEngine::all_gather_into(const CollectiveOp& op, const char* in, char* out, int64_t n,
+void P2pEngine::post_all_gather(const CollectiveOp& op, const char* in, char* out, int64_t n,
                                 int tg) {
   const size_t es = dtype_size(op.out.dtype());
   const Chunk mine = chunk_of(n, size_, rank_);
@@ -171,9 +190,83 @@ void P2pEngine::all_gather_into(const CollectiveOp& op, const char* in, char* ou
     if (cj.size) post_recv(out + cj.offset * es, cj.size * es, j, tg);
     if (mine.size) post_send(in, mine.size * es, j, tg);
   }
-  wait_all(op);
+}
+
+void P2pEngine::keep_own_chunk(const CollectiveOp& op, const char* in, char* out, int64_t n) {
+  const size_t es = dtype_size(op.out.dtype());
+  const Chunk mine = chunk_of(n, size_, rank_);
   if (mine.size && out + mine.offset * es != in)
     std::memcpy(out + mine.offset * es, in, mine.size * es);
+}
+
+// Phase k's buffers: all_reduce reduces into this rank's chunk of out in place (phase 0) and
+// gathers the chunks from there (phase 1).
+void P2pEngine::begin_phase(const CollectiveOp& op, int k) {
+  phase_ = k;
+  if (two_level(op)) return begin_host_phase(op, k);
+  if (one_round(op)) return post_reduce_scatter(op, bytes_of(op.out), op.out.numel(), 1);
+  if (op.type == OpType::all_reduce) {
+    char* data = bytes_of(op.out);
+    const int64_t n = op.out.numel();
+    const int64_t at =
+        chunk_of(n, size_, rank_).offset * static_cast<int64_t>(dtype_size(op.out.dtype()));
+    if (k == 0) return post_reduce_scatter(op, data, n, size_);
+    return post_all_gather(op, data + at, data, n, tag(op, kData2));
+  }
+  if (op.type == OpType::reduce_scatter)
+    return post_reduce_scatter(op, bytes_of(op.in), op.in.numel(), size_);
+  post_all_gather(op, bytes_of(op.in), bytes_of(op.out), op.out.numel(), tag(op, kData));
+}
+
+void P2pEngine::end_phase(const CollectiveOp& op, int k) {
+  if (two_level(op)) return end_host_phase(op, k);
+  if (one_round(op))
+    return reduce_received(op, bytes_of(op.out), bytes_of(op.out), op.out.numel(), 1);
+  if (op.type == OpType::all_reduce) {
+    char* data = bytes_of(op.out);
+    const int64_t n = op.out.numel();
+    const int64_t at =
+        chunk_of(n, size_, rank_).offset * static_cast<int64_t>(dtype_size(op.out.dtype()));
+    if (k == 0) return reduce_received(op, data, data + at, n, size_);
+    return keep_own_chunk(op, data + at, data, n);
+  }
+  if (op.type == OpType::reduce_scatter)
+    return reduce_received(op, bytes_of(op.in), bytes_of(op.out), op.in.numel(), size_);
+  keep_own_chunk(op, bytes_of(op.in), bytes_of(op.out), op.out.numel());
+}
+
+void P2pEngine::run_phases(const CollectiveOp& op, int from) {
+  for (int k = from; k < phases(op); ++k) {
+    begin_phase(op, k);
+    wait_all(op);
+    end_phase(op, k);
+  }
+}
+
+bool P2pEngine::small(const CollectiveOp& op) {
+  if (op.type != OpType::all_reduce && op.type != OpType::reduce_scatter &&
+      op.type != OpType::all_gather)
+    return false;
+  const Tensor& t = op.type == OpType::all_gather ? op.out : op.in;
+  return static_cast<int64_t>(t.nbytes()) <= kInlineMaxBytes;
+}
+
+bool P2pEngine::start(const CollectiveOp& op, Clock::time_point deadline,
+                      Clock::duration patience) {
+  started_ = Clock::now();
+  deadline_ = deadline;
+  for (int k = 0; k < phases(op); ++k) {
+    begin_phase(op, k);
+    if (!wait_until(op, patience)) return false;
+    end_phase(op, k);
+  }
+  return true;
+}
+
+void P2pEngine::finish(const CollectiveOp& op) {
+  wait_all(op);
+  end_phase(op, phase_);
+  run_phases(op, phase_ + 1);
 }
 
 void P2pEngine::run(const CollectiveOp& op, Clock::time_point deadline) {
@@ -184,19 +277,16 @@ void P2pEngine::run(const CollectiveOp& op, Clock::time_point deadline) {
   switch (op.type) {
     case OpType::barrier:
       return;
-    case OpType::all_reduce: {
-      char* data = bytes_of(op.out);
-      const int64_t n = op.out.numel();
-      Chunk mine = chunk_of(n, size_, rank_);
-      reduce_scatter_into(op, data, data + mine.offset * es, n);
-      all_gather_into(op, data + mine.offset * es, data, n, tag(op, kData2));
-      return;
-    }
+    case OpType::all_reduce:
     case OpType::reduce_scatter:
-      return reduce_scatter_into(op, bytes_of(op.in), bytes_of(op.out), op.in.numel());
     case OpType::all_gather:
-    case OpType::split:
-      return all_gather_into(op, bytes_of(op.in), bytes_of(op.out), op.out.numel(), tag(op, kData));
+      return run_phases(op, 0);
+    case OpType::split: {
+      const int64_t n = op.out.numel();
+      post_all_gather(op, bytes_of(op.in), bytes_of(op.out), n, tag(op, kData));
+      wait_all(op);
+      return keep_own_chunk(op, bytes_of(op.in), bytes_of(op.out), n);
+    }
     case OpType::broadcast: {
       const int64_t bytes = op.out.numel() * static_cast<int64_t>(es);
       if (bytes == 0) return;

@@ -4,9 +4,11 @@
 //
 // Algorithms (direct exchange, fine for the tens of ranks of a CPU job): reduce_scatter sends
 // chunk j to rank j, which reduces the w contributions in rank order with reduce_ranks (so the
-// bits equal the shm transport's); all_reduce is reduce_scatter then all_gather; broadcast is a
-// direct send from the root. Dead processes are reported by the launcher: mpirun and srun end
-// the job when a rank dies.
+// bits equal the shm transport's); all_reduce is reduce_scatter then all_gather (at most 32 KiB:
+// every buffer to every rank, one round); broadcast is a direct send from the root. Small ops
+// may run on the issuing thread, and across hosts of equal rank counts take two steps (Note
+// [Inline collectives across hosts], Note [Two-level small collectives]). Dead processes are
+// reported by the launcher: mpirun and srun end the job when a rank dies.
 #pragma once
 
 #include <mpi.h>
@@ -28,20 +30,78 @@ class P2pEngine {
   // comm is private to this engine. debug: exchange fingerprints before every collective.
   // charge(bytes) is told of every growth of the memory kept between collectives before it
   // happens (Note [Group memory], process_group.h); it may throw OutOfMemory.
-  // layout names the ranks' hosts in errors.
+  // layout names the ranks' hosts in errors; allow_two_level: small ops may use it (Note [Two-level
+  // small collectives]; BRAID_COMM_HIERARCHY=0 keeps them flat).
   P2pEngine(MPI_Comm comm, int rank, int size, bool debug, std::function<void()> progress,
-            std::function<void(int64_t)> charge, HostLayout layout);
+            std::function<void(int64_t)> charge, HostLayout layout, bool allow_two_level);
 
   void run(const CollectiveOp& op, Clock::time_point deadline);
 
+  // Note [Inline collectives across hosts]: a small all_reduce, reduce_scatter or all_gather (at
+  // most kInlineMaxBytes of its larger side) can start on the issuing thread. start() posts its
+  // first phase's messages and tests them for at most `patience`, then goes on to the next
+  // phase the same way: true when the op is done, false when its messages have not all arrived;
+  // finish() (the comm thread's next call into the engine) then completes it. Whether an op is
+  // small depends on the op alone (every rank decides alike), so a hierarchical group runs a
+  // small all_reduce flat on both paths.
+  static constexpr int64_t kInlineMaxBytes = 256 << 10;
+  static constexpr std::chrono::microseconds kInlinePatience{200};
+  static bool small(const CollectiveOp& op);
+  bool can_start(const CollectiveOp& op) const { return !debug_ && small(op); }
+  bool start(const CollectiveOp& op, Clock::time_point deadline, Clock::duration patience);
+  void finish(const CollectiveOp& op);
+
  private:
+  enum Phase { kFingerprint = 0, kData = 1, kData2 = 2 };  // tags' low bits
+  // all_reduce is a reduce-scatter phase then an all-gather phase; reduce_scatter and
+  // all_gather are one phase each. begin_phase posts phase k's messages, end_phase does what
+  // follows their arrival (the reduction, this rank's own chunk).
+  // A small all_reduce of at most kOneRoundMaxBytes sends every rank's whole buffer to every
+  // other, each reducing all of it: one round of messages instead of two, the same fold.
+  static constexpr int64_t kOneRoundMaxBytes = 32 << 10;
+  static bool one_round(const CollectiveOp& op) {
+    return op.type == OpType::all_reduce &&
+           static_cast<int64_t>(op.out.nbytes()) <= kOneRoundMaxBytes;
+  }
+  int phases(const CollectiveOp& op) const {
+    const int flat = op.type == OpType::all_reduce && !one_round(op) ? 2 : 1;
+    return two_level(op) ? 2 * flat : flat;
+  }
+
+  // Note [Two-level small collectives] (p2p_host_phases.cpp): with the same number of ranks on
+  // every host, a small op's messages go once across hosts per rank, between ranks at the same
+  // place on their hosts, and then inside each host.
+  bool two_level(const CollectiveOp& op) const { return per_host_ > 1 && small(op); }
+  void begin_host_phase(const CollectiveOp& op, int k);
+  void end_host_phase(const CollectiveOp& op, int k);
+  // Two-level steps; `in` and `out` of n elements, `k` the step's phase for its tag.
+  void host_rs_begin(const CollectiveOp& op, int step, int k, const char* in, int64_t n);
+  void host_rs_end(const CollectiveOp& op, const char* in, char* out, int64_t n);
+  void host_ag_begin(const CollectiveOp& op, int step, int k, const char* in, char* out, int64_t n);
+  void host_ar1_begin(const CollectiveOp& op, int step, char* data, int64_t n);
+  void host_ar1_end(const CollectiveOp& op, char* data, int64_t n);
+  int peer(int host, int index) const { return host * per_host_ + index; }
+  char* scratch(size_t at, size_t bytes);  // scratch_ grown (and charged) to at + bytes
+  void begin_phase(const CollectiveOp& op, int k);
+  void end_phase(const CollectiveOp& op, int k);
+  void run_phases(const CollectiveOp& op, int from);  // phases from..end, each waited for
+  // Tests the requests until they are done (true), or (false) until `patience` passes with none
+  // of them completing (max: no limit); a timeout or an MPI
+  // error throws CommError.
+  bool wait_until(const CollectiveOp& op, Clock::duration patience);
   void post_send(const void* data, int64_t bytes, int peer, int tag);
   void post_recv(void* data, int64_t bytes, int peer, int tag);
   void wait_all(const CollectiveOp& op);  // throws CommError on timeout or MPI error
   void check_fingerprints(const CollectiveOp& op);
   std::string host_suffix(int r) const;  // " on host h2", or "" when hosts are unknown
-  void reduce_scatter_into(const CollectiveOp& op, const char* in, char* out, int64_t n);
-  void all_gather_into(const CollectiveOp& op, const char* in, char* out, int64_t n, int tag);
+  // Reduce-scatter of n elements over `parts` chunks: size_ (rank j's chunk to rank j) or 1
+  // (every rank's whole buffer to every other, each reducing all of it: a small all_reduce in
+  // one round of messages instead of two, the same fold in rank order).
+  void post_reduce_scatter(const CollectiveOp& op, const char* in, int64_t n, int parts);
+  void reduce_received(const CollectiveOp& op, const char* in, char* out, int64_t n, int parts);
+  int tag_of_phase(const CollectiveOp& op, int k) const { return tag(op, kData + k % 3); }
+  void post_all_gather(const CollectiveOp& op, const char* in, char* out, int64_t n, int tag);
+  void keep_own_chunk(const CollectiveOp& op, const char* in, char* out, int64_t n);
   int tag(const CollectiveOp& op, int phase) const;
 
   MPI_Comm comm_;
@@ -57,6 +117,9 @@ class P2pEngine {
   std::vector<CollectiveOp> abandoned_;  // ops whose requests were left in flight by a failure
   Clock::time_point deadline_;
   Clock::time_point started_;
+  int phase_ = 0;     // the phase whose messages are posted (start() to finish())
+  int per_host_ = 0;  // ranks on each host, when every host has as many (consecutive); else 0
+  int host_ = 0, index_ = 0;  // this rank's host and its place there
 };
 
 }  // namespace braid::comm

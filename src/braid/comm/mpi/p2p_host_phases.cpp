@@ -1,0 +1,210 @@
+// P2pEngine's two-level small collectives (Note [Two-level small collectives]).
+#include <cstring>
+
+#include "braid/comm/chunking.h"
+#include "braid/comm/mpi/p2p_engine.h"
+#include "braid/comm/reduce_kernels.h"
+
+namespace braid::comm {
+
+// Note [Two-level small collectives]: over H hosts of K ranks each (rank h K + i is place i on
+// host h), the direct exchange sends each rank's data to all H K - 1 others, (H - 1) K messages
+// across hosts per rank, where MPI's recursive halving sends one a step. On hosts whose cores
+// the ranks share, a small op's cost is its messages (sends, receives, wake-ups), and those
+// across hosts most. So an op of at most kInlineMaxBytes goes in steps whose messages cross
+// hosts only between ranks at the same place i:
+//   reduce_scatter: (1) across: to (h', i) the part of its input that host h' owns (its K
+//                   chunks, one range); (2) inside: to each (h, j) chunk (h, j) of its own input
+//                   and of the H - 1 parts received, packed in host order. Every contribution
+//                   to a rank's chunk is then at the rank, which folds them in rank order with
+//                   reduce_ranks: the bits of the direct exchange and of one host.
+//   all_gather:     (1) inside: the chunks of the host; (2) across: the host's range to (h', i).
+//   all_reduce:     of at most kOneRoundMaxBytes: (1) across: the whole buffer to (h', i);
+//                   (2) inside: its own and the H - 1 received, packed, to each (h, j); then
+//                   every rank folds all H K in rank order. Larger: reduce_scatter then
+//                   all_gather as above, four steps.
+// Each rank sends H - 1 messages across hosts a step instead of (H - 1) K; the steps inside a
+// host go over MPI's shared memory. Measured across 2 network-namespace hosts x 2 ranks on 2
+// cores: docs/benchmarks.md "Small collectives across hosts: inline and two-level".
+
+char* P2pEngine::scratch(size_t at, size_t bytes) {
+  if (scratch_.size() < at + bytes) {
+    if (charge_) charge_(static_cast<int64_t>(at + bytes - scratch_.size()));
+    scratch_.resize(at + bytes);
+  }
+  return scratch_.data() + at;
+}
+
+// Scratch of a reduce_scatter: [0, H x R) the parts received across hosts (R: this host's
+// range in bytes, slot h' for host h'), then K slots of H x C for what comes from inside (C:
+// this rank's chunk), then K slots of H x C_j packed for each (h, j). It is taken whole before
+// any pointer into it is kept, so growing never moves what a step has posted.
+void P2pEngine::host_rs_begin(const CollectiveOp& op, int step, int k, const char* in, int64_t n) {
+  const size_t es = dtype_size(op.in.dtype());
+  const int hosts = size_ / per_host_;
+  const Chunk mine = chunk_of(n, size_, rank_);
+  auto range = [&](int h) {  // host h's elements: its ranks' chunks, one after the other
+    const Chunk a = chunk_of(n, size_, peer(h, 0)), b = chunk_of(n, size_, peer(h, per_host_ - 1));
+    return Chunk{a.offset, b.offset + b.size - a.offset};
+  };
+  const Chunk here = range(host_);
+  const size_t received = static_cast<size_t>(hosts) * here.size * es;
+  const size_t inbox = static_cast<size_t>(per_host_) * hosts * mine.size * es;
+  const size_t max_chunk = static_cast<size_t>(chunk_of(n, size_, 0).size) * es;
+  char* base = scratch(0, received + inbox + static_cast<size_t>(per_host_) * hosts * max_chunk);
+  char* from_hosts = base;
+  char* from_inside = base + received;
+  char* packed = from_inside + inbox;
+  if (step == 0) {
+    for (int h = 0; h < hosts; ++h) {
+      if (h == host_) continue;
+      const Chunk theirs = range(h);
+      if (here.size)
+        post_recv(from_hosts + h * here.size * es, here.size * es, peer(h, index_),
+                  tag_of_phase(op, k));
+      if (theirs.size)
+        post_send(in + theirs.offset * es, theirs.size * es, peer(h, index_), tag_of_phase(op, k));
+    }
+    return;
+  }
+  for (int j = 0; j < per_host_; ++j) {
+    if (j == index_) continue;
+    const Chunk cj = chunk_of(n, size_, peer(host_, j));
+    char* pack = packed + j * hosts * max_chunk;
+    for (int h = 0; h < hosts; ++h) {
+      const char* src = h == host_ ? in + cj.offset * es
+                                   : from_hosts + (h * here.size + cj.offset - here.offset) * es;
+      std::memcpy(pack + h * cj.size * es, src, cj.size * es);
+    }
+    if (mine.size)
+      post_recv(from_inside + j * hosts * mine.size * es, hosts * mine.size * es, peer(host_, j),
+                tag_of_phase(op, k));
+    if (cj.size) post_send(pack, hosts * cj.size * es, peer(host_, j), tag_of_phase(op, k));
+  }
+}
+
+void P2pEngine::host_rs_end(const CollectiveOp& op, const char* in, char* out, int64_t n) {
+  const DType dt = op.in.dtype();
+  const size_t es = dtype_size(dt);
+  const int hosts = size_ / per_host_;
+  const Chunk mine = chunk_of(n, size_, rank_);
+  const Chunk first = chunk_of(n, size_, peer(host_, 0));
+  const Chunk last = chunk_of(n, size_, peer(host_, per_host_ - 1));
+  const int64_t here = last.offset + last.size - first.offset;
+  const char* from_hosts = scratch_.data();
+  const char* from_inside = from_hosts + static_cast<size_t>(hosts) * here * es;
+  std::vector<const void*> srcs(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    const int h = r / per_host_, j = r % per_host_;
+    if (j != index_)
+      srcs[r] = from_inside + (j * hosts + h) * mine.size * es;
+    else if (h == host_)
+      srcs[r] = in + mine.offset * es;
+    else
+      srcs[r] = from_hosts + (h * here + mine.offset - first.offset) * es;
+  }
+  reduce_ranks(srcs.data(), size_, out, nullptr, mine.size, dt, op.reduce);
+}
+
+void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const char* in, char* out,
+                              int64_t n) {
+  const size_t es = dtype_size(op.out.dtype());
+  const int hosts = size_ / per_host_;
+  const Chunk mine = chunk_of(n, size_, rank_);
+  if (step == 0) {
+    if (mine.size && out + mine.offset * es != in)
+      std::memcpy(out + mine.offset * es, in, mine.size * es);
+    for (int j = 0; j < per_host_; ++j) {
+      if (j == index_) continue;
+      const Chunk cj = chunk_of(n, size_, peer(host_, j));
+      if (cj.size)
+        post_recv(out + cj.offset * es, cj.size * es, peer(host_, j), tag_of_phase(op, k));
+      if (mine.size) post_send(in, mine.size * es, peer(host_, j), tag_of_phase(op, k));
+    }
+    return;
+  }
+  auto range = [&](int h) {
+    const Chunk a = chunk_of(n, size_, peer(h, 0)), b = chunk_of(n, size_, peer(h, per_host_ - 1));
+    return Chunk{a.offset, b.offset + b.size - a.offset};
+  };
+  const Chunk here = range(host_);
+  for (int h = 0; h < hosts; ++h) {
+    if (h == host_) continue;
+    const Chunk theirs = range(h);
+    if (theirs.size)
+      post_recv(out + theirs.offset * es, theirs.size * es, peer(h, index_), tag_of_phase(op, k));
+    if (here.size)
+      post_send(out + here.offset * es, here.size * es, peer(h, index_), tag_of_phase(op, k));
+  }
+}
+
+// Scratch of a one-round all_reduce: H slots of n (slot h: host h's contribution at this place,
+// this rank's own packed into slot host_), then K slots of H x n from inside.
+void P2pEngine::host_ar1_begin(const CollectiveOp& op, int step, char* data, int64_t n) {
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(op.out.dtype());
+  const int hosts = size_ / per_host_;
+  char* base = scratch(0, static_cast<size_t>(hosts + per_host_ * hosts) * bytes);
+  char* at_place = base;  // every host's contribution at this place, in host order
+  char* from_inside = base + hosts * bytes;
+  if (step == 0) {
+    for (int h = 0; h < hosts; ++h) {
+      if (h == host_) continue;
+      post_recv(at_place + h * bytes, bytes, peer(h, index_), tag_of_phase(op, 0));
+      post_send(data, bytes, peer(h, index_), tag_of_phase(op, 0));
+    }
+    return;
+  }
+  std::memcpy(at_place + host_ * bytes, data, bytes);
+  for (int j = 0; j < per_host_; ++j) {
+    if (j == index_) continue;
+    post_recv(from_inside + j * hosts * bytes, hosts * bytes, peer(host_, j), tag_of_phase(op, 1));
+    post_send(at_place, hosts * bytes, peer(host_, j), tag_of_phase(op, 1));
+  }
+}
+
+void P2pEngine::host_ar1_end(const CollectiveOp& op, char* data, int64_t n) {
+  const DType dt = op.out.dtype();
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dt);
+  const int hosts = size_ / per_host_;
+  const char* at_place = scratch_.data();
+  const char* from_inside = at_place + hosts * bytes;
+  std::vector<const void*> srcs(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    const int h = r / per_host_, j = r % per_host_;
+    srcs[r] = j == index_ ? at_place + h * bytes : from_inside + (j * hosts + h) * bytes;
+  }
+  reduce_ranks(srcs.data(), size_, data, nullptr, n, dt, op.reduce);
+}
+
+// Phases of a two-level op: reduce_scatter and all_gather 0-1; a one-round all_reduce 0-1; a
+// larger all_reduce 0-1 reduce-scatter into this rank's chunk of out, 2-3 all-gather from it.
+void P2pEngine::begin_host_phase(const CollectiveOp& op, int k) {
+  if (op.type == OpType::reduce_scatter)
+    return host_rs_begin(op, k, k, bytes_of(op.in), op.in.numel());
+  if (op.type == OpType::all_gather)
+    return host_ag_begin(op, k, k, bytes_of(op.in), bytes_of(op.out), op.out.numel());
+  char* data = bytes_of(op.out);
+  const int64_t n = op.out.numel();
+  if (one_round(op)) return host_ar1_begin(op, k, data, n);
+  const char* chunk = data + chunk_of(n, size_, rank_).offset * dtype_size(op.out.dtype());
+  if (k < 2) return host_rs_begin(op, k, k, data, n);
+  host_ag_begin(op, k - 2, k, chunk, data, n);
+}
+
+void P2pEngine::end_host_phase(const CollectiveOp& op, int k) {
+  if (op.type == OpType::reduce_scatter) {
+    if (k == 1) host_rs_end(op, bytes_of(op.in), bytes_of(op.out), op.in.numel());
+    return;
+  }
+  if (op.type == OpType::all_gather) return;
+  char* data = bytes_of(op.out);
+  const int64_t n = op.out.numel();
+  if (one_round(op)) {
+    if (k == 1) host_ar1_end(op, data, n);
+    return;
+  }
+  if (k == 1)
+    host_rs_end(op, data, data + chunk_of(n, size_, rank_).offset * dtype_size(op.out.dtype()), n);
+}
+
+}  // namespace braid::comm
