@@ -54,7 +54,8 @@
 // (a queue, two thread wake-ups, four runnable threads on two cores) cost 6-10 us per call,
 // against 1-2 us for a whole MPI_Allreduce of 4 KiB. So when nothing is queued, running or in
 // flight on the group, an eligible collective (the backend says which: on shared memory, one
-// step of at most 256 KiB) runs on the issuing thread under the comm thread's run lock, still
+// step of at most 256 KiB; across hosts, Note [Inline collectives across hosts] in
+// mpi/p2p_engine.h) runs on the issuing thread under the comm thread's run lock, still
 // the k-th operation at its k-th place, with the same deadline, checks and errors. If the peers
 // have not arrived within the backend's patience (~20 us), the rest is queued as the comm
 // thread's first task and the call returns, so a late peer never holds the caller: overlap of
