@@ -41,6 +41,25 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v,
 // accumulated micro-batches average exactly like one big batch. Returns a scalar [1].
 Variable lm_head_cross_entropy(const Variable& x, const Variable& w, const Tensor& targets,
                                double denominator = 0.0, int32_t ignore_index = -100);
+// Note [Fused LM head]: whether the head's forward also takes the gradients (held to backward:
+// 4 V C bytes of f32 for the weight's, the input's in its dtype) instead of the backward
+// recomputing the logits: on a device always, on the host while the weight's f32 gradient is
+// at most kFusedLmHeadHostBytes and no RecomputeLmHead is in scope on this thread.
+inline constexpr int64_t kFusedLmHeadHostBytes = int64_t{256} << 20;
+bool fused_lm_head(int64_t vocab, int64_t channels, bool on_device);
+// Heads built on this thread in its scope recompute on the host: a split backward (zero-bubble
+// pipeline schedules) keeps the head's node until its weight pass, so a fused head would hold
+// its gradients for every micro-batch between B and W.
+class RecomputeLmHead {
+ public:
+  explicit RecomputeLmHead(bool on);
+  ~RecomputeLmHead();
+  RecomputeLmHead(const RecomputeLmHead&) = delete;
+  RecomputeLmHead& operator=(const RecomputeLmHead&) = delete;
+
+ private:
+  bool previous_;
+};
 Variable add(const Variable& a, const Variable& b);
 // x[..., C] + b[C]
 Variable bias_add(const Variable& x, const Variable& b);

@@ -107,11 +107,14 @@ class SegmentAttentionNode : public Node {
   std::vector<Segment> segments_;
 };
 
-// Note [Fused LM head on a device]: on a GPU the forward also takes the gradients, for a loss
-// of scale 1 (dx_unit in x's dtype, dw_unit in f32), and the backward only scales them into the
-// inputs' gradients: the backward's recompute of the logits (a quarter of the LM head's GEMM
-// work) is saved for 4 V C bytes of f32 held from forward to backward. On the CPU, where memory
-// is the scarcer, the backward recomputes the logits.
+// Note [Fused LM head]: the forward also takes the gradients, for a loss of scale 1 (dx_unit in
+// x's dtype, dw_unit in f32), and the backward only scales them into the inputs' gradients: the
+// backward's recompute of the logits (a quarter of the LM head's GEMM work) is saved for 4 V C
+// bytes of f32 held from forward to backward. On a GPU always; on the CPU while those bytes are
+// at most kFusedLmHeadHostBytes (GPT-2's 154 MB; LLaMA 3's 2.1 GB would rather recompute):
+// bench-small's fp32 step took 1045 ms recomputing, the head's forward and backward 74.6 + 193.0
+// ms against 199.3 fused (kernels_bench, 2-core AMD EPYC, 2026-11-27). The activation estimate
+// counts what is held (Note [Fused LM head] in parallel/estimate/activation_estimate.cpp).
 class LmHeadCrossEntropyNode : public Node {
  public:
   LmHeadCrossEntropyNode(Tensor targets, Tensor lse, double denominator, int32_t ignore_index,
@@ -129,7 +132,7 @@ class LmHeadCrossEntropyNode : public Node {
     Shape xs = rows(x.shape());
     Tensor dx = view_or_empty(dinputs[0], xs);
     auto scale = static_cast<float>(dout.item() / denominator_);
-    if (dw_unit_.defined()) {  // Note [Fused LM head on a device]
+    if (dw_unit_.defined()) {  // Note [Fused LM head]
       if (dx.defined()) kernels::axpy(dx, dx_unit_, scale);
       if (dinputs[1]) kernels::axpy(*dinputs[1], dw_unit_, scale);
       return;
@@ -260,6 +263,21 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v,
                 {q, k, v});
 }
 
+namespace {
+thread_local bool t_recompute_lm_head = false;
+}  // namespace
+
+RecomputeLmHead::RecomputeLmHead(bool on) : previous_(t_recompute_lm_head) {
+  t_recompute_lm_head = previous_ || on;
+}
+RecomputeLmHead::~RecomputeLmHead() {
+  t_recompute_lm_head = previous_;
+}
+
+bool fused_lm_head(int64_t vocab, int64_t channels, bool on_device) {
+  return on_device || (!t_recompute_lm_head && 4 * vocab * channels <= kFusedLmHeadHostBytes);
+}
+
 Variable lm_head_cross_entropy(const Variable& x, const Variable& w, const Tensor& targets,
                                double denominator, int32_t ignore_index) {
   const char* fn = "lm_head_cross_entropy";
@@ -281,7 +299,8 @@ Variable lm_head_cross_entropy(const Variable& x, const Variable& w, const Tenso
   const bool record = should_record({&x, &w});
   Tensor dx_unit, dw_unit;
   double sum;
-  if (record && kernels::on_device({&x.value()})) {  // Note [Fused LM head on a device]
+  const bool on_device = kernels::on_device({&x.value()});
+  if (record && fused_lm_head(w.shape()[0], w.shape()[1], on_device)) {  // Note [Fused LM head]
     dx_unit = activation(xs, x.value().dtype());
     dx_unit.zero_();
     dw_unit = activation(w.shape(), DType::f32);

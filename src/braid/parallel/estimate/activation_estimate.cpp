@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "braid/autograd/functions.h"
 #include "braid/core/error.h"
 
 namespace braid::parallel {
@@ -89,6 +90,21 @@ class BlockModel {
   // The LM head's backward moment over the last span's kept tensors: the gradients of the final
   // norm's input and output, or under sequence parallelism the head's input gradient (N rows).
   int64_t head_backward() const { return sp_ ? a_ * N_ * C_ : 2 * stream(); }
+  // Note [Fused LM head] (autograd/functions_dense.cpp): a head that takes its gradients in the
+  // forward holds them from its forward to its backward, the input's (N rows in the compute
+  // dtype) and the weight's (V C, f32): kept with the micro-batch (a pipeline's last stage holds
+  // them for each micro-batch in flight), and in the head's backward its input's gradient comes
+  // beside them. The vocabulary-parallel head (tensor parallelism) and a split backward's
+  // recompute instead.
+  int64_t fused_head_held(bool split_backward) const {
+    if (tp_ || split_backward || !autograd::fused_lm_head(m_.vocab_size, C_, /*on_device=*/false))
+      return 0;
+    return a_ * N_ * C_ + 4 * m_.vocab_size * C_;
+  }
+  int64_t head_moment(bool split_backward) const {
+    const int64_t held = fused_head_held(split_backward);
+    return std::max(head_backward(), held > 0 ? held + a_ * N_ * C_ : 0);
+  }
   // What the first and last span's parameter nodes keep from B to W: the embedding's output
   // gradient; the final norm's input and output gradient and the head's input.
   int64_t first_weight() const { return a_ * N_ * C_; }
@@ -216,14 +232,15 @@ SpanActivations span_activations(const nn::ModelConfig& model, int64_t micro_bat
     later += costs[k].weight;
   }
   if (span.last) {
-    peak = std::max(peak, kept + blocks.head_backward());
-    split_peak = std::max(split_peak, kept + blocks.head_backward());
+    peak = std::max(peak, kept + blocks.head_moment(span.split_backward));
+    split_peak = std::max(split_peak, kept + blocks.head_moment(span.split_backward));
   }
+  const int64_t head_held = span.last ? blocks.fused_head_held(span.split_backward) : 0;
   split_peak = std::max(split_peak, weight + weight_ends - ends);
   SpanActivations out;
   out.stream = stream;
   out.batch = 2 * 4 * N * cp.size;
-  out.kept = ends + kept;
+  out.kept = ends + kept + head_held;
   out.peak = ends + peak;
   out.weight_kept = weight_ends + weight;
   out.split_peak = ends + split_peak;

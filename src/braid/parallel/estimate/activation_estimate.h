@@ -84,6 +84,7 @@ namespace braid::parallel {
 struct ActivationSpan {
   int64_t begin = 0, end = -1;  // end -1: the last block
   bool first = true, last = true;
+  bool split_backward = false;  // a zero-bubble schedule's B and W: the LM head recomputes
 };
 
 // Context parallelism (Note [Context-parallel layout], nn/context_parallel.h): every sequence

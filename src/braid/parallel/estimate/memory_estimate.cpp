@@ -373,7 +373,8 @@ MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s,
       const int vs = pipeline::virtual_stage(shape, stage, c);
       const pipeline::BlockRange r = parts[static_cast<size_t>(vs)];
       declared->chunks.emplace_back(r.begin, r.end);
-      const ActivationSpan span{r.begin, r.end, vs == 0, vs == V - 1};
+      const ActivationSpan span{r.begin, r.end, vs == 0, vs == V - 1,
+                                pipeline::has_weight_passes(shape.kind)};
       chunks.push_back(span_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len,
                                         in.compute, tp, span, s.cp));
     }

@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "braid/autograd/functions.h"
 #include "braid/autograd/variable.h"
 #include "braid/autograd/weight_gradients.h"
 #include "braid/core/error.h"
@@ -278,6 +279,7 @@ StepLoss StageRunner::run(nn::StagedModel& model, const MicroBatches& batches,
       }
       Variable y = model.run_layers(x, blocks.begin, blocks.end);
       if (vs == s.V - 1) {
+        const autograd::RecomputeLmHead recompute(split);  // Note [Fused LM head]
         slot.output = model.head_loss(y, targets, batches.denominator);
         const double l = slot.output.value().item();
         out.sum += l;
