@@ -215,6 +215,7 @@ void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, c
               const int64_t w = std::min(kBlock, HS - x0);
               float ob[kBlock];
               const auto ov = f32_in(orow + x0, w, ob);
+#pragma omp simd reduction(+ : s)
               for (int64_t x = 0; x < w; ++x) s += dO[t * HSp + x0 + x] * ov[x];
             }
           }
@@ -358,6 +359,7 @@ void backward_bf16(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q
           if (t < Tq) {
             const bf16* orow = out + q_off + t * q_stride;
             const bf16* grow = dout + q_off + t * q_stride;
+#pragma omp simd reduction(+ : s)
             for (int64_t x = 0; x < HS; ++x) s += ld(grow + x) * ld(orow + x);
           }
           D[t] = s;

@@ -7,7 +7,10 @@
 //   dweight += sum_n dout * norm; dbias += sum_n dout
 // Parameter gradients are reduced per thread in f64 over a fixed row split, then summed in
 // thread order (deterministic for a given thread count) and added once into dweight/dbias,
-// which may be f32 for bf16 or f16 inputs (Note [Parameter gradients], ops.h).
+// which may be f32 for bf16 or f16 inputs (Note [Parameter gradients], ops.h). A row's sums
+// are vector reductions (lanes summed in a fixed order: the same bits on every run and thread
+// count): strictly sequential float adds wait on each other's latency, and layernorm's forward
+// over bench-small's [2048, 384] took 0.80 ms of it.
 #include <cmath>
 
 #include "braid/kernels/cpu/common.h"
@@ -69,6 +72,7 @@ void norm_backward(T* dinp, Tensor* dweight, Tensor* dbias, const T* dout, const
       const float* g = f32_copy(dout + n * C, C, gbuf);  // read twice
       float mu = mean ? mean[n] : 0.0f, rs = rstd[n];
       float sum_dnorm = 0, sum_dnorm_norm = 0;
+#pragma omp simd reduction(+ : sum_dnorm, sum_dnorm_norm)
       for (int64_t c = 0; c < C; ++c) {
         norm[c] = (x[c] - mu) * rs;
         dnorm[c] = g[c] * w[c];
@@ -143,9 +147,11 @@ void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in
       for (int64_t n = 0; n < N; ++n) {
         load_row(row, x + n * C, C);
         float s = 0;
+#pragma omp simd reduction(+ : s)
         for (int64_t c = 0; c < C; ++c) s += row[c];
         float mu = s / static_cast<float>(C);
         float v = 0;
+#pragma omp simd reduction(+ : v)
         for (int64_t c = 0; c < C; ++c) v += (row[c] - mu) * (row[c] - mu);
         float rs = 1.0f / std::sqrt(v / static_cast<float>(C) + eps);
         float* orow = f32_out(o + n * C, obuf);
@@ -209,6 +215,7 @@ void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor&
       for (int64_t n = 0; n < N; ++n) {
         load_row(row, x + n * C, C);
         float s = 0;
+#pragma omp simd reduction(+ : s)
         for (int64_t c = 0; c < C; ++c) s += row[c] * row[c];
         float rs = 1.0f / std::sqrt(s / static_cast<float>(C) + eps);
         float* orow = f32_out(o + n * C, obuf);
