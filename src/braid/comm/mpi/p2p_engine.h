@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/comm/chunking.h"
 #include "braid/comm/mpi/hier_engine.h"
 #include "braid/comm/op.h"
 
@@ -89,6 +90,8 @@ class P2pEngine {
   void host_ar1_begin(const CollectiveOp& op, int step, char* data, int64_t n);
   void host_ar1_end(const CollectiveOp& op, char* data, int64_t n);
   int peer(int host, int index) const { return host * per_host_ + index; }
+  // Host h's elements of n: its ranks' chunks, one after the other.
+  Chunk host_range(int h, int64_t n) const;
   char* scratch(size_t at, size_t bytes);  // scratch_ grown (and charged) to at + bytes
   void begin_phase(const CollectiveOp& op, int k);
   void end_phase(const CollectiveOp& op, int k);

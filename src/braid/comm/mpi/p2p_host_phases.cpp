@@ -27,6 +27,11 @@ namespace braid::comm {
 // host go over MPI's shared memory. Measured across 2 network-namespace hosts x 2 ranks on 2
 // cores: docs/benchmarks.md "Small collectives across hosts: inline and two-level".
 
+Chunk P2pEngine::host_range(int h, int64_t n) const {
+  const Chunk a = chunk_of(n, size_, peer(h, 0)), b = chunk_of(n, size_, peer(h, per_host_ - 1));
+  return Chunk{a.offset, b.offset + b.size - a.offset};
+}
+
 char* P2pEngine::scratch(size_t at, size_t bytes) {
   if (scratch_.size() < at + bytes) {
     if (charge_) charge_(static_cast<int64_t>(at + bytes - scratch_.size()));
@@ -43,10 +48,7 @@ void P2pEngine::host_rs_begin(const CollectiveOp& op, int step, int k, const cha
   const size_t es = dtype_size(op.in.dtype());
   const int hosts = size_ / per_host_;
   const Chunk mine = chunk_of(n, size_, rank_);
-  auto range = [&](int h) {  // host h's elements: its ranks' chunks, one after the other
-    const Chunk a = chunk_of(n, size_, peer(h, 0)), b = chunk_of(n, size_, peer(h, per_host_ - 1));
-    return Chunk{a.offset, b.offset + b.size - a.offset};
-  };
+  auto range = [&](int h) { return host_range(h, n); };
   const Chunk here = range(host_);
   const size_t received = static_cast<size_t>(hosts) * here.size * es;
   const size_t inbox = static_cast<size_t>(per_host_) * hosts * mine.size * es;
@@ -88,9 +90,8 @@ void P2pEngine::host_rs_end(const CollectiveOp& op, const char* in, char* out, i
   const size_t es = dtype_size(dt);
   const int hosts = size_ / per_host_;
   const Chunk mine = chunk_of(n, size_, rank_);
-  const Chunk first = chunk_of(n, size_, peer(host_, 0));
-  const Chunk last = chunk_of(n, size_, peer(host_, per_host_ - 1));
-  const int64_t here = last.offset + last.size - first.offset;
+  const Chunk range = host_range(host_, n);
+  const int64_t here = range.size;
   const char* from_hosts = scratch_.data();
   const char* from_inside = from_hosts + static_cast<size_t>(hosts) * here * es;
   std::vector<const void*> srcs(static_cast<size_t>(size_));
@@ -101,7 +102,7 @@ void P2pEngine::host_rs_end(const CollectiveOp& op, const char* in, char* out, i
     else if (h == host_)
       srcs[r] = in + mine.offset * es;
     else
-      srcs[r] = from_hosts + (h * here + mine.offset - first.offset) * es;
+      srcs[r] = from_hosts + (h * here + mine.offset - range.offset) * es;
   }
   reduce_ranks(srcs.data(), size_, out, nullptr, mine.size, dt, op.reduce);
 }
@@ -123,10 +124,7 @@ void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const cha
     }
     return;
   }
-  auto range = [&](int h) {
-    const Chunk a = chunk_of(n, size_, peer(h, 0)), b = chunk_of(n, size_, peer(h, per_host_ - 1));
-    return Chunk{a.offset, b.offset + b.size - a.offset};
-  };
+  auto range = [&](int h) { return host_range(h, n); };
   const Chunk here = range(host_);
   for (int h = 0; h < hosts; ++h) {
     if (h == host_) continue;
