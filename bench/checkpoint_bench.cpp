@@ -163,8 +163,9 @@ double median(std::vector<double> v) {
 // The machine's CPU time so far (/proc/stat, in ticks): busy (user, nice, system, irq,
 // softirq, steal) and all (busy, idle and iowait). The bench's ranks share one machine, so
 // the busy share of an interval is how much of its cores they (and the kernel on their behalf)
-// kept working: a raw read on this project's VM keeps about 90% of both cores busy in the
-// kernel, so a load whose own work needs the cores too cannot hide it under the reads.
+// kept working: whether a load that takes longer than the raw read was short of CPU or waiting
+// (on the project's VM, 2026-11-27: the raw read 24-35% busy, the load 43-55%; docs/benchmarks.md
+// "Training checkpoints").
 struct CpuTicks {
   long long busy = 0, all = 0;
 };

@@ -10,14 +10,15 @@
 // once is remembered: later ranges in it are read alone. Ranks read their files mostly front to
 // back, which the kernel's own read-ahead follows; asking for 64 MiB ahead besides
 // (posix_fadvise WILLNEED, as this did until 2026-11-27) made loads 10-20% slower on the
-// project's VM (the hint reads in small pieces), and a thread reading the file ahead of the
-// load, even all of it from the start, made them no faster (docs/benchmarks.md "Training
-// checkpoints": the reads slow down beside the load's own work). So every byte a rank loads is
-// checked and read from disk once, and nothing is read for the checksum alone (before version 4 a
-// load read every file whole for its CRC-32C first, then again to load). A bad block either throws
-// at once, or (defer(), what a resume does) is remembered while the reads go on, so that every
-// rank can learn of it at one collective after the load (CheckpointReader::check_reads) and
-// fall back to the previous checkpoint together; what was loaded is then thrown away.
+// project's VM (a file read front to back with it: 1.04-1.44 GB/s, without: 1.16-2.61), and a
+// thread reading the file ahead of the load, even all of it from the start, made them no faster
+// (docs/benchmarks.md "Training checkpoints": the reads slow down beside the load's own work). So
+// every byte a rank loads is checked and read from disk once, and nothing is read for the checksum
+// alone (before version 4 a load read every file whole for its CRC-32C first, then again to load).
+// A bad block either throws at once, or (defer(), what a resume does) is remembered while the reads
+// go on, so that every rank can learn of it at one collective after the load
+// (CheckpointReader::check_reads) and fall back to the previous checkpoint together; what was
+// loaded is then thrown away.
 #pragma once
 
 #include <cstdint>

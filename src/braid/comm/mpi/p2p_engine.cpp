@@ -94,9 +94,9 @@ bool P2pEngine::wait_until(const CollectiveOp& op, Clock::duration patience) {
     }
     const bool done = outcount == MPI_UNDEFINED;
     if (done) break;
-    if (outcount > 0 && patience != Clock::duration::max()) moved = Clock::now();
     if (progress_ && it % 8 == 0) progress_();
     auto now = Clock::now();
+    if (outcount > 0) moved = now;
     if (now > deadline_) {
       std::vector<int> absent, unreceived;
       for (size_t i = 0; i < reqs_.size(); ++i) {
@@ -192,6 +192,11 @@ void P2pEngine::post_all_gather(const CollectiveOp& op, const char* in, char* ou
   }
 }
 
+char* P2pEngine::own_chunk(const CollectiveOp& op) const {
+  return bytes_of(op.out) + chunk_of(op.out.numel(), size_, rank_).offset *
+                                static_cast<int64_t>(dtype_size(op.out.dtype()));
+}
+
 void P2pEngine::keep_own_chunk(const CollectiveOp& op, const char* in, char* out, int64_t n) {
   const size_t es = dtype_size(op.out.dtype());
   const Chunk mine = chunk_of(n, size_, rank_);
@@ -208,10 +213,8 @@ void P2pEngine::begin_phase(const CollectiveOp& op, int k) {
   if (op.type == OpType::all_reduce) {
     char* data = bytes_of(op.out);
     const int64_t n = op.out.numel();
-    const int64_t at =
-        chunk_of(n, size_, rank_).offset * static_cast<int64_t>(dtype_size(op.out.dtype()));
     if (k == 0) return post_reduce_scatter(op, data, n, size_);
-    return post_all_gather(op, data + at, data, n, tag(op, kData2));
+    return post_all_gather(op, own_chunk(op), data, n, tag(op, kData2));
   }
   if (op.type == OpType::reduce_scatter)
     return post_reduce_scatter(op, bytes_of(op.in), op.in.numel(), size_);
@@ -225,10 +228,8 @@ void P2pEngine::end_phase(const CollectiveOp& op, int k) {
   if (op.type == OpType::all_reduce) {
     char* data = bytes_of(op.out);
     const int64_t n = op.out.numel();
-    const int64_t at =
-        chunk_of(n, size_, rank_).offset * static_cast<int64_t>(dtype_size(op.out.dtype()));
-    if (k == 0) return reduce_received(op, data, data + at, n, size_);
-    return keep_own_chunk(op, data + at, data, n);
+    if (k == 0) return reduce_received(op, data, own_chunk(op), n, size_);
+    return keep_own_chunk(op, own_chunk(op), data, n);
   }
   if (op.type == OpType::reduce_scatter)
     return reduce_received(op, bytes_of(op.in), bytes_of(op.out), op.in.numel(), size_);
@@ -247,8 +248,7 @@ bool P2pEngine::small(const CollectiveOp& op) {
   if (op.type != OpType::all_reduce && op.type != OpType::reduce_scatter &&
       op.type != OpType::all_gather)
     return false;
-  const Tensor& t = op.type == OpType::all_gather ? op.out : op.in;
-  return static_cast<int64_t>(t.nbytes()) <= kInlineMaxBytes;
+  return larger_side(op) <= kInlineMaxBytes;
 }
 
 bool P2pEngine::start(const CollectiveOp& op, Clock::time_point deadline,
@@ -280,13 +280,8 @@ void P2pEngine::run(const CollectiveOp& op, Clock::time_point deadline) {
     case OpType::all_reduce:
     case OpType::reduce_scatter:
     case OpType::all_gather:
+    case OpType::split:  // an all-gather (never small: one flat phase)
       return run_phases(op, 0);
-    case OpType::split: {
-      const int64_t n = op.out.numel();
-      post_all_gather(op, bytes_of(op.in), bytes_of(op.out), n, tag(op, kData));
-      wait_all(op);
-      return keep_own_chunk(op, bytes_of(op.in), bytes_of(op.out), n);
-    }
     case OpType::broadcast: {
       const int64_t bytes = op.out.numel() * static_cast<int64_t>(es);
       if (bytes == 0) return;

@@ -6,9 +6,9 @@
 // chunk j to rank j, which reduces the w contributions in rank order with reduce_ranks (so the
 // bits equal the shm transport's); all_reduce is reduce_scatter then all_gather (at most 32 KiB:
 // every buffer to every rank, one round); broadcast is a direct send from the root. Small ops
-// may run on the issuing thread, and across hosts of equal rank counts take two steps (Note
-// [Inline collectives across hosts], Note [Two-level small collectives]). Dead processes are
-// reported by the launcher: mpirun and srun end the job when a rank dies.
+// may run on the issuing thread, and across hosts of equal rank counts take two steps:
+// Note [Inline collectives across hosts], Note [Two-level small collectives]. Dead processes
+// are reported by the launcher: mpirun and srun end the job when a rank dies.
 #pragma once
 
 #include <mpi.h>
@@ -31,8 +31,8 @@ class P2pEngine {
   // comm is private to this engine. debug: exchange fingerprints before every collective.
   // charge(bytes) is told of every growth of the memory kept between collectives before it
   // happens (Note [Group memory], process_group.h); it may throw OutOfMemory.
-  // layout names the ranks' hosts in errors; allow_two_level: small ops may use it (Note [Two-level
-  // small collectives]; BRAID_COMM_HIERARCHY=0 keeps them flat).
+  // layout names the ranks' hosts in errors. allow_two_level: small ops may take two steps
+  // (Note [Two-level small collectives]); BRAID_COMM_HIERARCHY=0 keeps them flat.
   P2pEngine(MPI_Comm comm, int rank, int size, bool debug, std::function<void()> progress,
             std::function<void(int64_t)> charge, HostLayout layout, bool allow_two_level);
 
@@ -78,8 +78,11 @@ class P2pEngine {
   // (reduce_scatter and all_gather of 128 KiB: 166-278 us two-level, 117-180 direct).
   static constexpr int64_t kTwoLevelMaxBytes = 64 << 10;
   bool two_level(const CollectiveOp& op) const {
-    const Tensor& t = op.type == OpType::all_gather ? op.out : op.in;
-    return per_host_ > 1 && small(op) && static_cast<int64_t>(t.nbytes()) <= kTwoLevelMaxBytes;
+    return per_host_ > 1 && small(op) && larger_side(op) <= kTwoLevelMaxBytes;
+  }
+  // Bytes of the op's whole buffer: all_gather's output, the others' input.
+  static int64_t larger_side(const CollectiveOp& op) {
+    return static_cast<int64_t>((op.type == OpType::all_gather ? op.out : op.in).nbytes());
   }
   void begin_host_phase(const CollectiveOp& op, int k);
   void end_host_phase(const CollectiveOp& op, int k);
@@ -97,8 +100,7 @@ class P2pEngine {
   void end_phase(const CollectiveOp& op, int k);
   void run_phases(const CollectiveOp& op, int from);  // phases from..end, each waited for
   // Tests the requests until they are done (true), or (false) until `patience` passes with none
-  // of them completing (max: no limit); a timeout or an MPI
-  // error throws CommError.
+  // of them completing (max: no limit); a timeout or an MPI error throws CommError.
   bool wait_until(const CollectiveOp& op, Clock::duration patience);
   void post_send(const void* data, int64_t bytes, int peer, int tag);
   void post_recv(void* data, int64_t bytes, int peer, int tag);
@@ -113,6 +115,7 @@ class P2pEngine {
   int tag_of_phase(const CollectiveOp& op, int k) const { return tag(op, kData + k % 3); }
   void post_all_gather(const CollectiveOp& op, const char* in, char* out, int64_t n, int tag);
   void keep_own_chunk(const CollectiveOp& op, const char* in, char* out, int64_t n);
+  char* own_chunk(const CollectiveOp& op) const;  // this rank's chunk of op.out
   int tag(const CollectiveOp& op, int phase) const;
 
   MPI_Comm comm_;

@@ -48,8 +48,7 @@ void P2pEngine::host_rs_begin(const CollectiveOp& op, int step, int k, const cha
   const size_t es = dtype_size(op.in.dtype());
   const int hosts = size_ / per_host_;
   const Chunk mine = chunk_of(n, size_, rank_);
-  auto range = [&](int h) { return host_range(h, n); };
-  const Chunk here = range(host_);
+  const Chunk here = host_range(host_, n);
   const size_t received = static_cast<size_t>(hosts) * here.size * es;
   const size_t inbox = static_cast<size_t>(per_host_) * hosts * mine.size * es;
   const size_t max_chunk = static_cast<size_t>(chunk_of(n, size_, 0).size) * es;
@@ -60,7 +59,7 @@ void P2pEngine::host_rs_begin(const CollectiveOp& op, int step, int k, const cha
   if (step == 0) {
     for (int h = 0; h < hosts; ++h) {
       if (h == host_) continue;
-      const Chunk theirs = range(h);
+      const Chunk theirs = host_range(h, n);
       if (here.size)
         post_recv(from_hosts + h * here.size * es, here.size * es, peer(h, index_),
                   tag_of_phase(op, k));
@@ -113,8 +112,7 @@ void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const cha
   const int hosts = size_ / per_host_;
   const Chunk mine = chunk_of(n, size_, rank_);
   if (step == 0) {
-    if (mine.size && out + mine.offset * es != in)
-      std::memcpy(out + mine.offset * es, in, mine.size * es);
+    keep_own_chunk(op, in, out, n);  // the host's range is sent whole in step 1
     for (int j = 0; j < per_host_; ++j) {
       if (j == index_) continue;
       const Chunk cj = chunk_of(n, size_, peer(host_, j));
@@ -124,11 +122,10 @@ void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const cha
     }
     return;
   }
-  auto range = [&](int h) { return host_range(h, n); };
-  const Chunk here = range(host_);
+  const Chunk here = host_range(host_, n);
   for (int h = 0; h < hosts; ++h) {
     if (h == host_) continue;
-    const Chunk theirs = range(h);
+    const Chunk theirs = host_range(h, n);
     if (theirs.size)
       post_recv(out + theirs.offset * es, theirs.size * es, peer(h, index_), tag_of_phase(op, k));
     if (here.size)
@@ -184,9 +181,8 @@ void P2pEngine::begin_host_phase(const CollectiveOp& op, int k) {
   char* data = bytes_of(op.out);
   const int64_t n = op.out.numel();
   if (one_round(op)) return host_ar1_begin(op, k, data, n);
-  const char* chunk = data + chunk_of(n, size_, rank_).offset * dtype_size(op.out.dtype());
   if (k < 2) return host_rs_begin(op, k, k, data, n);
-  host_ag_begin(op, k - 2, k, chunk, data, n);
+  host_ag_begin(op, k - 2, k, own_chunk(op), data, n);
 }
 
 void P2pEngine::end_host_phase(const CollectiveOp& op, int k) {
@@ -201,8 +197,7 @@ void P2pEngine::end_host_phase(const CollectiveOp& op, int k) {
     if (k == 1) host_ar1_end(op, data, n);
     return;
   }
-  if (k == 1)
-    host_rs_end(op, data, data + chunk_of(n, size_, rank_).offset * dtype_size(op.out.dtype()), n);
+  if (k == 1) host_rs_end(op, data, own_chunk(op), n);
 }
 
 }  // namespace braid::comm

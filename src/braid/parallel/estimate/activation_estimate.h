@@ -54,22 +54,23 @@
 // reduce-scatter. So a block keeps, besides attention's and the MLP's interiors, GPT-2 4NC + 8nC
 // (tensor parallelism alone: 10NC) and LLaMA 4NC + 6nC (8NC), and norm statistics of n tokens.
 // The LM head's backward moment holds its input's gradient (N rows) over the last stage's kept
-// tensors; a fused head (Note [Fused LM head]) keeps its gradients (N C in the compute dtype and
-// 4 V C) from its forward to that moment. The all-gather of a reduce-scattered output's gradient is
-// a x N x C in the communication category, as tensor parallelism's all-reduce copy is. Note [Weight
-// pass]: a split backward (B, autograd::backward_inputs, Note [Split backward]) leaves every node
-// with parameters unreleased until its W: its inputs' values and its output gradient. Per block
-// that is the two norms' inputs, statistics and output gradients (4nC), the projections' inputs
-// (the norms' outputs or their gathered copies, 2NC, the attention's output Cl and GPT-2's gelu or
-// LLaMA's SwiGLU output Hl) and output gradients (GPT-2's qkv 3Cl, LLaMA's q, k, v Cl + 2KVl, the
-// output projections' NC each, the MLP's hidden ones), and under tensor parallelism GPT-2's
-// row-parallel biases' inputs and gradients (4nC); the first span adds the embedding's output
-// gradient, the last the final norm's input and output gradient and the head's input. While B runs
-// through a block, the blocks after it already hold only these, and the block itself keeps its
-// MLP's hidden output past the MLP's backward. Measured on the six-block shapes
-// (memory_estimate_test): GPT-2 exact on its first stage and 2.2% above on its last; LLaMA with
-// full recomputation 3.9% and 4.5% above (a rerun block and the head's backward keep a few
-// residual-stream tensors more than counted here).
+// tensors; a fused head (Note [Fused LM head]) also keeps its gradients (N C in the compute
+// dtype and 4 V C) from its forward to that moment. The all-gather of a reduce-scattered
+// output's gradient is a x N x C in the communication category, as tensor parallelism's
+// all-reduce copy is.
+// Note [Weight pass]: a split backward (B, autograd::backward_inputs, Note [Split backward])
+// leaves every node with parameters unreleased until its W: its inputs' values and its output
+// gradient. Per block that is the two norms' inputs, statistics and output gradients (4nC), the
+// projections' inputs (the norms' outputs or their gathered copies, 2NC, the attention's output
+// Cl and GPT-2's gelu or LLaMA's SwiGLU output Hl) and output gradients (GPT-2's qkv 3Cl, LLaMA's
+// q, k, v Cl + 2KVl, the output projections' NC each, the MLP's hidden ones), and under tensor
+// parallelism GPT-2's row-parallel biases' inputs and gradients (4nC); the first span adds the
+// embedding's output gradient, the last the final norm's input and output gradient and the
+// head's input. While B runs through a block, the blocks after it already hold only these, and
+// the block itself keeps its MLP's hidden output past the MLP's backward. Measured on the
+// six-block shapes (memory_estimate_test): GPT-2 exact on its first stage and 2.2% above on its
+// last; LLaMA with full recomputation 3.9% and 4.5% above (a rerun block and the head's
+// backward keep a few residual-stream tensors more than counted here).
 #pragma once
 
 #include <cstdint>
