@@ -69,7 +69,7 @@ wait_steps() {
 rank_pid() {
   local p
   for p in $(pgrep -f "braid train .*$work/$1\$"); do
-    tr '\0' '\n' < /proc/$p/environ 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" &&
+    grep -qzx "OMPI_COMM_WORLD_RANK=$2" /proc/$p/environ 2> /dev/null &&
       { echo "$p"; return; }
   done
 }

@@ -32,7 +32,7 @@ for rep in $(seq "$REPEATS"); do
   done
   victim=""
   for p in $(pgrep -f "braid train .*$marker"); do
-    tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$' && victim=$p
+    grep -qzx 'OMPI_COMM_WORLD_RANK=1' /proc/$p/environ 2> /dev/null && victim=$p
   done
   [ -n "$victim" ] || { echo "FAIL: rank 1 not found"; kill $launcher; exit 1; }
   # Anywhere in a step (inside a collective or not).

@@ -173,7 +173,7 @@ note_segments() {
   local p dir found
   for _ in $(seq 100); do
     for p in $(pgrep -f "braid train .*$work/$name( |\$)"); do
-      tr '\0' '\n' < /proc/$p/environ 2> /dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 || continue
+      grep -qzx OMPI_COMM_WORLD_RANK=0 /proc/$p/environ 2> /dev/null || continue
       dir=$(tr '\0' '\n' < /proc/$p/environ | sed -n 's/^BRAID_LAUNCH_JOB=//p')
       found=$(find "$dir" -name 'vader_segment.*' -printf '%f\n' 2> /dev/null)
       if [[ $(wc -l <<< "$found") == 2 ]]; then
