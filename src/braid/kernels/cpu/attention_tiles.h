@@ -134,9 +134,11 @@ inline void online_softmax_step(float* __restrict S, float* __restrict O, float*
       for (int64_t c = 0; c < kTile; ++c) s[c] = 0.0f;
       continue;
     }
+    // over the whole row, masked keys as -inf: a fixed trip count vectorises (a loop to nv ran
+    // one vmaxss at a time); max is exact, so the same bits
     float row_max = mx[r];
 #pragma omp simd reduction(max : row_max)
-    for (int64_t c = 0; c < nv; ++c) row_max = std::max(row_max, s[c]);
+    for (int64_t c = 0; c < kTile; ++c) row_max = std::max(row_max, c < nv ? s[c] : -INFINITY);
     const float alpha = fast_exp(mx[r] - row_max);
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
