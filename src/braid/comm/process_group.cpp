@@ -116,6 +116,10 @@ std::shared_ptr<Work> ProcessGroup::enqueue(CollectiveOp op) {
   std::lock_guard lock(issue_mu_);
   op.seq = p2p ? ++p2p_seq_ : ++coll_seq_;
   auto work = make_work(op);
+  if (options_.synchronous && !p2p) {
+    run_task(op, work);
+    return work;
+  }
   // Note [Inline collectives]: the issue lock stays held, so an op issued meanwhile by another
   // thread queues behind this one's continuation.
   if (!p2p && !staged(op) && can_run_inline(op)) {

@@ -105,6 +105,10 @@ struct ProcessGroupOptions {
   bool debug = false;
   // Staging bytes per rank per step for shared-memory transports; 0 = backend default.
   size_t shm_slot_bytes = 0;
+  // Every collective runs whole on the issuing thread before the call returns (no comm-thread
+  // hand-off): for a group only ever used from another group's comm thread, which waits for
+  // each op anyway (Note [Host group on the caller], mpi/hier_engine.h).
+  bool synchronous = false;
 
   // Applies BRAID_COMM_TIMEOUT (seconds, may be fractional) and BRAID_COMM_DEBUG (0/1) on top of
   // `base`; the environment wins because the launcher sets it.

@@ -35,13 +35,12 @@ namespace braid::comm {
 namespace {
 
 constexpr int64_t kChunk = int64_t{1} << 18;  // floats: 1 MiB
-enum Phase { kForward = 0, kResult = 1 };
-
-int tag_of(const CollectiveOp& op, Phase phase) {
-  return static_cast<int>(op.seq % 8000) * 2 + phase;  // < 32767, the smallest MPI_TAG_UB
-}
 
 }  // namespace
+
+int HierEngine::tag_of(const CollectiveOp& op, Phase phase) {
+  return static_cast<int>(op.seq % 8000) * 2 + phase;  // < 32767, the smallest MPI_TAG_UB
+}
 
 bool HostLayout::hierarchical() const {
   if (hosts() < 2) return false;
@@ -73,16 +72,24 @@ std::string HostLayout::describe() const {
 }
 
 HierEngine::HierEngine(MPI_Comm comm, int rank, HostLayout layout,
-                       std::shared_ptr<ProcessGroup> host_group, std::function<void()> progress)
+                       std::shared_ptr<ProcessGroup> host_group,
+                       std::shared_ptr<ProcessGroup> host_now, std::function<void()> progress)
     : comm_(comm),
       rank_(rank),
       layout_(std::move(layout)),
       host_(std::move(host_group)),
+      host_now_(std::move(host_now)),
       progress_(std::move(progress)) {
   host_index_ = layout_.host_of[static_cast<size_t>(rank_)];
   for (size_t r = 0; r < layout_.host_of.size(); ++r)
     if (r == 0 || layout_.host_of[r] != layout_.host_of[r - 1])
       leaders_.push_back(static_cast<int>(r));
+  const int k = static_cast<int>(layout_.host_of.size() / leaders_.size());
+  if (k >= 2 && layout_.host_of.size() % leaders_.size() == 0) {
+    ranks_per_host_ = k;
+    for (size_t g = 0; g < leaders_.size(); ++g)
+      if (leaders_[g] != static_cast<int>(g) * k) ranks_per_host_ = 0;
+  }
 }
 
 HierEngine::~HierEngine() = default;
@@ -133,6 +140,7 @@ void HierEngine::wait_host(const std::shared_ptr<Work>& work, std::vector<MPI_Re
 void HierEngine::run(const CollectiveOp& op, Clock::time_point deadline) {
   const int64_t n = op.out.numel();
   if (n == 0) return;
+  if (ranks_per_host_ > 0 && n <= kScatteredMaxFloats) return run_scattered(op, deadline);
   float* x = reinterpret_cast<float*>(bytes_of(op.out));
   const int hosts = layout_.hosts();
   const int h = host_index_;

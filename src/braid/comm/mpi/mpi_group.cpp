@@ -99,16 +99,20 @@ MpiGroup::MpiGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm comm, ProcessGr
         [this](int64_t bytes) { charge_memory(bytes); },  // released by ~ProcessGroup
         layout_, hierarchy);
     if (layout_.hierarchical() && hierarchy) {
-      MPI_Comm host_comm = MPI_COMM_NULL, leader_comm = MPI_COMM_NULL;
+      MPI_Comm host_comm = MPI_COMM_NULL, now_comm = MPI_COMM_NULL, leader_comm = MPI_COMM_NULL;
       mpi_check(MPI_Comm_dup(node, &host_comm), "MPI_Comm_dup");
+      mpi_check(MPI_Comm_dup(node, &now_comm), "MPI_Comm_dup");
       mpi_check(MPI_Comm_dup(comm_, &leader_comm), "MPI_Comm_dup");
       MPI_Comm_set_errhandler(leader_comm, MPI_ERRORS_RETURN);
       runtime_->defer_free([c = leader_comm]() mutable { MPI_Comm_free(&c); });
       ProcessGroupOptions host_options = this->options();
       host_options.name += "/host";
+      ProcessGroupOptions now_options = host_options;
+      now_options.synchronous = true;  // Note [Host group on the caller], hier_engine.h
       auto host_group = std::make_shared<MpiGroup>(runtime_, host_comm, std::move(host_options));
+      auto host_now = std::make_shared<MpiGroup>(runtime_, now_comm, std::move(now_options));
       hier_ = std::make_unique<HierEngine>(leader_comm, rank(), layout_, std::move(host_group),
-                                           [this] { poll_p2p(); });
+                                           std::move(host_now), [this] { poll_p2p(); });
     }
   }
   runtime_->defer_free([node]() mutable { MPI_Comm_free(&node); });
