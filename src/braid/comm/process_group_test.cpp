@@ -162,6 +162,29 @@ TEST(Inline, LatePeerNeverHoldsTheCallerAndOrderIsKept) {
   });
 }
 
+// ProcessGroupOptions::synchronous (Note [Host group on the caller], mpi/hier_engine.h): every
+// collective, multi-step ones too, is done when the call returns, in issue order, same bits.
+TEST(Synchronous, EveryCollectiveIsDoneWhenTheCallReturns) {
+  RunRanksOptions o;
+  o.group.synchronous = true;
+  run_ranks(
+      3,
+      [&](ProcessGroup& g) {
+        for (int64_t n : {int64_t{16}, int64_t{5000}, int64_t{100003}}) {
+          Tensor x = noisy(n, g.rank(), DType::f32), y = x.clone();
+          auto w = g.all_reduce(x);
+          EXPECT_TRUE(w->is_completed()) << n;
+          const Chunk c = chunk_of(n, g.size(), g.rank());
+          Tensor part = y.flat_range(c.offset, c.size);
+          EXPECT_TRUE(g.reduce_scatter(part, y)->is_completed()) << n;
+          EXPECT_TRUE(g.all_gather(y, part)->is_completed()) << n;
+          EXPECT_TRUE(braid::testing::bit_equal(x, y)) << n;
+          w->wait();
+        }
+      },
+      o);
+}
+
 TEST(Validation, WrongSizesThrowAtOnceNamingTheNumbers) {
   run_ranks(2, [](ProcessGroup& g) {
     Tensor in = Tensor::zeros(Shape{10});
