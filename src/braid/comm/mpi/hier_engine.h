@@ -5,11 +5,11 @@
 // Note [Host group on the caller]: the engine runs on the group's comm thread and waits for
 // every host collective it issues. Handed to the host group's own comm thread, each one costs
 // two wake-ups, and on oversubscribed cores (4 ranks' threads on 2 cores) a wake-up can wait
-// out another thread's time slice: a 512 KiB all_reduce across 2 hosts x 2 ranks spent 350-700
+// out another thread's time slice: a 512 KiB all_reduce across 2 hosts x 2 ranks spent 350-500
 // us in a host reduce_scatter that takes 30 us alone. So the scattered chain's host collectives
-// go to a synchronous host group (ProcessGroupOptions::synchronous: run whole on the calling
-// thread): 512 KiB 1.0-1.6 ms -> 0.6-0.8 ms, 1-2 MiB alike (bench/multihost.sh). The pipelined
-// chain keeps the asynchronous one: while its host reduces chunk c + 1, the engine's thread
+// go to a synchronous host group (ProcessGroupOptions::synchronous: each runs whole on the
+// calling thread): its 512 KiB all_reduce took 780-800 us instead of 1000-1140. The pipelined
+// chain keeps the asynchronous group: while its host reduces chunk c + 1, the engine's thread
 // keeps the MPI sends of chunk c moving (on the caller, 16 MiB took 40-45 ms instead of 28).
 #pragma once
 
@@ -57,7 +57,8 @@ class HierEngine {
 
   // Buffers of at most this many floats take the scattered chain when every host holds the same
   // number of ranks, two or more (Note [Scattered chain], hier_scattered.cpp).
-  static constexpr int64_t kScatteredMaxFloats = int64_t{1} << 19;  // 2 MiB
+  // 1 MiB: at 2 MiB the pipelined chain measured as fast or faster.
+  static constexpr int64_t kScatteredMaxFloats = int64_t{1} << 18;
 
  private:
   enum Phase { kForward = 0, kResult = 1 };

@@ -28,9 +28,10 @@ namespace braid::comm {
 // Measured with its host collectives on the caller (Note [Host group on the caller]),
 // `MIN=64K bench/multihost.sh 3 16M`, 2 hosts x 2 ranks on 2 cores, two runs alternating with
 // the chain's build: all_reduce of 512 KiB 754-1026 us against 1152-1686, 1 MiB 1782-1950
-// against 2018-3715, 128-256 KiB alike. On these shared cores the flat reduce-scatter +
-// all-gather (BRAID_COMM_HIERARCHY=0) was as fast at 1-2 MiB (969-999 us at 1 MiB): every path
-// here is bound by four ranks' threads taking turns on two cores, not by the bytes that cross.
+// against 2018-3715, 128-256 KiB alike, 2 MiB 4830-5430 against 3608-5183 (so up to 1 MiB).
+// On these shared cores the flat reduce-scatter + all-gather (BRAID_COMM_HIERARCHY=0) was as
+// fast from 512 KiB and faster at 1-4 MiB (969-999 us at 1 MiB): every path here is bound by
+// four ranks' threads taking turns on two cores, not by the bytes that cross hosts.
 void HierEngine::run_scattered(const CollectiveOp& op, Clock::time_point deadline) {
   const int64_t n = op.out.numel();
   float* x = reinterpret_cast<float*>(bytes_of(op.out));
