@@ -82,6 +82,11 @@ template <typename T>
 requires std::is_same_v<T, float>
 void gather_transposed(float* dst, const T* src, int64_t T_, int64_t HS, int64_t stride, int64_t Tp,
                        int64_t HSp) {
+#ifdef __AVX512F__
+  if (HS == HSp)  // Note [Vector packing] (attention_bf16.h)
+    return transpose_panel(reinterpret_cast<uint32_t*>(dst), reinterpret_cast<const uint32_t*>(src),
+                           T_, stride, HS, Tp);
+#endif
   for (int64_t t0 = 0; t0 < Tp; t0 += 16) {
     const int64_t nt = std::max<int64_t>(0, std::min<int64_t>(16, T_ - t0));
     for (int64_t x = 0; x < HSp; ++x) {

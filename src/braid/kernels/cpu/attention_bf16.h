@@ -104,37 +104,11 @@ inline void pack_rows(uint32_t* dst, const bf16* src, int64_t T_, int64_t HS, in
   }
 }
 
-// out[c] = column c of the 16 x 16 words in[0..15] (rows), by 32-bit, 64-bit and 128-bit
-// interleaves.
-inline void transpose16(__m512i* out, const __m512i* in) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {  // u[4i + j], lane L: rows 4i..4i+3 of column 4L + j
-    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int j = 0; j < 4; ++j) {
-    const __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
-    const __m512i x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee);
-    const __m512i y0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
-    const __m512i y1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
-    out[j] = _mm512_shuffle_i32x4(x0, y0, 0x88);
-    out[4 + j] = _mm512_shuffle_i32x4(x0, y0, 0xdd);
-    out[8 + j] = _mm512_shuffle_i32x4(x1, y1, 0x88);
-    out[12 + j] = _mm512_shuffle_i32x4(x1, y1, 0xdd);
-  }
-}
-
 // dst[HSp/2][Tp] words: word (p, t) = (x[t, 2p], x[t, 2p + 1]) (B of the scores).
-// Note [Vector packing]: with HS a multiple of 16 (every word of a row inside the head) runs of
-// 16 rows are transposed as 16 x 16 words (rows past T_ zero), and pair rows widen 16 elements
-// of each row of the pair; element by element, the panels' strided writes and bounds tests took
-// a quarter of the backward (perf).
+// Note [Vector packing]: with HS a multiple of 16 (every word of a row inside the head) the
+// words are transposed 16 x 16 at a time (transpose_panel, attention_tiles.h), and pair rows
+// widen 16 elements of each row of the pair; element by element, the panels' strided writes and
+// bounds tests took a quarter of the backward (perf).
 inline void pack_words_t(uint32_t* dst, const bf16* src, int64_t T_, int64_t HS, int64_t stride,
                          int64_t Tp, int64_t HSp) {
   const int64_t HW = HSp / 2;
@@ -145,17 +119,7 @@ inline void pack_words_t(uint32_t* dst, const bf16* src, int64_t T_, int64_t HS,
                                     head_bits(src, t, 2 * p + 1, T_, HS, stride));
     return;
   }
-  for (int64_t t0 = 0; t0 < Tp; t0 += 16)
-    for (int64_t p0 = 0; p0 < HW; p0 += 16) {
-      const int64_t w = std::min<int64_t>(16, HW - p0);  // 8 or 16 words
-      const __mmask16 mask = static_cast<__mmask16>((1u << w) - 1);
-      __m512i rows[16], cols[16];
-      for (int64_t i = 0; i < 16; ++i)
-        rows[i] = t0 + i < T_ ? _mm512_maskz_loadu_epi32(mask, src + (t0 + i) * stride + 2 * p0)
-                              : _mm512_setzero_si512();
-      transpose16(cols, rows);
-      for (int64_t c = 0; c < w; ++c) _mm512_storeu_si512(dst + (p0 + c) * Tp + t0, cols[c]);
-    }
+  transpose_panel(dst, reinterpret_cast<const uint32_t*>(src), T_, stride / 2, HW, Tp);
 }
 
 // dst[Tp/2][HSp] words: word (p, x) = (x[2p, x], x[2p + 1, x]) (B of the accumulations).

@@ -10,11 +10,21 @@
 // narrower registers on other targets): 4 rows x 64 columns of accumulators.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "braid/kernels/cpu/common.h"
+
+#ifdef __AVX512F__
+// GCC 12's -Wmaybe-uninitialized inside its own AVX-512 intrinsics (GCC bug 105593, as in
+// cpu/convert.cpp): silenced for that header only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
 
 namespace braid::kernels::cpu {
 
@@ -36,6 +46,52 @@ inline void vstore(float* p, v16 v) {
 inline int64_t round_up(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;
 }
+
+#ifdef __AVX512F__
+// out[c] = column c of the 16 x 16 words in[0..15] (rows), by 32-bit, 64-bit and 128-bit
+// interleaves.
+inline void transpose16(__m512i* out, const __m512i* in) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // u[4i + j], lane L: rows 4i..4i+3 of column 4L + j
+    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
+    const __m512i x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee);
+    const __m512i y0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+    const __m512i y1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
+    out[j] = _mm512_shuffle_i32x4(x0, y0, 0x88);
+    out[4 + j] = _mm512_shuffle_i32x4(x0, y0, 0xdd);
+    out[8 + j] = _mm512_shuffle_i32x4(x1, y1, 0x88);
+    out[12 + j] = _mm512_shuffle_i32x4(x1, y1, 0xdd);
+  }
+}
+
+// dst[c * Tp + t] = src[t * stride + c] for c < width (a multiple of 8) and t < rows, zero for
+// rows <= t < Tp (a multiple of 16): a panel of 32-bit words (f32, or bf16 pairs) transposed 16 x
+// 16 at a time (Note [Vector packing], attention_bf16.h).
+inline void transpose_panel(uint32_t* dst, const uint32_t* src, int64_t rows, int64_t stride,
+                            int64_t width, int64_t Tp) {
+  for (int64_t t0 = 0; t0 < Tp; t0 += 16)
+    for (int64_t c0 = 0; c0 < width; c0 += 16) {
+      const int64_t w = std::min<int64_t>(16, width - c0);  // 8 or 16 words
+      const __mmask16 mask = static_cast<__mmask16>((1u << w) - 1);
+      __m512i in[16], out[16];
+      for (int64_t i = 0; i < 16; ++i)
+        in[i] = t0 + i < rows ? _mm512_maskz_loadu_epi32(mask, src + (t0 + i) * stride + c0)
+                              : _mm512_setzero_si512();
+      transpose16(out, in);
+      for (int64_t c = 0; c < w; ++c) _mm512_storeu_si512(dst + (c0 + c) * Tp + t0, out[c]);
+    }
+}
+#endif
 
 // S[64,64] = A[64 rows, HSp] (row stride lda) @ Bt[HSp rows, 64 cols] (row stride ldb)
 inline void tile_scores(float* __restrict S, const float* __restrict A, int64_t lda,
