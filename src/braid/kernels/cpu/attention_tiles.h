@@ -18,10 +18,11 @@
 #include "braid/kernels/cpu/common.h"
 
 #ifdef __AVX512F__
-// GCC 12's -Wmaybe-uninitialized inside its own AVX-512 intrinsics (GCC bug 105593, as in
-// cpu/convert.cpp): silenced for that header only.
+// GCC 12's -W(maybe-)uninitialized inside its own AVX-512 intrinsics (GCC bug 105593, as in
+// cpu/convert.cpp; -Wuninitialized at -O2): silenced for that header only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 #endif
