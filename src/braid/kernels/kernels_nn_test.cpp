@@ -94,6 +94,26 @@ TEST_P(NnOps, LmHeadCrossEntropy) {
   EXPECT_TRUE(close(logits, logits_r, 2e-5));
 }
 
+TEST_P(NnOps, LmHeadWeightGradientOverGroupsOfChunks) {
+  // N = 2600 rows: bf16's weight gradient in three groups of up to 1024 rows (Note [Grouped
+  // weight gradient], cpu/cross_entropy.cpp), the last short; fused and not.
+  const int64_t N = 2600, C = 8, V = 40;
+  Tensor x = rnd(Shape{N, C}), w = rnd(Shape{V, C}, 0.5f), tg = ids(Shape{N}, V);
+  for (int64_t n = 0; n < N; n += 11) tg.data<int32_t>()[n] = -100;
+  Tensor lse = Tensor::empty(Shape{N}), lse_r = lse.clone();
+  int64_t count = -1, count_r = -2;
+  lm_head_ce_forward(lse, &count, x, w, tg);
+  ref::lm_head_ce_forward(lse_r, &count_r, x, w, tg);
+  const float sc = 1.0f / static_cast<float>(count);
+  Tensor dw = rnd(Shape{V, C}), dw_r = dw.clone(), dw2 = dw.clone(), dw2_r = dw.clone();
+  lm_head_ce_backward(nullptr, &dw, x, w, tg, lse, sc);
+  ref::lm_head_ce_backward(nullptr, &dw_r, x, w, tg, lse_r, sc);
+  EXPECT_TRUE(close(dw, dw_r, tol()));
+  lm_head_ce_forward_backward(lse, &count, nullptr, &dw2, x, w, tg, sc);
+  ref::lm_head_ce_forward_backward(lse_r, &count_r, nullptr, &dw2_r, x, w, tg, sc);
+  EXPECT_TRUE(close(dw2, dw2_r, tol()));
+}
+
 TEST_P(NnOps, LmHeadCrossEntropyPartial) {
   // Vocabulary rows [40, 64) of which 17 are real, N = 300 rows (more than one chunk), targets
   // below, inside and beyond the slice, some ignored; then a slice of padding only.

@@ -199,6 +199,15 @@ inline size_t scratch_grown(size_t have, size_t bytes) {
   if (have >= bytes) return have;
   return (std::max(bytes, have + have / 2) + 63) / 64 * 64;
 }
+// The LM head's row chunks (cpu/cross_entropy.cpp), and how many rows of bf16 dlogits its
+// weight gradient takes in one GEMM (Note [Grouped weight gradient]); kernels/scratch_plan.h
+// replays both.
+constexpr int64_t kLmHeadChunk = 256;
+inline int64_t lm_head_dw_group_rows(int64_t V) {
+  const int64_t by_bytes = (int64_t{32} << 20) / (2 * std::max<int64_t>(V, 1));
+  return std::clamp<int64_t>(by_bytes / kLmHeadChunk * kLmHeadChunk, kLmHeadChunk,
+                             4 * kLmHeadChunk);
+}
 inline float* scratch(int slot, int64_t n) {
   return static_cast<float*>(scratch_raw(slot, static_cast<size_t>(n) * sizeof(float)));
 }

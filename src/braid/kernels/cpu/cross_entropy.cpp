@@ -29,6 +29,7 @@
 //   stores it; the loss of an ignored row is the caller's to drop.
 // - targets: the kernel sees one slice, so it checks only t >= 0 (or ignore_index); a target
 //   outside the slice simply contributes no target logit here.
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -43,11 +44,17 @@ using namespace cpu;
 
 namespace {
 
-constexpr int64_t kChunk = 256;  // rows per chunk: logits scratch of kChunk * V floats
+constexpr int64_t kChunk = kLmHeadChunk;  // rows per chunk: logits scratch of kChunk * V floats
 
 struct CeDims {
   int64_t N, C, V;
 };
+
+// Note [Grouped weight gradient]: per 256-row chunk the weight's gradient is a GEMM with K =
+// 256 that reads and writes the whole f32 [V, C] accumulator; in bf16 groups of up to 1024 rows
+// (and 32 MiB of dlogits) run it a quarter as often with K four times as deep: kernels_bench's
+// bf16 head (N 2048, V 8192, C 384) 109.2-110.5 -> 105.5-106.9 ms fused, backward 102.5 -> 99.0.
+// f32 and f16 keep one GEMM a chunk (their dlogits are the chunk's f32 logits).
 
 // targets in [0, V) or ignore_index; a slice (is_slice) checks only t >= 0, as the global
 // vocabulary size is the caller's to check.
@@ -148,8 +155,12 @@ double ce_pass(const CeDims& d, const T* x, const T* w, T* dx, const CePass& p) 
   } else {
     wg = w;
   }
+  // bf16: the rounded dlogits of several chunks stay side by side and the weight's gradient
+  // takes them in one GEMM (Note [Grouped weight gradient]); else one chunk at a time.
+  const int64_t group = std::is_same_v<G, bf16> ? lm_head_dw_group_rows(d.V) : kChunk;
   for (int64_t r0 = 0; r0 < d.N; r0 += kChunk) {
     const int64_t R = std::min(kChunk, d.N - r0);
+    const int64_t g0 = r0 / group * group;  // the group's first row
     const G* xr;
     if constexpr (kWiden) {
       xr = widen(1, x + r0 * d.C, R, d.C, d.C);
@@ -191,7 +202,7 @@ double ce_pass(const CeDims& d, const T* x, const T* w, T* dx, const CePass& p) 
     if constexpr (std::is_same_v<G, float>) {
       dl = logits;
     } else {
-      G* rounded = scratch_as<G>(4, R * d.V);
+      G* rounded = scratch_as<G>(4, std::min(group, d.N) * d.V) + (r0 - g0) * d.V;
 #pragma omp parallel for schedule(static)
       for (int64_t r = 0; r < R; ++r) store_row(rounded + r * d.V, logits + r * d.V, Vr);
       dl = rounded;
@@ -207,7 +218,11 @@ double ce_pass(const CeDims& d, const T* x, const T* w, T* dx, const CePass& p) 
         for (int64_t r = 0; r < R; ++r) add_row(dxr + r * d.C, tmp + r * d.C, d.C);
       }
     }
-    if (dweight) gemm(true, false, Vr, d.C, R, 1.0f, dl, d.V, xr, d.C, 1.0f, dw_acc, d.C);
+    if (dweight && (r0 + R == d.N || r0 + R - g0 == group)) {  // the group's last chunk
+      const int64_t K = r0 + R - g0;
+      gemm(true, false, Vr, d.C, K, 1.0f, dl - (r0 - g0) * d.V, d.V, xr - (r0 - g0) * d.C, d.C,
+           1.0f, dw_acc, d.C);
+    }
   }
   if (grads && dweight && dweight->dtype() != DType::f32) {
     T* dw = dweight->data<T>();

@@ -143,10 +143,11 @@ void ScratchPlan::embedding_backward(int64_t C, bool positions) {
   if (positions) take_team(0, C * kF);
 }
 
-// cpu/cross_entropy.cpp ce_pass, chunks of 256 rows; dweight is f32.
+// cpu/cross_entropy.cpp ce_pass, chunks of 256 rows (bf16's weight gradient a GEMM a group of
+// them, Note [Grouped weight gradient]); dweight is f32.
 void ScratchPlan::lm_head_ce(int64_t N, int64_t C, int64_t V, int64_t valid, bool gradients,
                              DType dtype) {
-  constexpr int64_t kChunk = 256;
+  constexpr int64_t kChunk = cpu::kLmHeadChunk;
   const bool widen = dtype == DType::f16;
   const DType g = widen ? DType::f32 : dtype;
   take_f64(1, N);
@@ -158,10 +159,13 @@ void ScratchPlan::lm_head_ce(int64_t N, int64_t C, int64_t V, int64_t valid, boo
     if (widen) take(1, R * C * kF);
     if (valid > 0) gemm(false, true, R, valid, C, 0.0f, false, g);
     if (!gradients) continue;
-    if (g == DType::bf16) take(4, R * V * static_cast<int64_t>(sizeof(bf16)));
+    const int64_t group = g == DType::bf16 ? cpu::lm_head_dw_group_rows(V) : kChunk;
+    const int64_t g0 = r0 / group * group;
+    if (g == DType::bf16) take(4, std::min(group, N) * V * static_cast<int64_t>(sizeof(bf16)));
     if (dtype != DType::f32) take(5, R * C * kF);
     gemm(false, false, R, C, valid, dtype == DType::f32 ? 1.0f : 0.0f, false, g);
-    gemm(true, false, valid, C, R, 1.0f, false, g);
+    if (r0 + R == N || r0 + R - g0 == group)
+      gemm(true, false, valid, C, r0 + R - g0, 1.0f, false, g);
   }
 }
 
