@@ -47,6 +47,10 @@ Variable lm_head_cross_entropy(const Variable& x, const Variable& w, const Tenso
 // at most kFusedLmHeadHostBytes and no RecomputeLmHead is in scope on this thread.
 inline constexpr int64_t kFusedLmHeadHostBytes = int64_t{256} << 20;
 bool fused_lm_head(int64_t vocab, int64_t channels, bool on_device);
+// The host's size rule alone, whatever scope this thread is in (the memory estimator's question).
+inline bool lm_head_fits_fused_on_host(int64_t vocab, int64_t channels) {
+  return 4 * vocab * channels <= kFusedLmHeadHostBytes;
+}
 // Heads built on this thread in its scope recompute on the host: a split backward (zero-bubble
 // pipeline schedules) keeps the head's node until its weight pass, so a fused head would hold
 // its gradients for every micro-batch between B and W.

@@ -275,7 +275,7 @@ RecomputeLmHead::~RecomputeLmHead() {
 }
 
 bool fused_lm_head(int64_t vocab, int64_t channels, bool on_device) {
-  return on_device || (!t_recompute_lm_head && 4 * vocab * channels <= kFusedLmHeadHostBytes);
+  return on_device || (!t_recompute_lm_head && lm_head_fits_fused_on_host(vocab, channels));
 }
 
 Variable lm_head_cross_entropy(const Variable& x, const Variable& w, const Tensor& targets,

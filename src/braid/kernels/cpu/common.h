@@ -208,6 +208,12 @@ inline int64_t lm_head_dw_group_rows(int64_t V) {
   return std::clamp<int64_t>(by_bytes / kLmHeadChunk * kLmHeadChunk, kLmHeadChunk,
                              4 * kLmHeadChunk);
 }
+// The rows the weight-gradient GEMM takes after the chunk [r0, r0 + R) of N rows, in groups of
+// `group` rows: the group's rows when the chunk ends it (or ends the rows), else 0.
+inline int64_t lm_head_group_done(int64_t r0, int64_t R, int64_t N, int64_t group) {
+  const int64_t filled = r0 + R - r0 / group * group;
+  return r0 + R == N || filled == group ? filled : 0;
+}
 inline float* scratch(int slot, int64_t n) {
   return static_cast<float*>(scratch_raw(slot, static_cast<size_t>(n) * sizeof(float)));
 }

@@ -218,11 +218,9 @@ double ce_pass(const CeDims& d, const T* x, const T* w, T* dx, const CePass& p) 
         for (int64_t r = 0; r < R; ++r) add_row(dxr + r * d.C, tmp + r * d.C, d.C);
       }
     }
-    if (dweight && (r0 + R == d.N || r0 + R - g0 == group)) {  // the group's last chunk
-      const int64_t K = r0 + R - g0;
+    if (const int64_t K = lm_head_group_done(r0, R, d.N, group); dweight && K > 0)
       gemm(true, false, Vr, d.C, K, 1.0f, dl - (r0 - g0) * d.V, d.V, xr - (r0 - g0) * d.C, d.C,
            1.0f, dw_acc, d.C);
-    }
   }
   if (grads && dweight && dweight->dtype() != DType::f32) {
     T* dw = dweight->data<T>();

@@ -160,12 +160,11 @@ void ScratchPlan::lm_head_ce(int64_t N, int64_t C, int64_t V, int64_t valid, boo
     if (valid > 0) gemm(false, true, R, valid, C, 0.0f, false, g);
     if (!gradients) continue;
     const int64_t group = g == DType::bf16 ? cpu::lm_head_dw_group_rows(V) : kChunk;
-    const int64_t g0 = r0 / group * group;
     if (g == DType::bf16) take(4, std::min(group, N) * V * static_cast<int64_t>(sizeof(bf16)));
     if (dtype != DType::f32) take(5, R * C * kF);
     gemm(false, false, R, C, valid, dtype == DType::f32 ? 1.0f : 0.0f, false, g);
-    if (r0 + R == N || r0 + R - g0 == group)
-      gemm(true, false, valid, C, r0 + R - g0, 1.0f, false, g);
+    if (const int64_t K = cpu::lm_head_group_done(r0, R, N, group); K > 0)
+      gemm(true, false, valid, C, K, 1.0f, false, g);
   }
 }
 

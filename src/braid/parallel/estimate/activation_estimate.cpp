@@ -97,8 +97,7 @@ class BlockModel {
   // beside them. The vocabulary-parallel head (tensor parallelism) and a split backward's
   // recompute instead.
   int64_t fused_head_held(bool split_backward) const {
-    if (tp_ || split_backward || !autograd::fused_lm_head(m_.vocab_size, C_, /*on_device=*/false))
-      return 0;
+    if (tp_ || split_backward || !autograd::lm_head_fits_fused_on_host(m_.vocab_size, C_)) return 0;
     return a_ * N_ * C_ + 4 * m_.vocab_size * C_;
   }
   int64_t head_moment(bool split_backward) const {
@@ -232,8 +231,9 @@ SpanActivations span_activations(const nn::ModelConfig& model, int64_t micro_bat
     later += costs[k].weight;
   }
   if (span.last) {
-    peak = std::max(peak, kept + blocks.head_moment(span.split_backward));
-    split_peak = std::max(split_peak, kept + blocks.head_moment(span.split_backward));
+    const int64_t moment = kept + blocks.head_moment(span.split_backward);
+    peak = std::max(peak, moment);
+    split_peak = std::max(split_peak, moment);
   }
   const int64_t head_held = span.last ? blocks.fused_head_held(span.split_backward) : 0;
   split_peak = std::max(split_peak, weight + weight_ends - ends);
