@@ -54,14 +54,18 @@ cuda-build: build
 # OMP_WAIT_POLICY=passive: ctest runs tests side by side and many put several ranks on a core;
 # OpenMP's threads then sleep at a barrier instead of spinning out the time slice a rank of the
 # other test needs (the suite took 495 s instead of 631-665 s on 2 cores, docs/testing.md).
+# A failed run ends with each failed test's output again (testing/failed_output.sh): a CI
+# summary that keeps only the log's tail then shows why.
 TEST_ENV := BRAID_DATA_DIR=$(CURDIR)/data OMP_WAIT_POLICY=passive
 test: test-deps build data cuda-build
-	cd $(BUILD) && $(TEST_ENV) ctest --output-on-failure -j $(JOBS) --timeout 300 -LE long
+	cd $(BUILD) && { $(TEST_ENV) ctest --output-on-failure -j $(JOBS) --timeout 300 -LE long || \
+	  { $(CURDIR)/testing/failed_output.sh .; exit 1; }; }
 
 # The long fault loops (label long): the restart kill loop, 20 SIGKILLs under
 # braid launch --max-restarts, about 2 minutes.
 test-long: test-deps build data
-	cd $(BUILD) && $(TEST_ENV) ctest --output-on-failure -L long
+	cd $(BUILD) && { $(TEST_ENV) ctest --output-on-failure -L long || \
+	  { $(CURDIR)/testing/failed_output.sh .; exit 1; }; }
 
 test-asan: test-deps data
 	$(MAKE) PRESET=asan-ubsan build
