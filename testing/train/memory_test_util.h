@@ -83,7 +83,12 @@ inline void print_comparison(const std::string& name, const Peaks& p,
 inline void expect_within_10_percent(const std::string& name, const Peaks& p,
                                      const parallel::MemoryEstimate& e, int64_t unsent_bytes = 0) {
   EXPECT_TRUE(within_10_percent(p.parameters, e.parameters, "parameters")) << name;
-  EXPECT_TRUE(within_10_percent(p.gradients, e.gradients, "gradients")) << name;
+  // A reduction that ends before the next block's backward begins: one block fewer
+  // (MemoryEstimate::gradients_overlap).
+  EXPECT_TRUE(within_10_percent(p.gradients, e.gradients, "gradients") ||
+              within_10_percent(p.gradients, e.gradients - e.gradients_overlap, "gradients"))
+      << name << ": gradients measured " << p.gradients << ", estimated " << e.gradients
+      << " or, every reduction done before the next block, " << e.gradients - e.gradients_overlap;
   EXPECT_TRUE(within_10_percent(p.optimizer_state, e.optimizer_state, "optimizer state")) << name;
   EXPECT_TRUE(within_10_percent(p.activations, e.activations, "activations")) << name;
   if (unsent_bytes == 0) {

@@ -1,5 +1,8 @@
 // The kernel harness, part 2: rope, flash attention, LM-head cross-entropy and the optimiser
 // steps against their naive twins (see kernels_test.cpp for the conventions).
+#include <cstring>
+#include <utility>
+
 #include "braid/kernels/kernels_test_util.h"
 #include "braid/kernels/ops.h"
 #include "braid/kernels/reference/reference.h"
@@ -155,6 +158,32 @@ TEST_P(NnOps, AdamW) {
   EXPECT_TRUE(close(p, p_r, 2e-5));
   EXPECT_TRUE(close(m, m_r, 2e-5));
   EXPECT_TRUE(close(v, v_r, 2e-5));
+}
+
+TEST_P(NnOps, AdamWWritingTheComputeCopyGivesTheStepAndTheCastsBits) {
+  // Masters past bf16's and f16's range edges too: huge, tiny (f16 denormals), an f16 overflow.
+  Shape s{1037};
+  Tensor g = rnd(s), m0 = rnd_f32(s, 0.1f), v0 = Tensor::uniform(s, rng_, 0, 0.1f);
+  Tensor p0 = rnd_f32(s);
+  float* pp = p0.data<float>();
+  pp[0] = 1e-6f;
+  pp[1] = -3e-7f;
+  pp[2] = 70000.0f;
+  pp[3] = 3.0e38f;
+  pp[4] = 65519.0f;
+  for (DType cd : {DType::bf16, DType::f16}) {
+    Tensor p = p0.clone(), m = m0.clone(), v = v0.clone(), c = Tensor::zeros(s, cd);
+    Tensor p_r = p0.clone(), m_r = m0.clone(), v_r = v0.clone(), c_r = Tensor::zeros(s, cd);
+    for (int64_t t = 1; t <= 2; ++t) {
+      adamw_step(p, g, m, v, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t, c);
+      adamw_step(p_r, g, m_r, v_r, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+      cast(c_r, p_r);
+    }
+    for (auto [a, b] : {std::pair{&p, &p_r}, {&m, &m_r}, {&v, &v_r}, {&c, &c_r}})
+      EXPECT_EQ(std::memcmp(a->raw_data(), b->raw_data(), a->nbytes()), 0) << dtype_name(cd);
+  }
+  Tensor p = p0.clone(), m = m0.clone(), v = v0.clone(), wrong = Tensor::zeros(s);
+  EXPECT_THROW(adamw_step(p, g, m, v, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, wrong), Error);
 }
 
 TEST_P(NnOps, Sgd) {

@@ -205,6 +205,10 @@ __int128 sum_squares_fixed(const std::vector<Tensor>& xs, int shift);
 // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
                 float beta2, float eps, float weight_decay, int64_t t);
+// The same, also writing the updated param rounded to compute's dtype (bf16 or f16) into
+// compute: the bits of cast(compute, param) after the step, in the step's one pass.
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
+                float beta2, float eps, float weight_decay, int64_t t, Tensor& compute);
 // SGD: g' = g + wd p; buf = momentum buf + g' (first step buf = g'); p -= lr buf
 // (nesterov: p -= lr (g' + momentum buf)). momentum_buf may be undefined when momentum == 0.
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum,

@@ -23,7 +23,11 @@ std::unique_ptr<StateStore> or_resident(std::unique_ptr<StateStore> store) {
 
 ParamSlice ParamSlice::whole(std::string name, Tensor param, Tensor grad) {
   ShardRecord r{std::move(name), param.shape(), {}, 0, param.numel(), param.dtype()};
-  return {std::move(r), std::move(param), std::move(grad)};
+  ParamSlice s;
+  s.shard = std::move(r);
+  s.param = std::move(param);
+  s.grad = std::move(grad);
+  return s;
 }
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> state_names)
@@ -52,9 +56,17 @@ void Optimizer::step(float lr) {
     SliceSlot slot = store_->acquire(k);
     BRAID_CHECK(s.grad.defined() || slot.grad.defined(), name(), ": the state store gave no ",
                 "gradient for '", s.name(), "'");
+    // Note [Compute copy in the step]: fused where the update writes the slice's own masters.
+    Tensor compute = s.compute;
+    const bool fused = compute.defined() && fuses_compute_copy() && s.param.defined() &&
+                       slot.param.storage() == s.param.storage() &&
+                       slot.param.offset() == s.param.offset();
     // The store's gradient first: offloaded, or a host copy (Note [Optimizer state on the host]).
-    update(groups_[g], slot, slot.grad.defined() ? slot.grad : s.grad, lr);
+    update(groups_[g], slot, slot.grad.defined() ? slot.grad : s.grad, lr,
+           fused ? &compute : nullptr);
     store_->release(k);
+    if (compute.defined() && !fused)
+      kernels::cast(compute, s.param.defined() ? s.param : slot.param);
   }
   store_->end_step();
 }
@@ -78,6 +90,10 @@ void Optimizer::visit_slices(const std::function<void(const ParamSlice&, SliceSl
         fn(groups_[g].params[i], slot);
       },
       write);
+  if (!write) return;
+  for (ParamGroup& group : groups_)  // Note [Compute copy in the step]
+    for (ParamSlice& s : group.params)
+      if (s.compute.defined() && s.param.defined()) kernels::cast(s.compute, s.param);
 }
 
 AdamW::AdamW(std::vector<ParamGroup> groups, float beta1, float beta2, float eps,
@@ -94,7 +110,13 @@ AdamW::AdamW(std::vector<ParamGroup> groups, float beta1, float beta2, float eps
   set_state_store(or_resident(std::move(store)));
 }
 
-void AdamW::update(const ParamGroup& group, SliceSlot& slot, const Tensor& grad, float lr) {
+void AdamW::update(const ParamGroup& group, SliceSlot& slot, const Tensor& grad, float lr,
+                   Tensor* compute) {
+  if (compute) {
+    kernels::adamw_step(slot.param, grad, slot.state[0], slot.state[1], lr * group.lr_scale, beta1_,
+                        beta2_, eps_, group.weight_decay, step_count_, *compute);
+    return;
+  }
   kernels::adamw_step(slot.param, grad, slot.state[0], slot.state[1], lr * group.lr_scale, beta1_,
                       beta2_, eps_, group.weight_decay, step_count_);
 }
@@ -112,7 +134,8 @@ SGD::SGD(std::vector<ParamGroup> groups, float momentum, bool nesterov,
   set_state_store(or_resident(std::move(store)));
 }
 
-void SGD::update(const ParamGroup& group, SliceSlot& slot, const Tensor& grad, float lr) {
+void SGD::update(const ParamGroup& group, SliceSlot& slot, const Tensor& grad, float lr,
+                 Tensor* /*compute*/) {
   // Note [SGD first step]: torch initialises the momentum buffer to the first gradient; a
   // restored optimizer (step_count > 1 at its first update) continues from its saved buffer.
   const bool first_step = step_count_ == 1;

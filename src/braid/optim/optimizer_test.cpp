@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "braid/kernels/ops.h"
 #include "testing/tensor_compare.h"
 
 namespace braid::optim {
@@ -107,6 +108,43 @@ TEST(Optimizer, SteppingAShardEqualsSteppingTheWholeBufferOnThatRange) {
   EXPECT_TRUE(testing::bit_equal(shard_p.flat_range(3, 4), full_p.flat_range(3, 4)));
   EXPECT_TRUE(testing::bit_equal(shard_p.flat_range(0, 3), before.flat_range(0, 3)));
   EXPECT_TRUE(testing::bit_equal(shard_p.flat_range(7, 3), before.flat_range(7, 3)));
+}
+
+// Note [Compute copy in the step]: a slice's compute copy follows its masters through a step
+// (AdamW's fused pass, SGD's cast after it) and a visit that writes them; frozen slices keep
+// theirs; the masters are the bits of a step without a copy.
+TEST(Optimizer, ComputeCopiesFollowTheMastersThroughStepsAndWritingVisits) {
+  Rng rng(5);
+  for (int which = 0; which < 2; ++which) {
+    Tensor p = Tensor::randn(Shape{300}, rng), g = Tensor::randn(Shape{300}, rng);
+    Tensor plain = p.clone(), frozen = Tensor::randn(Shape{7}, rng);
+    Tensor copy = Tensor::zeros(Shape{300}, which == 0 ? DType::bf16 : DType::f16);
+    Tensor frozen_copy = Tensor::zeros(Shape{7}, DType::bf16);
+    ParamSlice s = ParamSlice::whole("w", p, g), f = ParamSlice::whole("f", frozen, Tensor());
+    s.compute = copy;
+    f.compute = frozen_copy;
+    auto make = [&](std::vector<ParamSlice> slices) -> std::unique_ptr<Optimizer> {
+      if (which == 0) return std::make_unique<AdamW>(std::vector{ParamGroup{slices, 1.0f, 0.1f}});
+      return std::make_unique<SGD>(std::vector{ParamGroup{slices, 1.0f, 0.1f}}, 0.9f, false);
+    };
+    auto with = make({s, f});
+    auto without = make({ParamSlice::whole("w", plain, g)});
+    for (int i = 0; i < 2; ++i) {
+      with->step(1e-2f);
+      without->step(1e-2f);
+    }
+    EXPECT_TRUE(testing::bit_equal(p, plain)) << with->name();
+    Tensor expected = Tensor::zeros(Shape{300}, copy.dtype());
+    kernels::cast(expected, p);
+    EXPECT_TRUE(testing::bit_equal(copy, expected)) << with->name();
+    EXPECT_TRUE(testing::bit_equal(frozen_copy, Tensor::zeros(Shape{7}, DType::bf16)));
+    // A checkpoint's load writes the masters through a visit: the copies follow.
+    with->visit_slices([](const ParamSlice&, SliceSlot& slot) { slot.param.fill_(0.75); }, true);
+    Tensor three_quarters = Tensor::full(Shape{300}, 0.75f);
+    kernels::cast(expected, three_quarters);
+    EXPECT_TRUE(testing::bit_equal(copy, expected)) << with->name();
+    EXPECT_EQ(frozen_copy.to_f32_vector()[0], 0.75f);
+  }
 }
 
 TEST(Optimizer, StateRestoresBitExactly) {

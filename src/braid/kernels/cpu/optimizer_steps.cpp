@@ -6,6 +6,8 @@
 //   SGD: g' = g + wd p; buf = momentum buf + g' (buf = g' on the first step);
 //     p -= lr * buf   (nesterov: p -= lr (g' + momentum buf)); momentum == 0: p -= lr g'
 #include <cmath>
+#include <cstddef>
+#include <type_traits>
 
 #include "braid/kernels/cpu/common.h"
 #include "braid/kernels/device.h"
@@ -15,12 +17,14 @@ namespace braid::kernels {
 
 using namespace cpu;
 
-void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
-                float beta2, float eps, float weight_decay, int64_t t) {
-  BRAID_DEVICE_DISPATCH(adamw_step, (param, grad, m, v, lr, beta1, beta2, eps, weight_decay, t),
-                        &param, &grad, &m, &v);
+namespace {
+
+// The AdamW update over every element, and with `compute` (bf16 or f16) each updated master
+// rounded into it in the same pass (Note [Compute copy in the step], optim/optimizer.h).
+void adamw_cpu(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
+               float beta2, float eps, float weight_decay, int64_t t, Tensor* compute) {
   const char* op = "adamw_step";
-  check_cpu(op, {&param, &grad, &m, &v});
+  check_cpu(op, {&param, &grad, &m, &v, compute});
   check_dtype(op, "param", param, DType::f32);
   check_float(op, "grad", grad);
   check_dtype(op, "m", m, DType::f32);
@@ -29,6 +33,11 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float l
   check_numel(op, "grad", grad, n);
   check_numel(op, "m", m, n);
   check_numel(op, "v", v, n);
+  if (compute) {
+    check_numel(op, "compute", *compute, n);
+    BRAID_CHECK(compute->dtype() == DType::bf16 || compute->dtype() == DType::f16, op,
+                ": compute must be bf16 or f16, got ", dtype_name(compute->dtype()));
+  }
   BRAID_CHECK(t >= 1, op, ": step t must be >= 1 (1-based), got ", t);
   // torch: bias_correction2_sqrt = sqrt(1 - b2^t); step = lr / bc1;
   // p -= step * m / (sqrt(v) / bc2_sqrt + eps)
@@ -40,9 +49,9 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float l
   float* p = param.data<float>();
   float* pm = m.data<float>();
   float* pv = v.data<float>();
-  dispatch_float(grad.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    const T* g = grad.data<T>();
+  auto loop = [&](auto gtag, auto c) {  // c: bf16*, f16* or nullptr
+    using G = decltype(gtag);
+    const G* g = grad.data<G>();
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       float gi = ld(&g[i]);
@@ -50,9 +59,37 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float l
       float vi = beta2 * pv[i] + (1.0f - beta2) * gi * gi;
       pm[i] = mi;
       pv[i] = vi;
-      p[i] = p[i] * decay - step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
+      const float pi = p[i] * decay - step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
+      p[i] = pi;
+      if constexpr (!std::is_same_v<decltype(c), std::nullptr_t>) st(&c[i], pi);
     }
+  };
+  dispatch_float(grad.dtype(), op, [&](auto gtag) {
+    if (!compute) return loop(gtag, nullptr);
+    if (compute->dtype() == DType::bf16) return loop(gtag, compute->data<bf16>());
+    loop(gtag, compute->data<f16>());
   });
+}
+
+}  // namespace
+
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
+                float beta2, float eps, float weight_decay, int64_t t) {
+  BRAID_DEVICE_DISPATCH(adamw_step, (param, grad, m, v, lr, beta1, beta2, eps, weight_decay, t),
+                        &param, &grad, &m, &v);
+  adamw_cpu(param, grad, m, v, lr, beta1, beta2, eps, weight_decay, t, nullptr);
+}
+
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
+                float beta2, float eps, float weight_decay, int64_t t, Tensor& compute) {
+  if (real_device({&param, &grad, &m, &v, &compute})) {  // the device's step, then its cast
+    adamw_step(param, grad, m, v, lr, beta1, beta2, eps, weight_decay, t);
+    cast(compute, param);
+    return;
+  }
+  SimulatedDeviceRoute route("adamw_step", {&param, &grad, &m, &v, &compute});
+  OpScope scope("adamw_step");
+  adamw_cpu(param, grad, m, v, lr, beta1, beta2, eps, weight_decay, t, &compute);
 }
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum,

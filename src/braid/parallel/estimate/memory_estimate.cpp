@@ -206,6 +206,12 @@ double grads_in_flight(const Units& u) {
   return u.tied ? u.E + 2 * u.B : std::max({2 * u.B, u.E + u.B, u.H + u.B});
 }
 
+// The same when each reduction ends before the next block's backward begins: no block waits
+// beside the one in backward (MemoryEstimate::gradients_overlap).
+double grads_one_at_a_time(const Units& u) {
+  return u.tied ? u.E + u.B : std::max({u.B, u.E, u.H});
+}
+
 // Materialising a sharded strategy fills each unit's f32 values in full before keeping this
 // rank's piece (sharded_data_parallel.cpp): after `before` bytes, the pieces kept so far (1/S of
 // each unit, f32) and the unit being filled.
@@ -231,6 +237,7 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
   // Mixed precision: f32 masters (whole, or this rank's piece) plus the compute copy.
   const double whole_params = a == 4 ? 4 * u.P : (s.stage == 0 ? 4 * u.P : 4 * u.P / N) + a * u.P;
   const double in_flight_grads = 4 * grads_in_flight(u);
+  double overlap = 0;  // MemoryEstimate::gradients_overlap
   switch (s.stage) {
     case 0:
       params = whole_params;
@@ -245,6 +252,7 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
     case 2:
       params = a == 4 ? whole_params : fill_peak(u, a * u.P, N);
       grads = 4 * u.P / N + (sync ? in_flight_grads : 4 * u.P);
+      if (sync) overlap = in_flight_grads - 4 * grads_one_at_a_time(u);
       break;
     case 3: {
       const double gathered =
@@ -253,6 +261,7 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
               : gathered_params(u, static_cast<double>(spec.limit_all_gathers), s.pp > 1);
       params = std::max(4 * u.P / S + a * gathered, fill_peak(u, 0, S));
       grads = 4 * u.P / N + (sync ? in_flight_grads : 4 * u.P);
+      if (sync) overlap = in_flight_grads - 4 * grads_one_at_a_time(u);
       if (a != 4) comm = a * u.B / S;  // the shard cast for its all-gather
       break;
     }
@@ -261,6 +270,7 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
   if (offload_params) {
     params = a * (u.E + u.H + u.B) + 4 * u.B / N;
     grads = in_flight_grads + 4 * u.E / N;  // the reduced piece being written
+    overlap = in_flight_grads - 4 * grads_one_at_a_time(u);
     if (a != 4) {  // Note [Offloaded compute copy]: the shard in the compute dtype, no cast
       params += a * u.P / N;
       comm -= a * u.B / S;
@@ -275,6 +285,7 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
   e.strategy = s.label;
   e.parameters = static_cast<int64_t>(params);
   e.gradients = static_cast<int64_t>(grads);
+  e.gradients_overlap = static_cast<int64_t>(overlap);
   e.optimizer_state = static_cast<int64_t>(optimizer);
   e.communication = static_cast<int64_t>(comm);  // the strategy's staging
   return e;

@@ -35,6 +35,10 @@ struct MemoryEstimate {
   int stage = 0;         // the pipeline stage whose rank this is (0 without a pipeline)
   int64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0;
   int64_t communication = 0, scratch = 0;  // the process groups' and the kernels' buffers
+  // Of `gradients`: a block's gradients held while they are reduced beside the next block's
+  // backward (stages 2 and 3, Note [Units in flight]); where each reduction ends before the next
+  // block's backward begins (ranks as threads, a quiet network) the peak is that much lower.
+  int64_t gradients_overlap = 0;
   int64_t total() const {
     return parameters + gradients + optimizer_state + activations + communication + scratch;
   }
