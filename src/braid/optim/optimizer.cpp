@@ -56,17 +56,23 @@ void Optimizer::step(float lr) {
     SliceSlot slot = store_->acquire(k);
     BRAID_CHECK(s.grad.defined() || slot.grad.defined(), name(), ": the state store gave no ",
                 "gradient for '", s.name(), "'");
-    // Note [Compute copy in the step]: fused where the update writes the slice's own masters.
+    // Note [Compute copy in the step]: where the update writes the slice's own masters, the copy
+    // is written by the update's pass (or cast from them) before release, where a strategy's
+    // store may publish the slice; a store's own copy of the masters is written back at release.
     Tensor compute = s.compute;
-    const bool fused = compute.defined() && fuses_compute_copy() && s.param.defined() &&
-                       slot.param.storage() == s.param.storage() &&
-                       slot.param.offset() == s.param.offset();
+    const bool own = s.param.defined() && slot.param.storage() == s.param.storage() &&
+                     slot.param.offset() == s.param.offset();
+    const bool fused = compute.defined() && own && fuses_compute_copy();
     // The store's gradient first: offloaded, or a host copy (Note [Optimizer state on the host]).
     update(groups_[g], slot, slot.grad.defined() ? slot.grad : s.grad, lr,
            fused ? &compute : nullptr);
+    if (compute.defined() && own && !fused) kernels::cast(compute, s.param);
     store_->release(k);
-    if (compute.defined() && !fused)
-      kernels::cast(compute, s.param.defined() ? s.param : slot.param);
+    if (compute.defined() && !own) {
+      BRAID_CHECK(s.param.defined(), name(), ": slice '", s.name(),
+                  "' names a compute copy but its masters live in the state store");
+      kernels::cast(compute, s.param);
+    }
   }
   store_->end_step();
 }

@@ -188,5 +188,20 @@ TEST(ReduceDtype, Bf16ReductionHalvesTheBytesAndKeepsStrategiesOnDdpsWeights) {
   }
 }
 
+// Note [Compute copy in the step] (optim/optimizer.h): AdamW writes the bf16 copy in its own
+// pass, SGD has it cast after each slice, before the slice is released, where ZeRO-1/2 start
+// exchanging the unit. With SGD every strategy still gives DDP's weights bit for bit.
+TEST(ComputeCopy, SgdInBf16KeepsStrategiesOnDdpsWeights) {
+  config::TrainConfig base = parity_config("true");
+  base.training.precision = "bf16";
+  base.optimizer.type = "sgd";
+  base.optimizer.momentum = 0.9;
+  const Tensor ddp = train_ranks(2, base);
+  base.optimizer.type = "adamw";
+  EXPECT_FALSE(braid::testing::bit_equal(train_ranks(2, base), ddp)) << "sgd is really used";
+  base.optimizer.type = "sgd";
+  expect_every_strategy_gives(ddp, base, 2);
+}
+
 }  // namespace
 }  // namespace braid::train

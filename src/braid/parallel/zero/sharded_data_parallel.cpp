@@ -254,6 +254,7 @@ void ShardedDataParallel::for_each_piece(
       s.shard.offset = a - info.unit_offset;
       s.shard.numel = b - a;
       if (master.defined()) s.param = master.flat_range(a - lo, b - a);
+      if (rt.optimizer_writes_compute(u)) s.compute = u.full.flat_range(a, b - a);
       if (info.param->requires_grad) {
         if (u.grad_region >= 0)
           s.grad_in_store = true;

@@ -273,6 +273,10 @@ Tensor ZeroRuntime::master_piece(ZeroUnit& u) const {
   return u.shard.flat_range(groups_.replica * u.geo.piece, u.geo.piece);
 }
 
+bool ZeroRuntime::optimizer_writes_compute(const ZeroUnit& u) const {
+  return !u.sharded && u.master.defined() && !opt_.offload_optimizer_host;
+}
+
 Tensor ZeroRuntime::gather_for_read(ZeroUnit& u) {
   wait_update(u);
   if (compute_ == DType::f32) {
@@ -316,7 +320,8 @@ void ZeroRuntime::launch_update(ZeroUnit& u) {
   const int64_t piece = u.geo.piece;
   if (!u.sharded) {
     Tensor mine = u.full.flat_range(u.geo.piece_begin(c()), piece);
-    if (u.master.defined()) kernels::cast(mine, u.master);  // Note [Mixed-precision units]
+    // Note [Mixed-precision units]; the optimizer may have written it already
+    if (u.master.defined() && !optimizer_writes_compute(u)) kernels::cast(mine, u.master);
     u.update = groups_.grad->all_gather(u.full, mine);
   } else if (groups_.replicate) {
     u.update =

@@ -92,6 +92,10 @@ class ZeroRuntime {
   DType compute_dtype() const { return compute_; }
   // The f32 master weights of this rank's piece of u (undefined when offloaded).
   Tensor master_piece(ZeroUnit& u) const;
+  // Whether the optimizer writes u's compute-dtype piece as it updates the masters (Note
+  // [Compute copy in the step], optim/optimizer.h): a unit held whole (stage 1/2, persistent)
+  // with f32 masters of its own, stepped where they live (not on the host for a device).
+  bool optimizer_writes_compute(const ZeroUnit& u) const;
   void set_offload(std::shared_ptr<OffloadFile> file) { offload_ = std::move(file); }
   const std::shared_ptr<OffloadFile>& offload() const { return offload_; }
   // Offloaded gradients are clipped where they are read back (Note [Offloaded gradients]).
