@@ -325,10 +325,10 @@ int64_t context_staging(const nn::ModelConfig& m, int64_t tokens, int64_t a, con
 // until its gather completes), and on a pipeline's ranks as threads the buffered send of a
 // micro-batch's activations or their gradient (local_group.cpp, a x tokens x d_model). A stage
 // may have sent more than one micro-batch before its peer takes the first (activations
-// forward; under gpipe also the last stage's gradients back): how many depends on the threads'
-// timing (up to its micro-batches in flight), so the estimate counts one and memory_estimate_test
-// holds the measurement between that and the most. Context-parallel attention's buffers: Note
-// [Context-parallel staging].
+// forward; under gpipe also the last stage's gradients back; a middle stage's gradient back
+// beside its activations): how many depends on the threads' timing (up to its micro-batches in
+// flight), so the estimate counts one and memory_estimate_test holds the measurement between that
+// and the most. Context-parallel attention's buffers: Note [Context-parallel staging].
 int64_t staging_peak(const MemoryEstimateInputs& in, const Sharding& s, int64_t strategy) {
   const int64_t a = static_cast<int64_t>(dtype_size(in.compute));
   const int64_t tokens = in.spec.micro_batch_size * in.spec.seq_len / s.cp.size;
