@@ -106,8 +106,7 @@ expect_end_naming_h2() {
   # h2's ranks are not the launcher's to kill (its MPI daemon runs detached, unreachable once the
   # link is down): they end on their own comm timeout, which has passed by now; a loaded machine
   # may take a moment more to reap them.
-  local waited
-  for waited in $(seq 30); do
+  for _ in $(seq 30); do
     pgrep -f "braid train .*$work" > /dev/null || break
     sleep 0.1
   done

@@ -237,7 +237,9 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
   // Mixed precision: f32 masters (whole, or this rank's piece) plus the compute copy.
   const double whole_params = a == 4 ? 4 * u.P : (s.stage == 0 ? 4 * u.P : 4 * u.P / N) + a * u.P;
   const double in_flight_grads = 4 * grads_in_flight(u);
-  double overlap = 0;  // MemoryEstimate::gradients_overlap
+  // MemoryEstimate::gradients_overlap, wherever the in-flight gradients are counted
+  const double in_flight_overlap = in_flight_grads - 4 * grads_one_at_a_time(u);
+  double overlap = 0;
   switch (s.stage) {
     case 0:
       params = whole_params;
@@ -252,7 +254,7 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
     case 2:
       params = a == 4 ? whole_params : fill_peak(u, a * u.P, N);
       grads = 4 * u.P / N + (sync ? in_flight_grads : 4 * u.P);
-      if (sync) overlap = in_flight_grads - 4 * grads_one_at_a_time(u);
+      if (sync) overlap = in_flight_overlap;
       break;
     case 3: {
       const double gathered =
@@ -261,7 +263,7 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
               : gathered_params(u, static_cast<double>(spec.limit_all_gathers), s.pp > 1);
       params = std::max(4 * u.P / S + a * gathered, fill_peak(u, 0, S));
       grads = 4 * u.P / N + (sync ? in_flight_grads : 4 * u.P);
-      if (sync) overlap = in_flight_grads - 4 * grads_one_at_a_time(u);
+      if (sync) overlap = in_flight_overlap;
       if (a != 4) comm = a * u.B / S;  // the shard cast for its all-gather
       break;
     }
@@ -270,7 +272,7 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
   if (offload_params) {
     params = a * (u.E + u.H + u.B) + 4 * u.B / N;
     grads = in_flight_grads + 4 * u.E / N;  // the reduced piece being written
-    overlap = in_flight_grads - 4 * grads_one_at_a_time(u);
+    overlap = in_flight_overlap;
     if (a != 4) {  // Note [Offloaded compute copy]: the shard in the compute dtype, no cast
       params += a * u.P / N;
       comm -= a * u.B / S;
