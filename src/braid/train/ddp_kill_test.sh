@@ -19,6 +19,9 @@ marker=$(mktemp -d /tmp/braid_kill.XXXXXX)
 trap 'rm -rf "$log" "$marker"' EXIT
 
 for rep in $(seq "$REPEATS"); do
+  # Emptied here, not by the background job's redirection: that runs after the fork, and a loaded
+  # machine can let the wait below read the last repeat's steps first (and find no rank 1).
+  : > "$log"
   "$BRAID" launch -n 2 -- "$BRAID" train "$CONFIG" --set model.preset=gpt2-tiny \
     --set data.seq_len=64 --set training.max_steps=1000000 --set training.log_interval=1 \
     --set parallel.comm_timeout_s=$TIMEOUT_S --set output.dir="$marker" "$@" \
@@ -34,7 +37,10 @@ for rep in $(seq "$REPEATS"); do
   for p in $(pgrep -f "braid train .*$marker"); do
     grep -qzx 'OMPI_COMM_WORLD_RANK=1' /proc/$p/environ 2> /dev/null && victim=$p
   done
-  [ -n "$victim" ] || { echo "FAIL: rank 1 not found"; kill $launcher; exit 1; }
+  if [ -z "$victim" ]; then
+    echo "FAIL: rank 1 not found among: $(pgrep -af "braid train .*$marker")"; cat "$log"
+    kill $launcher; exit 1
+  fi
   # Anywhere in a step (inside a collective or not).
   sleep "0.$(( RANDOM % 10 ))"
   start=$(date +%s.%N)
