@@ -1,6 +1,7 @@
 // The GEMM-backed functions: linear, embedding, attention, lm_head_cross_entropy.
 #include "braid/autograd/function_util.h"
 #include "braid/autograd/functions.h"
+#include "braid/core/tensor_pool.h"
 #include "braid/kernels/device.h"
 #include "braid/kernels/ops.h"
 
@@ -115,6 +116,13 @@ class SegmentAttentionNode : public Node {
 // bench-small's fp32 step took 1045 ms recomputing, the head's forward and backward 74.6 + 193.0
 // ms against 199.3 fused (kernels_bench, 2-core AMD EPYC, 2026-11-27). The activation estimate
 // counts what is held (Note [Fused LM head] in parallel/estimate/activation_estimate.cpp).
+// The f32 weight gradient is reused from step to step (Note [Recycled tensors], tensor_pool.h):
+// a fresh one was a zeroed 154-322 MB mapping every micro-batch. At most two wait.
+TensorPool& lm_head_gradients() {
+  thread_local TensorPool pool(2);
+  return pool;
+}
+
 class LmHeadCrossEntropyNode : public Node {
  public:
   LmHeadCrossEntropyNode(Tensor targets, Tensor lse, double denominator, int32_t ignore_index,
@@ -144,7 +152,7 @@ class LmHeadCrossEntropyNode : public Node {
     targets_ = Tensor();
     lse_ = Tensor();
     dx_unit_ = Tensor();
-    dw_unit_ = Tensor();
+    lm_head_gradients().give(std::move(dw_unit_));
   }
 
  private:
@@ -303,7 +311,7 @@ Variable lm_head_cross_entropy(const Variable& x, const Variable& w, const Tenso
   if (record && fused_lm_head(w.shape()[0], w.shape()[1], on_device)) {  // Note [Fused LM head]
     dx_unit = activation(xs, x.value().dtype());
     dx_unit.zero_();
-    dw_unit = activation(w.shape(), DType::f32);
+    dw_unit = lm_head_gradients().take(w.shape(), DType::f32, MemCategory::activations);
     dw_unit.zero_();
     sum = kernels::lm_head_ce_forward_backward(lse, &count, &dx_unit, &dw_unit, x.value().view(xs),
                                                w.value(), targets.flatten(), 1.0f, ignore_index);

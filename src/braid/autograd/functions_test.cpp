@@ -109,6 +109,35 @@ TEST(LmHeadCrossEntropy, DenominatorDefaultsToCountedTargets) {
   EXPECT_EQ(lm_head_cross_entropy(x, w, none).value().item(), 0.0f);
 }
 
+// Note [Fused LM head]: the weight's unit gradient is reused from step to step (Note [Recycled
+// tensors]): each step must start it from zero, and it is charged only while a step holds it.
+TEST(LmHeadCrossEntropy, RepeatedStepsGiveTheSameGradientsAndHoldNothingBetween) {
+  // A weight of 64 MiB in f32, the least a pool keeps (smaller ones come from the heap).
+  const int64_t V = 65536, C = 256;
+  ASSERT_GE(static_cast<size_t>(V * C * 4), Storage::kLargeHostFrom);
+  ASSERT_TRUE(fused_lm_head(V, C, /*on_device=*/false));
+  auto tracker = std::make_shared<MemoryTracker>();
+  MemoryScope scope(tracker);
+  Tensor targets = Tensor::from_vector<int32_t>({3, -100, 0, 65535, 2, 2}, Shape{2, 3});
+  Variable x(rnd({2, 3, C}, 13), true), w(rnd({V, C}, 14, 0.02f), true);
+  std::vector<float> first_dw, first_dx;
+  for (int step = 0; step < 2; ++step) {
+    x.zero_grad();
+    w.zero_grad();
+    Variable loss = lm_head_cross_entropy(x, w, targets);
+    EXPECT_GT(tracker->current(MemCategory::activations), V * C * 4);  // the unit gradient
+    loss.backward();
+    loss = Variable();
+    EXPECT_EQ(tracker->current(MemCategory::activations), 0) << "step " << step;
+    if (step == 0) {
+      first_dw = w.grad().to_f32_vector(), first_dx = x.grad().to_f32_vector();
+      continue;
+    }
+    EXPECT_EQ(w.grad().to_f32_vector(), first_dw) << "step " << step;
+    EXPECT_EQ(x.grad().to_f32_vector(), first_dx) << "step " << step;
+  }
+}
+
 TEST(Gradcheck, AddScaleSlice) {
   EXPECT_TRUE(
       gradcheck([](const V& in) { return add(in[0], in[1]); }, {rnd({2, 3}, 15), rnd({2, 3}, 16)}));

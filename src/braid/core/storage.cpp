@@ -21,7 +21,7 @@ namespace {
 // state this way, as do a large model's logits every step. PyTorch's CPU allocator advises huge
 // pages the same way (THP_MEM_ALLOC_ENABLE). Where the kernel refuses either call, the pages
 // fault in on first touch as before.
-constexpr size_t kLargeFrom = size_t{64} << 20;
+constexpr size_t kLargeFrom = Storage::kLargeHostFrom;
 constexpr size_t kHugePage = size_t{2} << 20;
 
 void* allocate_host(size_t capacity, size_t alignment) {
@@ -89,7 +89,20 @@ Storage::~Storage() {
   } else if (data_) {
     require_device_backend(device_).release(data_, nbytes_, device_);
   }
+  if (tracker_ && charged_) tracker_->release(category_, static_cast<int64_t>(nbytes_));
+}
+
+void Storage::uncharge() {
+  BRAID_CHECK(charged_, "Storage::uncharge: already uncharged");
   if (tracker_) tracker_->release(category_, static_cast<int64_t>(nbytes_));
+  charged_ = false;
+}
+
+void Storage::recharge(std::shared_ptr<MemoryTracker> tracker) {
+  BRAID_CHECK(!charged_, "Storage::recharge: still charged");
+  if (tracker) tracker->charge(category_, static_cast<int64_t>(nbytes_));
+  tracker_ = std::move(tracker);
+  charged_ = true;
 }
 
 }  // namespace braid

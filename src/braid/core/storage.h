@@ -26,6 +26,8 @@ class Storage {
   static constexpr size_t kPageAlignment = 4096;
   static constexpr size_t kPageAlignedFrom = size_t{64} << 10;  // 64 KiB
   static constexpr size_t kSmallAlignment = 64;
+  // Host allocations of this size or more are fresh huge-page mappings (see above).
+  static constexpr size_t kLargeHostFrom = size_t{64} << 20;  // 64 MiB
 
   // Allocates nbytes (uninitialised). tracker may be null (untracked). pinned (host memory
   // only): page-locked by the CUDA backend where one is registered (Note [Pinned host memory],
@@ -45,6 +47,13 @@ class Storage {
   const std::shared_ptr<MemoryTracker>& tracker() const { return tracker_; }
   bool pinned() const { return pinned_by_ != nullptr; }  // page-locked host memory
 
+  // Note [Recycled tensors] (tensor_pool.h): while a pool keeps this storage for reuse its bytes
+  // are handed back to the tracker (uncharge), and charged to `tracker` again when it is reused
+  // (recharge: throws OutOfMemory past the budget, as an allocation would). The tracker so
+  // counts what tensors hold, not what pools keep.
+  void uncharge();
+  void recharge(std::shared_ptr<MemoryTracker> tracker);
+
  private:
   void* data_ = nullptr;
   DeviceBackend* pinned_by_ = nullptr;  // the backend that pinned data_, which frees it
@@ -53,6 +62,7 @@ class Storage {
   Device device_;
   MemCategory category_;
   std::shared_ptr<MemoryTracker> tracker_;
+  bool charged_ = true;  // false while a pool keeps it
 };
 
 }  // namespace braid

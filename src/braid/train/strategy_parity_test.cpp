@@ -205,3 +205,41 @@ TEST(ComputeCopy, SgdInBf16KeepsStrategiesOnDdpsWeights) {
 
 }  // namespace
 }  // namespace braid::train
+
+namespace braid::train {
+namespace {
+
+// Note [Recycled tensors] (core/tensor_pool.h): buffers of 64 MiB or more are reused from step to
+// step (the fused LM head's weight gradient, ZeRO-3's gathered units and gradients), their
+// contents left over from the last step. A model whose tied embedding is a 64 MiB unit in f32
+// keeps every strategy on DDP's weights over steps that reuse them, in fp32 (parameters and
+// gradients reused) and bf16 (the f32 gradients).
+TEST(RecycledBuffers, LargeUnitsReusedFromStepToStepKeepStrategiesOnDdpsWeights) {
+  namespace fs = std::filesystem;
+  const fs::path dir = private_temp_dir("braid_large_embedding_model");
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json")
+      << R"({"model_type": "gpt2", "vocab_size": 65536, "n_positions": 32, "n_embd": 256,
+             "n_layer": 1, "n_head": 4})";
+  ASSERT_GE(size_t{65536} * 256 * 4, Storage::kLargeHostFrom);
+  for (const char* precision : {"fp32", "bf16"}) {
+    config::TrainConfig base = tiny(1, 1, "ddp");
+    base.model.preset = "";
+    base.model.config = (dir / "config.json").string();
+    base.model.freeze = "";
+    base.training.max_steps = 2;
+    base.schedule.warmup_steps = 1;
+    base.training.precision = precision;
+    base.parallel.bucket_mb = 25;
+    const Tensor ddp = train_ranks(2, base);
+    for (const char* strategy : {"zero2", "zero3"}) {
+      config::TrainConfig c = base;
+      c.parallel.strategy = strategy;
+      EXPECT_TRUE(braid::testing::bit_equal(train_ranks(2, c), ddp))
+          << strategy << " " << precision;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace braid::train

@@ -217,7 +217,7 @@ void ZeroRuntime::start_gather(ZeroUnit& u) {
     kernels::cast(u.gather_src, source);
     source = u.gather_src;
   }
-  u.full = Tensor::empty(Shape{u.geo.padded}, compute_, MemCategory::parameters);
+  u.full = recycled_.take(Shape{u.geo.padded}, compute_, MemCategory::parameters);
   for (int r = 0; r < groups_.r; ++r)
     u.gathers.push_back(groups_.gather->all_gather(u.full.flat_range(r * block, block),
                                                    source.flat_range(r * piece, piece)));
@@ -310,7 +310,7 @@ void ZeroRuntime::reshard(ZeroUnit& u) {
   u.gather_src = Tensor();
   for (int p : layout_.units()[static_cast<size_t>(u.index)].params)
     layout_.params()[static_cast<size_t>(p)].param->var.value() = Tensor();
-  u.full = Tensor();
+  recycled_.give(std::move(u.full));
   u.params = ZeroUnit::Params::resident;
   u.held = false;
 }
@@ -397,7 +397,7 @@ void ZeroRuntime::ensure_grads(ZeroUnit& u) {
     }
     stats_.exposed_comm_ms += ms_since(t0);
   }
-  u.grads = Tensor::empty(Shape{u.geo.padded}, DType::f32, MemCategory::gradients);
+  u.grads = recycled_.take(Shape{u.geo.padded}, DType::f32, MemCategory::gradients);
   u.grads.zero_();
   bind_grads(u, u.grads);
 }
@@ -498,10 +498,6 @@ void ZeroRuntime::fold(ZeroUnit& u) {
   }
   ++u.reductions;
   u.reduce_stage = Tensor();
-  if (opt_.stage >= 2) {
-    bind_grads(u, Tensor());
-    u.grads = Tensor();
-  }
 }
 
 void ZeroRuntime::poll_reductions(bool wait_all) {
@@ -509,8 +505,13 @@ void ZeroRuntime::poll_reductions(bool wait_all) {
     Pending& p = pending_.front();
     if (!wait_all && !p.work->is_completed()) return;
     p.work->wait();
-    fold(units_[static_cast<size_t>(p.unit)]);
-    pending_.pop_front();
+    ZeroUnit& u = units_[static_cast<size_t>(p.unit)];
+    fold(u);
+    pending_.pop_front();  // its work may refer to u.grads
+    if (opt_.stage >= 2) {
+      bind_grads(u, Tensor());
+      recycled_.give(std::move(u.grads));
+    }
   }
 }
 
