@@ -177,7 +177,9 @@ class ZeroRuntime {
   ParallelStats stats_;
   // Gathered units' parameters and gradients, reused from step to step (Note [Recycled
   // tensors]): GPT-2 medium's embedding unit was a fresh 103 MB + 206 MB mapping every step.
-  TensorPool recycled_{4};
+  // Two wait at most, as many as a backward holds gradients (ensure_grads), so what waits
+  // through a forward stays within that.
+  TensorPool recycled_{2};
 };
 
 }  // namespace braid::parallel
