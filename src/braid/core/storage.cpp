@@ -12,20 +12,19 @@ namespace braid {
 
 namespace {
 
-// Note [Large host allocations]: an allocation of kLargeFrom bytes or more is a fresh mapping
-// every time (launch::tune_allocator keeps smaller ones in the heap), and touching its pages one
-// 4 KiB fault at a time is what made it slow: memset of a fresh GiB took 0.55-0.83 s on the
-// project's VM, against 0.09-0.2 s when the mapping is 2 MiB-aligned, advised for transparent
+// Note [Large host allocations]: an allocation of Storage::kLargeHostFrom bytes or more is a fresh
+// mapping every time (launch::tune_allocator keeps smaller ones in the heap), and touching its
+// pages one 4 KiB fault at a time is what made it slow: memset of a fresh GiB took 0.55-0.83 s on
+// the project's VM, against 0.09-0.2 s when the mapping is 2 MiB-aligned, advised for transparent
 // huge pages and populated in one call (MADV_POPULATE_WRITE, Linux 5.14), the same pages after
 // either 0.04 s. A checkpoint load or a start allocates its parameters, gradients and optimizer
 // state this way, as do a large model's logits every step. PyTorch's CPU allocator advises huge
 // pages the same way (THP_MEM_ALLOC_ENABLE). Where the kernel refuses either call, the pages
 // fault in on first touch as before.
-constexpr size_t kLargeFrom = Storage::kLargeHostFrom;
 constexpr size_t kHugePage = size_t{2} << 20;
 
 void* allocate_host(size_t capacity, size_t alignment) {
-  if (capacity < kLargeFrom) return std::aligned_alloc(alignment, capacity);
+  if (capacity < Storage::kLargeHostFrom) return std::aligned_alloc(alignment, capacity);
   const size_t whole = (capacity + kHugePage - 1) / kHugePage * kHugePage;
   if (whole < capacity) return nullptr;
   void* p = std::aligned_alloc(kHugePage, whole);
