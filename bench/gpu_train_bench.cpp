@@ -9,11 +9,13 @@
 // FLOPs per token follow PaLM / nanoGPT / llm.c: 6 N + 12 L T C (N parameters; attention's
 // two products forward and backward, not halved for the causal mask), so the MFU is comparable
 // with bench/gpu_train_torch.py, which uses the same formula.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "braid/core/device_backend.h"
@@ -21,6 +23,7 @@
 #include "braid/core/rng.h"
 #include "braid/kernels/cuda/allocator.h"
 #include "braid/kernels/cuda/gemm.h"
+#include "braid/kernels/cuda/op_profile.h"
 #include "braid/kernels/cuda/runtime.h"
 #include "braid/kernels/ops.h"
 #include "braid/nn/transformer.h"
@@ -81,44 +84,65 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// --gemm-probe: TFLOP/s of the LM head's GEMM shapes (rows x vocab x C) with the vocabulary as
-// is and padded to a multiple of 64, f32 and bf16 outputs: what the cross-entropy kernels choose
-// between.
+// --gemm-probe: TFLOP/s of the GEMM shapes of GPT-2 124M's step at batch 16 x 1024: the LM
+// head's three per chunk (rows x padded vocabulary x C, logits in f32 or bf16) at the chunk
+// sizes the cross-entropy kernels could choose, and the blocks' linear layers. Random operands.
 void gemm_probe(Device gpu) {
-  const int64_t R = 1335, C = 768;
+  const int64_t C = 768, V = 50304, N = 16384;
   Rng rng(2);
-  for (int64_t V : {int64_t{50257}, int64_t{50304}}) {
-    Tensor x = Tensor::randn(Shape{R, C}, rng, 1.0f, DType::bf16).to(gpu);
-    Tensor w = Tensor::randn(Shape{V, C}, rng, 0.02f, DType::bf16).to(gpu);
-    const int64_t ldl = (V + 7) / 8 * 8;
-    for (DType out : {DType::f32, DType::bf16}) {
-      Tensor logits = Tensor::empty(Shape{R, ldl}, out, MemCategory::other, nullptr, gpu);
-      Tensor dx = Tensor::empty(Shape{R, C}, DType::bf16, MemCategory::other, nullptr, gpu);
-      Tensor dl = Tensor::zeros(Shape{R, ldl}, DType::bf16).to(gpu);
-      auto time = [&](const char* what, auto&& fn) {
-        double best = 1e30;
-        for (int i = 0; i < 8; ++i) {
-          require_device_backend(gpu).synchronize(gpu);
-          auto t0 = Clock::now();
-          fn();
-          require_device_backend(gpu).synchronize(gpu);
-          if (i >= 2) best = std::min(best, seconds_since(t0));
-        }
-        std::printf("gemm probe V=%lld out=%s %-22s %.3f ms %.0f TFLOP/s\n",
-                    static_cast<long long>(V), std::string(dtype_name(out)).c_str(), what,
-                    best * 1e3, 2.0 * R * V * C / best / 1e12);
-      };
-      kernels::cuda::GemmArgs g;
-      g.ab = DType::bf16, g.c = out, g.a = x.device_data(), g.b = w.device_data();
-      g.c_ptr = logits.device_data(), g.m = R, g.n = V, g.k = C, g.trans_b = true;
-      g.lda = C, g.ldb = C, g.ldc = ldl;
-      time("logits = x @ w^T", [&] { kernels::cuda::gemm(g); });
-      kernels::cuda::GemmArgs d;
-      d.ab = d.c = DType::bf16, d.a = dl.device_data(), d.b = w.device_data();
-      d.c_ptr = dx.device_data(), d.m = R, d.n = C, d.k = V, d.lda = ldl, d.ldb = C, d.ldc = C;
-      d.beta = 1.0f;
-      if (out == DType::f32) time("dx += dl @ w", [&] { kernels::cuda::gemm(d); });
+  auto time = [&](const std::string& what, double flops, auto&& fn) {
+    double best = 1e30;
+    for (int i = 0; i < 8; ++i) {
+      require_device_backend(gpu).synchronize(gpu);
+      auto t0 = Clock::now();
+      fn();
+      require_device_backend(gpu).synchronize(gpu);
+      if (i >= 2) best = std::min(best, seconds_since(t0));
     }
+    std::printf("gemm probe %-44s %8.3f ms %5.0f TFLOP/s\n", what.c_str(), best * 1e3,
+                flops / best / 1e12);
+  };
+  auto bf16 = [&](int64_t r, int64_t c, float s) {
+    return Tensor::randn(Shape{r, c}, rng, s, DType::bf16).to(gpu);
+  };
+  auto f32 = [&](int64_t r, int64_t c) { return Tensor::zeros(Shape{r, c}, DType::f32).to(gpu); };
+  using kernels::cuda::GemmArgs;
+  auto run = [](DType ab, DType c, const Tensor& a, const Tensor& b, Tensor& out, int64_t m,
+                int64_t n, int64_t k, bool ta, bool tb, float beta) {
+    GemmArgs g;
+    g.ab = ab, g.c = c, g.a = a.device_data(), g.b = b.device_data(), g.c_ptr = out.device_data();
+    g.m = m, g.n = n, g.k = k, g.trans_a = ta, g.trans_b = tb, g.beta = beta;
+    kernels::cuda::gemm(g);
+  };
+  Tensor w = bf16(V, C, 0.02f), dwacc = f32(V, C);
+  for (int64_t R : {int64_t{2048}, int64_t{4096}, int64_t{5336}, int64_t{8192}}) {
+    Tensor x = bf16(R, C, 1.0f), dl = bf16(R, V, 1e-4f), dx = bf16(R, C, 1.0f);
+    const double f = 2.0 * R * V * C;
+    const std::string at = "rows " + std::to_string(R) + ": ";
+    Tensor lf = f32(R, V);
+    time(at + "logits f32 = x @ w^T", f,
+         [&] { run(DType::bf16, DType::f32, x, w, lf, R, V, C, false, true, 0.0f); });
+    Tensor lb = bf16(R, V, 1.0f);
+    time(at + "logits bf16 = x @ w^T", f,
+         [&] { run(DType::bf16, DType::bf16, x, w, lb, R, V, C, false, true, 0.0f); });
+    time(at + "dx bf16 += dl @ w", f,
+         [&] { run(DType::bf16, DType::bf16, dl, w, dx, R, C, V, false, false, 1.0f); });
+    time(at + "dw f32 += dl^T @ x", f,
+         [&] { run(DType::bf16, DType::f32, dl, x, dwacc, V, C, R, true, false, 1.0f); });
+  }
+  // The blocks' linear layers over all N rows: forward, input gradient, weight gradient (f32).
+  for (auto [in, out] :
+       {std::pair<int64_t, int64_t>{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}}) {
+    Tensor x = bf16(N, in, 1.0f), wt = bf16(out, in, 0.02f), y = bf16(N, out, 1.0f);
+    Tensor dwt = f32(out, in);
+    const double f = 2.0 * N * in * out;
+    const std::string at = "linear " + std::to_string(in) + "->" + std::to_string(out) + ": ";
+    time(at + "y = x @ w^T", f,
+         [&] { run(DType::bf16, DType::bf16, x, wt, y, N, out, in, false, true, 0.0f); });
+    time(at + "dx += dy @ w", f,
+         [&] { run(DType::bf16, DType::bf16, y, wt, x, N, in, out, false, false, 1.0f); });
+    time(at + "dw f32 += dy^T @ x", f,
+         [&] { run(DType::bf16, DType::f32, y, x, dwt, out, in, N, true, false, 1.0f); });
   }
 }
 
@@ -204,6 +228,7 @@ int main(int argc, char** argv) {
     const float l = loss.value().item();  // synchronises
     const double dt = seconds_since(t0);
     if (step >= o.warmup) total += dt, ++timed;
+    if (step + 1 == o.warmup) kernels::cuda::profile_reset();  // BRAID_CUDA_PROFILE: timed steps
     std::printf("step %2d loss %.4f norm %.3f %.1f ms %.0f tok/s\n", step, l, norm, dt * 1e3,
                 tokens / dt);
   }
@@ -213,6 +238,8 @@ int main(int argc, char** argv) {
               total / timed * 1e3, 100 * mfu);
   std::printf("device memory by category (peak): %s\n", tracker->breakdown().c_str());
   std::printf("allocator: %s\n", kernels::cuda::allocator_summary(0).c_str());
+  std::fputs(kernels::cuda::profile_report(timed).c_str(), stdout);
+  kernels::cuda::profile_reset();  // printed: nothing left for the report at exit
   std::printf("RESULT braid tokens_per_s=%.0f mfu=%.4f peak_tflops=%.1f max_in_use_bytes=%lld\n",
               tok_s, mfu, peak,
               static_cast<long long>(kernels::cuda::allocator_stats(0).peak_in_use));

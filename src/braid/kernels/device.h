@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "braid/core/device.h"
 #include "braid/core/device_backend.h"
@@ -42,6 +43,9 @@ inline std::optional<Device> real_device(std::initializer_list<const Tensor*> te
 inline bool on_device(std::initializer_list<const Tensor*> tensors) {
   return real_device(tensors).has_value();
 }
+// The same for the list ops: the real device the defined tensors of xs are on; they must all
+// be on one device (else throws naming op).
+std::optional<Device> list_device(const char* op, const std::vector<Tensor>& xs);
 
 // One dispatched call (BRAID_DEVICE_DISPATCH): finds the device's kernel for op, or throws
 // naming both, and brackets the call with the backend's profiling hooks, if any (the object

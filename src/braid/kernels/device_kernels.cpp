@@ -29,6 +29,19 @@ const DeviceKernels* device_kernels(DeviceType type) {
                                  : g_kernels[index_of(type)].load(std::memory_order_acquire);
 }
 
+std::optional<Device> list_device(const char* op, const std::vector<Tensor>& xs) {
+  std::optional<Device> on;
+  bool first = true;
+  for (const Tensor& x : xs) {
+    if (!x.defined()) continue;
+    const std::optional<Device> here = real_device({&x});
+    BRAID_CHECK(first || on == here, op, ": the tensors are on different devices");
+    on = here;
+    first = false;
+  }
+  return on;
+}
+
 void mixed_devices(const char* op, const Tensor& t, Device on) {
   BRAID_THROW(op, ": a tensor of shape ", t.shape().str(), " is on ", t.device().str(),
               " while the others are on ", on.str(), " (every argument must be on one device)");

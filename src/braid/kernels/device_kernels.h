@@ -75,6 +75,7 @@ struct DeviceKernels {
   void (*add_forward)(Tensor&, const Tensor&, const Tensor&) = nullptr;
   void (*axpy)(Tensor&, const Tensor&, float) = nullptr;
   void (*scale)(Tensor&, float) = nullptr;
+  void (*scale_list)(std::vector<Tensor>&, float) = nullptr;
   double (*sum_squares)(const Tensor&) = nullptr;
   float (*max_abs)(const Tensor&) = nullptr;
   __int128 (*sum_squares_fixed)(const Tensor&, int) = nullptr;

@@ -1,6 +1,8 @@
 // Note [Exact norm]: the fixed-point sum of squares equals its naive twin exactly, is the same
 // for any split of the elements into pieces, and stays within the stated error of an f64 sum.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "braid/kernels/kernels_test_util.h"
 #include "braid/kernels/ops.h"
@@ -56,6 +58,30 @@ TEST_P(ExactNorm, NonFiniteMaxIsInfinite) {
   x.flat_range(3000, 1).fill_(-INFINITY);
   EXPECT_EQ(max_abs(x), INFINITY);
   EXPECT_EQ(max_abs(Tensor::empty(Shape{0}, dt())), 0.0f);
+}
+
+// The list ops (one launch on a GPU, Note [Multi-tensor launches]) are the calls one by one,
+// undefined and empty tensors skipped.
+TEST_P(ExactNorm, ListsAreTheCallsOneByOne) {
+  std::vector<Tensor> xs{rnd(Shape{2049}, 0.01f), Tensor{}, Tensor::empty(Shape{0}, dt()),
+                         rnd(Shape{7}, 3.0f), rnd(Shape{100003})};
+  float m = 0.0f;
+  for (const Tensor& x : xs)
+    if (x.defined()) m = std::max(m, max_abs(x));
+  EXPECT_EQ(max_abs(xs), m);
+  const int s = shift_for(m);
+  __int128 sum = 0;
+  for (const Tensor& x : xs)
+    if (x.defined()) sum += sum_squares_fixed(x, s);
+  EXPECT_TRUE(sum_squares_fixed(xs, s) == sum);
+  std::vector<Tensor> one_by_one;
+  for (const Tensor& x : xs) one_by_one.push_back(x.defined() ? x.clone() : Tensor{});
+  scale(xs, -0.37f);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!xs[i].defined()) continue;
+    scale(one_by_one[i], -0.37f);
+    EXPECT_TRUE(braid::testing::bit_equal(xs[i], one_by_one[i])) << "tensor " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, ExactNorm, float_dtypes(), dtype_param_name);

@@ -186,7 +186,10 @@ void cast(Tensor& out, const Tensor& in);
 void add_forward(Tensor& out, const Tensor& a, const Tensor& b);  // out = a + b
 void axpy(Tensor& y, const Tensor& x, float alpha);  // y += alpha * x (dtypes may differ)
 void scale(Tensor& x, float alpha);                  // x *= alpha
-double sum_squares(const Tensor& x);                 // sum x^2 in f64 (for global grad norms)
+// Each tensor of xs *= alpha (undefined and empty ones skipped): the calls one by one, as one
+// launch on a GPU (Note [Multi-tensor launches]). The tensors must all be on one device.
+void scale(std::vector<Tensor>& xs, float alpha);
+double sum_squares(const Tensor& x);  // sum x^2 in f64 (for global grad norms)
 
 // ---- Exact sums of squares (Note [Exact norm], cpu/exact_norm.cpp) ----
 // max |x_i| (0 when empty); +inf when any element is inf or nan.

@@ -54,9 +54,7 @@ double scale_by_clip(std::vector<Tensor>& grads, double scaled, double max_norm,
   if (!is_finite_norm(scaled)) return scaled;
   // Note [Unscale with the clip]
   const float factor = unscale_clip_factor(scaled, max_norm, loss_scale);
-  if (factor != 1.0f)
-    for (Tensor& g : grads)
-      if (g.defined() && g.numel() > 0) kernels::scale(g, factor);
+  if (factor != 1.0f) kernels::scale(grads, factor);  // one launch on a GPU
   return scaled / loss_scale;
 }
 }  // namespace

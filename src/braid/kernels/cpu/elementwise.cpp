@@ -68,6 +68,13 @@ void axpy(Tensor& y, const Tensor& x, float alpha) {
   });
 }
 
+void scale(std::vector<Tensor>& xs, float alpha) {
+  if (const auto d = list_device("scale", xs))
+    return DeviceCall(*d, "scale")(&DeviceKernels::scale_list)(xs, alpha);
+  for (Tensor& x : xs)
+    if (x.defined() && x.numel() > 0) scale(x, alpha);
+}
+
 void scale(Tensor& x, float alpha) {
   BRAID_DEVICE_DISPATCH(scale, (x, alpha), &x);
   const char* op = "scale";

@@ -86,24 +86,6 @@ __int128 sum_squares_fixed(const Tensor& x, int shift) {
   return total;
 }
 
-namespace {
-
-// The real device the tensors are on (all must share one), for the list versions' dispatch.
-std::optional<Device> list_device(const char* op, const std::vector<Tensor>& xs) {
-  std::optional<Device> on;
-  bool first = true;
-  for (const Tensor& x : xs) {
-    if (!x.defined()) continue;
-    const std::optional<Device> here = real_device({&x});
-    BRAID_CHECK(first || on == here, op, ": the tensors are on different devices");
-    on = here;
-    first = false;
-  }
-  return on;
-}
-
-}  // namespace
-
 float max_abs(const std::vector<Tensor>& xs) {
   if (const auto d = list_device("max_abs", xs))
     return DeviceCall(*d, "max_abs")(&DeviceKernels::max_abs_list)(xs);

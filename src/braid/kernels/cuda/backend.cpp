@@ -133,6 +133,7 @@ DeviceKernels make_kernels() {
   k.add_forward = &cuda::add_forward;
   k.axpy = &cuda::axpy;
   k.scale = &cuda::scale;
+  k.scale_list = &cuda::scale;
   k.sum_squares = &cuda::sum_squares;
   k.max_abs = &cuda::max_abs;
   k.sum_squares_fixed = &cuda::sum_squares_fixed;

@@ -69,6 +69,7 @@ void cast(Tensor& out, const Tensor& in);
 void add_forward(Tensor& out, const Tensor& a, const Tensor& b);
 void axpy(Tensor& y, const Tensor& x, float alpha);
 void scale(Tensor& x, float alpha);
+void scale(std::vector<Tensor>& xs, float alpha);
 double sum_squares(const Tensor& x);
 float max_abs(const Tensor& x);
 __int128 sum_squares_fixed(const Tensor& x, int shift);

@@ -1,12 +1,11 @@
 // Element-wise CUDA kernels over flat tensors (cuda_ops.h; contracts in kernels/ops.h):
 //   cast / convert, add_forward, axpy, scale        grid-stride maps, 8 elements per step
 //                                                   (128-bit accesses) when aligned
-//   sum_squares (f64), max_abs, sum_squares_fixed   per-block partials finished on the host
+//   sum_squares (f64)                               per-block partials finished on the host
 //   copy_columns, add_columns, set_columns,         row-major [N, C] maps
 //   bias_add_forward
 //   bias_add_backward                               column sums in f64, as the CPU kernel
-// sum_squares_fixed is bit-identical to the CPU kernel (Note [Exact norm], cpu/exact_norm.cpp):
-// the same per-element integer terms, summed exactly (integer sums do not depend on order).
+// max_abs and sum_squares_fixed, one tensor or a list, are in multi_tensor.cu.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -157,52 +156,6 @@ __global__ void sum_squares_kernel(double* partial, const T* x, int64_t n) {
   }
   acc = block_sum_f64(acc);
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
-}
-
-template <typename T>
-__global__ void max_abs_kernel(float* partial, const T* x, int64_t n) {
-  __shared__ float shared[32];
-  float m = 0.0f;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float a = fabsf(ld(x + i));
-    m = fmaxf(m, a == a ? a : INFINITY);  // nan -> inf
-  }
-  m = block_max(m, shared);
-  if (threadIdx.x == 0) partial[blockIdx.x] = m;
-}
-
-// Exact 128-bit unsigned sums as (lo, hi) 64-bit words: every term is >= 0.
-struct U128 {
-  unsigned long long lo, hi;
-};
-__device__ __forceinline__ void add_u128(U128& a, unsigned long long lo, unsigned long long hi) {
-  a.lo += lo;
-  a.hi += hi + (a.lo < lo ? 1ull : 0ull);
-}
-
-// Terms floor(x^2 2^shift) exactly as the CPU kernel forms them: the f32 value widened to f64,
-// squared (exact), times 2^shift (exact), truncated to int64.
-template <typename T>
-__global__ void sum_squares_fixed_kernel(U128* partial, const T* x, int64_t n, double scale) {
-  __shared__ U128 shared[kThreads];
-  U128 acc{0, 0};
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const double e = ld(x + i);
-    const int64_t term = static_cast<int64_t>(e * e * scale);
-    add_u128(acc, static_cast<unsigned long long>(term), term < 0 ? ~0ull : 0ull);
-  }
-  shared[threadIdx.x] = acc;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) {
-      const U128 o = shared[threadIdx.x + s];
-      add_u128(shared[threadIdx.x], o.lo, o.hi);
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) partial[blockIdx.x] = shared[0];
 }
 
 // ---- row-major [N, C] maps ----
@@ -400,117 +353,6 @@ double sum_squares(const Tensor& x) {
   double total = 0;
   for (double p : host) total += p;
   return total;
-}
-
-float max_abs(const Tensor& x) {
-  const char* op = "max_abs";
-  check_cuda(op, {&x});
-  check_float(op, "x", x);
-  const int64_t n = x.numel();
-  if (n == 0) return 0.0f;
-  const unsigned blocks = grid_for(n, kThreads, kReduceBlocks);
-  Scratch partial(blocks * sizeof(float));
-  dispatch_float(x.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    max_abs_kernel<<<blocks, kThreads, 0, stream()>>>(partial.as<float>(), ptr<T>(x), n);
-    BRAID_CUDA_LAUNCHED(op);
-  });
-  std::vector<float> host(blocks);
-  copy_to_host(host.data(), partial.get(), blocks * sizeof(float));
-  float m = 0.0f;
-  for (float p : host) m = std::max(m, p);
-  return m;
-}
-
-__int128 sum_squares_fixed(const Tensor& x, int shift) {
-  const char* op = "sum_squares_fixed";
-  check_cuda(op, {&x});
-  check_float(op, "x", x);
-  const int64_t n = x.numel();
-  if (n == 0) return 0;
-  const double scale = std::ldexp(1.0, shift);
-  const unsigned blocks = grid_for(n, kThreads, kReduceBlocks);
-  Scratch partial(blocks * sizeof(U128));
-  dispatch_float(x.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    sum_squares_fixed_kernel<<<blocks, kThreads, 0, stream()>>>(partial.as<U128>(), ptr<T>(x), n,
-                                                                scale);
-    BRAID_CUDA_LAUNCHED(op);
-  });
-  std::vector<U128> host(blocks);
-  copy_to_host(host.data(), partial.get(), blocks * sizeof(U128));
-  // Modular 128-bit arithmetic: the exact total whenever it fits (always, for terms < 2^55).
-  unsigned __int128 total = 0;
-  for (const U128& p : host) total += (static_cast<unsigned __int128>(p.hi) << 64) | p.lo;
-  return static_cast<__int128>(total);
-}
-
-namespace {
-
-// The list versions: every tensor's blocks write their partials into one buffer, read back
-// once. The tensors to reduce (defined, not empty) and their block counts; *total the sum.
-std::vector<std::pair<const Tensor*, unsigned>> reduction_parts(const char* op,
-                                                                const std::vector<Tensor>& xs,
-                                                                int64_t* total) {
-  std::vector<std::pair<const Tensor*, unsigned>> parts;
-  *total = 0;
-  for (const Tensor& x : xs) {
-    if (!x.defined() || x.numel() == 0) continue;
-    check_cuda(op, {&x});
-    check_float(op, "x", x);
-    parts.emplace_back(&x, grid_for(x.numel(), kThreads, kReduceBlocks));
-    *total += parts.back().second;
-  }
-  return parts;
-}
-
-}  // namespace
-
-float max_abs(const std::vector<Tensor>& xs) {
-  const char* op = "max_abs";
-  int64_t total = 0;
-  const auto parts = reduction_parts(op, xs, &total);
-  if (total == 0) return 0.0f;
-  Scratch partial(static_cast<size_t>(total) * sizeof(float));
-  int64_t at = 0;
-  for (auto [x, blocks] : parts) {
-    dispatch_float(x->dtype(), op, [&](auto tag) {
-      using T = decltype(tag);
-      max_abs_kernel<<<blocks, kThreads, 0, stream()>>>(partial.as<float>() + at, ptr<T>(*x),
-                                                        x->numel());
-      BRAID_CUDA_LAUNCHED(op);
-    });
-    at += blocks;
-  }
-  std::vector<float> host(static_cast<size_t>(total));
-  copy_to_host(host.data(), partial.get(), host.size() * sizeof(float));
-  float m = 0.0f;
-  for (float p : host) m = std::max(m, p);
-  return m;
-}
-
-__int128 sum_squares_fixed(const std::vector<Tensor>& xs, int shift) {
-  const char* op = "sum_squares_fixed";
-  int64_t total = 0;
-  const auto parts = reduction_parts(op, xs, &total);
-  if (total == 0) return 0;
-  const double scale = std::ldexp(1.0, shift);
-  Scratch partial(static_cast<size_t>(total) * sizeof(U128));
-  int64_t at = 0;
-  for (auto [x, blocks] : parts) {
-    dispatch_float(x->dtype(), op, [&](auto tag) {
-      using T = decltype(tag);
-      sum_squares_fixed_kernel<<<blocks, kThreads, 0, stream()>>>(partial.as<U128>() + at,
-                                                                  ptr<T>(*x), x->numel(), scale);
-      BRAID_CUDA_LAUNCHED(op);
-    });
-    at += blocks;
-  }
-  std::vector<U128> host(static_cast<size_t>(total));
-  copy_to_host(host.data(), partial.get(), host.size() * sizeof(U128));
-  unsigned __int128 sum = 0;  // modular, exact whenever the total fits (see above)
-  for (const U128& p : host) sum += (static_cast<unsigned __int128>(p.hi) << 64) | p.lo;
-  return static_cast<__int128>(sum);
 }
 
 void copy_columns(Tensor& out, const Tensor& inp, int64_t start) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -71,8 +72,12 @@ double now_ms() {
       .count();
 }
 
-void report_at_exit() {
-  std::fputs(profile_report().c_str(), stderr);
+void report_at_exit() noexcept {
+  try {
+    std::fputs(profile_report().c_str(), stderr);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "BRAID_CUDA_PROFILE: no report at exit: %s\n", e.what());
+  }
 }
 
 }  // namespace
@@ -80,9 +85,7 @@ void report_at_exit() {
 bool profiling() {
   static const bool on = [] {
     const char* s = std::getenv("BRAID_CUDA_PROFILE");
-    const bool enabled = s && std::strcmp(s, "1") == 0;
-    if (enabled) std::atexit(report_at_exit);
-    return enabled;
+    return s && std::strcmp(s, "1") == 0;
   }();
   return on;
 }
@@ -94,6 +97,11 @@ OpTimer::OpTimer(const char* op) {
   std::lock_guard<std::mutex> lock(p.mu);
   cudaEvent_t e = p.event();
   BRAID_CUDA_CHECK(cudaEventRecord(e, stream()), "profile event");
+  // The report reads events, so it must run before the CUDA runtime's own exit handler: atexit
+  // runs handlers in reverse order, and the runtime registers its handler when it initialises,
+  // which it has by now (a handler registered with the flag ran after it and found it unloaded).
+  static const bool registered = std::atexit(report_at_exit) == 0;
+  (void)registered;
   start_ = e;
   host_start_ = now_ms();
 }
@@ -109,25 +117,43 @@ OpTimer::~OpTimer() {
   if (p.pending.size() >= 8192) p.drain();
 }
 
-std::string profile_report() {
+void profile_reset() {
+  if (!profiling()) return;
+  Profile& p = profile();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.drain();
+  p.totals.clear();
+}
+
+std::string profile_report(int steps) {
   if (!profiling()) return "";
   Profile& p = profile();
   std::lock_guard<std::mutex> lock(p.mu);
   p.drain();
+  if (p.totals.empty()) return "";
   std::vector<std::pair<std::string, OpTotals>> rows(p.totals.begin(), p.totals.end());
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.second.gpu_ms > b.second.gpu_ms; });
   double gpu = 0, host = 0;
   for (const auto& [name, t] : rows) gpu += t.gpu_ms, host += t.host_ms;
-  std::string out = "BRAID_CUDA_PROFILE: op, calls, GPU ms, host ms (issue time)\n";
+  // Ops nest (a linear backward holds its GEMMs' rows, the LM head its chunks'), so the total
+  // counts nested time twice.
+  std::string out = "BRAID_CUDA_PROFILE: op, calls, GPU ms, host ms (issue time)";
+  if (steps > 0) out += ", GPU ms per step (" + std::to_string(steps) + " steps)";
+  out += "\n";
   char line[256];
-  for (const auto& [name, t] : rows) {
-    std::snprintf(line, sizeof line, "  %-32s %8ld %10.2f %10.2f\n", name.c_str(), t.calls,
-                  t.gpu_ms, t.host_ms);
+  auto row = [&](const std::string& name, const char* calls, double g, double h) {
+    std::snprintf(line, sizeof line, "  %-32s %8s %10.2f %10.2f", name.c_str(), calls, g, h);
     out += line;
-  }
-  std::snprintf(line, sizeof line, "  %-32s %8s %10.2f %10.2f\n", "total", "", gpu, host);
-  out += line;
+    if (steps > 0) {
+      std::snprintf(line, sizeof line, " %8.3f", g / steps);
+      out += line;
+    }
+    out += "\n";
+  };
+  for (const auto& [name, t] : rows)
+    row(name, std::to_string(t.calls).c_str(), t.gpu_ms, t.host_ms);
+  row("total (nested ops twice)", "", gpu, host);
   return out;
 }
 

@@ -23,7 +23,12 @@ class OpTimer {
   double host_start_ = 0;
 };
 
-// The table so far (synchronises the device); "" when not profiling.
-std::string profile_report();
+// The table so far (synchronises the device); "" when not profiling or nothing was timed. With
+// steps > 0 a column gives GPU milliseconds per step too.
+std::string profile_report(int steps = 0);
+
+// Forgets what was timed so far (synchronises the device): a benchmark calls it after its
+// warm-up steps, whose first calls include cuBLASLt's plans and the allocator's cudaMallocs.
+void profile_reset();
 
 }  // namespace braid::kernels::cuda

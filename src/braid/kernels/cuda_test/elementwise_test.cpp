@@ -3,6 +3,7 @@
 // 128-bit path), with sizes that are not multiples of 8. Skipped without a GPU.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "braid/kernels/cuda_test/cuda_test_util.h"
 #include "braid/kernels/ops.h"
@@ -98,6 +99,35 @@ TEST_P(CudaElementwise, SumsOfSquaresAndMaxAbs) {
     x.data<float>()[517] = bad;
     EXPECT_EQ(max_abs(on_gpu(x.to(dt()))), std::numeric_limits<float>::infinity());
   }
+}
+
+// Note [Multi-tensor launches]: the list ops over 150 tensors (two launches of segments) of
+// every float dtype and many sizes (empty ones and an undefined one among them), aligned and
+// not, give the CPU's results bit for bit.
+TEST_P(CudaElementwise, ListOpsAreTheCpusOverEveryTensor) {
+  std::vector<Tensor> cpu, gpu;
+  for (int i = 0; i < 150; ++i) {
+    const int64_t n = i % 7 == 0 ? 0 : i % 5 == 0 ? 100003 : 1 + (i * 37) % 2000;
+    const DType d = i % 3 == 0 ? DType::f32 : i % 3 == 1 ? DType::bf16 : DType::f16;
+    cpu.push_back(Tensor::randn(Shape{n}, rng_, 0.01f * static_cast<float>(1 + i % 4), d));
+    gpu.push_back(gpu_copy(cpu.back(), i % 2 == 1));
+  }
+  cpu.emplace_back();
+  gpu.emplace_back();
+  const float m = max_abs(cpu);
+  EXPECT_EQ(max_abs(gpu), m);
+  int e = 0;
+  std::frexp(m, &e);
+  const int shift = 55 - 2 * e;  // every term < 2^55 (Note [Exact norm])
+  EXPECT_TRUE(sum_squares_fixed(gpu, shift) == sum_squares_fixed(cpu, shift));
+  scale(cpu, -0.37f);
+  scale(gpu, -0.37f);
+  for (size_t i = 0; i + 1 < cpu.size(); ++i)
+    EXPECT_TRUE(braid::testing::bit_equal(on_cpu(gpu[i]), cpu[i])) << "tensor " << i;
+  EXPECT_EQ(max_abs(std::vector<Tensor>{}), 0.0f);
+  EXPECT_TRUE(sum_squares_fixed(std::vector<Tensor>{Tensor{}}, 10) == 0);
+  gpu[77] = on_gpu(Tensor::full(Shape{3}, std::nanf(""), DType::f32));
+  EXPECT_EQ(max_abs(gpu), std::numeric_limits<float>::infinity());
 }
 
 TEST_P(CudaElementwise, Columns) {
