@@ -20,6 +20,8 @@
 
 namespace braid::kernels {
 
+struct AdamWSlice;  // ops.h
+
 struct DeviceKernels {
   const char* name = "";          // the backend, for messages ("cuda")
   bool (*available)() = nullptr;  // whether a device of the type is visible
@@ -83,6 +85,7 @@ struct DeviceKernels {
   __int128 (*sum_squares_fixed_list)(const std::vector<Tensor>&, int) = nullptr;
   void (*adamw_step)(Tensor&, const Tensor&, Tensor&, Tensor&, float, float, float, float, float,
                      int64_t) = nullptr;
+  void (*adamw_step_list)(const std::vector<AdamWSlice>&, float, float, float, int64_t) = nullptr;
   void (*sgd_step)(Tensor&, const Tensor&, Tensor&, float, float, float, bool, bool) = nullptr;
 };
 

@@ -212,6 +212,20 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float l
 // compute: the bits of cast(compute, param) after the step, in the step's one pass.
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
                 float beta2, float eps, float weight_decay, int64_t t, Tensor& compute);
+// One slice of an AdamW step over several: the tensors of adamw_step (compute may be null: with
+// it, the variant that writes the rounded masters) and the slice's group's lr and weight decay.
+struct AdamWSlice {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* m;
+  Tensor* v;
+  Tensor* compute;
+  float lr, weight_decay;
+};
+// adamw_step for each slice, bit for bit: the calls one by one, as one launch per many slices
+// on a GPU (Note [Multi-tensor launches]). The tensors must all be on one device.
+void adamw_step(const std::vector<AdamWSlice>& slices, float beta1, float beta2, float eps,
+                int64_t t);
 // SGD: g' = g + wd p; buf = momentum buf + g' (first step buf = g'); p -= lr buf
 // (nesterov: p -= lr (g' + momentum buf)). momentum_buf may be undefined when momentum == 0.
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum,

@@ -49,6 +49,25 @@ void Optimizer::set_state_store(std::unique_ptr<StateStore> store) {
 void Optimizer::step(float lr) {
   ++step_count_;
   store_->begin_step();
+  // Where the store's slots stay resident, every slice is acquired first and updated at once.
+  const bool at_once = store_->slots_stay_resident() && updates_all_at_once();
+  std::vector<SliceUpdate> gathered;
+  std::vector<size_t> gathered_k;
+  // After slice k's update: its compute copy and release (Note [Compute copy in the step]).
+  auto finish = [this](size_t k, const ParamSlice& s, bool own, bool fused) {
+    Tensor compute = s.compute;  // a handle on the slice's copy
+    if (compute.defined() && own && !fused) kernels::cast(compute, s.param);
+    store_->release(k);
+    if (compute.defined() && !own) {
+      BRAID_CHECK(s.param.defined(), name(), ": slice '", s.name(),
+                  "' names a compute copy but its masters live in the state store");
+      kernels::cast(compute, s.param);
+    }
+  };
+  auto own_masters = [](const ParamSlice& s, const SliceSlot& slot) {
+    return s.param.defined() && slot.param.storage() == s.param.storage() &&
+           slot.param.offset() == s.param.offset();
+  };
   for (size_t k : store_->step_order()) {
     auto [g, i] = where_.at(k);
     const ParamSlice& s = groups_[g].params[i];
@@ -60,18 +79,24 @@ void Optimizer::step(float lr) {
     // is written by the update's pass (or cast from them) before release, where a strategy's
     // store may publish the slice; a store's own copy of the masters is written back at release.
     Tensor compute = s.compute;
-    const bool own = s.param.defined() && slot.param.storage() == s.param.storage() &&
-                     slot.param.offset() == s.param.offset();
+    const bool own = own_masters(s, slot);
     const bool fused = compute.defined() && own && fuses_compute_copy();
     // The store's gradient first: offloaded, or a host copy (Note [Optimizer state on the host]).
-    update(groups_[g], slot, slot.grad.defined() ? slot.grad : s.grad, lr,
-           fused ? &compute : nullptr);
-    if (compute.defined() && own && !fused) kernels::cast(compute, s.param);
-    store_->release(k);
-    if (compute.defined() && !own) {
-      BRAID_CHECK(s.param.defined(), name(), ": slice '", s.name(),
-                  "' names a compute copy but its masters live in the state store");
-      kernels::cast(compute, s.param);
+    const Tensor grad = slot.grad.defined() ? slot.grad : s.grad;
+    if (at_once) {
+      gathered.push_back({&groups_[g], std::move(slot), grad, fused ? compute : Tensor()});
+      gathered_k.push_back(k);
+      continue;
+    }
+    update(groups_[g], slot, grad, lr, fused ? &compute : nullptr);
+    finish(k, s, own, fused);
+  }
+  if (!gathered.empty()) {
+    update_all(gathered, lr);
+    for (size_t j = 0; j < gathered.size(); ++j) {
+      auto [g, i] = where_.at(gathered_k[j]);
+      const ParamSlice& s = groups_[g].params[i];
+      finish(gathered_k[j], s, own_masters(s, gathered[j].slot), gathered[j].compute.defined());
     }
   }
   store_->end_step();
@@ -125,6 +150,17 @@ void AdamW::update(const ParamGroup& group, SliceSlot& slot, const Tensor& grad,
   }
   kernels::adamw_step(slot.param, grad, slot.state[0], slot.state[1], lr * group.lr_scale, beta1_,
                       beta2_, eps_, group.weight_decay, step_count_);
+}
+
+void AdamW::update_all(std::vector<SliceUpdate>& updates, float lr) {
+  std::vector<kernels::AdamWSlice> slices;
+  slices.reserve(updates.size());
+  for (SliceUpdate& u : updates) {
+    slices.push_back({&u.slot.param, &u.grad, &u.slot.state[0], &u.slot.state[1],
+                      u.compute.defined() ? &u.compute : nullptr, lr * u.group->lr_scale,
+                      u.group->weight_decay});
+  }
+  kernels::adamw_step(slices, beta1_, beta2_, eps_, step_count_);
 }
 
 SGD::SGD(std::vector<ParamGroup> groups, float momentum, bool nesterov,

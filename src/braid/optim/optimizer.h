@@ -85,6 +85,19 @@ class Optimizer {
                       Tensor* compute) = 0;
   virtual bool fuses_compute_copy() const { return false; }
 
+  // One slice's update, gathered for update_all.
+  struct SliceUpdate {
+    const ParamGroup* group;
+    SliceSlot slot;
+    Tensor grad;
+    Tensor compute;  // defined: write the updated masters rounded into it (as update's compute)
+  };
+  // Updates every slice at once, as update() slice by slice would, bit for bit (a GPU takes
+  // them in a few launches: Note [Multi-tensor launches]); called only where the store's slots
+  // stay resident and updates_all_at_once() is true.
+  virtual bool updates_all_at_once() const { return false; }
+  virtual void update_all(std::vector<SliceUpdate>& /*updates*/, float /*lr*/) {}
+
   std::vector<ParamGroup> groups_;
   int64_t step_count_ = 0;
 
@@ -106,6 +119,8 @@ class AdamW : public Optimizer {
   void update(const ParamGroup& group, SliceSlot& slot, const Tensor& grad, float lr,
               Tensor* compute) override;
   bool fuses_compute_copy() const override { return true; }
+  bool updates_all_at_once() const override { return true; }
+  void update_all(std::vector<SliceUpdate>& updates, float lr) override;
 
  private:
   float beta1_, beta2_, eps_;

@@ -48,6 +48,10 @@ class StateStore {
   // slot is kept (a store that keeps it elsewhere writes it back before returning).
   virtual void visit(const std::function<void(size_t, SliceSlot&)>& fn, bool write) = 0;
   virtual std::string describe() const { return "in memory"; }
+  // Whether acquire hands out the slice's own tensors and release does nothing, so the
+  // optimizer may acquire every slice, update them all at once and release them after
+  // (Optimizer::update_all).
+  virtual bool slots_stay_resident() const { return false; }
 
  protected:
   size_t num_slices_ = 0;
@@ -75,6 +79,7 @@ class ResidentStateStore : public StateStore {
   std::vector<Tensor> resident_state(size_t i) override { return state_.at(i); }
   void visit(const std::function<void(size_t, SliceSlot&)>& fn, bool write) override;
   std::string describe() const override;
+  bool slots_stay_resident() const override { return !on_host_; }
 
  private:
   void sync_masters();         // on_host: the slices' master weights into the host copies, once

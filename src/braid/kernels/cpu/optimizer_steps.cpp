@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <type_traits>
+#include <vector>
 
 #include "braid/kernels/cpu/common.h"
 #include "braid/kernels/device.h"
@@ -90,6 +91,23 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float l
   SimulatedDeviceRoute route("adamw_step", {&param, &grad, &m, &v, &compute});
   OpScope scope("adamw_step");
   adamw_cpu(param, grad, m, v, lr, beta1, beta2, eps, weight_decay, t, &compute);
+}
+
+void adamw_step(const std::vector<AdamWSlice>& slices, float beta1, float beta2, float eps,
+                int64_t t) {
+  std::vector<Tensor> params;
+  for (const AdamWSlice& s : slices) params.push_back(*s.param);
+  if (const auto d = list_device("adamw_step", params))
+    return DeviceCall(*d, "adamw_step")(&DeviceKernels::adamw_step_list)(slices, beta1, beta2, eps,
+                                                                         t);
+  for (const AdamWSlice& s : slices) {
+    if (s.compute) {
+      adamw_step(*s.param, *s.grad, *s.m, *s.v, s.lr, beta1, beta2, eps, s.weight_decay, t,
+                 *s.compute);
+    } else {
+      adamw_step(*s.param, *s.grad, *s.m, *s.v, s.lr, beta1, beta2, eps, s.weight_decay, t);
+    }
+  }
 }
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum,

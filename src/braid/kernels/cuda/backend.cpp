@@ -140,6 +140,7 @@ DeviceKernels make_kernels() {
   k.max_abs_list = &cuda::max_abs;
   k.sum_squares_fixed_list = &cuda::sum_squares_fixed;
   k.adamw_step = &cuda::adamw_step;
+  k.adamw_step_list = &cuda::adamw_step;
   k.sgd_step = &cuda::sgd_step;
   return k;
 }

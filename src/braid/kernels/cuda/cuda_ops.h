@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "braid/core/tensor.h"
+#include "braid/kernels/ops.h"
 
 namespace braid::kernels::cuda {
 
@@ -77,6 +78,8 @@ float max_abs(const std::vector<Tensor>& xs);
 __int128 sum_squares_fixed(const std::vector<Tensor>& xs, int shift);
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
                 float beta2, float eps, float weight_decay, int64_t t);
+void adamw_step(const std::vector<AdamWSlice>& slices, float beta1, float beta2, float eps,
+                int64_t t);
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum,
               float weight_decay, bool nesterov, bool first_step);
 

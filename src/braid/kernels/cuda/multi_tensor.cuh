@@ -75,8 +75,10 @@ inline std::vector<SegmentLaunch> segment_launches(const char* op, const std::ve
   return out;
 }
 
-// The segment block `block` of the launch works on.
-__device__ __forceinline__ const Segment& segment_of(const SegmentBatch& b, int block) {
+// The segment block `block` of the launch works on (Batch: a count and a seg[] array whose
+// entries have first_block).
+template <typename Batch>
+__device__ __forceinline__ const auto& segment_of(const Batch& b, int block) {
   int lo = 0, hi = b.count - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;

@@ -1,14 +1,20 @@
 // Fused optimiser steps on the device (cuda_ops.h), the math of cpu/optimizer_steps.cpp in the
 // same order: param, m, v, momentum_buf f32; grad f32, bf16 or f16. One grid-stride pass, 8
 // elements per step (128-bit accesses) when every buffer is 16-byte aligned and P % 8 == 0.
+// AdamW over a list of slices runs one launch per kMaxAdamWSegments of them (Note [Multi-tensor
+// launches], multi_tensor.cuh), each slice with the single step's per-element math (the same
+// functor), writing the rounded masters into its compute copy in the same pass where it has one.
 //   AdamW: p = p (1 - lr wd) - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps), bc = 1 - beta^t
 //   SGD:   g' = g + wd p; buf = momentum buf + g' (g' on the first step); p -= lr buf
 //          (nesterov: p -= lr (g' + momentum buf))
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 #include "braid/kernels/checks.h"
 #include "braid/kernels/cuda/common.cuh"
 #include "braid/kernels/cuda/cuda_ops.h"
+#include "braid/kernels/cuda/multi_tensor.cuh"
 
 namespace braid::kernels::cuda {
 
@@ -41,6 +47,20 @@ struct Sgd {
   }
 };
 
+// Eight gradient elements as f32 (one or two 128-bit loads).
+template <typename T>
+__device__ __forceinline__ void load_grad8(const T* g, float* gv) {
+  if constexpr (sizeof(T) == 4) {
+    const Pack128<float> a = load128(g), b = load128(g + 4);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) gv[k] = a.v[k], gv[4 + k] = b.v[k];
+  } else {
+    const Pack128<T> a = load128(g);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) gv[k] = a.get(k);
+  }
+}
+
 // p, s1, s2 f32 state (s1/s2 may be null when the step does not use them: then never read or
 // written); g the gradient. vec: n % 8 == 0 and every pointer 16-byte aligned.
 template <typename T, typename Step>
@@ -51,15 +71,7 @@ __global__ void step_kernel(float* p, float* s1, float* s2, const T* g, int64_t 
   if (vec) {
     for (int64_t i = first * 8; i < n; i += stride * 8) {
       float gv[8];
-      if constexpr (sizeof(T) == 4) {
-        const Pack128<float> a = load128(g + i), b = load128(g + i + 4);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) gv[k] = a.v[k], gv[4 + k] = b.v[k];
-      } else {
-        const Pack128<T> a = load128(g + i);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) gv[k] = a.get(k);
-      }
+      load_grad8(g + i, gv);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t j = i + 4 * h;
@@ -98,7 +110,162 @@ void launch_step(const char* op, const Tensor& grad, float* p, float* s1, float*
   });
 }
 
+// ---- AdamW over several slices ----
+
+constexpr int kMaxAdamWSegments = 40;  // 80 bytes each: 3.2 KiB of parameters
+
+struct AdamWSegment {
+  float *p, *m, *v;
+  const void* g;
+  void* c;  // the compute copy, or null
+  int64_t n;
+  int first_block, blocks;
+  float step_size, decay;
+  int gdtype, cdtype;  // static_cast<int>(DType); cdtype -1 without a compute copy
+  bool vec;            // n % 8 == 0 and every pointer 16-byte aligned
+};
+
+struct AdamWBatch {
+  int count;
+  AdamWSegment seg[kMaxAdamWSegments];
+};
+
+struct NoCompute {};
+
+// One slice: the step_kernel loop with AdamW, C the compute copy's type (NoCompute: none).
+template <typename G, typename C>
+__device__ __forceinline__ void adamw_segment(const AdamWSegment& s, const AdamW& step,
+                                              int64_t first, int64_t stride) {
+  const G* g = static_cast<const G*>(s.g);
+  if (s.vec) {
+    for (int64_t i = first * 8; i < s.n; i += stride * 8) {
+      float gv[8], pv[8];
+      load_grad8(g + i, gv);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t j = i + 4 * h;
+        Pack128<float> pp = load128(s.p + j), a = load128(s.m + j), b = load128(s.v + j);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          step(pp.v[k], a.v[k], b.v[k], gv[4 * h + k]);
+          pv[4 * h + k] = pp.v[k];
+        }
+        store128(s.p + j, pp);
+        store128(s.m + j, a);
+        store128(s.v + j, b);
+      }
+      if constexpr (!std::is_same_v<C, NoCompute>) {
+        Pack128<C> cp;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) cp.set(k, pv[k]);
+        store128(static_cast<C*>(s.c) + i, cp);
+      }
+    }
+  } else {
+    for (int64_t i = first; i < s.n; i += stride) {
+      float pi = s.p[i], a = s.m[i], b = s.v[i];
+      step(pi, a, b, ld(g + i));
+      s.p[i] = pi;
+      s.m[i] = a;
+      s.v[i] = b;
+      if constexpr (!std::is_same_v<C, NoCompute>) st(static_cast<C*>(s.c) + i, pi);
+    }
+  }
+}
+
+template <typename Fn>
+__device__ __forceinline__ void with_grad_type(int dtype, Fn&& fn) {
+  switch (dtype) {
+    case static_cast<int>(DType::f32):
+      fn(float{});
+      break;
+    case static_cast<int>(DType::bf16):
+      fn(bf16_t{});
+      break;
+    default:
+      fn(f16_t{});
+      break;
+  }
+}
+
+__global__ void adamw_list_kernel(const __grid_constant__ AdamWBatch b, float beta1, float beta2,
+                                  float eps, float bc2_sqrt) {
+  const AdamWSegment& s = segment_of(b, static_cast<int>(blockIdx.x));
+  AdamW step{};
+  step.beta1 = beta1, step.beta2 = beta2, step.eps = eps;
+  step.step_size = s.step_size, step.bc2_sqrt = bc2_sqrt, step.decay = s.decay;
+  const int64_t stride = static_cast<int64_t>(s.blocks) * blockDim.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x - s.first_block) * blockDim.x + threadIdx.x;
+  with_grad_type(s.gdtype, [&](auto gtag) {
+    using G = decltype(gtag);
+    if (s.cdtype == static_cast<int>(DType::bf16)) {
+      adamw_segment<G, bf16_t>(s, step, first, stride);
+    } else if (s.cdtype == static_cast<int>(DType::f16)) {
+      adamw_segment<G, f16_t>(s, step, first, stride);
+    } else {
+      adamw_segment<G, NoCompute>(s, step, first, stride);
+    }
+  });
+}
+
+// The single step's checks, for one slice of the list.
+void check_adamw(const char* op, const AdamWSlice& s) {
+  check_cuda(op, {s.param, s.grad, s.m, s.v, s.compute});
+  check_dtype(op, "param", *s.param, DType::f32);
+  check_float(op, "grad", *s.grad);
+  check_dtype(op, "m", *s.m, DType::f32);
+  check_dtype(op, "v", *s.v, DType::f32);
+  const int64_t n = s.param->numel();
+  check_numel(op, "grad", *s.grad, n);
+  check_numel(op, "m", *s.m, n);
+  check_numel(op, "v", *s.v, n);
+  if (s.compute) {
+    check_numel(op, "compute", *s.compute, n);
+    BRAID_CHECK(s.compute->dtype() == DType::bf16 || s.compute->dtype() == DType::f16, op,
+                ": compute must be bf16 or f16, got ", dtype_name(s.compute->dtype()));
+  }
+}
+
 }  // namespace
+
+void adamw_step(const std::vector<AdamWSlice>& slices, float beta1, float beta2, float eps,
+                int64_t t) {
+  const char* op = "adamw_step";
+  BRAID_CHECK(t >= 1, op, ": step t must be >= 1 (1-based), got ", t);
+  // the host constants of the CPU kernel, bit for bit
+  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(t));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(t));
+  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+  AdamWBatch batch{};
+  int blocks = 0;
+  auto launch = [&] {
+    if (batch.count == 0) return;
+    adamw_list_kernel<<<blocks, kThreads, 0, stream()>>>(batch, beta1, beta2, eps, bc2_sqrt);
+    BRAID_CUDA_LAUNCHED(op);
+    batch.count = 0;
+    blocks = 0;
+  };
+  for (const AdamWSlice& s : slices) {
+    check_adamw(op, s);
+    const int64_t n = s.param->numel();
+    if (n == 0) continue;
+    if (batch.count == kMaxAdamWSegments) launch();
+    AdamWSegment& g = batch.seg[batch.count++];
+    g.p = ptr<float>(*s.param), g.m = ptr<float>(*s.m), g.v = ptr<float>(*s.v);
+    g.g = s.grad->device_data();
+    g.c = s.compute ? s.compute->device_data() : nullptr;
+    g.n = n;
+    g.vec = packable<bf16_t>(n, {g.p, g.m, g.v, g.g, g.c});  // a null c is aligned
+    g.first_block = blocks;
+    g.blocks = static_cast<int>(grid_for(g.vec ? n / 8 : n, kThreads));
+    g.step_size = static_cast<float>(s.lr / bc1);
+    g.decay = 1.0f - s.lr * s.weight_decay;
+    g.gdtype = static_cast<int>(s.grad->dtype());
+    g.cdtype = s.compute ? static_cast<int>(s.compute->dtype()) : -1;
+    blocks += g.blocks;
+  }
+  launch();
+}
 
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
                 float beta2, float eps, float weight_decay, int64_t t) {

@@ -198,6 +198,64 @@ TEST_P(CudaElementwise, AdamWMatchesTheCpuKernelOverSteps) {
   }
 }
 
+// The list step (one launch per 40 slices, Note [Multi-tensor launches]) is the single steps bit
+// for bit: 100 slices of many sizes (empty ones among them), aligned and not, gradients of every
+// float dtype, each slice with its own lr and weight decay, some with a bf16 or f16 compute copy
+// (the single step's fused variant on a device: the step, then the cast).
+TEST_P(CudaElementwise, AdamWListIsTheSingleStepsBitForBit) {
+  struct Slice {
+    Tensor p, m, v, c;      // the list's
+    Tensor p1, m1, v1, c1;  // the single steps'
+    float lr, wd;
+  };
+  std::vector<Slice> slices;
+  for (int i = 0; i < 100; ++i) {
+    const int64_t n = i % 9 == 0 ? 0 : i % 4 == 0 ? 65536 : 1 + (i * 53) % 3000;
+    const bool unaligned = i % 3 == 1;
+    Slice s;
+    s.p = gpu_copy(rnd_f32(Shape{n}), unaligned);
+    s.m = gpu_copy(rnd_f32(Shape{n}, 0.1f), unaligned);
+    s.v = gpu_copy(Tensor::uniform(Shape{n}, rng_, 0.0f, 0.1f), unaligned);
+    if (i % 5 == 2 || i % 5 == 3)
+      s.c = gpu_copy(Tensor::zeros(Shape{n}, i % 5 == 2 ? DType::bf16 : DType::f16), unaligned);
+    s.p1 = s.p.clone(), s.m1 = s.m.clone(), s.v1 = s.v.clone();
+    if (s.c.defined()) s.c1 = s.c.clone();
+    s.lr = 1e-3f * static_cast<float>(1 + i % 3);
+    s.wd = i % 2 == 0 ? 0.1f : 0.0f;
+    slices.push_back(std::move(s));
+  }
+  for (int64_t t = 1; t <= 3; ++t) {
+    std::vector<Tensor> grads;
+    grads.reserve(slices.size());  // the list points into it
+    std::vector<AdamWSlice> list;
+    for (size_t i = 0; i < slices.size(); ++i) {
+      Slice& s = slices[i];
+      const DType gd = i % 3 == 0 ? DType::f32 : i % 3 == 1 ? dt() : DType::bf16;
+      grads.push_back(gpu_copy(Tensor::randn(s.p.shape(), rng_, 1.0f, gd), i % 2 == 1));
+      list.push_back({&s.p, &grads.back(), &s.m, &s.v, s.c.defined() ? &s.c : nullptr, s.lr, s.wd});
+    }
+    adamw_step(list, 0.9f, 0.95f, 1e-8f, t);
+    for (size_t i = 0; i < slices.size(); ++i) {
+      Slice& s = slices[i];
+      if (s.c1.defined()) {
+        adamw_step(s.p1, grads[i], s.m1, s.v1, s.lr, 0.9f, 0.95f, 1e-8f, s.wd, t, s.c1);
+      } else {
+        adamw_step(s.p1, grads[i], s.m1, s.v1, s.lr, 0.9f, 0.95f, 1e-8f, s.wd, t);
+      }
+    }
+  }
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const Slice& s = slices[i];
+    SCOPED_TRACE(::testing::Message() << "slice " << i << " n=" << s.p.numel());
+    EXPECT_TRUE(braid::testing::bit_equal(on_cpu(s.p), on_cpu(s.p1)));
+    EXPECT_TRUE(braid::testing::bit_equal(on_cpu(s.m), on_cpu(s.m1)));
+    EXPECT_TRUE(braid::testing::bit_equal(on_cpu(s.v), on_cpu(s.v1)));
+    if (s.c.defined()) {
+      EXPECT_TRUE(braid::testing::bit_equal(on_cpu(s.c), on_cpu(s.c1)));
+    }
+  }
+}
+
 TEST_P(CudaElementwise, SgdMatchesTheCpuKernel) {
   const int64_t n = 1037;
   for (bool nesterov : {false, true}) {
