@@ -22,14 +22,19 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Every operation is an explicit round-to-nearest intrinsic, which the compiler never fuses into
+// an FMA: left to itself it may contract a product and a sum differently in each kernel that
+// inlines the step (the list kernel and the single one differed in the last place on an H100),
+// and the two must give the same bits.
 struct AdamW {
   float beta1, beta2, eps, step_size, bc2_sqrt, decay;
   __device__ __forceinline__ void operator()(float& p, float& m, float& v, float g) const {
-    const float mi = beta1 * m + (1.0f - beta1) * g;
-    const float vi = beta2 * v + (1.0f - beta2) * g * g;
+    const float mi = __fadd_rn(__fmul_rn(beta1, m), __fmul_rn(1.0f - beta1, g));
+    const float vi = __fadd_rn(__fmul_rn(beta2, v), __fmul_rn(__fmul_rn(1.0f - beta2, g), g));
     m = mi;
     v = vi;
-    p = p * decay - step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
+    p = __fsub_rn(__fmul_rn(p, decay), __fdiv_rn(__fmul_rn(step_size, mi), denom));
   }
 };
 
