@@ -106,6 +106,35 @@ __device__ __forceinline__ void store_vec(T* p, const float* in) {
   }
 }
 
+// ---- 8 elements as f32 (p 16-byte aligned: one or two 128-bit accesses) ----
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, float* f) {
+  if constexpr (sizeof(T) == 4) {
+    const Pack128<float> a = load128(p), b = load128(p + 4);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f[i] = a.v[i], f[4 + i] = b.v[i];
+  } else {
+    const Pack128<T> a = load128(p);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) f[i] = a.get(i);
+  }
+}
+template <typename T>
+__device__ __forceinline__ void store8(T* p, const float* f) {
+  if constexpr (sizeof(T) == 4) {
+    Pack128<float> a, b;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a.v[i] = f[i], b.v[i] = f[4 + i];
+    store128(p, a);
+    store128(p + 4, b);
+  } else {
+    Pack128<T> a;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) a.set(i, f[i]);
+    store128(p, a);
+  }
+}
+
 // Whether every pointer is 16-byte aligned and n a multiple of the pack size, so a kernel may
 // take its 128-bit path.
 template <typename T>

@@ -28,35 +28,6 @@ bool vec8(int64_t n, std::initializer_list<const void*> ptrs) {
   return packable<bf16_t>(n, ptrs);
 }
 
-// ---- 8 elements as f32 ----
-template <typename T>
-__device__ __forceinline__ void load8(const T* p, float* f) {
-  if constexpr (sizeof(T) == 4) {
-    const Pack128<float> a = load128(p), b = load128(p + 4);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) f[i] = a.v[i], f[4 + i] = b.v[i];
-  } else {
-    const Pack128<T> a = load128(p);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) f[i] = a.get(i);
-  }
-}
-template <typename T>
-__device__ __forceinline__ void store8(T* p, const float* f) {
-  if constexpr (sizeof(T) == 4) {
-    Pack128<float> a, b;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) a.v[i] = f[i], b.v[i] = f[4 + i];
-    store128(p, a);
-    store128(p + 4, b);
-  } else {
-    Pack128<T> a;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) a.set(i, f[i]);
-    store128(p, a);
-  }
-}
-
 // out[i] = f(a[i], b[i]) in f32, rounded once to TO. out may alias a or b. vec: the 8-wide path
 // (n % 8 == 0, all pointers 16-byte aligned).
 template <typename TO, typename TA, typename TB, typename F>

@@ -52,20 +52,6 @@ struct Sgd {
   }
 };
 
-// Eight gradient elements as f32 (one or two 128-bit loads).
-template <typename T>
-__device__ __forceinline__ void load_grad8(const T* g, float* gv) {
-  if constexpr (sizeof(T) == 4) {
-    const Pack128<float> a = load128(g), b = load128(g + 4);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) gv[k] = a.v[k], gv[4 + k] = b.v[k];
-  } else {
-    const Pack128<T> a = load128(g);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) gv[k] = a.get(k);
-  }
-}
-
 // p, s1, s2 f32 state (s1/s2 may be null when the step does not use them: then never read or
 // written); g the gradient. vec: n % 8 == 0 and every pointer 16-byte aligned.
 template <typename T, typename Step>
@@ -76,7 +62,7 @@ __global__ void step_kernel(float* p, float* s1, float* s2, const T* g, int64_t 
   if (vec) {
     for (int64_t i = first * 8; i < n; i += stride * 8) {
       float gv[8];
-      load_grad8(g + i, gv);
+      load8(g + i, gv);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t j = i + 4 * h;
@@ -145,7 +131,7 @@ __device__ __forceinline__ void adamw_segment(const AdamWSegment& s, const AdamW
   if (s.vec) {
     for (int64_t i = first * 8; i < s.n; i += stride * 8) {
       float gv[8], pv[8];
-      load_grad8(g + i, gv);
+      load8(g + i, gv);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t j = i + 4 * h;
