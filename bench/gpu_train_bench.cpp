@@ -102,10 +102,24 @@ void gemm_probe(Device gpu) {
     std::printf("gemm probe %-44s %8.3f ms %5.0f TFLOP/s\n", what.c_str(), best * 1e3,
                 flops / best / 1e12);
   };
+  // Random [r, c] bf16 on the GPU: 256 random rows made on the host, copied down the tensor
+  // (host randn of the head's largest operands, 400M elements, took longer than the probe).
   auto bf16 = [&](int64_t r, int64_t c, float s) {
-    return Tensor::randn(Shape{r, c}, rng, s, DType::bf16).to(gpu);
+    const int64_t block = std::min<int64_t>(r, 256);
+    Tensor rows = Tensor::randn(Shape{block, c}, rng, s, DType::bf16).to(gpu);
+    Tensor out = Tensor::empty(Shape{r, c}, DType::bf16, MemCategory::other, nullptr, gpu);
+    for (int64_t r0 = 0; r0 < r; r0 += block) {
+      const int64_t n = std::min(block, r - r0) * c;
+      Tensor dst = out.flat_range(r0 * c, n);
+      dst.copy_(rows.flat_range(0, n));
+    }
+    return out;
   };
-  auto f32 = [&](int64_t r, int64_t c) { return Tensor::zeros(Shape{r, c}, DType::f32).to(gpu); };
+  auto f32 = [&](int64_t r, int64_t c) {
+    Tensor t = Tensor::empty(Shape{r, c}, DType::f32, MemCategory::other, nullptr, gpu);
+    t.zero_();
+    return t;
+  };
   using kernels::cuda::GemmArgs;
   auto run = [](DType ab, DType c, const Tensor& a, const Tensor& b, Tensor& out, int64_t m,
                 int64_t n, int64_t k, bool ta, bool tb, float beta) {
