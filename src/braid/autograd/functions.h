@@ -47,6 +47,11 @@ Variable lm_head_cross_entropy(const Variable& x, const Variable& w, const Tenso
 // at most kFusedLmHeadHostBytes and no RecomputeLmHead is in scope on this thread.
 inline constexpr int64_t kFusedLmHeadHostBytes = int64_t{256} << 20;
 bool fused_lm_head(int64_t vocab, int64_t channels, bool on_device);
+// The f32 weight gradients this thread's fused heads keep for the next step (Note [Recycled
+// tensors]): how many wait, and freeing them, which a long-lived process does when it stops
+// training (Trainer::run does at its end). The next fused head allocates afresh.
+size_t lm_head_buffers_kept();
+void release_lm_head_buffers();
 // The host's size rule alone, whatever scope this thread is in (the memory estimator's question).
 inline bool lm_head_fits_fused_on_host(int64_t vocab, int64_t channels) {
   return 4 * vocab * channels <= kFusedLmHeadHostBytes;

@@ -123,6 +123,18 @@ TensorPool& lm_head_gradients() {
   return pool;
 }
 
+}  // namespace
+
+size_t lm_head_buffers_kept() {
+  return lm_head_gradients().kept();
+}
+
+void release_lm_head_buffers() {
+  lm_head_gradients().clear();
+}
+
+namespace {
+
 class LmHeadCrossEntropyNode : public Node {
  public:
   LmHeadCrossEntropyNode(Tensor targets, Tensor lse, double denominator, int32_t ignore_index,

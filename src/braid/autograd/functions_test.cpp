@@ -136,6 +136,9 @@ TEST(LmHeadCrossEntropy, RepeatedStepsGiveTheSameGradientsAndHoldNothingBetween)
     EXPECT_EQ(w.grad().to_f32_vector(), first_dw) << "step " << step;
     EXPECT_EQ(x.grad().to_f32_vector(), first_dx) << "step " << step;
   }
+  EXPECT_EQ(lm_head_buffers_kept(), 1u);  // this thread's pool keeps the weight gradient
+  release_lm_head_buffers();
+  EXPECT_EQ(lm_head_buffers_kept(), 0u);
 }
 
 TEST(Gradcheck, AddScaleSlice) {

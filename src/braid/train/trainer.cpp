@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "braid/autograd/functions.h"
 #include "braid/autograd/variable.h"
 #include "braid/comm/collective_guard.h"
 #include "braid/comm/gather_strings.h"
@@ -472,6 +473,7 @@ TrainResult Trainer::run() {
     std::fputs(step_profile_report(profile, cfg_, model_->config(), world_size()).c_str(), stdout);
   }
   finish(result);
+  autograd::release_lm_head_buffers();  // Note [Recycled tensors]: nothing kept past training
   return result;
 }
 
