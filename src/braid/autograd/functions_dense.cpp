@@ -117,7 +117,8 @@ class SegmentAttentionNode : public Node {
 // ms against 199.3 fused (kernels_bench, 2-core AMD EPYC, 2026-11-27). The activation estimate
 // counts what is held (Note [Fused LM head] in parallel/estimate/activation_estimate.cpp).
 // The f32 weight gradient is reused from step to step (Note [Recycled tensors], tensor_pool.h):
-// a fresh one was a zeroed 154-322 MB mapping every micro-batch. At most two wait.
+// a fresh one was a zeroed 154-322 MB mapping every micro-batch. At most two wait, per thread,
+// until release_lm_head_buffers() (Trainer::run calls it at its end) or the thread ends.
 TensorPool& lm_head_gradients() {
   thread_local TensorPool pool(2);
   return pool;
