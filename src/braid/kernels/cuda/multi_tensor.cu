@@ -23,9 +23,9 @@ constexpr int64_t kMapBlocks = 4096;     // per tensor
 template <typename Fn>
 __device__ __forceinline__ void for_my_elements(const SegmentBatch& b, Fn&& fn) {
   const Segment& s = segment_of(b, static_cast<int>(blockIdx.x));
-  const int64_t stride = static_cast<int64_t>(s.blocks) * blockDim.x;
-  const int64_t first = static_cast<int64_t>(blockIdx.x - s.first_block) * blockDim.x + threadIdx.x;
-  with_segment_data(s, [&](auto* p) {
+  const int64_t stride = segment_stride(s), first = segment_first(s);
+  with_float_type(s.dtype, [&](auto tag) {
+    auto* p = static_cast<decltype(tag)*>(s.data);
     for (int64_t i = first; i < s.n; i += stride) fn(p, i);
   });
 }

@@ -91,18 +91,29 @@ __device__ __forceinline__ const auto& segment_of(const Batch& b, int block) {
   return b.seg[lo];
 }
 
-// fn(p) with p the segment's data as float*, bf16_t* or f16_t*.
+// The calling thread's first element of its block's segment, and the stride between its
+// elements (the segment's blocks, grid-stride): a launch of its own's indices.
+template <typename Seg>
+__device__ __forceinline__ int64_t segment_first(const Seg& s) {
+  return static_cast<int64_t>(blockIdx.x - s.first_block) * blockDim.x + threadIdx.x;
+}
+template <typename Seg>
+__device__ __forceinline__ int64_t segment_stride(const Seg& s) {
+  return static_cast<int64_t>(s.blocks) * blockDim.x;
+}
+
+// fn(T{}) with T float, bf16_t or f16_t for dtype (static_cast<int>(DType)).
 template <typename Fn>
-__device__ __forceinline__ void with_segment_data(const Segment& s, Fn&& fn) {
-  switch (s.dtype) {
+__device__ __forceinline__ void with_float_type(int dtype, Fn&& fn) {
+  switch (dtype) {
     case static_cast<int>(DType::f32):
-      fn(static_cast<float*>(s.data));
+      fn(float{});
       break;
     case static_cast<int>(DType::bf16):
-      fn(static_cast<bf16_t*>(s.data));
+      fn(bf16_t{});
       break;
     default:
-      fn(static_cast<f16_t*>(s.data));
+      fn(f16_t{});
       break;
   }
 }

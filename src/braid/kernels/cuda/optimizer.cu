@@ -1,9 +1,9 @@
 // Fused optimiser steps on the device (cuda_ops.h), the math of cpu/optimizer_steps.cpp in the
 // same order: param, m, v, momentum_buf f32; grad f32, bf16 or f16. One grid-stride pass, 8
 // elements per step (128-bit accesses) when every buffer is 16-byte aligned and P % 8 == 0.
-// AdamW over a list of slices runs one launch per kMaxAdamWSegments of them (Note [Multi-tensor
-// launches], multi_tensor.cuh), each slice with the single step's per-element math (the same
-// functor), writing the rounded masters into its compute copy in the same pass where it has one.
+// AdamW runs over a list of slices, one launch per kMaxAdamWSegments of them (Note [Multi-tensor
+// launches], multi_tensor.cuh; one slice is a list of one), writing the rounded masters into a
+// slice's compute copy in the same pass where it has one. SGD runs one slice a launch.
 //   AdamW: p = p (1 - lr wd) - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps), bc = 1 - beta^t
 //   SGD:   g' = g + wd p; buf = momentum buf + g' (g' on the first step); p -= lr buf
 //          (nesterov: p -= lr (g' + momentum buf))
@@ -24,8 +24,8 @@ constexpr int kThreads = 256;
 
 // Every operation is an explicit round-to-nearest intrinsic, which the compiler never fuses into
 // an FMA: left to itself it may contract a product and a sum differently in each kernel that
-// inlines the step (the list kernel and the single one differed in the last place on an H100),
-// and the two must give the same bits.
+// inlines the step (two kernels that did differed in the last place on an H100), and a step's
+// bits must not depend on the kernel that runs it.
 struct AdamW {
   float beta1, beta2, eps, step_size, bc2_sqrt, decay;
   __device__ __forceinline__ void operator()(float& p, float& m, float& v, float g) const {
@@ -164,30 +164,14 @@ __device__ __forceinline__ void adamw_segment(const AdamWSegment& s, const AdamW
   }
 }
 
-template <typename Fn>
-__device__ __forceinline__ void with_grad_type(int dtype, Fn&& fn) {
-  switch (dtype) {
-    case static_cast<int>(DType::f32):
-      fn(float{});
-      break;
-    case static_cast<int>(DType::bf16):
-      fn(bf16_t{});
-      break;
-    default:
-      fn(f16_t{});
-      break;
-  }
-}
-
 __global__ void adamw_list_kernel(const __grid_constant__ AdamWBatch b, float beta1, float beta2,
                                   float eps, float bc2_sqrt) {
   const AdamWSegment& s = segment_of(b, static_cast<int>(blockIdx.x));
   AdamW step{};
   step.beta1 = beta1, step.beta2 = beta2, step.eps = eps;
   step.step_size = s.step_size, step.bc2_sqrt = bc2_sqrt, step.decay = s.decay;
-  const int64_t stride = static_cast<int64_t>(s.blocks) * blockDim.x;
-  const int64_t first = static_cast<int64_t>(blockIdx.x - s.first_block) * blockDim.x + threadIdx.x;
-  with_grad_type(s.gdtype, [&](auto gtag) {
+  const int64_t stride = segment_stride(s), first = segment_first(s);
+  with_float_type(s.gdtype, [&](auto gtag) {
     using G = decltype(gtag);
     if (s.cdtype == static_cast<int>(DType::bf16)) {
       adamw_segment<G, bf16_t>(s, step, first, stride);
@@ -258,28 +242,12 @@ void adamw_step(const std::vector<AdamWSlice>& slices, float beta1, float beta2,
   launch();
 }
 
+// One slice is a list of one: the single step and the list run the same kernel, so they give the
+// same bits by construction.
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, float lr, float beta1,
                 float beta2, float eps, float weight_decay, int64_t t) {
-  const char* op = "adamw_step";
-  check_cuda(op, {&param, &grad, &m, &v});
-  check_dtype(op, "param", param, DType::f32);
-  check_float(op, "grad", grad);
-  check_dtype(op, "m", m, DType::f32);
-  check_dtype(op, "v", v, DType::f32);
-  const int64_t n = param.numel();
-  check_numel(op, "grad", grad, n);
-  check_numel(op, "m", m, n);
-  check_numel(op, "v", v, n);
-  BRAID_CHECK(t >= 1, op, ": step t must be >= 1 (1-based), got ", t);
-  // the host constants of the CPU kernel, bit for bit
-  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(t));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(t));
-  AdamW step{};
-  step.beta1 = beta1, step.beta2 = beta2, step.eps = eps;
-  step.step_size = static_cast<float>(lr / bc1);
-  step.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  step.decay = 1.0f - lr * weight_decay;
-  launch_step(op, grad, ptr<float>(param), ptr<float>(m), ptr<float>(v), n, step);
+  const std::vector<AdamWSlice> one{AdamWSlice{&param, &grad, &m, &v, nullptr, lr, weight_decay}};
+  cuda::adamw_step(one, beta1, beta2, eps, t);  // qualified: ops.h has the same by ADL
 }
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buf, float lr, float momentum,
