@@ -23,7 +23,7 @@ class BackwardHookNode : public Node {
  public:
   explicit BackwardHookNode(std::function<void()> fn) : fn_(std::move(fn)) {}
   const char* name() const override { return "backward_hook"; }
-  bool is_view() const override { return true; }
+  bool first_input_gets_dout() const override { return true; }
   void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
     fn_();
     if (dinputs[0]) kernels::axpy(*dinputs[0], dout, 1.0f);

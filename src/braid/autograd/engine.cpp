@@ -7,9 +7,12 @@
 // Note [Gradient buffers]: the gradient of each non-leaf output is a buffer allocated zeroed
 // (category activations) on its first contribution; every consumer's backward accumulates
 // into it (kernels accumulate, see kernels/ops.h) and it is freed as soon as its node has
-// run. A view node (reshape, backward_hook) whose input has no buffer yet hands its own
-// buffer over instead of copying. After a node runs, its saved tensors (release()) and its
-// inputs are dropped, so activations are freed during backward, not after it.
+// run. A node whose first input's gradient is dout itself (reshape, backward_hook, add:
+// first_input_gets_dout) hands its own buffer over when that input has none yet, instead of a
+// zeroed buffer and an add: a residual stream's gradient is then one buffer that each block's
+// add passes down and each block's branch accumulates into, as an in-place += would. After a node
+// runs, its saved tensors (release()) and its inputs are dropped, so activations are freed during
+// backward, not after it.
 //
 // Note [Grad accumulation]: leaves that require grad receive the kernels' += directly in
 // their grad() tensor (a view into a flat gradient buffer for parameters): no temporary, no
@@ -46,6 +49,14 @@ struct NodeState {
 struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
+
+// Whether the node's first input is also one of its others (add(h, h)): dout's buffer then
+// cannot become that input's gradient, which the later input would add dout into.
+bool used_again(const Node& node) {
+  for (size_t j = 1; j < node.inputs.size(); ++j)
+    if (node.inputs[j].impl() == node.inputs[0].impl()) return true;
+  return false;
+}
 
 void check_not_released(const Node& node) {
   BRAID_CHECK(!node.released, "backward through the ", node.name(),
@@ -187,7 +198,8 @@ void run_backward(const Variable& root, const Tensor& dout, bool dout_is_owned) 
       NodeState& child = nodes.at(in.grad_fn().get());
       if (child.grad.defined()) {
         dinputs[i] = &child.grad;
-      } else if (i == 0 && node->is_view() && state.owned && later.empty()) {
+      } else if (i == 0 && node->first_input_gets_dout() && state.owned && later.empty() &&
+                 state.grad.dtype() == in.value().dtype() && !used_again(*node)) {
         child.grad = state.grad.view(in.value().shape());  // hand the buffer on, no copy
       } else {
         child.grad =

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "braid/autograd/functions.h"
 #include "braid/autograd/test_nodes.h"
 #include "braid/autograd/variable.h"
 
@@ -82,6 +83,31 @@ TEST(Engine, ActivationsAreFreedByBackward) {
   EXPECT_EQ(tracker->current(MemCategory::activations), 0);
   EXPECT_EQ(values(w.grad()), (std::vector<float>{2, 4, 6, 8}));
   EXPECT_EQ(tracker->current(MemCategory::gradients), 16);
+}
+
+TEST(Engine, ResidualAddsHandTheirGradientDownAndBranchesAccumulateIntoIt) {
+  // r2 = r1 + r1 w, r1 = h + h w, h = w x: each add hands dout's buffer to its residual input
+  // (Note [Gradient buffers]); the branch's mul then adds into that same buffer.
+  Variable w(vec({1, 2}), true, "w");
+  Variable x(vec({3, 4}), true, "x");
+  Variable h = mul(w, x);
+  Variable r1 = add(h, mul(h, w));
+  Variable r2 = add(r1, mul(r1, w));
+  sum(r2).backward();
+  // y = sum w x (1 + w)^2: dy/dw = x (1 + w)^2 + 2 w x (1 + w), dy/dx = w (1 + w)^2.
+  EXPECT_EQ(values(w.grad()), (std::vector<float>{24, 84}));
+  EXPECT_EQ(values(x.grad()), (std::vector<float>{4, 18}));
+  // The same input twice: add(h, h) gets both contributions, in a buffer of its own.
+  Variable a(vec({1, 2}), true, "a");
+  Variable g = mul(a, a);
+  sum(add(g, g)).backward();  // d/da 2 a^2 = 4 a
+  EXPECT_EQ(values(a.grad()), (std::vector<float>{4, 8}));
+  // A caller's seed is not handed down (not the engine's to reuse): it is unchanged after.
+  Variable b(vec({1, 2}), true, "b");
+  Tensor seed = vec({5, 7});
+  add(mul(b, b), b).backward(seed);
+  EXPECT_EQ(values(seed), (std::vector<float>{5, 7}));
+  EXPECT_EQ(values(b.grad()), (std::vector<float>{15, 35}));  // (2 b + 1) seed
 }
 
 TEST(Engine, SecondBackwardThroughAFreedGraphThrows) {

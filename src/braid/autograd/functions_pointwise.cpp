@@ -78,6 +78,7 @@ class RopeNode : public Node {
 class AddNode : public Node {
  public:
   const char* name() const override { return "add"; }
+  bool first_input_gets_dout() const override { return true; }
   void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
     for (Tensor* d : dinputs)
       if (d) kernels::axpy(*d, dout, 1.0f);
@@ -93,12 +94,13 @@ class BiasAddNode : public Node {
   }
 };
 
-// Note [Reshape gradient]: the engine usually hands dout's buffer to the input (is_view), so
-// the axpy below only runs when the input already has a buffer or is a leaf.
+// Note [Reshape gradient]: the engine usually hands dout's buffer to the input
+// (first_input_gets_dout), so the axpy below only runs when the input already has a buffer or is a
+// leaf.
 class ReshapeNode : public Node {
  public:
   const char* name() const override { return "reshape"; }
-  bool is_view() const override { return true; }
+  bool first_input_gets_dout() const override { return true; }
   void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
     if (!dinputs[0]) return;
     Tensor dx = dinputs[0]->view(dout.shape());

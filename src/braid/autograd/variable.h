@@ -76,10 +76,11 @@ class Node {
   virtual void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) = 0;
   // Drops saved tensors after backward (frees activations).
   virtual void release() {}
-  // True when the output is inputs[0]'s value under another shape and d(input) = dout
-  // reshaped: the engine may then hand dout's buffer to the input instead of copying
-  // (Note [Gradient buffers]); backward() is still called, with dinputs[0] null in that case.
-  virtual bool is_view() const { return false; }
+  // True when d(inputs[0]) is dout itself, under inputs[0]'s shape and dtype (a reshape, a
+  // residual add): the engine may then hand dout's buffer to the input instead of zeroing one
+  // and adding dout into it (Note [Gradient buffers]); backward() is still called, with
+  // dinputs[0] null in that case.
+  virtual bool first_input_gets_dout() const { return false; }
 
   std::vector<Variable> inputs;
   // Creation order on this thread; later nodes run first in backward.
