@@ -5,7 +5,9 @@
 # CUDA context of the rest), the GPU-vs-CPU training step, then GPT-2 124M training in braid
 # beside PyTorch eager and torch.compile (bench/gpu_train_torch.py). Logs go to $OUT (or ./gpu-out).
 #
-#   tools/gpu_run.sh [all|tests|bench|braid]    (braid: tests and braid's bench, no PyTorch)
+#   tools/gpu_run.sh [all|tests|bench|braid|fusion]
+#     braid: tests and braid's bench, no PyTorch; fusion: tests, then braid's bench with the
+#     kernels' fused paths off and on (BRAID_CUDA_FUSION, kernels/cuda/runtime.h), alternating
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -34,7 +36,7 @@ run() {  # run NAME SECONDS CMD...: its log in $out/NAME.log, a one-line verdict
   return $rc
 }
 
-if [[ $what == all || $what == tests || $what == braid ]]; then
+if [[ $what == all || $what == tests || $what == braid || $what == fusion ]]; then
   for suite in CudaMemory Dtypes/CudaLinear Cuda/CudaElementwise Cuda/CudaCrossEntropy \
                Dtypes/CudaNnOps Dtypes/CudaAttention; do
     run "kernels_${suite//\//_}" 120 "$b/bin/cuda_kernels_tests" --gtest_filter="$suite.*"
@@ -60,6 +62,18 @@ if [[ $what == all || $what == bench || $what == braid ]]; then
   run bench_braid_profile 120 env BRAID_CUDA_PROFILE=1 "$b/bin/gpu_train_bench" --batch 16 \
     --seq 1024 --steps 10 --warmup 3
   sed -n '/BRAID_CUDA_PROFILE/,$p' "$out/bench_braid_profile.log" | head -40
+fi
+if [[ $what == fusion ]]; then
+  for round in 1 2; do
+    for f in 0 1; do
+      run "bench_fusion${f}_$round" 120 env BRAID_CUDA_FUSION=$f "$b/bin/gpu_train_bench" \
+        --batch 16 --seq 1024 --steps 10 --warmup 3
+      grep -h '^braid:' "$out/bench_fusion${f}_$round.log"
+    done
+  done
+  run bench_fusion_profile 120 env BRAID_CUDA_FUSION=1 BRAID_CUDA_PROFILE=1 \
+    "$b/bin/gpu_train_bench" --batch 16 --seq 1024 --steps 10 --warmup 3
+  sed -n '/BRAID_CUDA_PROFILE/,$p' "$out/bench_fusion_profile.log" | head -40
 fi
 if [[ -x $b/bin/braid && ( $what == all || $what == braid ) ]]; then
   run braid_train 180 "$b/bin/braid" train configs/gpu-gpt2.yaml --set output.dir="$b/out"

@@ -5,6 +5,7 @@
 //   copy_columns, add_columns, set_columns,         row-major [N, C] maps
 //   bias_add_forward
 //   bias_add_backward                               column sums in f64, as the CPU kernel
+//   add_column_sums                                 dbias += column sums taken elsewhere
 // max_abs and sum_squares_fixed, one tensor or a list, are in multi_tensor.cu.
 #include <algorithm>
 #include <cmath>
@@ -437,6 +438,18 @@ void bias_add_backward(Tensor& dbias, const Tensor& dout) {
                                                                 chunks, C);
       BRAID_CUDA_LAUNCHED(op);
     });
+  });
+}
+
+void add_column_sums(Tensor& dbias, const float* sums) {
+  const char* op = "add_column_sums";
+  check_cuda(op, {&dbias});
+  const int64_t C = dbias.numel();
+  if (C == 0) return;
+  dispatch_float(dbias.dtype(), op, [&](auto gtag) {
+    using G = decltype(gtag);
+    column_sum_kernel<<<grid_for(C, 256), 256, 0, stream()>>>(ptr<G>(dbias), sums, 1, C);
+    BRAID_CUDA_LAUNCHED(op);
   });
 }
 

@@ -85,6 +85,7 @@ struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  bool found = false;  // whether cuBLASLt had an algorithm (a plan without one is cached too)
 };
 
 std::map<Key, Plan> g_plans;
@@ -101,11 +102,13 @@ Plan make_plan(const GemmArgs& g, int64_t lda, int64_t ldb, int64_t ldc, DeviceL
            "transa");
   check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b),
            "transb");
-  if (g.epilogue == Epilogue::bias) {
-    const cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+  if (g.epilogue != Epilogue::none) {
+    // BGRADB: the bias gradient of cuBLASLt's B (our a) over k, as long as D has columns (our m).
+    const bool grad = g.epilogue == Epilogue::bias_grad;
+    const cublasLtEpilogue_t ep = grad ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_BIAS;
     check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep),
              "epilogue");
-    const cudaDataType_t bt = cuda_type(g.ab);
+    const cudaDataType_t bt = cuda_type(grad ? g.c : g.ab);
     check_lt(
         cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt),
         "bias dtype");
@@ -142,29 +145,19 @@ Plan make_plan(const GemmArgs& g, int64_t lda, int64_t ldb, int64_t ldc, DeviceL
                                           &result, &found),
            "algorithm heuristic");
   cublasLtMatmulPreferenceDestroy(pref);
-  BRAID_CHECK(found > 0, "cuBLASLt has no algorithm for a ", dtype_name(g.ab), " GEMM [", g.m, ",",
-              g.k, "]", (g.trans_a ? "^T" : ""), " @ [", g.k, ",", g.n, "]",
-              (g.trans_b ? "^T" : ""), " -> ", dtype_name(g.c));
+  p.found = found > 0;
   p.algo = result.algo;
   return p;
 }
 
-}  // namespace
-
-bool tf32_enabled() {
-  static const bool on = [] {
-    const char* s = std::getenv("BRAID_CUDA_TF32");
-    return s && std::strcmp(s, "1") == 0;
-  }();
-  return on;
-}
-
-void gemm(const GemmArgs& g) {
+// Queues the GEMM on the current stream; false where cuBLASLt has no algorithm for it.
+bool run_gemm(const GemmArgs& g) {
   BRAID_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm: negative size [", g.m, ",", g.n, ",", g.k,
               "]");
   BRAID_CHECK(g.c == g.ab || g.c == DType::f32, "gemm: c has dtype ", dtype_name(g.c),
               ", expected ", dtype_name(g.ab), " or f32");
-  if (g.m == 0 || g.n == 0) return;
+  BRAID_CHECK(g.epilogue != Epilogue::bias_grad || g.k > 0, "gemm: a bias gradient over k = 0");
+  if (g.m == 0 || g.n == 0) return true;
   const int64_t lda = g.lda ? g.lda : (g.trans_a ? g.m : g.k);
   const int64_t ldb = g.ldb ? g.ldb : (g.trans_b ? g.k : g.n);
   const int64_t ldc = g.ldc ? g.ldc : g.n;
@@ -177,8 +170,9 @@ void gemm(const GemmArgs& g) {
       BRAID_CUDA_CHECK(cudaMemset2DAsync(g.c_ptr, ldc * es, 0, g.n * es, g.m, stream()),
                        "gemm (k = 0)");
     }
-    return;
+    return true;
   }
+  const void* bias = g.epilogue == Epilogue::bias_grad ? g.dbias : g.bias;
   const Key key{device,
                 static_cast<int>(g.ab),
                 static_cast<int>(g.c),
@@ -194,7 +188,7 @@ void gemm(const GemmArgs& g) {
                 alignment_of(g.a),
                 alignment_of(g.b),
                 alignment_of(g.c_ptr),
-                g.bias ? alignment_of(g.bias) : 0,
+                bias ? alignment_of(bias) : 0,
                 tf32_enabled()};
   Plan* plan;
   {
@@ -203,15 +197,38 @@ void gemm(const GemmArgs& g) {
     if (it == g_plans.end()) it = g_plans.emplace(key, make_plan(g, lda, ldb, ldc, d)).first;
     plan = &it->second;
   }
-  if (g.epilogue == Epilogue::bias) {
-    check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
-                                            sizeof g.bias),
+  if (!plan->found) return false;
+  if (g.epilogue != Epilogue::none) {
+    check_lt(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                            sizeof bias),
              "bias pointer");
   }
   check_lt(
       cublasLtMatmul(d.handle, plan->desc, &g.alpha, g.b, plan->la, g.a, plan->lb, &g.beta, g.c_ptr,
                      plan->lc, g.c_ptr, plan->lc, &plan->algo, d.workspace, kWorkspace, stream()),
       "matmul");
+  return true;
+}
+
+}  // namespace
+
+bool tf32_enabled() {
+  static const bool on = [] {
+    const char* s = std::getenv("BRAID_CUDA_TF32");
+    return s && std::strcmp(s, "1") == 0;
+  }();
+  return on;
+}
+
+void gemm(const GemmArgs& g) {
+  BRAID_CHECK(run_gemm(g), "cuBLASLt has no algorithm for a ", dtype_name(g.ab), " GEMM [", g.m,
+              ",", g.k, "]", (g.trans_a ? "^T" : ""), " @ [", g.k, ",", g.n, "]",
+              (g.trans_b ? "^T" : ""), " -> ", dtype_name(g.c),
+              g.epilogue == Epilogue::none ? "" : " with an epilogue");
+}
+
+bool try_gemm(const GemmArgs& g) {
+  return run_gemm(g);
 }
 
 }  // namespace braid::kernels::cuda

@@ -11,7 +11,9 @@ namespace braid::kernels::cuda {
 // What cuBLASLt fuses after the product.
 enum class Epilogue {
   none,
-  bias,  // c += bias[n] broadcast over rows (bias has the dtype of a and b)
+  bias,       // c += bias[n] broadcast over rows (bias has the dtype of a and b)
+  bias_grad,  // also bias[i] = sum over k of op(a)[i, k], written (not accumulated) in c's
+              // dtype: the bias gradient taken in the weight-gradient GEMM's pass over dout
 };
 
 struct GemmArgs {
@@ -25,12 +27,17 @@ struct GemmArgs {
   int64_t lda = 0, ldb = 0, ldc = 0;  // row strides (elements) of a, b, c as stored (row-major)
   float alpha = 1.0f, beta = 0.0f;
   Epilogue epilogue = Epilogue::none;
-  const void* bias = nullptr;
+  const void* bias = nullptr;  // Epilogue::bias: [n], read
+  void* dbias = nullptr;       // Epilogue::bias_grad: [m], written
 };
 
 // c[m,n] = alpha * op(a) @ op(b) + beta * c, all row-major device memory, queued on the current
 // stream. ld* of 0 mean "packed" (the row length of the stored matrix).
 void gemm(const GemmArgs& args);
+
+// gemm(args) where cuBLASLt has an algorithm for it; false (and nothing queued) where it has
+// none, as it may lack one for an epilogue at some layouts and dtypes: the caller falls back.
+bool try_gemm(const GemmArgs& args);
 
 // Whether f32 GEMMs may use TF32 tensor cores: off by default (f32 stays f32, as PyTorch's
 // torch.backends.cuda.matmul.allow_tf32 = False); BRAID_CUDA_TF32=1 turns it on.

@@ -1,5 +1,8 @@
 #include "braid/kernels/cuda/runtime.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,6 +22,7 @@ struct DeviceState {
 
 std::mutex g_mu;
 std::vector<DeviceState> g_devices;
+std::atomic<int> g_fusion_override{0};
 
 DeviceState& state(int index) {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -38,6 +42,19 @@ DeviceState& state(int index) {
 }
 
 }  // namespace
+
+bool fusion_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("BRAID_CUDA_FUSION");
+    return e != nullptr && std::strcmp(e, "1") == 0;
+  }();
+  const int o = g_fusion_override.load();
+  return o == 0 ? on : o == 2;
+}
+
+void set_fusion_for_testing(int mode) {
+  g_fusion_override.store(mode);
+}
 
 void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line) {
   BRAID_THROW(what, ": CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ") at ",

@@ -76,10 +76,23 @@ class Scratch {
   std::shared_ptr<MemoryTracker> tracker_;
 };
 
+// Whether kernels take their fused paths (the bias gradient in the weight-gradient GEMM,
+// linear.cpp; the norms' backward in one pass, norm.cu): only with BRAID_CUDA_FUSION=1 (read
+// once) for now. They were written and compiled in a session whose GPU was withdrawn before
+// they ran, so they stay opt-in until the kernel tests (which run both paths) and a benchmark
+// have run them on a card (docs/gpu.md, "Fused paths"); then they become the default.
+bool fusion_enabled();
+// Test hook: 0 follows the environment, 1 turns the fusions off, 2 on.
+void set_fusion_for_testing(int mode);
+
 // Copies n bytes device -> host on the current stream and waits for them.
 void copy_to_host(void* dst, const void* src, size_t nbytes);
 
 // Dtype conversion on the device (the backend's convert; elementwise.cu).
 void convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n);
+
+// dbias[c] += sums[c] (f32 sums of dbias.numel() columns, in device memory): linear_backward's
+// bias gradient when the weight-gradient GEMM took it (elementwise.cu).
+void add_column_sums(Tensor& dbias, const float* sums);
 
 }  // namespace braid::kernels::cuda

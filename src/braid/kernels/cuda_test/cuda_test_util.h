@@ -38,4 +38,12 @@ class CudaKernelTest : public KernelTest {
   void SetUp() override { BRAID_REQUIRE_GPU(); }
 };
 
+// Runs its scope with the kernels' fused paths off (mode 1) or on (2) (cuda::fusion_enabled).
+struct Fusion {
+  explicit Fusion(int mode) { cuda::set_fusion_for_testing(mode); }
+  ~Fusion() { cuda::set_fusion_for_testing(0); }
+  Fusion(const Fusion&) = delete;
+  Fusion& operator=(const Fusion&) = delete;
+};
+
 }  // namespace braid::kernels::test

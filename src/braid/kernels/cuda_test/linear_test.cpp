@@ -44,23 +44,50 @@ TEST_P(CudaLinear, ForwardWithAndWithoutBias) {
 TEST_P(CudaLinear, BackwardAccumulatesIncludingF32ParameterGradients) {
   const int64_t N = 50, C = 64, OC = 48;
   Tensor x = rnd(Shape{N, C}), w = rnd(Shape{OC, C}), dout = rnd(Shape{N, OC});
-  for (DType gdt : {dt(), DType::f32}) {
-    Tensor dinp = rnd(Shape{N, C}), dw = Tensor::randn(Shape{OC, C}, rng_, 1.0f, gdt);
-    Tensor db = Tensor::randn(Shape{OC}, rng_, 1.0f, gdt);
-    Tensor want_dinp = dinp.clone(), want_dw = dw.clone(), want_db = db.clone();
-    reference::linear_backward(&want_dinp, &want_dw, &want_db, dout, x, w);
-    Tensor g_dinp = on_gpu(dinp), g_dw = on_gpu(dw), g_db = on_gpu(db);
-    linear_backward(&g_dinp, &g_dw, &g_db, on_gpu(dout), on_gpu(x), on_gpu(w));
-    EXPECT_TRUE(close(on_cpu(g_dinp), want_dinp, tol()));
-    EXPECT_TRUE(close(on_cpu(g_dw), want_dw, tol())) << "dweight " << dtype_name(gdt);
-    EXPECT_TRUE(close(on_cpu(g_db), want_db, tol())) << "dbias " << dtype_name(gdt);
-  }
+  for (int mode : {1, 2})
+    for (DType gdt : {dt(), DType::f32}) {
+      Fusion fused(mode);
+      Tensor dinp = rnd(Shape{N, C}), dw = Tensor::randn(Shape{OC, C}, rng_, 1.0f, gdt);
+      Tensor db = Tensor::randn(Shape{OC}, rng_, 1.0f, gdt);
+      Tensor want_dinp = dinp.clone(), want_dw = dw.clone(), want_db = db.clone();
+      reference::linear_backward(&want_dinp, &want_dw, &want_db, dout, x, w);
+      Tensor g_dinp = on_gpu(dinp), g_dw = on_gpu(dw), g_db = on_gpu(db);
+      linear_backward(&g_dinp, &g_dw, &g_db, on_gpu(dout), on_gpu(x), on_gpu(w));
+      EXPECT_TRUE(close(on_cpu(g_dinp), want_dinp, tol()));
+      EXPECT_TRUE(close(on_cpu(g_dw), want_dw, tol())) << "dweight " << dtype_name(gdt);
+      EXPECT_TRUE(close(on_cpu(g_db), want_db, tol()))
+          << "dbias " << dtype_name(gdt) << " " << mode;
+    }
   // Only some gradients wanted.
   Tensor dinp = Tensor::zeros(Shape{N, C}, dt()), want = dinp.clone();
   reference::linear_backward(&want, nullptr, nullptr, dout, x, w);
   Tensor g = on_gpu(dinp);
   linear_backward(&g, nullptr, nullptr, on_gpu(dout), on_gpu(x), on_gpu(w));
   EXPECT_TRUE(close(on_cpu(g), want, tol()));
+}
+
+TEST_P(CudaLinear, BiasGradientInTheWeightGemmMatchesItsOwnPass) {
+  // GPT-2's shapes (qkv, and the MLP's projection back), rows of a micro-batch: the fused
+  // BGRADB epilogue and the separate column sums both match the reference (f64 sums), and the
+  // bias gradient alone (no dweight) still takes its own pass.
+  for (auto [C, OC] : {std::pair<int64_t, int64_t>{768, 2304}, {3072, 768}}) {
+    const int64_t N = 1024;
+    Tensor x = rnd(Shape{N, C}), dout = rnd(Shape{N, OC}), w = rnd(Shape{OC, C}, 0.02f);
+    Tensor dw = Tensor::randn(Shape{OC, C}, rng_, 1.0f, DType::f32);
+    Tensor db = Tensor::randn(Shape{OC}, rng_, 1.0f, DType::f32);
+    Tensor want_dw = dw.clone(), want_db = db.clone(), want_db_only = db.clone();
+    reference::linear_backward(nullptr, &want_dw, &want_db, dout, x, w);
+    reference::linear_backward(nullptr, nullptr, &want_db_only, dout, x, w);
+    for (int mode : {1, 2}) {
+      Fusion fused(mode);
+      Tensor g_dw = on_gpu(dw), g_db = on_gpu(db), g_db_only = on_gpu(db);
+      linear_backward(nullptr, &g_dw, &g_db, on_gpu(dout), on_gpu(x), on_gpu(w));
+      linear_backward(nullptr, nullptr, &g_db_only, on_gpu(dout), on_gpu(x), on_gpu(w));
+      EXPECT_TRUE(close(on_cpu(g_dw), want_dw, tol())) << C << "->" << OC << " mode " << mode;
+      EXPECT_TRUE(close(on_cpu(g_db), want_db, tol())) << C << "->" << OC << " mode " << mode;
+      EXPECT_TRUE(close(on_cpu(g_db_only), want_db_only, tol())) << C << "->" << OC;
+    }
+  }
 }
 
 TEST_P(CudaLinear, UnalignedViewsOfAFlatBuffer) {

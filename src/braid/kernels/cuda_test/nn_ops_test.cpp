@@ -5,6 +5,7 @@
 // odd-C (scalar) paths, repeated ids, explicit positions and out-of-range ids.
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "braid/kernels/cuda_test/cuda_test_util.h"
 #include "braid/kernels/ops.h"
@@ -85,6 +86,51 @@ TEST_P(CudaNnOps, LayerNormManyRows) {
   layernorm_backward(nullptr, &dwg, &dbg, doutg, xg, wg, mg, rg);
   EXPECT_TRUE(gpu_close(dwg, dw_r, 1e-4));
   EXPECT_TRUE(gpu_close(dbg, db_r, 1e-4));
+}
+
+TEST_P(CudaNnOps, NormBackwardInOnePassMatchesTheTwoKernels) {
+  // The fused backward (rows of up to 1024 16-bit or 512 f32 columns) against the reference
+  // and against the dinp and parameter kernels it replaces (BRAID_CUDA_FUSION=0): dinp the
+  // same to the bit (same arithmetic, same order), the parameter sums within the tolerance.
+  for (int64_t C : {int64_t{96}, int64_t{768}, int64_t{1024}, int64_t{1600}}) {
+    SCOPED_TRACE(::testing::Message() << "C=" << C);
+    const int64_t N = 1000;  // not a multiple of the 32-row blocks
+    Tensor x = rnd(Shape{N, C}, 2.0f), w = rnd(Shape{C}), b = rnd(Shape{C});
+    Tensor out_r = Tensor::empty(Shape{N, C}, dt());
+    Tensor mean_r = Tensor::empty(Shape{N}), rstd_r = Tensor::empty(Shape{N});
+    ref::layernorm_forward(out_r, mean_r, rstd_r, x, w, b, 1e-5f);
+    Tensor dout = rnd(Shape{N, C}), dx = rnd(Shape{N, C}), dw = rnd_f32(Shape{C});
+    Tensor db = rnd(Shape{C});
+    Tensor dx_r = dx.clone(), dw_r = dw.clone(), db_r = db.clone(), rdx_r = dx.clone();
+    Tensor rdw_r = dw.clone();
+    ref::layernorm_backward(&dx_r, &dw_r, &db_r, dout, x, w, mean_r, rstd_r);
+    ref::rmsnorm_backward(&rdx_r, &rdw_r, dout, x, w, rstd_r);
+    std::vector<float> dinp_of_mode[3], rms_dinp_of_mode[3];
+    for (int mode : {1, 2}) {
+      Fusion fused(mode);
+      Tensor xg = on_gpu(x), wg = on_gpu(w), doutg = on_gpu(dout);
+      Tensor mg = on_gpu(mean_r), rg = on_gpu(rstd_r);
+      Tensor dxg = on_gpu(dx), dwg = on_gpu(dw), dbg = on_gpu(db);
+      layernorm_backward(&dxg, &dwg, &dbg, doutg, xg, wg, mg, rg);
+      EXPECT_TRUE(gpu_close(dxg, dx_r, tol())) << "mode " << mode;
+      EXPECT_TRUE(gpu_close(dwg, dw_r, tol())) << "mode " << mode;
+      EXPECT_TRUE(gpu_close(dbg, db_r, tol())) << "mode " << mode;
+      dinp_of_mode[mode] = on_cpu(dxg).to_f32_vector();
+      Tensor rdxg = on_gpu(dx), rdwg = on_gpu(dw);
+      rmsnorm_backward(&rdxg, &rdwg, doutg, xg, wg, rg);
+      EXPECT_TRUE(gpu_close(rdxg, rdx_r, tol())) << "mode " << mode;
+      EXPECT_TRUE(gpu_close(rdwg, rdw_r, tol())) << "mode " << mode;
+      rms_dinp_of_mode[mode] = on_cpu(rdxg).to_f32_vector();
+      // Parameter gradients only (no dinp), and dbias alone.
+      Tensor dw2 = on_gpu(dw), db2 = on_gpu(db);
+      layernorm_backward(nullptr, &dw2, nullptr, doutg, xg, wg, mg, rg);
+      layernorm_backward(nullptr, nullptr, &db2, doutg, xg, wg, mg, rg);
+      EXPECT_TRUE(gpu_close(dw2, dw_r, tol())) << "mode " << mode;
+      EXPECT_TRUE(gpu_close(db2, db_r, tol())) << "mode " << mode;
+    }
+    EXPECT_EQ(dinp_of_mode[1], dinp_of_mode[2]);
+    EXPECT_EQ(rms_dinp_of_mode[1], rms_dinp_of_mode[2]);
+  }
 }
 
 TEST_P(CudaNnOps, RmsNorm) {
