@@ -10,7 +10,10 @@
 // run. A node whose first input's gradient is dout itself (reshape, backward_hook, add:
 // first_input_gets_dout) hands its own buffer over when that input has none yet, instead of a
 // zeroed buffer and an add: a residual stream's gradient is then one buffer that each block's
-// add passes down and each block's branch accumulates into, as an in-place += would. After a node
+// add passes down and each block's branch accumulates into, as an in-place += would. A node
+// that can set an input's gradient outright (sets_fresh_grad: a linear's dinp is a GEMM with
+// beta 0, an add's second input a copy) gets that input's new buffer unzeroed
+// (backward_fresh), which saves the zeroing and the kernel's read of the zeros. After a node
 // runs, its saved tensors (release()) and its inputs are dropped, so activations are freed during
 // backward, not after it.
 //
@@ -50,11 +53,11 @@ struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
-// Whether the node's first input is also one of its others (add(h, h)): dout's buffer then
-// cannot become that input's gradient, which the later input would add dout into.
-bool used_again(const Node& node) {
-  for (size_t j = 1; j < node.inputs.size(); ++j)
-    if (node.inputs[j].impl() == node.inputs[0].impl()) return true;
+// Whether the node's input i is also another of its inputs (add(h, h)): dout's buffer then
+// cannot become that input's gradient, nor can one write set it, as both add into it.
+bool used_again(const Node& node, size_t i) {
+  for (size_t j = 0; j < node.inputs.size(); ++j)
+    if (j != i && node.inputs[j].impl() == node.inputs[i].impl()) return true;
   return false;
 }
 
@@ -175,6 +178,7 @@ void run_backward(const Variable& root, const Tensor& dout, bool dout_is_owned) 
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
   ready.push(root_node);
   std::vector<Tensor*> dinputs;
+  std::vector<bool> fresh;    // dinputs[i] is a new buffer the node sets (sets_fresh_grad)
   std::vector<size_t> later;  // the node's leaf inputs left to the weight pass
   while (!ready.empty()) {
     Node* node = ready.top();
@@ -186,6 +190,8 @@ void run_backward(const Variable& root, const Tensor& dout, bool dout_is_owned) 
         if (wants_grad(node->inputs[i]) && node->inputs[i].is_leaf() && deferred(node->inputs[i]))
           later.push_back(i);
     dinputs.assign(node->inputs.size(), nullptr);
+    fresh.assign(node->inputs.size(), false);
+    bool any_fresh = false;
     bool computes = later.empty();
     for (size_t i = 0; i < node->inputs.size(); ++i) {
       const Variable& in = node->inputs[i];
@@ -199,16 +205,25 @@ void run_backward(const Variable& root, const Tensor& dout, bool dout_is_owned) 
       if (child.grad.defined()) {
         dinputs[i] = &child.grad;
       } else if (i == 0 && node->first_input_gets_dout() && state.owned && later.empty() &&
-                 state.grad.dtype() == in.value().dtype() && !used_again(*node)) {
+                 state.grad.dtype() == in.value().dtype() && !used_again(*node, 0)) {
         child.grad = state.grad.view(in.value().shape());  // hand the buffer on, no copy
       } else {
         child.grad =
             Tensor::empty(in.value().shape(), in.value().dtype(), MemCategory::activations);
-        child.grad.zero_();
+        if (node->sets_fresh_grad(i) && !used_again(*node, i)) {
+          fresh[i] = true;
+          any_fresh = true;
+        } else {
+          child.grad.zero_();
+        }
         dinputs[i] = &child.grad;
       }
     }
-    if (computes) node->backward(state.grad, dinputs);
+    if (computes && any_fresh) {
+      node->backward_fresh(state.grad, dinputs, fresh);
+    } else if (computes) {
+      node->backward(state.grad, dinputs);
+    }
     if (!later.empty()) split->weights->steps_.push_back({state.keep, state.grad, later});
     state.grad = Tensor();
 

@@ -110,6 +110,25 @@ TEST(Engine, ResidualAddsHandTheirGradientDownAndBranchesAccumulateIntoIt) {
   EXPECT_EQ(values(b.grad()), (std::vector<float>{15, 35}));  // (2 b + 1) seed
 }
 
+TEST(Engine, ALinearSetsItsInputsNewGradientAndALaterUseAddsToIt) {
+  // x (non-leaf, [2, 2]) feeds two linears: the one backward reaches first sets x's new
+  // gradient buffer (not zeroed: sets_fresh_grad), the other adds into it; the add's second
+  // input gets a copy of dout. y = sum(x W1^T + b1 + (x W2^T)^2).
+  Variable x0(vec({1, 2, 3, 4}), true, "x0");
+  Variable x = reshape(mul(x0, Variable(vec({1, 1, 1, 1}), false, "one")), Shape{2, 2});
+  Variable w1(vec({1, 2, 3, 4}), true, "w1");
+  Variable w2(vec({-1, 0, 2, 1}), true, "w2");
+  Variable b1(vec({0.5f, 0}), true, "b1");
+  Variable h1 = linear(x, reshape(w1, Shape{2, 2}), b1);
+  Variable h2 = linear(x, reshape(w2, Shape{2, 2}), Variable());
+  sum(reshape(add(h1, mul(h2, h2)), Shape{4})).backward();
+  // dx = 1 W1 + 2 h2 W2, h2 = [[-1, 4], [-3, 10]]; dW2 = (2 h2)^T x; db1 = column sums of 1.
+  EXPECT_EQ(values(x0.grad()), (std::vector<float>{22, 14, 50, 26}));
+  EXPECT_EQ(values(w2.grad()), (std::vector<float>{-20, -28, 68, 96}));
+  EXPECT_EQ(values(w1.grad()), (std::vector<float>{4, 6, 4, 6}));
+  EXPECT_EQ(values(b1.grad()), (std::vector<float>{2, 2}));
+}
+
 TEST(Engine, SecondBackwardThroughAFreedGraphThrows) {
   Variable w(vec({1}), true, "w");
   Variable y = sum(mul(w, w));

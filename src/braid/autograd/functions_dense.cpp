@@ -23,6 +23,20 @@ class LinearNode : public Node {
     kernels::linear_backward(ptr(dx), dinputs[1], dinputs.size() > 2 ? dinputs[2] : nullptr,
                              dout.view(Shape{xs[0], w.size(0)}), x.view(xs), w);
   }
+  // dx = dout @ w into a new buffer: the GEMM with beta 0 (the same product, no zeros read).
+  bool sets_fresh_grad(size_t i) const override { return i == 0; }
+  void backward_fresh(const Tensor& dout, const std::vector<Tensor*>& dinputs,
+                      const std::vector<bool>& fresh) override {
+    if (!fresh[0]) return backward(dout, dinputs);
+    const Tensor& x = inputs[0].value();
+    const Tensor& w = inputs[1].value();
+    const Shape xs = rows(x.shape());
+    Tensor dx = dinputs[0]->view(xs);
+    const Tensor g = dout.view(Shape{xs[0], w.size(0)});
+    kernels::matmul(dx, g, w, false, false, 1.0f, 0.0f);
+    Tensor* db = dinputs.size() > 2 ? dinputs[2] : nullptr;
+    if (dinputs[1] || db) kernels::linear_backward(nullptr, dinputs[1], db, g, x.view(xs), w);
+  }
 };
 
 class EmbeddingNode : public Node {

@@ -83,6 +83,19 @@ class AddNode : public Node {
     for (Tensor* d : dinputs)
       if (d) kernels::axpy(*d, dout, 1.0f);
   }
+  // A new buffer (the branch's input, its first being handed dout's) is a copy of dout.
+  bool sets_fresh_grad(size_t) const override { return true; }
+  void backward_fresh(const Tensor& dout, const std::vector<Tensor*>& dinputs,
+                      const std::vector<bool>& fresh) override {
+    for (size_t i = 0; i < dinputs.size(); ++i) {
+      if (!dinputs[i]) continue;
+      if (fresh[i]) {
+        dinputs[i]->copy_(dout);
+      } else {
+        kernels::axpy(*dinputs[i], dout, 1.0f);
+      }
+    }
+  }
 };
 
 class BiasAddNode : public Node {

@@ -36,6 +36,13 @@ GradModeGuard::~GradModeGuard() {
 
 Node::Node() : sequence_nr(t_next_sequence_nr++) {}
 
+void Node::backward_fresh(const Tensor& dout, const std::vector<Tensor*>& dinputs,
+                          const std::vector<bool>& fresh) {
+  for (size_t i = 0; i < dinputs.size(); ++i)
+    if (fresh[i]) dinputs[i]->zero_();
+  backward(dout, dinputs);
+}
+
 Variable::Variable(Tensor value, bool requires_grad, std::string name)
     : impl_(std::make_shared<VariableImpl>()) {
   BRAID_CHECK(value.defined(), "Variable '", name, "': the value tensor is undefined");

@@ -81,6 +81,13 @@ class Node {
   // and adding dout into it (Note [Gradient buffers]); backward() is still called, with
   // dinputs[0] null in that case.
   virtual bool first_input_gets_dout() const { return false; }
+  // True when backward_fresh() can set input i's gradient instead of adding into it: the engine
+  // then skips zeroing a buffer it has just allocated for it (Note [Gradient buffers]).
+  virtual bool sets_fresh_grad(size_t /*i*/) const { return false; }
+  // backward() where fresh[i] marks the inputs whose buffers are new and unzeroed (only those
+  // sets_fresh_grad(i) allows): each is set, the others are added into as backward() does.
+  virtual void backward_fresh(const Tensor& dout, const std::vector<Tensor*>& dinputs,
+                              const std::vector<bool>& fresh);
 
   std::vector<Variable> inputs;
   // Creation order on this thread; later nodes run first in backward.
