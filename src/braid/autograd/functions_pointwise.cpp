@@ -46,6 +46,11 @@ class GeluNode : public Node {
   void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
     if (dinputs[0]) kernels::gelu_backward(*dinputs[0], dout, inputs[0].value());
   }
+  bool sets_fresh_grad(size_t) const override { return true; }
+  void backward_fresh(const Tensor& dout, const std::vector<Tensor*>& dinputs,
+                      const std::vector<bool>& fresh) override {
+    kernels::gelu_backward(*dinputs[0], dout, inputs[0].value(), /*accumulate=*/!fresh[0]);
+  }
 };
 
 class SwigluNode : public Node {

@@ -47,7 +47,7 @@ struct DeviceKernels {
   void (*rmsnorm_backward)(Tensor*, Tensor*, const Tensor&, const Tensor&, const Tensor&,
                            const Tensor&) = nullptr;
   void (*gelu_forward)(Tensor&, const Tensor&) = nullptr;
-  void (*gelu_backward)(Tensor&, const Tensor&, const Tensor&) = nullptr;
+  void (*gelu_backward)(Tensor&, const Tensor&, const Tensor&, bool) = nullptr;
   void (*swiglu_forward)(Tensor&, const Tensor&, const Tensor&) = nullptr;
   void (*swiglu_backward)(Tensor*, Tensor*, const Tensor&, const Tensor&, const Tensor&) = nullptr;
   void (*rope_forward)(Tensor&, const Tensor&, float, int64_t) = nullptr;

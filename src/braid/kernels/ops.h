@@ -82,7 +82,9 @@ void rmsnorm_backward(Tensor* dinp, Tensor* dweight, const Tensor& dout, const T
 // ---- Activations ----
 // GELU, tanh approximation (HF "gelu_new" / "gelu_pytorch_tanh"), element-wise.
 void gelu_forward(Tensor& out, const Tensor& inp);
-void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp);
+// dinp += gelu'(inp) * dout; accumulate = false sets dinp instead (its old contents, which may be
+// uninitialised, are neither read nor kept: a gradient buffer just allocated).
+void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate = true);
 // out[N,H] = silu(gate) * up
 void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up);
 void swiglu_backward(Tensor* dgate, Tensor* dup, const Tensor& dout, const Tensor& gate,

@@ -59,8 +59,8 @@ void gelu_forward(Tensor& out, const Tensor& inp) {
   });
 }
 
-void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp) {
-  BRAID_DEVICE_DISPATCH(gelu_backward, (dinp, dout, inp), &dinp, &dout, &inp);
+void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) {
+  BRAID_DEVICE_DISPATCH(gelu_backward, (dinp, dout, inp, accumulate), &dinp, &dout, &inp);
   const char* op = "gelu_backward";
   check_cpu(op, {&dinp, &dout, &inp});
   check_float(op, "inp", inp);
@@ -78,7 +78,7 @@ void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp) {
       float xb[kBlock], gb[kBlock], db[kBlock];
       const auto xv = f32_in(x + i0, m, xb);
       const auto gv = f32_in(g + i0, m, gb);
-      float* dv = f32_inout(d + i0, m, db);
+      float* dv = accumulate ? f32_inout(d + i0, m, db) : f32_out(d + i0, db);
 #pragma omp simd
       for (int64_t i = 0; i < m; ++i) {
         float v = xv[i];
@@ -87,7 +87,7 @@ void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp) {
         float sech2 = 1.0f - th * th;
         float grad =
             0.5f * (1.0f + th) + 0.5f * v * sech2 * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
-        dv[i] = dv[i] + grad * gv[i];
+        dv[i] = (accumulate ? dv[i] : 0.0f) + grad * gv[i];
       }
       commit(d + i0, dv, m);
     }

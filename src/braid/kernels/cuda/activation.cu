@@ -44,12 +44,18 @@ __global__ void gelu_forward_kernel(T* out, const T* inp, int64_t n) {
 }
 
 template <typename T, int P>
-__global__ void gelu_backward_kernel(T* dinp, const T* dout, const T* inp, int64_t n) {
+__global__ void gelu_backward_kernel(T* dinp, const T* dout, const T* inp, int64_t n,
+                                     bool accumulate) {
   BRAID_FOR_PACKS(i, n, P) {
     float x[P], g[P], d[P];
     load_vec<T, P>(inp + i, x);
     load_vec<T, P>(dout + i, g);
-    load_vec<T, P>(dinp + i, d);
+    if (accumulate) {
+      load_vec<T, P>(dinp + i, d);
+    } else {
+#pragma unroll
+      for (int j = 0; j < P; ++j) d[j] = 0.0f;
+    }
 #pragma unroll
     for (int j = 0; j < P; ++j) d[j] = d[j] + gelu_grad(x[j]) * g[j];
     store_vec<T, P>(dinp + i, d);
@@ -138,7 +144,7 @@ void gelu_forward(Tensor& out, const Tensor& inp) {
   });
 }
 
-void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp) {
+void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) {
   const char* op = "gelu_backward";
   check_cuda(op, {&dinp, &dout, &inp});
   cpu::check_float(op, "inp", inp);
@@ -151,7 +157,8 @@ void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp) {
     const T* g = ptr<T>(dout);
     const T* x = ptr<T>(inp);
     launch_packed<T>(op, n, {d, g, x}, [&](auto p, unsigned grid) {
-      gelu_backward_kernel<T, decltype(p)::value><<<grid, kBlock, 0, stream()>>>(d, g, x, n);
+      gelu_backward_kernel<T, decltype(p)::value>
+          <<<grid, kBlock, 0, stream()>>>(d, g, x, n, accumulate);
     });
   });
 }

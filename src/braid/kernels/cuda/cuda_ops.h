@@ -33,7 +33,7 @@ void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor&
 void rmsnorm_backward(Tensor* dinp, Tensor* dweight, const Tensor& dout, const Tensor& inp,
                       const Tensor& weight, const Tensor& rstd);
 void gelu_forward(Tensor& out, const Tensor& inp);
-void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp);
+void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate);
 void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up);
 void swiglu_backward(Tensor* dgate, Tensor* dup, const Tensor& dout, const Tensor& gate,
                      const Tensor& up);

@@ -3,6 +3,7 @@
 // results compared with the dtype tolerances. Covers accumulation into nonzero gradients, null
 // gradients, f32 parameter gradients for bf16/f16 inputs, aligned (128-bit) and unaligned or
 // odd-C (scalar) paths, repeated ids, explicit positions and out-of-range ids.
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -184,6 +185,11 @@ TEST_P(CudaNnOps, Gelu) {
       Tensor dxg = gpu_copy(dx, aligned), doutg = gpu_copy(dout, aligned);
       gelu_backward(dxg, doutg, xg);
       EXPECT_TRUE(gpu_close(dxg, dx_r, tol()));
+      Tensor set_r = dx.clone(),
+             setg = gpu_copy(Tensor::full(Shape{n}, std::nanf(""), dt()), aligned);
+      ref::gelu_backward(set_r, dout, x, /*accumulate=*/false);
+      gelu_backward(setg, doutg, xg, /*accumulate=*/false);
+      EXPECT_TRUE(gpu_close(setg, set_r, tol()));
     }
   }
 }

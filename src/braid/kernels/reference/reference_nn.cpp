@@ -100,14 +100,18 @@ void gelu_forward(Tensor& out, const Tensor& inp) {
   put(out, x);
 }
 
-void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp) {
+void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) {
   Vec x = get(inp), g = get(dout), d(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     double u = kK * (x[i] + 0.044715 * x[i] * x[i] * x[i]), th = std::tanh(u);
     double du = kK * (1 + 3 * 0.044715 * x[i] * x[i]);
     d[i] = g[i] * (0.5 * (1 + th) + 0.5 * x[i] * (1 - th * th) * du);
   }
-  add_into(&dinp, d);
+  if (accumulate) {
+    add_into(&dinp, d);
+  } else {
+    put(dinp, d);
+  }
 }
 
 void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) {
