@@ -78,7 +78,10 @@ void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool acc
       float xb[kBlock], gb[kBlock], db[kBlock];
       const auto xv = f32_in(x + i0, m, xb);
       const auto gv = f32_in(g + i0, m, gb);
+      // Setting: the block starts from zeros in L1 (the loop below stays the one loop, which a
+      // select inside it kept from vectorising: 8x slower).
       float* dv = accumulate ? f32_inout(d + i0, m, db) : f32_out(d + i0, db);
+      if (!accumulate) std::fill_n(dv, m, 0.0f);
 #pragma omp simd
       for (int64_t i = 0; i < m; ++i) {
         float v = xv[i];
@@ -87,7 +90,7 @@ void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool acc
         float sech2 = 1.0f - th * th;
         float grad =
             0.5f * (1.0f + th) + 0.5f * v * sech2 * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
-        dv[i] = (accumulate ? dv[i] : 0.0f) + grad * gv[i];
+        dv[i] = dv[i] + grad * gv[i];
       }
       commit(d + i0, dv, m);
     }
