@@ -1,14 +1,12 @@
 #include "braid/parallel/zero/zero_runtime.h"
 
 #include <chrono>
-#include <cmath>
 #include <string>
 
 #include "braid/autograd/variable.h"
 #include "braid/core/device_backend.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
-#include "braid/optim/clip_grad.h"
 
 namespace braid::parallel {
 
