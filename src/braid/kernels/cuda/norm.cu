@@ -71,6 +71,27 @@ __global__ void norm_forward_kernel(T* __restrict__ out, float* __restrict__ mea
   }
 }
 
+// One row's sums over the lane's columns (c = lane * P, + 32 P, ...): sd = sum dnorm and
+// sdn = sum dnorm * norm, dnorm = dout * weight, norm = (x - mu) * rs.
+template <typename T, int P>
+__device__ __forceinline__ void row_dnorm_sums(const T* x, const T* g, const T* weight, float mu,
+                                               float rs, int64_t C, int lane, float& sd,
+                                               float& sdn) {
+  sd = 0.0f, sdn = 0.0f;
+  for (int64_t c = static_cast<int64_t>(lane) * P; c < C; c += 32 * P) {
+    float xv[P], gv[P], wv[P];
+    load_vec<T, P>(x + c, xv);
+    load_vec<T, P>(g + c, gv);
+    load_vec<T, P>(weight + c, wv);
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const float dn = gv[j] * wv[j];
+      sd += dn;
+      sdn += dn * ((xv[j] - mu) * rs);
+    }
+  }
+}
+
 // dinp += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), one warp per row.
 // mean == nullptr: rmsnorm (no mean(dnorm) term).
 template <typename T, int P>
@@ -86,19 +107,8 @@ __global__ void norm_backward_dinp_kernel(T* __restrict__ dinp, const T* __restr
     const T* x = inp + n * C;
     const T* g = dout + n * C;
     const float mu = mean ? mean[n] : 0.0f, rs = rstd[n];
-    float sd = 0.0f, sdn = 0.0f;
-    for (int64_t c = static_cast<int64_t>(lane) * P; c < C; c += 32 * P) {
-      float xv[P], gv[P], wv[P];
-      load_vec<T, P>(x + c, xv);
-      load_vec<T, P>(g + c, gv);
-      load_vec<T, P>(weight + c, wv);
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-        const float dn = gv[j] * wv[j];
-        sd += dn;
-        sdn += dn * ((xv[j] - mu) * rs);
-      }
-    }
+    float sd, sdn;
+    row_dnorm_sums<T, P>(x, g, weight, mu, rs, C, lane, sd, sdn);
     const float a = mean ? warp_sum(sd) / fc : 0.0f;
     const float b = warp_sum(sdn) / fc;
     T* d = dinp + n * C;
@@ -146,22 +156,8 @@ __global__ void __launch_bounds__(kRowBlock)
     const T* x = inp + n * C;
     const T* g = dout + n * C;
     const float mu = mean ? mean[n] : 0.0f, rs = rstd[n];
-    float sd = 0.0f, sdn = 0.0f;
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int64_t c = (static_cast<int64_t>(lane) + 32 * k) * P;
-      if (c >= C) break;
-      float xv[P], gv[P], wv[P];
-      load_vec<T, P>(x + c, xv);
-      load_vec<T, P>(g + c, gv);
-      load_vec<T, P>(weight + c, wv);
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-        const float dn = gv[j] * wv[j];
-        sd += dn;
-        sdn += dn * ((xv[j] - mu) * rs);
-      }
-    }
+    float sd, sdn;
+    row_dnorm_sums<T, P>(x, g, weight, mu, rs, C, lane, sd, sdn);
     const float a = mean ? warp_sum(sd) / fc : 0.0f;
     const float b = warp_sum(sdn) / fc;
 #pragma unroll
@@ -299,6 +295,14 @@ __global__ void norm_param_sum_kernel(G* __restrict__ grad, const float* __restr
   }
 }
 
+// N rows in chunks of at least 32 rows, at most max_chunks of them: the number of chunks, and
+// the rows of each (the last may have fewer) in rows.
+int64_t row_chunks(int64_t N, int64_t max_chunks, int64_t& rows) {
+  const int64_t chunks = ceil_div(N, 32) < max_chunks ? ceil_div(N, 32) : max_chunks;
+  rows = ceil_div(N, chunks);
+  return ceil_div(N, rows);
+}
+
 unsigned row_grid(int64_t N) {
   return grid_for(N, kRowBlock / 32);
 }
@@ -339,10 +343,8 @@ bool norm_backward_fused(const char* op, T* dinp, Tensor* dweight, Tensor* dbias
   if (K > 4 || !packable<T>(C, {dout, inp, weight}) || (dinp && !packable<T>(C, {dinp})))
     return false;
   // Blocks of 32 rows (4 per warp), at most 1024 of them (stage 2 reads each column's partials).
-  int64_t chunks = ceil_div(N, 32);
-  if (chunks > 1024) chunks = 1024;
-  const int64_t rows = ceil_div(N, chunks);
-  chunks = ceil_div(N, rows);
+  int64_t rows;
+  const int64_t chunks = row_chunks(N, 1024, rows);
   Scratch partial(static_cast<size_t>(chunks * 2 * C) * sizeof(float));
   float* p = partial.as<float>();
   switch (K) {
@@ -395,10 +397,8 @@ void norm_backward(const char* op, T* dinp, Tensor* dweight, Tensor* dbias, cons
   if (!dweight && !dbias) return;
   // Row chunks: at least 32 rows each, at most 128 chunks (scratch 2 * chunks * C floats): stage
   // 2 reads the chunks of a column one after another, so more would make it latency-bound.
-  int64_t chunks = ceil_div(N, 32);
-  if (chunks > 128) chunks = 128;
-  const int64_t chunk = ceil_div(N, chunks);
-  chunks = ceil_div(N, chunk);
+  int64_t chunk;
+  const int64_t chunks = row_chunks(N, 128, chunk);
   Scratch partial(static_cast<size_t>(chunks * 2 * C) * sizeof(float));
   float* p = partial.as<float>();
   constexpr int P = Pack128<T>::size;
