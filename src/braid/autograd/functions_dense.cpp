@@ -16,26 +16,30 @@ class LinearNode : public Node {
  public:
   const char* name() const override { return "linear"; }
   void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
-    const Tensor& x = inputs[0].value();
-    const Tensor& w = inputs[1].value();
-    Shape xs = rows(x.shape());
-    Tensor dx = view_or_empty(dinputs[0], xs);
-    kernels::linear_backward(ptr(dx), dinputs[1], dinputs.size() > 2 ? dinputs[2] : nullptr,
-                             dout.view(Shape{xs[0], w.size(0)}), x.view(xs), w);
+    run(dout, dinputs, /*set_dx=*/false);
   }
   // dx = dout @ w into a new buffer: the GEMM with beta 0 (the same product, no zeros read).
   bool sets_fresh_grad(size_t i) const override { return i == 0; }
   void backward_fresh(const Tensor& dout, const std::vector<Tensor*>& dinputs,
                       const std::vector<bool>& fresh) override {
-    if (!fresh[0]) return backward(dout, dinputs);
+    run(dout, dinputs, fresh[0]);
+  }
+
+ private:
+  void run(const Tensor& dout, const std::vector<Tensor*>& dinputs, bool set_dx) {
     const Tensor& x = inputs[0].value();
     const Tensor& w = inputs[1].value();
     const Shape xs = rows(x.shape());
-    Tensor dx = dinputs[0]->view(xs);
     const Tensor g = dout.view(Shape{xs[0], w.size(0)});
-    kernels::matmul(dx, g, w, false, false, 1.0f, 0.0f);
     Tensor* db = dinputs.size() > 2 ? dinputs[2] : nullptr;
-    if (dinputs[1] || db) kernels::linear_backward(nullptr, dinputs[1], db, g, x.view(xs), w);
+    if (set_dx) {
+      Tensor dx = dinputs[0]->view(xs);
+      kernels::matmul(dx, g, w, false, false, 1.0f, 0.0f);
+      if (dinputs[1] || db) kernels::linear_backward(nullptr, dinputs[1], db, g, x.view(xs), w);
+      return;
+    }
+    Tensor dx = view_or_empty(dinputs[0], xs);
+    kernels::linear_backward(ptr(dx), dinputs[1], db, g, x.view(xs), w);
   }
 };
 

@@ -85,20 +85,22 @@ class AddNode : public Node {
   const char* name() const override { return "add"; }
   bool first_input_gets_dout() const override { return true; }
   void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
-    for (Tensor* d : dinputs)
-      if (d) kernels::axpy(*d, dout, 1.0f);
+    for (Tensor* d : dinputs) pass_on(d, dout, /*set=*/false);
   }
   // A new buffer (the branch's input, its first being handed dout's) is a copy of dout.
   bool sets_fresh_grad(size_t) const override { return true; }
   void backward_fresh(const Tensor& dout, const std::vector<Tensor*>& dinputs,
                       const std::vector<bool>& fresh) override {
-    for (size_t i = 0; i < dinputs.size(); ++i) {
-      if (!dinputs[i]) continue;
-      if (fresh[i]) {
-        dinputs[i]->copy_(dout);
-      } else {
-        kernels::axpy(*dinputs[i], dout, 1.0f);
-      }
+    for (size_t i = 0; i < dinputs.size(); ++i) pass_on(dinputs[i], dout, fresh[i]);
+  }
+
+ private:
+  static void pass_on(Tensor* d, const Tensor& dout, bool set) {
+    if (!d) return;
+    if (set) {
+      d->copy_(dout);
+    } else {
+      kernels::axpy(*d, dout, 1.0f);
     }
   }
 };

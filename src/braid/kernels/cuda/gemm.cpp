@@ -150,8 +150,9 @@ Plan make_plan(const GemmArgs& g, int64_t lda, int64_t ldb, int64_t ldc, DeviceL
   return p;
 }
 
-// Queues the GEMM on the current stream; false where cuBLASLt has no algorithm for it.
-bool run_gemm(const GemmArgs& g) {
+}  // namespace
+
+bool try_gemm(const GemmArgs& g) {
   BRAID_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm: negative size [", g.m, ",", g.n, ",", g.k,
               "]");
   BRAID_CHECK(g.c == g.ab || g.c == DType::f32, "gemm: c has dtype ", dtype_name(g.c),
@@ -210,8 +211,6 @@ bool run_gemm(const GemmArgs& g) {
   return true;
 }
 
-}  // namespace
-
 bool tf32_enabled() {
   static const bool on = [] {
     const char* s = std::getenv("BRAID_CUDA_TF32");
@@ -221,14 +220,10 @@ bool tf32_enabled() {
 }
 
 void gemm(const GemmArgs& g) {
-  BRAID_CHECK(run_gemm(g), "cuBLASLt has no algorithm for a ", dtype_name(g.ab), " GEMM [", g.m,
+  BRAID_CHECK(try_gemm(g), "cuBLASLt has no algorithm for a ", dtype_name(g.ab), " GEMM [", g.m,
               ",", g.k, "]", (g.trans_a ? "^T" : ""), " @ [", g.k, ",", g.n, "]",
               (g.trans_b ? "^T" : ""), " -> ", dtype_name(g.c),
               g.epilogue == Epilogue::none ? "" : " with an epilogue");
-}
-
-bool try_gemm(const GemmArgs& g) {
-  return run_gemm(g);
 }
 
 }  // namespace braid::kernels::cuda

@@ -56,18 +56,20 @@ void linear_backward(Tensor* dinp, Tensor* dweight, Tensor* dbias, const Tensor&
     g.ab = inp.dtype(), g.c = dweight->dtype();
     g.a = dout.device_data(), g.b = inp.device_data(), g.c_ptr = dweight->device_data();
     g.m = OC, g.n = C, g.k = N, g.trans_a = true, g.beta = 1.0f;
+    bool fused = false;
     if (dbias && N > 0 && g.c == DType::f32 && fusion_enabled()) {
       OpTimer t("linear/dweight_dbias_gemm");
       Scratch sums(static_cast<size_t>(OC) * sizeof(float));
-      g.epilogue = Epilogue::bias_grad, g.dbias = sums.get();  // sums[o] = sum_n dout[n, o]
-      if (try_gemm(g)) {
+      GemmArgs with_sums = g;  // sums[o] = sum_n dout[n, o]
+      with_sums.epilogue = Epilogue::bias_grad, with_sums.dbias = sums.get();
+      fused = try_gemm(with_sums);  // false: cuBLASLt has no algorithm for it
+      if (fused) {
         add_column_sums(*dbias, sums.as<float>());
         dbias = nullptr;
       }
     }
-    if (g.epilogue == Epilogue::none || dbias) {  // no fusion, or cuBLASLt had no algorithm
+    if (!fused) {
       OpTimer t("linear/dweight_gemm");
-      g.epilogue = Epilogue::none, g.dbias = nullptr;
       gemm(g);
     }
   }
