@@ -50,6 +50,22 @@ TEST_P(ExactNorm, AnySplitGivesTheSameTotal) {
   EXPECT_NEAR(exact, f64, 1e-9 * f64);
 }
 
+// The sums at several shifts in one pass (the offloaded norm's, Note [Offloaded norm]) are the
+// calls one by one, including shifts whose terms round to zero.
+TEST_P(ExactNorm, SeveralShiftsInOnePassAreTheCallsOneByOne) {
+  for (int64_t n : {int64_t{1}, int64_t{129}, int64_t{100003}}) {
+    Tensor x = rnd(Shape{n}, 0.5f);
+    x.flat_range(0, 1).fill_(-7.0);
+    const int s = shift_for(max_abs(x));
+    const int shifts[5] = {s, s - 2, s - 4, s - 6, s - 120};
+    __int128 sums[5] = {};
+    sum_squares_fixed(x, shifts, 5, sums);
+    for (int k = 0; k < 5; ++k)
+      EXPECT_TRUE(sums[k] == sum_squares_fixed(x, shifts[k]))
+          << n << " elements, shift " << shifts[k];
+  }
+}
+
 TEST_P(ExactNorm, NonFiniteMaxIsInfinite) {
   Tensor x = rnd(Shape{4000});
   EXPECT_TRUE(std::isfinite(max_abs(x)));

@@ -199,6 +199,10 @@ float max_abs(const Tensor& x);
 // sum_i floor(x_i^2 * 2^shift), exactly. Needs every x_i^2 * 2^shift < 2^55: take shift from
 // the max |x| over every piece that will be summed (optim::exact_norm_shift).
 __int128 sum_squares_fixed(const Tensor& x, int shift);
+// The sums at several shifts, sums[k] = sum_squares_fixed(x, shifts[k]) for k < count, in one
+// pass over x on the CPU (each term the same bits as the call's, so the same integers); on a
+// GPU, one call per shift.
+void sum_squares_fixed(const Tensor& x, const int* shifts, int count, __int128* sums);
 // The same over several tensors (undefined and empty ones skipped) as one reduction: equal to
 // the max / the sum of the calls one by one, with one round trip to the host on a GPU instead
 // of one per tensor. The tensors must all be on one device.

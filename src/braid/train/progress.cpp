@@ -43,7 +43,7 @@ void Progress::step(const StepStats& s, bool force_line) {
   double eta =
       s.step > 0 ? elapsed / static_cast<double>(s.step) * static_cast<double>(s.max_steps - s.step)
                  : -1;
-  char buf[256];
+  char buf[320];
   int n =
       std::snprintf(buf, sizeof buf,
                     "step %5lld/%lld | loss %.4f | lr %.3e | %s%.0f tok/s | MFU %.1f%% | "
@@ -53,7 +53,12 @@ void Progress::step(const StepStats& s, bool force_line) {
   if (s.grad_norm >= 0 && n > 0 && n < static_cast<int>(sizeof buf))
     n += std::snprintf(buf + n, sizeof buf - n, " | gnorm %.3f", s.grad_norm);
   if (s.bubble >= 0 && n > 0 && n < static_cast<int>(sizeof buf))
-    std::snprintf(buf + n, sizeof buf - n, " | bubble %.1f%%", 100.0 * s.bubble);
+    n += std::snprintf(buf + n, sizeof buf - n, " | bubble %.1f%%", 100.0 * s.bubble);
+  if (s.offload_read_bytes + s.offload_written_bytes > 0 && n > 0 &&
+      n < static_cast<int>(sizeof buf))
+    std::snprintf(buf + n, sizeof buf - n, " | offload read %.2f GB written %.2f GB busy %.0f ms",
+                  static_cast<double>(s.offload_read_bytes) * 1e-9,
+                  static_cast<double>(s.offload_written_bytes) * 1e-9, s.offload_busy_ms);
   if (tty_ && !force_line) {
     std::fprintf(out_, "\r\033[K%s", buf);
     line_open_ = true;

@@ -296,6 +296,9 @@ TrainResult Trainer::run() {
       s.tokens_per_s = tokens_per_step / dt;
       s.mfu = result.peak_gflops > 0 ? s.tokens_per_s * flops_tok / (result.peak_gflops * 1e9) : 0;
       if (stats.bubble >= 0) s.bubble = all_reduce_sum(stats.bubble) / world_size();
+      s.offload_read_bytes = stats.offload_read_bytes;
+      s.offload_written_bytes = stats.offload_written_bytes;
+      s.offload_busy_ms = stats.offload_busy_ms;
       progress.step(s, last || (t.log_interval > 0 && (step + 1) % (t.log_interval * 10) == 0));
       if (!options_.quiet) log_step(s, dt, result.skipped_steps);
     }
@@ -367,6 +370,9 @@ void Trainer::log_step(const StepStats& s, double step_s, int64_t skipped) {
                       .add("step_ms_ranks", ranks)
                       .add("exposed_comm_ms", stats.exposed_comm_ms)
                       .add("bubble", s.bubble)
+                      .add("offload_read_bytes", stats.offload_read_bytes)
+                      .add("offload_written_bytes", stats.offload_written_bytes)
+                      .add("offload_busy_ms", stats.offload_busy_ms)
                       .add("skipped_steps", skipped)
                       .add_json("memory", memory + "}")
                       .add("memory_peak", tracker_->total_peak()));

@@ -86,6 +86,51 @@ __int128 sum_squares_fixed(const Tensor& x, int shift) {
   return total;
 }
 
+void sum_squares_fixed(const Tensor& x, const int* shifts, int count, __int128* sums) {
+  constexpr int kMaxShifts = 8;
+  const char* op = "sum_squares_fixed";
+  BRAID_CHECK(count >= 0 && count <= kMaxShifts, op, ": ", count, " shifts (at most ", kMaxShifts,
+              ")");
+  if (real_device({&x})) {  // one launch per shift (Note [Device kernels])
+    for (int k = 0; k < count; ++k) sums[k] = sum_squares_fixed(x, shifts[k]);
+    return;
+  }
+  SimulatedDeviceRoute route(op, {&x});
+  OpScope scope(op);
+  check_cpu(op, {&x});
+  check_float(op, "x", x);
+  constexpr int64_t kTerms = 128;  // as above: a block sum < 2^62 at each shift
+  const int64_t n = x.numel(), nblocks = (n + kTerms - 1) / kTerms;
+  double scale[kMaxShifts];
+  for (int k = 0; k < count; ++k) scale[k] = std::ldexp(1.0, shifts[k]);
+  std::vector<int64_t> block_sum(static_cast<size_t>(nblocks * count));
+  dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = x.data<T>();
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nblocks; ++b) {
+      const int64_t i0 = b * kTerms, k = std::min(n, i0 + kTerms) - i0;
+      float buf[kTerms];
+      const auto v = f32_in(p + i0, k, buf);  // Note [Blocked loops]
+      double sq[kTerms];
+#pragma omp simd
+      for (int64_t i = 0; i < k; ++i) sq[i] = static_cast<double>(v[i]) * v[i];
+      for (int s = 0; s < count; ++s) {
+        const double scale_s = scale[s];
+        int64_t acc = 0;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t i = 0; i < k; ++i) acc += static_cast<int64_t>(sq[i] * scale_s);
+        block_sum[static_cast<size_t>(b * count + s)] = acc;
+      }
+    }
+  });
+  for (int s = 0; s < count; ++s) {
+    __int128 total = 0;
+    for (int64_t b = 0; b < nblocks; ++b) total += block_sum[static_cast<size_t>(b * count + s)];
+    sums[s] = total;
+  }
+}
+
 float max_abs(const std::vector<Tensor>& xs) {
   if (const auto d = list_device("max_abs", xs))
     return DeviceCall(*d, "max_abs")(&DeviceKernels::max_abs_list)(xs);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -104,7 +105,7 @@ OffloadFile::OffloadFile(std::filesystem::path path, bool try_direct) : path_(st
     ::close(lock_fd_);
     BRAID_THROW("offload file ", path_.string(), ": cannot create: ", reason(err));
   }
-  thread_ = std::thread([this] { loop(); });
+  for (int i = 0; i < kThreads; ++i) threads_.emplace_back([this] { loop(); });
 }
 
 OffloadFile::~OffloadFile() {
@@ -112,8 +113,8 @@ OffloadFile::~OffloadFile() {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_one();
-  if (thread_.joinable()) thread_.join();
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
   ::close(fd_);
   std::error_code ec;
   std::filesystem::remove(path_, ec);  // best effort, and still under the lock
@@ -229,17 +230,51 @@ int64_t OffloadFile::bytes_written() const {
   return bytes_written_.load(std::memory_order_relaxed);
 }
 
+double OffloadFile::busy_seconds() const {
+  std::lock_guard lock(mu_);
+  int64_t ns = busy_ns_;
+  if (!running_.empty())  // the transfers in flight count up to now
+    ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                               busy_since_)
+              .count();
+  return static_cast<double>(ns) * 1e-9;
+}
+
+std::deque<OffloadFile::Job>::iterator OffloadFile::next_job() {
+  std::vector<int> held = running_;
+  for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
+    if (std::find(held.begin(), held.end(), it->region) == held.end()) return it;
+    held.push_back(it->region);  // later jobs of this region wait for it too
+  }
+  return jobs_.end();
+}
+
 void OffloadFile::loop() {
+  using Clock = std::chrono::steady_clock;
   for (;;) {
     Job job;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return !jobs_.empty() || stopping_; });
-      if (jobs_.empty()) return;  // stopping, and everything issued has run
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
+      auto it = jobs_.end();
+      cv_.wait(lock, [&] {
+        it = next_job();
+        return it != jobs_.end() || (stopping_ && jobs_.empty());
+      });
+      if (it == jobs_.end()) return;  // stopping, and everything issued has run
+      job = std::move(*it);
+      jobs_.erase(it);
+      if (running_.empty()) busy_since_ = Clock::now();
+      running_.push_back(job.region);
     }
     run(job);
+    {
+      std::lock_guard lock(mu_);
+      running_.erase(std::find(running_.begin(), running_.end(), job.region));
+      if (running_.empty())
+        busy_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - busy_since_)
+                        .count();
+    }
+    cv_.notify_all();  // a job of this region may run now, or the destructor may stop
   }
 }
 

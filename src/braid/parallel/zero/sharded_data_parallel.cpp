@@ -459,7 +459,7 @@ void ShardedDataParallel::for_each_held_unit(const UnitVisitor& fn, const std::v
 }
 
 ParallelStats ShardedDataParallel::last_step_stats() const {
-  return rt_->stats();
+  return rt_->step_stats();
 }
 
 }  // namespace braid::parallel

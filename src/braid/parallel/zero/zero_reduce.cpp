@@ -69,8 +69,9 @@ void ZeroRuntime::fold_offloaded(ZeroUnit& u, const Tensor& chunk) {
       micro_step_ + 1 == accumulation_steps_ && u.grad_max > 0 && std::isfinite(u.grad_max);
   if (u.norm_sums_valid) {
     u.norm_shift = optim::exact_norm_shift(u.grad_max);
-    for (int k = 0; k < ZeroUnit::kNormSums; ++k)
-      u.norm_sums[k] = kernels::sum_squares_fixed(stage, u.norm_shift - 2 * k);
+    int shifts[ZeroUnit::kNormSums];
+    for (int k = 0; k < ZeroUnit::kNormSums; ++k) shifts[k] = u.norm_shift - 2 * k;
+    kernels::sum_squares_fixed(stage, shifts, ZeroUnit::kNormSums, u.norm_sums);
   }
   grad_write_ = offload_->write(u.grad_region, stage);
   grad_stage_ = stage;

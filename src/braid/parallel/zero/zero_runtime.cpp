@@ -64,6 +64,16 @@ void ZeroRuntime::register_hooks(const std::shared_ptr<ZeroRuntime>& self) {
 
 // ---- the step ----
 
+ParallelStats ZeroRuntime::step_stats() const {
+  ParallelStats s = stats_;
+  if (offload_) {
+    s.offload_read_bytes = offload_->bytes_read() - io_read_mark_;
+    s.offload_written_bytes = offload_->bytes_written() - io_written_mark_;
+    s.offload_busy_ms = (offload_->busy_seconds() - io_busy_mark_) * 1e3;
+  }
+  return s;
+}
+
 void ZeroRuntime::begin_micro_step(int64_t micro_step, int64_t accumulation_steps) {
   micro_step_ = micro_step;
   accumulation_steps_ = accumulation_steps;
@@ -71,6 +81,11 @@ void ZeroRuntime::begin_micro_step(int64_t micro_step, int64_t accumulation_step
   in_backward_ = false;
   if (micro_step == 0) {
     stats_ = {};
+    if (offload_) {
+      io_read_mark_ = offload_->bytes_read();
+      io_written_mark_ = offload_->bytes_written();
+      io_busy_mark_ = offload_->busy_seconds();
+    }
     for (ZeroUnit& u : units_) u.reductions = 0;
   }
   // Stage 1 reducing every micro-step: each micro-step's local gradients start from zero (the

@@ -87,6 +87,8 @@ class ZeroRuntime {
   const nn::ParamLayout& layout() const { return layout_; }
   const nn::Model& model() const { return *model_; }
   ParallelStats& stats() { return stats_; }
+  // stats() with the offload file's traffic since the step began (ParallelStats::offload_*).
+  ParallelStats step_stats() const;
 
   // Called by ShardedDataParallel::materialize once the units hold their storage.
   void attach(nn::Model& model, nn::ParamLayout layout, DType compute);
@@ -175,6 +177,9 @@ class ZeroRuntime {
   Tensor grad_stage_;                     // ... from here
   float grad_scale_ = 1.0f;
   ParallelStats stats_;
+  // The offload file's counters when the step began (step_stats()).
+  int64_t io_read_mark_ = 0, io_written_mark_ = 0;
+  double io_busy_mark_ = 0;
   // Gathered units' parameters and gradients, reused from step to step (Note [Recycled
   // tensors]): GPT-2 medium's embedding unit was a fresh 103 MB + 206 MB mapping every step.
   // Two wait at most, as many as a backward holds gradients (ensure_grads), so what waits
