@@ -29,8 +29,8 @@
 // page runs while the last page is written back, as the step-time model assumes (both directions
 // at once, parallel/cost/step_cost.cpp). On the project's VM two processes moving 6.2 GB each
 // with O_DIRECT took 4.4-4.5 s to write and 5.4-8.4 s to read one after the other, 8.0-8.6 s
-// both at once (bench/offload.sh); one thread left the disk idle in one direction while it
-// waited on the other.
+// both at once; with one thread a bf16 GPT-2 large step there (bench/offload.sh) took 10.1-12.9
+// s, with two 9.4-10.6 s (docs/benchmarks.md "Offload against the disk").
 //
 // Note [Leaving RAM]: the file is opened with O_DIRECT where the filesystem allows it, so the
 // bytes go straight between the tensor and the device and never sit in the page cache. Where
