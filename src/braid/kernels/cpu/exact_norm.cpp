@@ -55,51 +55,15 @@ float max_abs(const Tensor& x) {
   return m;
 }
 
-__int128 sum_squares_fixed(const Tensor& x, int shift) {
-  BRAID_DEVICE_DISPATCH(sum_squares_fixed, (x, shift), &x);
+namespace {
+constexpr int kMaxShifts = 8;
+
+// sums[k] = sum_i floor(x_i^2 * 2^shifts[k]) for k < count, in one pass over x on the host.
+void host_sums_of_squares(const Tensor& x, const int* shifts, int count, __int128* sums) {
   const char* op = "sum_squares_fixed";
   check_cpu(op, {&x});
   check_float(op, "x", x);
   constexpr int64_t kTerms = 128;  // 128 terms < 2^55 each: a block sum < 2^62
-  const int64_t n = x.numel(), nblocks = (n + kTerms - 1) / kTerms;
-  const double scale = std::ldexp(1.0, shift);
-  std::vector<int64_t> block_sum(static_cast<size_t>(nblocks));
-  dispatch_float(x.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    const T* p = x.data<T>();
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < nblocks; ++b) {
-      const int64_t i0 = b * kTerms, k = std::min(n, i0 + kTerms) - i0;
-      float buf[kTerms];
-      const auto v = f32_in(p + i0, k, buf);  // Note [Blocked loops]
-      int64_t acc = 0;                        // integers: exact in any order
-#pragma omp simd reduction(+ : acc)
-      for (int64_t i = 0; i < k; ++i) {
-        const double e = v[i];
-        acc += static_cast<int64_t>(e * e * scale);
-      }
-      block_sum[static_cast<size_t>(b)] = acc;
-    }
-  });
-  __int128 total = 0;
-  for (int64_t s : block_sum) total += s;
-  return total;
-}
-
-void sum_squares_fixed(const Tensor& x, const int* shifts, int count, __int128* sums) {
-  constexpr int kMaxShifts = 8;
-  const char* op = "sum_squares_fixed";
-  BRAID_CHECK(count >= 0 && count <= kMaxShifts, op, ": ", count, " shifts (at most ", kMaxShifts,
-              ")");
-  if (real_device({&x})) {  // one launch per shift (Note [Device kernels])
-    for (int k = 0; k < count; ++k) sums[k] = sum_squares_fixed(x, shifts[k]);
-    return;
-  }
-  SimulatedDeviceRoute route(op, {&x});
-  OpScope scope(op);
-  check_cpu(op, {&x});
-  check_float(op, "x", x);
-  constexpr int64_t kTerms = 128;  // as above: a block sum < 2^62 at each shift
   const int64_t n = x.numel(), nblocks = (n + kTerms - 1) / kTerms;
   double scale[kMaxShifts];
   for (int k = 0; k < count; ++k) scale[k] = std::ldexp(1.0, shifts[k]);
@@ -112,12 +76,12 @@ void sum_squares_fixed(const Tensor& x, const int* shifts, int count, __int128* 
       const int64_t i0 = b * kTerms, k = std::min(n, i0 + kTerms) - i0;
       float buf[kTerms];
       const auto v = f32_in(p + i0, k, buf);  // Note [Blocked loops]
-      double sq[kTerms];
+      double sq[kTerms];                      // exact: 24-bit mantissas, 48-bit products
 #pragma omp simd
       for (int64_t i = 0; i < k; ++i) sq[i] = static_cast<double>(v[i]) * v[i];
       for (int s = 0; s < count; ++s) {
         const double scale_s = scale[s];
-        int64_t acc = 0;
+        int64_t acc = 0;  // integers: exact in any order
 #pragma omp simd reduction(+ : acc)
         for (int64_t i = 0; i < k; ++i) acc += static_cast<int64_t>(sq[i] * scale_s);
         block_sum[static_cast<size_t>(b * count + s)] = acc;
@@ -129,6 +93,27 @@ void sum_squares_fixed(const Tensor& x, const int* shifts, int count, __int128* 
     for (int64_t b = 0; b < nblocks; ++b) total += block_sum[static_cast<size_t>(b * count + s)];
     sums[s] = total;
   }
+}
+}  // namespace
+
+__int128 sum_squares_fixed(const Tensor& x, int shift) {
+  BRAID_DEVICE_DISPATCH(sum_squares_fixed, (x, shift), &x);
+  __int128 sum = 0;
+  host_sums_of_squares(x, &shift, 1, &sum);
+  return sum;
+}
+
+void sum_squares_fixed(const Tensor& x, const int* shifts, int count, __int128* sums) {
+  const char* op = "sum_squares_fixed";
+  BRAID_CHECK(count >= 0 && count <= kMaxShifts, op, ": ", count, " shifts (at most ", kMaxShifts,
+              ")");
+  if (real_device({&x})) {  // one launch per shift (Note [Device kernels])
+    for (int k = 0; k < count; ++k) sums[k] = sum_squares_fixed(x, shifts[k]);
+    return;
+  }
+  SimulatedDeviceRoute route(op, {&x});
+  OpScope scope(op);
+  host_sums_of_squares(x, shifts, count, sums);
 }
 
 float max_abs(const std::vector<Tensor>& xs) {
