@@ -59,14 +59,20 @@ namespace {
 constexpr int kMaxShifts = 8;
 
 // sums[k] = sum_i floor(x_i^2 * 2^shifts[k]) for k < count, in one pass over x on the host.
+// Each term is taken once, at the largest shift, as an integer t = floor(x^2 2^max), and at a
+// shift d below it as t >> d: floor(a / 2^d) = floor(floor(a) / 2^d) for a >= 0, so these are
+// the integers one call per shift gives (scaling by a power of two is exact in f64).
 void host_sums_of_squares(const Tensor& x, const int* shifts, int count, __int128* sums) {
   const char* op = "sum_squares_fixed";
   check_cpu(op, {&x});
   check_float(op, "x", x);
+  if (count == 0) return;
   constexpr int64_t kTerms = 128;  // 128 terms < 2^55 each: a block sum < 2^62
   const int64_t n = x.numel(), nblocks = (n + kTerms - 1) / kTerms;
-  double scale[kMaxShifts];
-  for (int k = 0; k < count; ++k) scale[k] = std::ldexp(1.0, shifts[k]);
+  const int top = *std::max_element(shifts, shifts + count);
+  const double scale = std::ldexp(1.0, top);
+  int drop[kMaxShifts];  // below the top shift; a term < 2^55 shifted 63 is 0
+  for (int k = 0; k < count; ++k) drop[k] = std::min(top - shifts[k], 63);
   std::vector<int64_t> block_sum(static_cast<size_t>(nblocks * count));
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -76,14 +82,17 @@ void host_sums_of_squares(const Tensor& x, const int* shifts, int count, __int12
       const int64_t i0 = b * kTerms, k = std::min(n, i0 + kTerms) - i0;
       float buf[kTerms];
       const auto v = f32_in(p + i0, k, buf);  // Note [Blocked loops]
-      double sq[kTerms];                      // exact: 24-bit mantissas, 48-bit products
+      int64_t term[kTerms];                   // x^2 exact in f64: 24-bit mantissas
 #pragma omp simd
-      for (int64_t i = 0; i < k; ++i) sq[i] = static_cast<double>(v[i]) * v[i];
+      for (int64_t i = 0; i < k; ++i) {
+        const double e = v[i];
+        term[i] = static_cast<int64_t>(e * e * scale);
+      }
       for (int s = 0; s < count; ++s) {
-        const double scale_s = scale[s];
+        const int d = drop[s];
         int64_t acc = 0;  // integers: exact in any order
 #pragma omp simd reduction(+ : acc)
-        for (int64_t i = 0; i < k; ++i) acc += static_cast<int64_t>(sq[i] * scale_s);
+        for (int64_t i = 0; i < k; ++i) acc += term[i] >> d;
         block_sum[static_cast<size_t>(b * count + s)] = acc;
       }
     }

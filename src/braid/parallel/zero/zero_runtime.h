@@ -58,7 +58,7 @@ struct ZeroUnit {
   float grad_max = 0;     // offloaded: max |g| of the piece as last written (for the norm)
   // offloaded: the piece's exact sums of squares at the norm's shift for a global max of up to
   // 2^(kNormSums - 1) times its own, from norm_shift down (Note [Offloaded norm])
-  static constexpr int kNormSums = 4;
+  static constexpr int kNormSums = 8;
   bool norm_sums_valid = false;  // taken from the piece as last written
   int norm_shift = 0;
   __int128 norm_sums[kNormSums] = {};
