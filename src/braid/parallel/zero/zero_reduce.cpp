@@ -68,7 +68,9 @@ void ZeroRuntime::fold_offloaded(ZeroUnit& u, const Tensor& chunk) {
   u.norm_sums_valid =
       micro_step_ + 1 == accumulation_steps_ && u.grad_max > 0 && std::isfinite(u.grad_max);
   if (u.norm_sums_valid) {
-    u.norm_shift = optim::exact_norm_shift(u.grad_max);
+    // From the largest max written so far this micro-step: a bound on the global max from below.
+    written_max_ = std::max(written_max_, u.grad_max);
+    u.norm_shift = optim::exact_norm_shift(written_max_);
     int shifts[ZeroUnit::kNormSums];
     for (int k = 0; k < ZeroUnit::kNormSums; ++k) shifts[k] = u.norm_shift - 2 * k;
     kernels::sum_squares_fixed(stage, shifts, ZeroUnit::kNormSums, u.norm_sums);
@@ -79,14 +81,16 @@ void ZeroRuntime::fold_offloaded(ZeroUnit& u, const Tensor& chunk) {
 
 // Note [Offloaded norm]: the exact norm (Note [Exact norm]) sums floor(g^2 2^shift) with the
 // shift of the global max |g|, known only once every piece is reduced; an offloaded piece is in
-// memory only while it is written. So as each piece is written its sums are taken at the shifts
-// of a global max from its own max up to 128 times it (shift, shift - 2, ...: one per power of
-// two, all in one pass over the piece); the norm uses the one that matches and reads back only
-// the pieces whose max is more than 128 times below the global one, where the gradients of a
-// step were read back whole before. The same integers, so the same norm bit for bit. Eight
-// sums, not four (up to 8 times): the 3B LLaMA of configs/llama-3b-offload.yaml in bf16 read
-// 28.9 GB a step with four, 24.4 GB (its file, the least) with eight; GPT-2 large's pieces took
-// 304 ms a step to sum with four, 450 ms with eight (686 ms as four passes).
+// memory only while it is written. So as each piece is written its sums are taken, in one pass
+// over it, at the shifts of a global max from M up to 8 times M (shift, shift - 2, ...: one per
+// power of two), M the largest max of the pieces this rank has written in the micro-step so far,
+// its own included (a bound on the global max from below; the LM head's, with the largest
+// gradients, is reduced first); the norm uses the sum that matches and reads back only the
+// pieces whose sums do not reach the global max, where the gradients of a step were read back
+// whole before. The same integers, so the same norm bit for bit. From each piece's own max
+// instead of M, the 3B LLaMA of configs/llama-3b-offload.yaml in bf16 read 28.9 GB a step, its
+// file and 18% more; now 24.4 GB, the file. The sums of GPT-2 large's pieces (bench/offload.sh)
+// take 304 ms a step, 686 ms as four passes.
 std::optional<__int128> ZeroRuntime::offloaded_norm_sum(const ZeroUnit& u, int shift) {
   if (u.grad_max == 0) return __int128{0};
   if (!u.norm_sums_valid) return std::nullopt;

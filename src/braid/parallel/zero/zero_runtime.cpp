@@ -79,6 +79,7 @@ void ZeroRuntime::begin_micro_step(int64_t micro_step, int64_t accumulation_step
   accumulation_steps_ = accumulation_steps;
   reducing_ = opt_.sync_each_batch || micro_step + 1 == accumulation_steps;
   in_backward_ = false;
+  written_max_ = 0;
   if (micro_step == 0) {
     stats_ = {};
     if (offload_) {

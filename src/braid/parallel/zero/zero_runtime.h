@@ -57,8 +57,9 @@ struct ZeroUnit {
   int grad_region = -1;   // offloaded: the reduced gradient piece's region (else grad_piece)
   float grad_max = 0;     // offloaded: max |g| of the piece as last written (for the norm)
   // offloaded: the piece's exact sums of squares at the norm's shift for a global max of up to
-  // 2^(kNormSums - 1) times its own, from norm_shift down (Note [Offloaded norm])
-  static constexpr int kNormSums = 8;
+  // 2^(kNormSums - 1) times the largest piece max written before it in the micro-step (its own
+  // included), from norm_shift down (Note [Offloaded norm])
+  static constexpr int kNormSums = 4;
   bool norm_sums_valid = false;  // taken from the piece as last written
   int norm_shift = 0;
   __int128 norm_sums[kNormSums] = {};
@@ -176,6 +177,7 @@ class ZeroRuntime {
   std::shared_ptr<IoTicket> grad_write_;  // the last offloaded gradient piece being written
   Tensor grad_stage_;                     // ... from here
   float grad_scale_ = 1.0f;
+  float written_max_ = 0;  // the largest max |g| of the pieces written this micro-step
   ParallelStats stats_;
   // The offload file's counters when the step began (step_stats()).
   int64_t io_read_mark_ = 0, io_written_mark_ = 0;
