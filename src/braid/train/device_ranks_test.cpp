@@ -3,6 +3,7 @@
 // a kernel throws), their collectives staged through host memory by the local group (Note
 // [Device staging]), give the CPU run's weights bit for bit, strategy by strategy, offload
 // included.
+#include "braid/parallel/zero/sharded_data_parallel.h"
 #include "testing/train/device_ranks_util.h"
 #include "testing/train/memory_test_util.h"
 
@@ -78,6 +79,28 @@ TEST_F(DeviceRanks, OffloadGivesTheCpuWeightsBitForBit) {
       EXPECT_TRUE(braid::testing::bit_equal(train_on(2, c, "cuda"), train_on(2, c, "cpu")))
           << strategy << " " << precision;
     }
+}
+
+// Note [Offloaded norm]: the clipped norm from the sums taken as each gradient piece is written,
+// and from pieces read back where no sum reaches the global max (every piece here: no sums
+// taken), are the same integers, so the same weights bit for bit; in fp32 DDP's.
+TEST_F(DeviceRanks, OffloadedNormFromSumsOrReadBackGivesTheSameWeights) {
+  const config::TrainConfig base = parity_config("true");
+  const Tensor ddp = train_on(2, with_strategy(base, "ddp", "fp32"), "cpu");
+  for (const char* precision : {"fp32", "bf16"}) {
+    config::TrainConfig c = with_strategy(base, "zero3", precision);
+    c.parallel.offload_optimizer = "nvme";
+    c.parallel.offload_params = "nvme";
+    c.parallel.offload_dir = private_offload_dir();
+    const Tensor summed = train_on(2, c, "cpu");
+    parallel::set_offloaded_norm_sums_for_testing(0);
+    const Tensor read_back = train_on(2, c, "cpu");
+    parallel::set_offloaded_norm_sums_for_testing(-1);
+    EXPECT_TRUE(braid::testing::bit_equal(read_back, summed)) << precision;
+    if (std::string(precision) == "fp32") {
+      EXPECT_TRUE(braid::testing::bit_equal(summed, ddp));
+    }
+  }
 }
 
 // Note [Optimizer state on the host]: offload_optimizer cpu keeps the state and a master copy

@@ -63,4 +63,9 @@ class ShardedDataParallel : public DataParallel {
   bool materialized_ = false;
 };
 
+// Tests: how many of the exact sums each offloaded gradient piece takes as it is written (Note
+// [Offloaded norm], zero_reduce.cpp), from 0 (every piece read back for the norm) to the usual
+// ZeroUnit::kNormSums; a negative count restores the usual. Process-wide.
+void set_offloaded_norm_sums_for_testing(int count);
+
 }  // namespace braid::parallel

@@ -1,12 +1,14 @@
 // ZeroRuntime's gradient reductions (zero_runtime.h): launching each unit's reduce-scatter once
 // its gradients are ready, folding the reduced piece into the optimizer's shard (in memory or
 // offloaded), and polling them to completion.
+#include <atomic>
 #include <cmath>
 #include <optional>
 
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
 #include "braid/optim/clip_grad.h"
+#include "braid/parallel/zero/sharded_data_parallel.h"
 #include "braid/parallel/zero/zero_runtime.h"
 
 namespace braid::parallel {
@@ -46,6 +48,19 @@ void ZeroRuntime::finish_grad_write() {
   grad_stage_ = Tensor();
 }
 
+namespace {
+std::atomic<int> norm_sums_for_testing{-1};
+
+int norm_sums_to_take() {
+  const int n = norm_sums_for_testing.load(std::memory_order_relaxed);
+  return n < 0 ? ZeroUnit::kNormSums : std::min(n, ZeroUnit::kNormSums);
+}
+}  // namespace
+
+void set_offloaded_norm_sums_for_testing(int count) {
+  norm_sums_for_testing.store(count, std::memory_order_relaxed);
+}
+
 // Note [Offloaded gradients]: with the optimizer offloaded (stages 2 and 3) the reduced piece of
 // each unit goes to its region of the file as soon as it is reduced, with its max |g| noted for
 // the norm; the norm reads the pieces back once (the exact sum needs the global max first), and
@@ -71,9 +86,10 @@ void ZeroRuntime::fold_offloaded(ZeroUnit& u, const Tensor& chunk) {
     // From the largest max written so far this micro-step: a bound on the global max from below.
     written_max_ = std::max(written_max_, u.grad_max);
     u.norm_shift = optim::exact_norm_shift(written_max_);
+    u.norm_sums_taken = norm_sums_to_take();
     int shifts[ZeroUnit::kNormSums];
-    for (int k = 0; k < ZeroUnit::kNormSums; ++k) shifts[k] = u.norm_shift - 2 * k;
-    kernels::sum_squares_fixed(stage, shifts, ZeroUnit::kNormSums, u.norm_sums);
+    for (int k = 0; k < u.norm_sums_taken; ++k) shifts[k] = u.norm_shift - 2 * k;
+    kernels::sum_squares_fixed(stage, shifts, u.norm_sums_taken, u.norm_sums);
   }
   grad_write_ = offload_->write(u.grad_region, stage);
   grad_stage_ = stage;
@@ -95,7 +111,7 @@ std::optional<__int128> ZeroRuntime::offloaded_norm_sum(const ZeroUnit& u, int s
   if (u.grad_max == 0) return __int128{0};
   if (!u.norm_sums_valid) return std::nullopt;
   const int k = (u.norm_shift - shift) / 2;
-  if ((u.norm_shift - shift) % 2 != 0 || k < 0 || k >= ZeroUnit::kNormSums) return std::nullopt;
+  if ((u.norm_shift - shift) % 2 != 0 || k < 0 || k >= u.norm_sums_taken) return std::nullopt;
   return u.norm_sums[k];
 }
 

@@ -61,6 +61,7 @@ struct ZeroUnit {
   // included), from norm_shift down (Note [Offloaded norm])
   static constexpr int kNormSums = 4;
   bool norm_sums_valid = false;  // taken from the piece as last written
+  int norm_sums_taken = 0;       // of norm_sums (set_offloaded_norm_sums_for_testing)
   int norm_shift = 0;
   __int128 norm_sums[kNormSums] = {};
   Tensor shard_stage;    // offloaded: the shard read back for its all-gather
