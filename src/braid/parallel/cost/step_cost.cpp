@@ -331,8 +331,8 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
     // The node's ranks share its disk, each with a file of its own, and the profile's rates are
     // one process's: on the project's VM two processes moving 2 GB each at once took 2.7x as
     // long to read and 2.5-3.2x as long to write as one alone (bench/offload_bench).
-    c.offload = node_ranks * std::max(reads / (prof.disk_read_gbs * 1e9),
-                                      state / (prof.disk_write_gbs * 1e9));
+    c.offload = node_ranks *
+                std::max(reads / (prof.disk_read_gbs * 1e9), state / (prof.disk_write_gbs * 1e9));
   }
 
   c.step = compute_step + c.optimizer + c.comm_exposed + c.bubble + c.offload;
