@@ -70,7 +70,7 @@ struct ParallelStats {
   int64_t bytes_gathered = 0;  // last step: parameter bytes this rank gathered
   double bubble = -1;          // pipeline: the last step's idle fraction on this rank (< 0: none)
   // Offload (ZeRO with a file per rank): the last step's bytes read from and written to this
-  // rank's file, and the time its I/O thread spent transferring them (0 without offload).
+  // rank's file, and the time the file had a transfer in flight (0 without offload).
   int64_t offload_read_bytes = 0;
   int64_t offload_written_bytes = 0;
   double offload_busy_ms = 0;

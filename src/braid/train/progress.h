@@ -20,7 +20,8 @@ struct StepStats {
   double mfu = 0;  // fraction of peak
   double step_ms = 0;
   double bubble = -1;  // pipeline: mean idle fraction of the ranks (< 0: none)
-  // Offload: this rank's file traffic in the step and its I/O thread's busy time (0: none).
+  // Offload: this rank's file traffic in the step and the time the file had a transfer in
+  // flight (0: none).
   int64_t offload_read_bytes = 0, offload_written_bytes = 0;
   double offload_busy_ms = 0;
 };

@@ -103,7 +103,16 @@ class OffloadFile {
 
   int64_t bytes_read() const;  // totals of the transfers completed so far (rounded sizes)
   int64_t bytes_written() const;
-  double busy_seconds() const;                        // time with a transfer in flight so far
+  double busy_seconds() const;  // time with a transfer in flight so far
+  // The three counters at once; a step's traffic is the difference of two readings.
+  struct Totals {
+    int64_t read = 0, written = 0;
+    double busy_s = 0;
+    Totals operator-(const Totals& o) const {
+      return {read - o.read, written - o.written, busy_s - o.busy_s};
+    }
+  };
+  Totals totals() const { return {bytes_read(), bytes_written(), busy_seconds()}; }
   int64_t file_bytes() const { return file_bytes_; }  // sum of the regions
   bool is_direct() const { return direct_; }
   const std::filesystem::path& path() const { return path_; }

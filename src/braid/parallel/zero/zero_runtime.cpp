@@ -67,9 +67,10 @@ void ZeroRuntime::register_hooks(const std::shared_ptr<ZeroRuntime>& self) {
 ParallelStats ZeroRuntime::step_stats() const {
   ParallelStats s = stats_;
   if (offload_) {
-    s.offload_read_bytes = offload_->bytes_read() - io_read_mark_;
-    s.offload_written_bytes = offload_->bytes_written() - io_written_mark_;
-    s.offload_busy_ms = (offload_->busy_seconds() - io_busy_mark_) * 1e3;
+    const OffloadFile::Totals step = offload_->totals() - io_mark_;
+    s.offload_read_bytes = step.read;
+    s.offload_written_bytes = step.written;
+    s.offload_busy_ms = step.busy_s * 1e3;
   }
   return s;
 }
@@ -82,11 +83,7 @@ void ZeroRuntime::begin_micro_step(int64_t micro_step, int64_t accumulation_step
   written_max_ = 0;
   if (micro_step == 0) {
     stats_ = {};
-    if (offload_) {
-      io_read_mark_ = offload_->bytes_read();
-      io_written_mark_ = offload_->bytes_written();
-      io_busy_mark_ = offload_->busy_seconds();
-    }
+    if (offload_) io_mark_ = offload_->totals();
     for (ZeroUnit& u : units_) u.reductions = 0;
   }
   // Stage 1 reducing every micro-step: each micro-step's local gradients start from zero (the

@@ -180,9 +180,7 @@ class ZeroRuntime {
   float grad_scale_ = 1.0f;
   float written_max_ = 0;  // the largest max |g| of the pieces written this micro-step
   ParallelStats stats_;
-  // The offload file's counters when the step began (step_stats()).
-  int64_t io_read_mark_ = 0, io_written_mark_ = 0;
-  double io_busy_mark_ = 0;
+  OffloadFile::Totals io_mark_;  // the offload file's counters when the step began (step_stats())
   // Gathered units' parameters and gradients, reused from step to step (Note [Recycled
   // tensors]): GPT-2 medium's embedding unit was a fresh 103 MB + 206 MB mapping every step.
   // Two wait at most, as many as a backward holds gradients (ensure_grads), so what waits
