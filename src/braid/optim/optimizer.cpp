@@ -43,31 +43,62 @@ void Optimizer::set_state_store(std::unique_ptr<StateStore> store) {
   std::vector<const ParamSlice*> slices;
   for (auto [g, i] : where_) slices.push_back(&groups_[g].params[i]);
   store->attach(slices, static_cast<int>(state_names_.size()));
+  store->set_updater([this](size_t k) { update_slice(k); });
   store_ = std::move(store);
 }
 
+namespace {
+bool own_masters(const ParamSlice& s, const SliceSlot& slot) {
+  return s.param.defined() && slot.param.storage() == s.param.storage() &&
+         slot.param.offset() == s.param.offset();
+}
+}  // namespace
+
+// After slice k's update: its compute copy and release (Note [Compute copy in the step]).
+// Where the update writes the slice's own masters, the copy is written by the update's pass (or
+// cast from them) before release, where a strategy's store may publish the slice; a store's own
+// copy of the masters is written back at release.
+void Optimizer::finish_slice(size_t k, const ParamSlice& s, bool own, bool fused) {
+  Tensor compute = s.compute;  // a handle on the slice's copy
+  if (compute.defined() && own && !fused) kernels::cast(compute, s.param);
+  store_->release(k);
+  if (compute.defined() && !own) {
+    BRAID_CHECK(s.param.defined(), name(), ": slice '", s.name(),
+                "' names a compute copy but its masters live in the state store");
+    kernels::cast(compute, s.param);
+  }
+}
+
+void Optimizer::update_slice(size_t k) {
+  auto [g, i] = where_.at(k);
+  const ParamSlice& s = groups_[g].params[i];
+  if (!s.trainable()) return;  // frozen
+  SliceSlot slot = store_->acquire(k);
+  BRAID_CHECK(s.grad.defined() || slot.grad.defined(), name(), ": the state store gave no ",
+              "gradient for '", s.name(), "'");
+  Tensor compute = s.compute;
+  const bool own = own_masters(s, slot);
+  const bool fused = compute.defined() && own && fuses_compute_copy();
+  // The store's gradient first: offloaded, or a host copy (Note [Optimizer state on the host]).
+  const Tensor grad = slot.grad.defined() ? slot.grad : s.grad;
+  update(groups_[g], slot, grad, step_lr_, fused ? &compute : nullptr);
+  finish_slice(k, s, own, fused);
+}
+
 void Optimizer::step(float lr) {
+  store_->flush();  // a deferred step's last updates (Note [Deferred step], state_store.h)
   ++step_count_;
+  step_lr_ = lr;
+  if (store_->defer_step()) return;
   store_->begin_step();
   // Where the store's slots stay resident, every slice is acquired first and updated at once.
-  const bool at_once = store_->slots_stay_resident() && updates_all_at_once();
+  if (!(store_->slots_stay_resident() && updates_all_at_once())) {
+    for (size_t k : store_->step_order()) update_slice(k);
+    store_->end_step();
+    return;
+  }
   std::vector<SliceUpdate> gathered;
   std::vector<size_t> gathered_k;
-  // After slice k's update: its compute copy and release (Note [Compute copy in the step]).
-  auto finish = [this](size_t k, const ParamSlice& s, bool own, bool fused) {
-    Tensor compute = s.compute;  // a handle on the slice's copy
-    if (compute.defined() && own && !fused) kernels::cast(compute, s.param);
-    store_->release(k);
-    if (compute.defined() && !own) {
-      BRAID_CHECK(s.param.defined(), name(), ": slice '", s.name(),
-                  "' names a compute copy but its masters live in the state store");
-      kernels::cast(compute, s.param);
-    }
-  };
-  auto own_masters = [](const ParamSlice& s, const SliceSlot& slot) {
-    return s.param.defined() && slot.param.storage() == s.param.storage() &&
-           slot.param.offset() == s.param.offset();
-  };
   for (size_t k : store_->step_order()) {
     auto [g, i] = where_.at(k);
     const ParamSlice& s = groups_[g].params[i];
@@ -75,28 +106,18 @@ void Optimizer::step(float lr) {
     SliceSlot slot = store_->acquire(k);
     BRAID_CHECK(s.grad.defined() || slot.grad.defined(), name(), ": the state store gave no ",
                 "gradient for '", s.name(), "'");
-    // Note [Compute copy in the step]: where the update writes the slice's own masters, the copy
-    // is written by the update's pass (or cast from them) before release, where a strategy's
-    // store may publish the slice; a store's own copy of the masters is written back at release.
-    Tensor compute = s.compute;
-    const bool own = own_masters(s, slot);
-    const bool fused = compute.defined() && own && fuses_compute_copy();
-    // The store's gradient first: offloaded, or a host copy (Note [Optimizer state on the host]).
+    const bool fused = s.compute.defined() && own_masters(s, slot) && fuses_compute_copy();
     const Tensor grad = slot.grad.defined() ? slot.grad : s.grad;
-    if (at_once) {
-      gathered.push_back({&groups_[g], std::move(slot), grad, fused ? compute : Tensor()});
-      gathered_k.push_back(k);
-      continue;
-    }
-    update(groups_[g], slot, grad, lr, fused ? &compute : nullptr);
-    finish(k, s, own, fused);
+    gathered.push_back({&groups_[g], std::move(slot), grad, fused ? s.compute : Tensor()});
+    gathered_k.push_back(k);
   }
   if (!gathered.empty()) {
     update_all(gathered, lr);
     for (size_t j = 0; j < gathered.size(); ++j) {
       auto [g, i] = where_.at(gathered_k[j]);
       const ParamSlice& s = groups_[g].params[i];
-      finish(gathered_k[j], s, own_masters(s, gathered[j].slot), gathered[j].compute.defined());
+      finish_slice(gathered_k[j], s, own_masters(s, gathered[j].slot),
+                   gathered[j].compute.defined());
     }
   }
   store_->end_step();

@@ -72,7 +72,10 @@ class Optimizer {
   const StateStore& state_store() const { return *store_; }
 
   int64_t step_count() const { return step_count_; }
-  void set_step_count(int64_t t) { step_count_ = t; }
+  void set_step_count(int64_t t) {
+    store_->flush();
+    step_count_ = t;
+  }
   std::vector<ParamGroup>& groups() { return groups_; }
   const std::vector<ParamGroup>& groups() const { return groups_; }
 
@@ -102,6 +105,12 @@ class Optimizer {
   int64_t step_count_ = 0;
 
  private:
+  // Slice k's update in the current step (store order; skips a frozen slice): acquire, update,
+  // compute copy, release. The step's loop, or the store later (Note [Deferred step]).
+  void update_slice(size_t k);
+  void finish_slice(size_t k, const ParamSlice& s, bool own, bool fused);
+
+  float step_lr_ = 0.0f;  // the current step's learning rate
   std::vector<std::string> state_names_;
   std::vector<std::pair<size_t, size_t>> where_;  // flat slice -> (group, position)
   std::unique_ptr<StateStore> store_;

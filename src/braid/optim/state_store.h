@@ -53,6 +53,17 @@ class StateStore {
   // (Optimizer::update_all).
   virtual bool slots_stay_resident() const { return false; }
 
+  // Note [Deferred step]: a store may keep a step's updates for later, where it saves reading
+  // the masters again (parallel/zero/offload_store.h): the optimizer hands it `update`, which
+  // updates slice i as the step would (its learning rate and step count), and calls defer_step()
+  // in place of the step's own loop; true means the store took the step and runs `update` for
+  // every trainable slice before anything reads the masters or the state again. flush() runs
+  // whatever is still left; the optimizer calls it before its next step, and a store's visit()
+  // does before reading.
+  virtual void set_updater(std::function<void(size_t)> /*update*/) {}
+  virtual bool defer_step() { return false; }
+  virtual void flush() {}
+
  protected:
   size_t num_slices_ = 0;
 };

@@ -3,6 +3,7 @@
 // a kernel throws), their collectives staged through host memory by the local group (Note
 // [Device staging]), give the CPU run's weights bit for bit, strategy by strategy, offload
 // included.
+#include "braid/parallel/zero/offload_store.h"
 #include "braid/parallel/zero/sharded_data_parallel.h"
 #include "testing/train/device_ranks_util.h"
 #include "testing/train/memory_test_util.h"
@@ -101,6 +102,49 @@ TEST_F(DeviceRanks, OffloadedNormFromSumsOrReadBackGivesTheSameWeights) {
       EXPECT_TRUE(braid::testing::bit_equal(summed, ddp));
     }
   }
+}
+
+// Note [Deferred step]: with f32 masters offloaded, each page of a step is updated in the next
+// forward (or at the end, before the weights are read), which then gathers from the updated
+// masters instead of reading them back: the same weights bit for bit as updating them at the step
+// (and DDP's), with two micro-batches, clipping and frozen parameters; and a step's cycle reads
+// less. Deferred, everything a step reads is read before its optimizer point (the forward
+// updates the pages); at the step, the last step read it all by the end of the step.
+TEST_F(DeviceRanks, DeferredOffloadedStepGivesTheSameWeightsAndReadsLess) {
+  const config::TrainConfig base = parity_config("true");
+  const Tensor ddp = train_on(2, with_strategy(base, "ddp", "fp32"), "cpu");
+  config::TrainConfig c = with_strategy(base, "zero3", "fp32");
+  c.parallel.offload_optimizer = "nvme";
+  c.parallel.offload_params = "nvme";
+  c.parallel.offload_dir = private_offload_dir();
+  ASSERT_GT(c.optimizer.grad_clip, 0.0);
+  auto run = [&](bool deferred, int64_t* before_step3, int64_t* last_step) {
+    parallel::set_deferred_step_for_testing(deferred);
+    const Tensor w = same_weights_on_every_rank(2, [&](comm::ProcessGroup& pg) {
+      TrainerOptions o = quiet();
+      Trainer* trainer = nullptr;
+      o.fault = [&](int64_t step, const std::string& point) {
+        if (step == 3 && point == "optimizer" && pg.rank() == 0)
+          *before_step3 = trainer->accelerator().last_step_stats().offload_read_bytes;
+      };
+      Trainer t(c, borrow(pg), o);
+      trainer = &t;
+      t.run();
+      if (pg.rank() == 0) *last_step = t.accelerator().last_step_stats().offload_read_bytes;
+      return t.gather_parameters().to(Device::cpu());
+    });
+    parallel::set_deferred_step_for_testing(true);
+    return w;
+  };
+  int64_t at_step3 = 0, at_end = 0, deferred_at_step3 = 0, deferred_at_end = 0;
+  const Tensor at_step = run(false, &at_step3, &at_end);
+  const Tensor deferred = run(true, &deferred_at_step3, &deferred_at_end);
+  EXPECT_TRUE(braid::testing::bit_equal(deferred, at_step));
+  EXPECT_TRUE(braid::testing::bit_equal(deferred, ddp));
+  // A whole cycle: at the step, step 4's reads to its end; deferred, step 3's to its optimizer.
+  EXPECT_GT(at_end, at_step3);  // the step read its pages
+  EXPECT_LT(deferred_at_step3, at_end);
+  EXPECT_GT(deferred_at_step3, at_step3);  // the forward read the pages
 }
 
 // Note [Optimizer state on the host]: offload_optimizer cpu keeps the state and a master copy

@@ -318,16 +318,17 @@ StepCost predict_step(const CostInputs& in, const MachineProfile& prof) {
   // and written back once a step; under zero2/3 the reduced gradient shard is written to the
   // file in backward and read with its page. Reads of the next page run while the last one is
   // written back, so the two directions overlap: the slower one is the step's. ZeRO-3's
-  // offloaded f32 parameters are read again for each micro-batch's forward and backward gathers;
-  // in a narrower compute dtype those gather from the shard's copy in memory (Note [Offloaded
-  // compute copy], offload_store.h).
+  // offloaded f32 parameters are read again for each micro-batch's backward and each forward but
+  // the first, which gathers from the masters its page's deferred update leaves in memory (Note
+  // [Deferred step]); in a narrower compute dtype all gather from the shard's copy in memory
+  // (Note [Offloaded compute copy], offload_store.h).
   if (L.offload) {
     BRAID_CHECK(prof.disk_read_gbs > 0 && prof.disk_write_gbs > 0, "machine profile '", prof.name,
                 "' has no disk bandwidth (disk_read_gbs, disk_write_gbs) for offload");
     const bool grads = L.strategy == "zero2" || L.strategy == "zero3" || L.strategy == "hsdp";
     const double state = 12 * opt_elems + (grads ? 4 * grad_elems : 0);
     const bool param_reads = L.strategy == "zero3" && L.compute == DType::f32;
-    const double reads = state + (param_reads ? 2 * mb * 4 * P / shards : 0);
+    const double reads = state + (param_reads ? (2 * mb - 1) * 4 * P / shards : 0);
     // The node's ranks share its disk, each with a file of its own, and the profile's rates are
     // one process's: on the project's VM two processes moving 2 GB each at once took 2.7x as
     // long to read and 2.5-3.2x as long to write as one alone (bench/offload_bench).

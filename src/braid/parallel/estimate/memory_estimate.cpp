@@ -270,7 +270,10 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
   }
   if (s.stage > 0 && r != 4) comm += 2 * r * u.B;  // units being reduce-scattered
   if (offload_params) {
-    params = a * (u.E + u.H + u.B) + 4 * u.B / N;
+    // fp32: forward updates each unit's page before gathering it (Note [Deferred step],
+    // parallel/zero/offload_store.h), so it holds three pages' masters besides the units (the
+    // page being updated, the next read ahead, the last written back); else one shard read back.
+    params = a * (u.E + u.H + u.B) + (a == 4 ? 3 : 1) * 4 * u.B / N;
     grads = in_flight_grads + 4 * u.E / N;  // the reduced piece being written
     overlap = in_flight_overlap;
     if (a != 4) {  // Note [Offloaded compute copy]: the shard in the compute dtype, no cast

@@ -24,19 +24,31 @@ Device step_device(const OffloadPage& p) {
 Tensor device_copy(Device device, const Tensor& t) {
   return !t.defined() || device.is_cpu() ? Tensor() : t.to(device);
 }
+
+bool g_deferral = true;  // set_deferred_step_for_testing
 }  // namespace
+
+void set_deferred_step_for_testing(bool on) {
+  g_deferral = on;
+}
 
 OffloadedStateStore::OffloadedStateStore(std::shared_ptr<OffloadFile> file,
                                          std::vector<OffloadPage> pages,
                                          std::vector<SlicePlace> places, const float* grad_scale,
-                                         std::function<void(int)> page_done)
+                                         std::function<void(int)> page_done,
+                                         std::function<void(DeferredPages*)> link)
     : file_(std::move(file)),
       pages_(std::move(pages)),
       places_(std::move(places)),
       grad_scale_(grad_scale),
-      page_done_(std::move(page_done)) {}
+      page_done_(std::move(page_done)),
+      link_(std::move(link)),
+      pending_(pages_.size(), false) {
+  if (link_) link_(this);
+}
 
 OffloadedStateStore::~OffloadedStateStore() {
+  if (link_) link_(nullptr);  // a step still pending is dropped with the state
   try {
     reap(true);
     for (Loaded& l : loaded_)
@@ -69,8 +81,10 @@ void OffloadedStateStore::attach(const std::vector<const optim::ParamSlice*>& sl
   std::stable_sort(order_.begin(), order_.end(), [&](size_t a, size_t b) {
     return page_of_[a] != page_of_[b] ? page_of_[a] < page_of_[b] : at_[a] < at_[b];
   });
+  slices_of_.assign(pages_.size(), {});
   for (size_t i : order_) {
     const int p = page_of_[i];
+    slices_of_[static_cast<size_t>(p)].push_back(i);
     if (trainable_[static_cast<size_t>(p)] > 0 && (page_order_.empty() || page_order_.back() != p))
       page_order_.push_back(p);
   }
@@ -114,9 +128,50 @@ void OffloadedStateStore::load(int page) {
   loaded_.push_back(std::move(l));
 }
 
+void OffloadedStateStore::mark_pending() {
+  scale_ = *grad_scale_;
+  for (int p : page_order_) pending_[static_cast<size_t>(p)] = true;
+}
+
 void OffloadedStateStore::begin_step() {
   reap(false);
+  mark_pending();
   for (size_t k = 0; k < page_order_.size() && k < 2; ++k) load(page_order_[k]);
+}
+
+// Note [Deferred step]: f32 masters in the file that forward gathers from directly.
+bool OffloadedStateStore::deferrable(int page) const {
+  const OffloadPage& p = pages_[static_cast<size_t>(page)];
+  return g_deferral && p.param_region >= 0 && !p.compute_copy.defined() && !p.master.defined();
+}
+
+bool OffloadedStateStore::defer_step() {
+  if (!updater_ || !link_ ||
+      std::none_of(page_order_.begin(), page_order_.end(), [&](int p) { return deferrable(p); }))
+    return false;
+  reap(false);
+  mark_pending();
+  for (int p : page_order_)  // pages with masters in memory: now, as a step would
+    if (!deferrable(p)) run(p);
+  return true;
+}
+
+Tensor OffloadedStateStore::run(int page) {
+  if (!pending_.at(static_cast<size_t>(page))) return Tensor();
+  for (size_t i : slices_of_[static_cast<size_t>(page)]) updater_(i);
+  BRAID_CHECK(!pending_[static_cast<size_t>(page)], "offload: page ", page,
+              " was not updated by its slices");
+  return std::move(updated_params_);
+}
+
+void OffloadedStateStore::flush() {
+  bool ran = false;
+  for (int p : page_order_) {
+    if (!pending_[static_cast<size_t>(p)]) continue;
+    run(p);
+    ran = true;
+  }
+  if (ran) end_step();
 }
 
 optim::SliceSlot OffloadedStateStore::acquire(size_t i) {
@@ -126,15 +181,20 @@ optim::SliceSlot OffloadedStateStore::acquire(size_t i) {
   if (!l.ready) {
     for (auto& t : l.io) t->wait();
     l.io.clear();
-    if (l.grads.defined() && *grad_scale_ != 1.0f) kernels::scale(l.grads, *grad_scale_);
+    if (l.grads.defined() && scale_ != 1.0f) kernels::scale(l.grads, scale_);
     const Device device = step_device(pages_[static_cast<size_t>(page)]);
     l.device_state = device_copy(device, l.state);
     l.device_grads = device_copy(device, l.grads);
     l.ready = true;
   }
-  // Read the next page while this one is updated (Note [Offload pages]).
+  // Read the next page while this one is updated (Note [Offload pages]): the next one the step
+  // has still to update.
   auto next = std::find(page_order_.begin(), page_order_.end(), page);
-  if (next != page_order_.end() && ++next != page_order_.end()) load(*next);
+  if (next != page_order_.end()) {
+    next = std::find_if(next + 1, page_order_.end(),
+                        [&](int p) { return pending_[static_cast<size_t>(p)]; });
+    if (next != page_order_.end()) load(*next);
+  }
   Loaded& cur = *find(page);  // load() may have moved elements of the deque
   const OffloadPage& p = pages_[static_cast<size_t>(page)];
   const int64_t at = at_[i], n = numel_[i], stride = rounded(p.piece);
@@ -153,6 +213,8 @@ void OffloadedStateStore::release(size_t i) {
     if (it->page != page || --it->remaining > 0) continue;
     Loaded l = std::move(*it);
     loaded_.erase(it);
+    pending_[static_cast<size_t>(page)] = false;
+    updated_params_ = l.params;  // Note [Deferred step]
     refresh_compute_copy(l.page, l.params);
     if (page_done_) page_done_(l.page);
     write_back(l);
@@ -192,6 +254,7 @@ void OffloadedStateStore::reap(bool wait_all) {
 }
 
 void OffloadedStateStore::end_step() {
+  updated_params_ = Tensor();
   reap(true);
   for (Loaded& l : loaded_)  // read ahead but not needed (should not happen)
     for (auto& t : l.io) t->wait();
@@ -205,6 +268,7 @@ std::vector<Tensor> OffloadedStateStore::resident_state(size_t) {
 
 void OffloadedStateStore::visit(const std::function<void(size_t, optim::SliceSlot&)>& fn,
                                 bool write) {
+  flush();     // a deferred step's pages first (Note [Deferred step])
   end_step();  // nothing of a step may still be in flight
   std::vector<std::vector<size_t>> slices_of(pages_.size());
   for (size_t i = 0; i < page_of_.size(); ++i)

@@ -309,8 +309,11 @@ std::unique_ptr<optim::StateStore> ShardedDataParallel::optimizer_state_store() 
   for_each_piece([&](ZeroUnit& u, optim::ParamSlice s, int64_t at) {
     places.push_back({s.shard.name, s.shard.offset, u.index, at});
   });
+  auto link = [weak](DeferredPages* deferred) {  // Note [Deferred step]
+    if (auto r = weak.lock()) r->set_deferred(deferred);
+  };
   return std::make_unique<OffloadedStateStore>(rt.offload(), std::move(pages), std::move(places),
-                                               rt.grad_scale(), unit_done);
+                                               rt.grad_scale(), unit_done, link);
 }
 
 std::string ShardedDataParallel::memory_note() const {
@@ -444,11 +447,13 @@ void ShardedDataParallel::after_optimizer_step() {
 }
 
 void ShardedDataParallel::synchronize() {
+  rt_->run_deferred();  // Note [Deferred step] (offload_store.h)
   rt_->wait_all_updates();
 }
 
 void ShardedDataParallel::for_each_held_unit(const UnitVisitor& fn, const std::vector<int>& units) {
   ZeroRuntime& rt = *rt_;
+  rt.run_deferred();
   rt.wait_all_updates();
   for (int i : units) {
     ZeroUnit& u = rt.units().at(static_cast<size_t>(i));

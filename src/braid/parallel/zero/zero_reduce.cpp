@@ -67,6 +67,7 @@ void set_offloaded_norm_sums_for_testing(int count) {
 // clipping scales each piece when the optimizer reads it back, by the same factor in the same
 // float multiply as the in-memory path. One write is in flight at a time.
 void ZeroRuntime::fold_offloaded(ZeroUnit& u, const Tensor& chunk) {
+  run_deferred(u);  // its update reads the last step's gradient (Note [Deferred step])
   finish_grad_write();
   Tensor stage = io_buffer(u.geo.piece, DType::f32, MemCategory::gradients);
   if (u.reductions == 0) {

@@ -7,6 +7,7 @@
 #include "braid/core/device_backend.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
+#include "braid/parallel/zero/offload_store.h"
 
 namespace braid::parallel {
 
@@ -204,7 +205,22 @@ void ZeroRuntime::start_read(ZeroUnit& u) {
   u.params = ZeroUnit::Params::reading;
 }
 
+Tensor ZeroRuntime::run_deferred(ZeroUnit& u) {
+  if (!deferred_ || !deferred_->pending(u.index)) return Tensor();
+  BRAID_CHECK(!u.shard_read, opt_.label, ": unit ", u.index,
+              "'s shard was read before its deferred update");
+  return deferred_->run(u.index);
+}
+
+void ZeroRuntime::run_deferred() {
+  for (ZeroUnit& u : units_) run_deferred(u);
+}
+
+// Note [Deferred step] (offload_store.h): a unit whose page is pending is updated first, and
+// its shard is the updated masters.
 Tensor ZeroRuntime::read_shard(ZeroUnit& u) {
+  if (Tensor updated = run_deferred(u); updated.defined())
+    return updated.flat_range(0, u.geo.piece);
   if (!u.shard_read) start_read(u);
   const auto t0 = Clock::now();
   u.shard_read->wait();
@@ -271,9 +287,10 @@ void ZeroRuntime::prefetch(int i) {
   if (gathered_in_flight() >= opt_.limit_all_gathers) return;
   // An offloaded shard is read ahead; its all-gather waits for the unit's turn (it must be
   // issued in the same order on every rank, and I/O may finish in any order).
-  if (u.param_region >= 0 && !u.compute_shard.defined())
-    start_read(u);
-  else
+  if (u.param_region >= 0 && !u.compute_shard.defined()) {
+    // A pending page is read ahead by the step's store; its shard is what its update writes.
+    if (!deferred_ || !deferred_->pending(u.index)) start_read(u);
+  } else
     start_gather(u);
 }
 

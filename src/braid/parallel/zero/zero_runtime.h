@@ -34,6 +34,8 @@
 
 namespace braid::parallel {
 
+class DeferredPages;  // offload_store.h
+
 struct ZeroUnit {
   int index = 0;
   UnitGeometry geo;
@@ -102,6 +104,10 @@ class ZeroRuntime {
   // with f32 masters of its own, stepped where they live (not on the host for a device).
   bool optimizer_writes_compute(const ZeroUnit& u) const;
   void set_offload(std::shared_ptr<OffloadFile> file) { offload_ = std::move(file); }
+  // The offloaded optimizer step's pages left for forward, or null (Note [Deferred step],
+  // offload_store.h); synchronize() runs them all.
+  void set_deferred(DeferredPages* pages) { deferred_ = pages; }
+  void run_deferred();
   const std::shared_ptr<OffloadFile>& offload() const { return offload_; }
   // Offloaded gradients are clipped where they are read back (Note [Offloaded gradients]).
   float* grad_scale() { return &grad_scale_; }
@@ -154,11 +160,14 @@ class ZeroRuntime {
   void fold_offloaded(ZeroUnit& u, const Tensor& chunk);
   void finish_grad_write();
   void poll_reductions(bool wait_all);
+  // u's page of a deferred step, run if pending: its updated f32 shard, else undefined.
+  Tensor run_deferred(ZeroUnit& u);
   int c() const { return groups_.grad->rank(); }
 
   ZeroOptions opt_;
   ZeroGroups groups_;
   std::shared_ptr<OffloadFile> offload_;
+  DeferredPages* deferred_ = nullptr;
   nn::Model* model_ = nullptr;
   nn::ParamLayout layout_;
   DType compute_ = DType::f32;
