@@ -10,16 +10,20 @@
 # O_DIRECT, written then read ("serial") and both at once ("overlap"), each in 8 MiB transfers one
 # at a time and in 64 MiB transfers two at a time (DISK_CONFIGS), just before and just after the
 # training run (this VM's disk changes speed from minute to minute); the disk's time is the best
-# of all those, so step / disk errs against braid.
+# of all those, so step / disk errs against braid. A precision written `fp32-keepK` is fp32 with
+# the last K blocks kept gathered from their forward to their backward
+# (parallel.keep_gathered_units, FSDP2's reshard_after_forward=False), which backward then does
+# not read back from the file (fp32 gathers from the f32 shards in the file; bf16 from a copy in
+# memory).
 #
-#   bench/offload.sh [OUT=out/offload-bench] [STEPS=4] [PRECISIONS="bf16 fp32"]
+#   bench/offload.sh [OUT=out/offload-bench] [STEPS=4] [PRECISIONS="bf16 fp32 fp32-keep6"]
 #
 # Needs about 13 GB of free disk under OUT (the two ranks' files, then the disk test's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-out/offload-bench}
 STEPS=${2:-4}
-PRECISIONS=${3:-bf16 fp32}
+PRECISIONS=${3:-bf16 fp32 fp32-keep6}
 DISK_CONFIGS=${DISK_CONFIGS:-8x1 64x2}  # chunk MiB x transfers at a time
 BRAID=${BRAID:-build/release/src/braid/cli/braid}
 DISK=${DISK:-build/release/bench/offload_bench}
@@ -52,12 +56,18 @@ disk() {
   done
 }
 for p in $PRECISIONS; do
+  keep=()
+  if [[ $p == *-keep* ]]; then
+    k=${p#*-keep}
+    units=$(seq -s, -f 'block.%g' $((36 - k)) 35)  # GPT-2 large's 36 blocks
+    keep=(--set parallel.keep_gathered_units="$units")
+  fi
   log="$OUT/logs/$p.txt"
   : > "$OUT/logs/disk-$p.txt"
   # Before the run: the bytes an earlier run of this precision moved, when there is one.
   if [ -f "$OUT/logs/bytes-$p.txt" ]; then read -r rb wb < "$OUT/logs/bytes-$p.txt"; disk "$p"; fi
-  "$BRAID" launch -n 2 -- "$BRAID" train configs/bench-offload.yaml --set training.precision="$p" \
-    --set training.max_steps="$STEPS" --set output.dir="$OUT/run" \
+  "$BRAID" launch -n 2 -- "$BRAID" train configs/bench-offload.yaml \
+    --set training.precision="${p%%-keep*}" "${keep[@]}" --set training.max_steps="$STEPS" --set output.dir="$OUT/run" \
     --set parallel.offload_dir="$OUT/offload" < /dev/null > "$log" 2>&1 ||
     { echo "| $p | failed: see $log |"; continue; }
   steps=$(grep 'offload read' "$log" | tail -n +2)

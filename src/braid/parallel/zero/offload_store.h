@@ -20,9 +20,10 @@
 // state once in and once out (masters, two moments, gradients: 16 bytes a parameter each way).
 // Measured on bench-small, zero3 with both offloads, 2 ranks (26.5 MiB shard): bf16 106.0 MiB
 // read and 106.0 written a step, 4.0x the shard each way; it was 179.4 MiB read (6.77x). In fp32
-// the masters are what forward computes with, so they are still read from the file for each
-// gather (152.8 MiB, 5.77x). The copy is a host buffer, as the pages are (Note
-// [Offload on a device]: a gather on a device copies it there).
+// the masters are what forward computes with, read from the file for each gather (152.8 MiB,
+// 5.77x), but for the forward that updates them (Note [Deferred step]: 126.4 MiB, 4.77x). The copy
+// is a host buffer, as the pages are (Note [Offload on a device]: a gather on a device copies it
+// there).
 //
 // Note [Deferred step]: with f32 masters offloaded and no compute copy (fp32 training), forward
 // all-gathers each unit from its f32 shard, which it read back from the file; the optimizer step
@@ -30,8 +31,8 @@
 // state_store.h) and updates each such page just before its unit's forward needs it
 // (ZeroRuntime::start_gather through DeferredPages::run), from the page's read of masters,
 // state and gradient, and forward gathers from the updated masters in memory: one f32 read of
-// the shard a step less (fp32 GPT-2 large: 1.48x -> about 1.23x the state's bytes). The update is
-// the step's own (its learning rate, step count and clipping scale), so the bits are the
+// the shard a step less (fp32 GPT-2 large, bench/offload.sh: 1.48x -> 1.23x the state's bytes). The
+// update is the step's own (its learning rate, step count and clipping scale), so the bits are the
 // same. Pages whose masters are in memory are updated at the step as before (their units'
 // after-step exchange needs them). Nothing reads a pending page's masters, state or gradient
 // before it is updated: forward updates the page it gathers, a gradient write, an export's
