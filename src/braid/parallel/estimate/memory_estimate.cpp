@@ -271,9 +271,9 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
   if (s.stage > 0 && r != 4) comm += 2 * r * u.B;  // units being reduce-scattered
   if (offload_params) {
     // fp32: forward updates each unit's page before gathering it (Note [Deferred step],
-    // parallel/zero/offload_store.h), so it holds three pages' masters besides the units (the
-    // page being updated, the next read ahead, the last written back); else one shard read back.
-    params = a * (u.E + u.H + u.B) + (a == 4 ? 3 : 1) * 4 * u.B / N;
+    // parallel/zero/offload_store.h), so it holds two pages' masters besides the units (the page
+    // being updated and the next, read ahead); else one shard read back.
+    params = a * (u.E + u.H + u.B) + (a == 4 ? 2 : 1) * 4 * u.B / N;
     grads = in_flight_grads + 4 * u.E / N;  // the reduced piece being written
     overlap = in_flight_overlap;
     if (a != 4) {  // Note [Offloaded compute copy]: the shard in the compute dtype, no cast
@@ -281,7 +281,9 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
       comm -= a * u.B / S;
     }
   }
-  if (offload_opt) optimizer = 3 * opt_bytes * u.B / N;
+  // Note [Offload pages]: three pages at a step; two in fp32 with the parameters offloaded, whose
+  // step is deferred into forward (Note [Deferred step]).
+  if (offload_opt) optimizer = (offload_params && a == 4 ? 2 : 3) * opt_bytes * u.B / N;
   if (host_step) {
     params += 4 * u.P / N;
     grads += 4 * u.B / N;

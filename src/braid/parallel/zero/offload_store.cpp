@@ -158,6 +158,9 @@ bool OffloadedStateStore::defer_step() {
 
 Tensor OffloadedStateStore::run(int page) {
   if (!pending_.at(static_cast<size_t>(page))) return Tensor();
+  // The last page's write-back had its unit's forward to finish in: forward holds two pages (this
+  // one and the next, read ahead) and its gathered units, whatever the disk's timing.
+  reap(true);
   for (size_t i : slices_of_[static_cast<size_t>(page)]) updater_(i);
   BRAID_CHECK(!pending_[static_cast<size_t>(page)], "offload: page ", page,
               " was not updated by its slices");

@@ -5,10 +5,11 @@
 // Note [Offload pages]: a page is one unit's piece (zero_options.h): num_states x piece floats
 // of state, and piece floats of master weights when those are offloaded too. The step visits
 // the slices page by page; while page p is updated, page p+1 is being read and page p-1 written
-// back, so three pages are in memory at most (their staging is charged to optimizer state,
-// parameters and gradients). Everything else of the optimizer's state lives only in the file.
-// An offloaded gradient page is read with the page and scaled by *grad_scale (clipping, Note
-// [Offloaded gradients], zero_runtime.cpp); it is not written back.
+// back, so three pages are in memory at most (two when the step is deferred, Note [Deferred
+// step]; their staging is charged to optimizer state, parameters and gradients). Everything else of
+// the optimizer's state lives only in the file. An offloaded gradient page is read with the page
+// and scaled by *grad_scale (clipping, Note [Offloaded gradients], zero_runtime.cpp); it is not
+// written back.
 //
 // Note [Offloaded compute copy]: with parameters offloaded and a compute dtype narrower than f32
 // (bf16, fp16), each unit keeps its shard cast to the compute dtype in memory (2 bytes a
@@ -37,7 +38,8 @@
 // after-step exchange needs them). Nothing reads a pending page's masters, state or gradient
 // before it is updated: forward updates the page it gathers, a gradient write, an export's
 // gather and synchronize() update theirs first, and the next step and visit() update the rest.
-// The pages read ahead in the forward's order, as in a step.
+// The pages read ahead in the forward's order, as in a step; a page's update waits for the last
+// one's write-back (its unit's forward ran meanwhile), so forward holds two pages at once.
 //
 // Note [Offload on a device]: the file's pages are host buffers; the step runs where the page's
 // master weights live. With the masters in memory on a device (training.device cuda, parameters
