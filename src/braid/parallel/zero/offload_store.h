@@ -66,6 +66,8 @@ class DeferredPages {
   virtual bool pending(int page) const = 0;
   // Updates the page; its f32 masters as updated (at least the piece's elements).
   virtual Tensor run(int page) = 0;
+  // Updates every pending page and waits for the write-backs (nothing of the step left in memory).
+  virtual void run_all() = 0;
 
  protected:
   ~DeferredPages() = default;
@@ -113,6 +115,10 @@ class OffloadedStateStore : public optim::StateStore, public DeferredPages {
   void flush() override;
   bool pending(int page) const override { return pending_.at(static_cast<size_t>(page)); }
   Tensor run(int page) override;
+  void run_all() override {
+    flush();
+    end_step();
+  }
   std::vector<Tensor> resident_state(size_t i) override;
   // Page by page, read and (with write) written back before the next page is read.
   void visit(const std::function<void(size_t, optim::SliceSlot&)>& fn, bool write) override;

@@ -213,7 +213,7 @@ Tensor ZeroRuntime::run_deferred(ZeroUnit& u) {
 }
 
 void ZeroRuntime::run_deferred() {
-  for (ZeroUnit& u : units_) run_deferred(u);
+  if (deferred_) deferred_->run_all();
 }
 
 // Note [Deferred step] (offload_store.h): a unit whose page is pending is updated first, and

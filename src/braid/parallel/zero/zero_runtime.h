@@ -107,7 +107,7 @@ class ZeroRuntime {
   // The offloaded optimizer step's pages left for forward, or null (Note [Deferred step],
   // offload_store.h); synchronize() runs them all.
   void set_deferred(DeferredPages* pages) { deferred_ = pages; }
-  void run_deferred();
+  void run_deferred();  // every pending page, and the write-backs waited for
   const std::shared_ptr<OffloadFile>& offload() const { return offload_; }
   // Offloaded gradients are clipped where they are read back (Note [Offloaded gradients]).
   float* grad_scale() { return &grad_scale_; }
