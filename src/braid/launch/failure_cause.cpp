@@ -1,8 +1,11 @@
 #include "braid/launch/failure_cause.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <regex>
+#include <set>
+#include <vector>
 
 namespace braid::launch {
 
@@ -38,8 +41,10 @@ int64_t reported_step(const std::string& line) {
 // [0] never arrived"; a rank whose shared-memory peer aborted first says that peer "left the
 // group", though the peer only reacted to a lost host. So an abort line is ranked by what it
 // names: a host (2), a culprit rank, one that died, never sent or left (1), nothing (0). The
-// highest wins, the first among equals; a lost host mpirun reported beats a line that names no
-// host.
+// highest wins; among equals, one whose named ranks did not abort themselves (a rank that prints
+// its own abort was alive and waiting: rank 1 waiting for its host's leader, rank 0, which waits
+// for h2 across a link that went down, says "ranks [0 on host h1] never arrived"), then the
+// first. A lost host mpirun reported beats a line that names no host.
 int culprit_rank(const std::string& l) {
   if (l.find("(host ") != std::string::npos || l.find(" on host ") != std::string::npos) return 2;
   if (l.find(" died") != std::string::npos || l.find("never sent") != std::string::npos ||
@@ -48,7 +53,49 @@ int culprit_rank(const std::string& l) {
   return 0;
 }
 
+// The rank that printed an abort line ("... braid: rank 1: aborting ..."), or -1.
+int aborting_rank(const std::string& l) {
+  static const std::regex by("rank ([0-9]+): aborting the job");
+  std::smatch m;
+  return std::regex_search(l, m, by) ? std::atoi(m[1].str().c_str()) : -1;
+}
+
+// The ranks an abort line blames: its "ranks [0 on host h1, 2]" list or "rank 2 (host h2)".
+std::vector<int> blamed_ranks(const std::string& l) {
+  std::vector<int> out;
+  static const std::regex list("ranks \\[([^\\]]*)\\]"), number("\\b([0-9]+)\\b"),
+      one("rank ([0-9]+) \\(host ");
+  std::smatch m;
+  if (std::regex_search(l, m, list)) {
+    const std::string inside = m[1].str();
+    for (std::sregex_iterator it(inside.begin(), inside.end(), number), end; it != end; ++it)
+      out.push_back(std::atoi((*it)[1].str().c_str()));
+  } else if (std::regex_search(l, m, one)) {
+    out.push_back(std::atoi(m[1].str().c_str()));
+  }
+  return out;
+}
+
 }  // namespace
+
+// Note [Root cause first].
+std::string FailureCause::root_abort() const {
+  std::set<int> aborted;
+  for (const std::string& l : aborts_) aborted.insert(aborting_rank(l));
+  auto waiting_on_the_waiting = [&](const std::string& l) {
+    const std::vector<int> blamed = blamed_ranks(l);
+    return !blamed.empty() &&
+           std::all_of(blamed.begin(), blamed.end(), [&](int r) { return aborted.count(r) > 0; });
+  };
+  const std::string* best = nullptr;
+  for (const std::string& l : aborts_) {
+    if (!best || culprit_rank(l) > culprit_rank(*best) ||
+        (culprit_rank(l) == culprit_rank(*best) && waiting_on_the_waiting(*best) &&
+         !waiting_on_the_waiting(l)))
+      best = &l;
+  }
+  return best ? *best : std::string();
+}
 
 void FailureCause::observe(const std::string& line) {
   if (int64_t s = reported_step(line); s > step_) step_ = s;
@@ -79,9 +126,8 @@ void FailureCause::observe(const std::string& line) {
       (line.find("error") != std::string::npos || line.find("Error") != std::string::npos);
   if ((is_abort || is_rank_error) && errors_.size() < kMaxErrorLines) errors_.insert(line);
   if (is_abort) {
-    if (abort_line_.empty() ||
-        culprit_rank(line) > culprit_rank(abort_line_))  // Note [Root cause first]
-      abort_line_ = line;
+    if (aborts_.size() < kMaxErrorLines) aborts_.push_back(line);
+    abort_line_ = root_abort();  // Note [Root cause first]
   } else if (is_rank_error) {
     if (rank_error_.empty()) rank_error_ = line;
   } else if (mpirun_line_.empty()) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace braid::launch {
 
@@ -41,16 +42,18 @@ class FailureCause {
   std::string error_line() const;
 
  private:
-  std::string rank_error_;          // first "[rank R] ... error ..." line
-  std::string abort_line_;          // "braid: rank R: aborting the job ..."
-  std::string mpirun_line_;         // "mpirun noticed that process rank R ... exited on signal 9"
-  int mpirun_rank_ = -1;            // the rank mpirun_line_ names
-  std::string host_line_;           // a lost host: "lost the daemon of host h2 ..."
-  bool lost_host_pending_ = false;  // ORTE's "lost communication" seen, its "Remote daemon" next
-  std::set<std::string> errors_;    // every rank error and abort line (repeats())
-  std::map<int, pid_t> pids_;       // local ranks' pids
-  std::map<int, pid_t> stopped_;    // ranks found stopped when the job began to fail
-  pid_t unreaped_pid_ = 0;          // Note [Unreaped ranks]
+  std::string root_abort() const;    // Note [Root cause first] (failure_cause.cpp)
+  std::string rank_error_;           // first "[rank R] ... error ..." line
+  std::string abort_line_;           // "braid: rank R: aborting the job ...": root_abort()
+  std::vector<std::string> aborts_;  // every abort line, in order
+  std::string mpirun_line_;          // "mpirun noticed that process rank R ... exited on signal 9"
+  int mpirun_rank_ = -1;             // the rank mpirun_line_ names
+  std::string host_line_;            // a lost host: "lost the daemon of host h2 ..."
+  bool lost_host_pending_ = false;   // ORTE's "lost communication" seen, its "Remote daemon" next
+  std::set<std::string> errors_;     // every rank error and abort line (repeats())
+  std::map<int, pid_t> pids_;        // local ranks' pids
+  std::map<int, pid_t> stopped_;     // ranks found stopped when the job began to fail
+  pid_t unreaped_pid_ = 0;           // Note [Unreaped ranks]
   int64_t step_ = -1;
 };
 

@@ -117,6 +117,35 @@ TEST(Launcher, CausePrefersTheAbortThatNamesTheCulprit) {
       << c.cause(1);
 }
 
+// Note [Root cause first]: h2's link went down; rank 1 waited for its host's leader rank 0, which
+// waited for rank 2 on h2, and rank 1 aborted first. Both name a host; rank 0's blames a rank that
+// printed no abort of its own (multihost_link-down beside another MPI test, 2026-11-28).
+TEST(Launcher, CausePrefersTheAbortWhoseCulpritIsNotWaitingItself) {
+  const std::string waits_on_leader =
+      "[rank 1] braid: rank 1: aborting the job after a communication failure: group 'world' rank "
+      "1: all_reduce seq 68 (i64, count 4, sum) timed out after 4 s: ranks [0 on host h1] never "
+      "arrived";
+  const std::string waits_on_h2 =
+      "[rank 0] braid: rank 0: aborting the job after a communication failure: group 'world' rank "
+      "0: all_reduce seq 68 (i64, count 4, sum) timed out after 4 s: ranks [2 on host h2] never "
+      "arrived";
+  FailureCause c;
+  c.observe(waits_on_leader);
+  EXPECT_NE(c.cause(137).find("[0 on host h1]"), std::string::npos);  // all it knows yet
+  c.observe(waits_on_h2);
+  EXPECT_NE(c.cause(137).find("[2 on host h2]"), std::string::npos) << c.cause(137);
+  // Either order; and with both hosts' ranks waiting on each other, the first stays.
+  FailureCause d;
+  d.observe(waits_on_h2);
+  d.observe(waits_on_leader);
+  EXPECT_NE(d.cause(137).find("[2 on host h2]"), std::string::npos) << d.cause(137);
+  d.observe(
+      "[rank 2] braid: rank 2: aborting the job after a communication failure: group 'world' rank "
+      "2: all_reduce seq 68 (i64, count 4, sum) timed out after 4 s: ranks [0 on host h1] never "
+      "arrived");
+  EXPECT_NE(d.cause(137).find("[2 on host h2]"), std::string::npos) << d.cause(137);
+}
+
 // Note [Root cause first]: when host h2 is lost, an h1 rank may abort first because its
 // shared-memory peer left; the lost host (named by another rank, or by mpirun) is the cause.
 TEST(Launcher, CausePrefersALostHostOverARankThatLeft) {

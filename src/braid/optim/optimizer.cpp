@@ -1,5 +1,7 @@
 #include "braid/optim/optimizer.h"
 
+#include <optional>
+
 #include "braid/kernels/ops.h"
 
 namespace braid::optim {
@@ -54,11 +56,29 @@ bool own_masters(const ParamSlice& s, const SliceSlot& slot) {
 }
 }  // namespace
 
+// Slice k acquired from the store with its gradient (the store's first: offloaded, or a host
+// copy, Note [Optimizer state on the host]) and, where the update writes the slice's own masters
+// and fuses the cast, its compute copy; nullopt for a frozen slice.
+std::optional<Optimizer::SliceUpdate> Optimizer::acquire_slice(size_t k) {
+  auto [g, i] = where_.at(k);
+  const ParamSlice& s = groups_[g].params[i];
+  if (!s.trainable()) return std::nullopt;
+  SliceSlot slot = store_->acquire(k);
+  BRAID_CHECK(s.grad.defined() || slot.grad.defined(), name(), ": the state store gave no ",
+              "gradient for '", s.name(), "'");
+  const bool fused = s.compute.defined() && own_masters(s, slot) && fuses_compute_copy();
+  Tensor grad = slot.grad.defined() ? slot.grad : s.grad;
+  return SliceUpdate{&groups_[g], std::move(slot), std::move(grad), fused ? s.compute : Tensor()};
+}
+
 // After slice k's update: its compute copy and release (Note [Compute copy in the step]).
 // Where the update writes the slice's own masters, the copy is written by the update's pass (or
 // cast from them) before release, where a strategy's store may publish the slice; a store's own
 // copy of the masters is written back at release.
-void Optimizer::finish_slice(size_t k, const ParamSlice& s, bool own, bool fused) {
+void Optimizer::finish_slice(size_t k, const SliceUpdate& u) {
+  auto [g, i] = where_.at(k);
+  const ParamSlice& s = groups_[g].params[i];
+  const bool own = own_masters(s, u.slot), fused = u.compute.defined();
   Tensor compute = s.compute;  // a handle on the slice's copy
   if (compute.defined() && own && !fused) kernels::cast(compute, s.param);
   store_->release(k);
@@ -70,19 +90,11 @@ void Optimizer::finish_slice(size_t k, const ParamSlice& s, bool own, bool fused
 }
 
 void Optimizer::update_slice(size_t k) {
-  auto [g, i] = where_.at(k);
-  const ParamSlice& s = groups_[g].params[i];
-  if (!s.trainable()) return;  // frozen
-  SliceSlot slot = store_->acquire(k);
-  BRAID_CHECK(s.grad.defined() || slot.grad.defined(), name(), ": the state store gave no ",
-              "gradient for '", s.name(), "'");
-  Tensor compute = s.compute;
-  const bool own = own_masters(s, slot);
-  const bool fused = compute.defined() && own && fuses_compute_copy();
-  // The store's gradient first: offloaded, or a host copy (Note [Optimizer state on the host]).
-  const Tensor grad = slot.grad.defined() ? slot.grad : s.grad;
-  update(groups_[g], slot, grad, step_lr_, fused ? &compute : nullptr);
-  finish_slice(k, s, own, fused);
+  std::optional<SliceUpdate> u = acquire_slice(k);
+  if (!u) return;  // frozen
+  Tensor compute = u->compute;
+  update(*u->group, u->slot, u->grad, step_lr_, compute.defined() ? &compute : nullptr);
+  finish_slice(k, *u);
 }
 
 void Optimizer::step(float lr) {
@@ -100,25 +112,14 @@ void Optimizer::step(float lr) {
   std::vector<SliceUpdate> gathered;
   std::vector<size_t> gathered_k;
   for (size_t k : store_->step_order()) {
-    auto [g, i] = where_.at(k);
-    const ParamSlice& s = groups_[g].params[i];
-    if (!s.trainable()) continue;  // frozen
-    SliceSlot slot = store_->acquire(k);
-    BRAID_CHECK(s.grad.defined() || slot.grad.defined(), name(), ": the state store gave no ",
-                "gradient for '", s.name(), "'");
-    const bool fused = s.compute.defined() && own_masters(s, slot) && fuses_compute_copy();
-    const Tensor grad = slot.grad.defined() ? slot.grad : s.grad;
-    gathered.push_back({&groups_[g], std::move(slot), grad, fused ? s.compute : Tensor()});
+    std::optional<SliceUpdate> u = acquire_slice(k);
+    if (!u) continue;  // frozen
+    gathered.push_back(std::move(*u));
     gathered_k.push_back(k);
   }
   if (!gathered.empty()) {
     update_all(gathered, lr);
-    for (size_t j = 0; j < gathered.size(); ++j) {
-      auto [g, i] = where_.at(gathered_k[j]);
-      const ParamSlice& s = groups_[g].params[i];
-      finish_slice(gathered_k[j], s, own_masters(s, gathered[j].slot),
-                   gathered[j].compute.defined());
-    }
+    for (size_t j = 0; j < gathered.size(); ++j) finish_slice(gathered_k[j], gathered[j]);
   }
   store_->end_step();
 }

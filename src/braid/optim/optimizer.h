@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -108,7 +109,8 @@ class Optimizer {
   // Slice k's update in the current step (store order; skips a frozen slice): acquire, update,
   // compute copy, release. The step's loop, or the store later (Note [Deferred step]).
   void update_slice(size_t k);
-  void finish_slice(size_t k, const ParamSlice& s, bool own, bool fused);
+  std::optional<SliceUpdate> acquire_slice(size_t k);
+  void finish_slice(size_t k, const SliceUpdate& u);
 
   float step_lr_ = 0.0f;  // the current step's learning rate
   std::vector<std::string> state_names_;
