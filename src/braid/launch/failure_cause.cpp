@@ -127,7 +127,6 @@ void FailureCause::observe(const std::string& line) {
   if ((is_abort || is_rank_error) && errors_.size() < kMaxErrorLines) errors_.insert(line);
   if (is_abort) {
     if (aborts_.size() < kMaxErrorLines) aborts_.push_back(line);
-    abort_line_ = root_abort();  // Note [Root cause first]
   } else if (is_rank_error) {
     if (rank_error_.empty()) rank_error_ = line;
   } else if (mpirun_line_.empty()) {
@@ -140,15 +139,15 @@ void FailureCause::observe(const std::string& line) {
 }
 
 std::string FailureCause::error_line() const {
-  if (!abort_line_.empty()) return abort_line_;
-  return rank_error_;
+  return aborts_.empty() ? rank_error_ : root_abort();
 }
 
 std::string FailureCause::cause(int exit_status) const {
   std::string why;
   // Note [Root cause first]: a lost host beats an abort that names none.
-  if (!abort_line_.empty() && (host_line_.empty() || culprit_rank(abort_line_) == 2)) {
-    why = abort_line_;
+  const std::string abort_line = root_abort();
+  if (!abort_line.empty() && (host_line_.empty() || culprit_rank(abort_line) == 2)) {
+    why = abort_line;
   } else if (!host_line_.empty()) {
     why = host_line_;
   } else if (!rank_error_.empty()) {

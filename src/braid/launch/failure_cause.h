@@ -20,7 +20,7 @@ class FailureCause {
   void observe(const std::string& line);  // a (retagged) output line
   std::string cause(int exit_status) const;
   // A rank aborted the job or a host was lost: mpirun should end the job now.
-  bool job_failing() const { return !abort_line_.empty() || !host_line_.empty(); }
+  bool job_failing() const { return !aborts_.empty() || !host_line_.empty(); }
   // Some line says the job is failing (a rank's error, an abort, a death mpirun noticed).
   bool failure_seen() const {
     return job_failing() || !rank_error_.empty() || !mpirun_line_.empty();
@@ -44,8 +44,7 @@ class FailureCause {
  private:
   std::string root_abort() const;    // Note [Root cause first] (failure_cause.cpp)
   std::string rank_error_;           // first "[rank R] ... error ..." line
-  std::string abort_line_;           // "braid: rank R: aborting the job ...": root_abort()
-  std::vector<std::string> aborts_;  // every abort line, in order
+  std::vector<std::string> aborts_;  // every "braid: rank R: aborting the job ..." line, in order
   std::string mpirun_line_;          // "mpirun noticed that process rank R ... exited on signal 9"
   int mpirun_rank_ = -1;             // the rank mpirun_line_ names
   std::string host_line_;            // a lost host: "lost the daemon of host h2 ..."

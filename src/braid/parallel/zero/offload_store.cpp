@@ -168,13 +168,8 @@ Tensor OffloadedStateStore::run(int page) {
 }
 
 void OffloadedStateStore::flush() {
-  bool ran = false;
-  for (int p : page_order_) {
-    if (!pending_[static_cast<size_t>(p)]) continue;
-    run(p);
-    ran = true;
-  }
-  if (ran) end_step();
+  for (int p : page_order_)
+    if (pending_[static_cast<size_t>(p)]) run(p);
 }
 
 optim::SliceSlot OffloadedStateStore::acquire(size_t i) {

@@ -205,8 +205,12 @@ void ZeroRuntime::start_read(ZeroUnit& u) {
   u.params = ZeroUnit::Params::reading;
 }
 
+bool ZeroRuntime::deferred_pending(const ZeroUnit& u) const {
+  return deferred_ && deferred_->pending(u.index);
+}
+
 Tensor ZeroRuntime::run_deferred(ZeroUnit& u) {
-  if (!deferred_ || !deferred_->pending(u.index)) return Tensor();
+  if (!deferred_pending(u)) return Tensor();
   BRAID_CHECK(!u.shard_read, opt_.label, ": unit ", u.index,
               "'s shard was read before its deferred update");
   return deferred_->run(u.index);
@@ -289,7 +293,7 @@ void ZeroRuntime::prefetch(int i) {
   // issued in the same order on every rank, and I/O may finish in any order).
   if (u.param_region >= 0 && !u.compute_shard.defined()) {
     // A pending page is read ahead by the step's store; its shard is what its update writes.
-    if (!deferred_ || !deferred_->pending(u.index)) start_read(u);
+    if (!deferred_pending(u)) start_read(u);
   } else
     start_gather(u);
 }

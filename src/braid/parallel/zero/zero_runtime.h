@@ -161,6 +161,7 @@ class ZeroRuntime {
   void finish_grad_write();
   void poll_reductions(bool wait_all);
   // u's page of a deferred step, run if pending: its updated f32 shard, else undefined.
+  bool deferred_pending(const ZeroUnit& u) const;
   Tensor run_deferred(ZeroUnit& u);
   int c() const { return groups_.grad->rank(); }
 
