@@ -15,7 +15,8 @@
 //          write(2)s from one buffer, fsync, and deletes the previous round's (as the save
 //          prunes the previous step): the disk's sequential write speed;
 //   load   a Trainer that resumes from the checkpoint (read the weights each rank keeps and its
-//          optimizer state, checking each block's CRC-32C as it is read), cold page cache;
+//          optimizer state, checking each block's CRC-32C as it is read), cold page cache, in a
+//          heap handed back to the system first, as a new process's (Note [Fresh heap]);
 //   read   every rank reads its own checkpoint file, 64 MiB read(2)s, cold page cache.
 // GB/s = checkpoint bytes (all ranks) / wall time between barriers; best round and median. CPU
 // busy: the share of the machine's CPU time spent working during the best round (/proc/stat).
@@ -24,6 +25,7 @@
 // checkpoints, blocking saves and checkpoint.async; the run's wall time and the time training
 // waited for saves (--train-steps 0: no part 2). Rank 0 prints.
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -214,6 +216,11 @@ Timing timed(comm::ProcessGroup* world, Fn&& fn) {
 // so on a freshly booted machine whatever writes first pays for it (saves measured 3-4x slower
 // than the raw write that came after them). Every rank touches and frees --warm-gib GiB first, as
 // a machine that has been running a while has.
+//
+// Note [Fresh heap]: a load here runs in a process that has trained and saved, whose freed memory
+// stays in its heap (launch::tune_allocator's trim threshold), so allocations that come from the
+// heap (below Storage::kLargeHostFrom) would find their pages faulted in already; a resume is a
+// new process and finds none. The heap is handed back (malloc_trim) before each timed load.
 void warm_memory(int64_t gib) {
   const size_t n = static_cast<size_t>(gib) << 30;
   if (n == 0) return;
@@ -280,6 +287,7 @@ void throughput(const Options& o, const std::shared_ptr<comm::ProcessGroup>& wor
     c.training.max_steps = round;  // the checkpoint's step: nothing left to train
     auto do_load = [&] {
       cold();
+      ::malloc_trim(0);  // Note [Fresh heap]
       load.push_back(timed(world.get(), [&] {
         train::Trainer t(c, world, quiet());
         loaded = t.checkpoint_bytes_read();

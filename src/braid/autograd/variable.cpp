@@ -53,6 +53,14 @@ Variable::Variable(Tensor value, bool requires_grad, std::string name)
   impl_->name = std::move(name);
 }
 
+Variable Variable::unbound(bool requires_grad, std::string name) {
+  Variable v;
+  v.impl_ = std::make_shared<VariableImpl>();
+  v.impl_->requires_grad = requires_grad;
+  v.impl_->name = std::move(name);
+  return v;
+}
+
 Variable Variable::from_node(Tensor value, std::shared_ptr<Node> node) {
   BRAID_CHECK(node != nullptr, "Variable::from_node: null node");
   BRAID_CHECK(value.defined(), "Variable::from_node(", node->name(), "): undefined value");

@@ -26,6 +26,9 @@ class Variable {
   Variable() = default;
   // A leaf. requires_grad leaves need a grad tensor before backward (set_grad or zero_grad).
   explicit Variable(Tensor value, bool requires_grad = false, std::string name = "");
+  // A leaf with no value yet: a parameter a sharded runtime keeps in pieces and binds when it
+  // gathers them (ParamLayout::declare_unit).
+  static Variable unbound(bool requires_grad, std::string name);
 
   bool defined() const { return impl_ != nullptr; }
   const Tensor& value() const;

@@ -183,16 +183,19 @@ void CheckpointReader::read_unit(const nn::ParamLayout& layout, int u, Tensor& u
   }
 }
 
-void CheckpointReader::read_unit_range(const nn::ParamLayout& layout, int u, Tensor& unit,
-                                       int64_t begin, int64_t end) const {
-  for (int p : layout.units()[static_cast<size_t>(u)].params) {
-    const nn::ParamInfo& info = layout.params()[static_cast<size_t>(p)];
-    const int64_t a = std::max(begin, info.unit_offset);
-    const int64_t b = std::min(end, info.unit_offset + info.numel);
-    if (a >= b) continue;
-    const ShardRecord r = info.whole();
-    read("param", info.name, r.global_shape, r.tp, a - info.unit_offset, unit.flat_range(a, b - a));
-  }
+void CheckpointReader::read_unit_range(const nn::ParamLayout& layout, int u, int64_t begin,
+                                       int64_t end, Tensor part) const {
+  BRAID_CHECK(part.numel() == end - begin, "CheckpointReader::read_unit_range: elements [", begin,
+              ", ", end, ") into a buffer of ", part.numel());
+  layout.for_each_part(u, begin, end, [&](const nn::ParamInfo* p, int64_t a, int64_t b) {
+    Tensor to = part.flat_range(a - begin, b - a);
+    if (!p) {
+      to.zero_();
+      return;
+    }
+    const ShardRecord r = p->whole();
+    read("param", p->name, r.global_shape, r.tp, a - p->unit_offset, to);
+  });
 }
 
 void CheckpointReader::read_optimizer(optim::Optimizer& optimizer,
@@ -216,19 +219,29 @@ void CheckpointReader::read_optimizer(optim::Optimizer& optimizer,
     owner = comm::owners_by_size(names, sizes, replicas->size());
   }
   std::vector<std::pair<Tensor, int>> owned;  // shared: each state tensor and its reader
+  auto read_one = [&](size_t k, const optim::ParamSlice& s, const optim::SliceSlot& slot) {
+    read(states[k], s.name(), s.shard.global_shape, s.shard.tp, s.shard.offset, slot.state[k]);
+  };
+  // Note [Piece order] (manifest.h): state by state where the store keeps its slots in memory
+  // (the order a save of such a store wrote them), else slice by slice inside the one visit.
+  const bool by_state = optimizer.state_store().slots_stay_resident();
   auto read_state = [&] {
     size_t i = 0;
+    std::vector<std::pair<const optim::ParamSlice*, optim::SliceSlot>> mine;  // by_state
     optimizer.visit_slices(
         [&](const optim::ParamSlice& s, optim::SliceSlot& slot) {
           const int o = shared ? owner.at(i++) : 0;
-          for (size_t k = 0; k < states.size(); ++k) {
-            if (!shared || o == replicas->rank())
-              read(states[k], s.name(), s.shard.global_shape, s.shard.tp, s.shard.offset,
-                   slot.state[k]);
-            if (shared) owned.emplace_back(slot.state[k], o);
-          }
+          if (shared)
+            for (const Tensor& t : slot.state) owned.emplace_back(t, o);
+          if (shared && o != replicas->rank()) return;
+          if (by_state)
+            mine.emplace_back(&s, slot);
+          else
+            for (size_t k = 0; k < states.size(); ++k) read_one(k, s, slot);
         },
         /*write=*/true);
+    for (size_t k = 0; k < states.size(); ++k)
+      for (const auto& [s, slot] : mine) read_one(k, *s, slot);
   };
   if (!shared) {
     read_state();

@@ -57,10 +57,11 @@ class CheckpointReader {
             const TpSlice& cut, int64_t offset, Tensor dst) const;
   // Unit u's parameters (MaterializeOptions::fill): each parameter whole, at its unit offset.
   void read_unit(const nn::ParamLayout& layout, int u, Tensor& unit) const;
-  // Elements [begin, end) of unit u of this rank's layout (MaterializeOptions::fill_range): the
-  // parts of its parameters there, each as this rank's tp slice of it (Note [Placements]).
-  void read_unit_range(const nn::ParamLayout& layout, int u, Tensor& unit, int64_t begin,
-                       int64_t end) const;
+  // Elements [begin, end) of unit u of this rank's layout into `part` (end - begin elements;
+  // MaterializeOptions::fill_range): the parts of its parameters there, each as this rank's tp
+  // slice of it (Note [Placements]), and zero padding.
+  void read_unit_range(const nn::ParamLayout& layout, int u, int64_t begin, int64_t end,
+                       Tensor part) const;
   // The optimizer's state for its slices and its step count; its kind must match. Where the
   // ranks of `replicas` hold the same slices (DDP's replicated state, whose tensors must be the
   // optimizer's own buffers), each slice's state is read by the replica that owns it

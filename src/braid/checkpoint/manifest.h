@@ -26,6 +26,17 @@
 // file_table.h). Version 4 replaces each file's one CRC-32C by a CRC-32C per block of
 // kBlockBytes of its header and pieces, in the manifest and in the file's table alike, so a load
 // checks what it reads as it reads it (Note [Verified reads], verified_file.h).
+//
+// Note [Piece order]: a load reads the master weights while the strategy builds the model and
+// the optimizer state after it (Note [Resume], train/trainer_checkpoint.cpp), so where the
+// optimizer keeps its state in memory a rank file holds its pieces kind by kind, in the
+// optimizer's slice order: every master, then every exp_avg, then every exp_avg_sq. Each part of
+// the load then reads its part of the file front to back, as the kernel's read-ahead expects;
+// with the pieces slice by slice (a master, then its states) the masters' reads skipped over
+// the states and the states' came back for them (gpt2-small under zero3 on 2 ranks, 2026-11-28:
+// load 0.87 s -> 0.67 s against a raw read of 0.50-0.55 s). Where the state store pages the
+// state in from elsewhere (offload to files), a visit per kind would read it again each time, and
+// the pieces stay slice by slice. A reader takes either: each piece's byte offset is in the table.
 #pragma once
 
 #include <cstdint>

@@ -176,14 +176,22 @@ void SavePlan::serialize(optim::Optimizer& optimizer,
     out(host.raw_data(), n);
     at += static_cast<int64_t>(n);
   };
+  // Note [Piece order] (manifest.h): kind by kind where the store keeps its slots in memory, so
+  // one visit per kind costs nothing; slice by slice where each visit would read them in again.
   const auto& states = optimizer.state_names();
-  optimizer.visit_slices(
-      [&](const optim::ParamSlice& s, optim::SliceSlot& slot) {
-        if (!writes(s)) return;
-        put("param", s, slot.param);
-        for (size_t k = 0; k < states.size(); ++k) put(states[k], s, slot.state[k]);
-      },
-      /*write=*/false);
+  const int kinds = 1 + static_cast<int>(states.size());  // the masters, then each state
+  const bool by_kind = optimizer.state_store().slots_stay_resident();
+  for (int pass = 0; pass < (by_kind ? kinds : 1); ++pass)
+    optimizer.visit_slices(
+        [&](const optim::ParamSlice& s, optim::SliceSlot& slot) {
+          if (!writes(s)) return;
+          for (int k = by_kind ? pass : 0; k < (by_kind ? pass + 1 : kinds); ++k)
+            if (k == 0)
+              put("param", s, slot.param);
+            else
+              put(states[static_cast<size_t>(k - 1)], s, slot.state[static_cast<size_t>(k - 1)]);
+        },
+        /*write=*/false);
 }
 
 std::string SavePlan::table(const std::vector<uint32_t>& blocks) const {

@@ -7,12 +7,14 @@
 // read with the blocks that cover it, whole: one preadv per run of blocks not yet checked, the
 // wanted bytes straight into the destination and only the uncovered head and tail of the end
 // blocks into a scratch buffer, then each block's CRC-32C taken over its parts. A block checked
-// once is remembered: later ranges in it are read alone. Ranks read their files mostly front to
-// back, which the kernel's own read-ahead follows; asking for 64 MiB ahead besides
-// (posix_fadvise WILLNEED, as this did until 2026-11-27) made loads 10-20% slower on the
-// project's VM (a file read front to back with it: 1.04-1.44 GB/s, without: 1.16-2.61), and a
-// thread reading the file ahead of the load, even all of it from the start, made them no faster
-// (docs/benchmarks.md "Training checkpoints": the reads slow down beside the load's own work). So
+// once is remembered: later ranges in it are read alone. Ranks read their files front to
+// back (Note [Piece order], manifest.h), which the kernel's own read-ahead follows; asking for
+// 64 MiB ahead besides (posix_fadvise WILLNEED, as this did until 2026-11-27) made loads 10-20%
+// slower on the project's VM (a file read front to back with it: 1.04-1.44 GB/s, without:
+// 1.16-2.61), and a thread reading the file ahead of the load, even all of it from the start,
+// made them no faster (docs/benchmarks.md "Training checkpoints": the reads slow down beside the
+// load's own work; tried again on 2026-11-28 with the pieces in order, a thread advising the
+// whole file in 16 MiB steps: zero3 load 1.13 s against 0.76 s without). So
 // every byte a rank loads is checked and read from disk once, and nothing is read for the checksum
 // alone (before version 4 a load read every file whole for its CRC-32C first, then again to load).
 // A bad block either throws at once, or (defer(), what a resume does) is remembered while the reads

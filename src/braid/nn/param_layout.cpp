@@ -88,51 +88,70 @@ const ParamInfo& ParamLayout::param(std::string_view name) const {
 }
 
 void ParamLayout::init_unit(int u, Tensor& unit_params, uint64_t seed) const {
-  init_unit_range(u, unit_params, 0, units_.at(static_cast<size_t>(u)).numel, seed);
+  const int64_t n = units_.at(static_cast<size_t>(u)).numel;
+  init_unit_range(u, 0, n, unit_params.flat_range(0, n), seed);
 }
 
-void ParamLayout::init_unit_range(int u, Tensor& unit_params, int64_t begin, int64_t end,
+void ParamLayout::for_each_part(
+    int u, int64_t begin, int64_t end,
+    const std::function<void(const ParamInfo*, int64_t, int64_t)>& fn) const {
+  int64_t at = begin;
+  for (int i : units_.at(static_cast<size_t>(u)).params) {  // in unit order
+    const ParamInfo& p = params_[static_cast<size_t>(i)];
+    const int64_t a = std::max(at, p.unit_offset), b = std::min(end, p.unit_offset + p.numel);
+    if (a >= b) continue;
+    if (at < a) fn(nullptr, at, a);
+    fn(&p, a, b);
+    at = b;
+  }
+  if (at < end) fn(nullptr, at, end);
+}
+
+void ParamLayout::init_unit_range(int u, int64_t begin, int64_t end, Tensor part,
                                   uint64_t seed) const {
   const UnitInfo& unit = units_.at(static_cast<size_t>(u));
-  BRAID_CHECK(unit_params.dtype() == DType::f32 && unit_params.numel() >= unit.numel,
-              "ParamLayout::init_unit: unit '", unit.name, "' needs an f32 buffer of ", unit.numel,
-              " elements, got ", dtype_name(unit_params.dtype()), " ", unit_params.numel());
-  if (!unit_params.device().is_cpu()) {  // drawn on the host, as on the CPU, then copied over
-    Tensor host = unit_params.to(Device::cpu());
-    init_unit_range(u, host, begin, end, seed);
-    unit_params.copy_(host);
+  BRAID_CHECK(
+      part.dtype() == DType::f32 && part.numel() == end - begin && begin >= 0 && begin <= end,
+      "ParamLayout::init_unit_range: unit '", unit.name, "' elements [", begin, ", ", end,
+      ") need an f32 buffer of as many, got ", dtype_name(part.dtype()), " ", part.numel());
+  if (!part.device().is_cpu()) {  // drawn on the host, as on the CPU, then copied over
+    Tensor host = part.to(Device::cpu());
+    init_unit_range(u, begin, end, host, seed);
+    part.copy_(host);
     return;
   }
   const Rng base(seed);
-  float* data = unit_params.data<float>();
-  for (int i : unit.params) {
-    const ParamInfo& p = params_[static_cast<size_t>(i)];
-    const int64_t a = std::max(begin, p.unit_offset) - p.unit_offset;
-    const int64_t b = std::min(end, p.unit_offset + p.numel) - p.unit_offset;
-    if (a >= b) continue;
-    float* dst = data + p.unit_offset;
-    const ParamInit init = p.param->init;
-    if (init.std <= 0) {
-      std::fill(dst + a, dst + b, init.value);
-      continue;
+  float* data = part.data<float>();
+  for_each_part(u, begin, end, [&](const ParamInfo* p, int64_t from, int64_t to) {
+    float* dst = data + (from - begin);
+    if (!p) {
+      std::fill(dst, dst + (to - from), 0.0f);
+      return;
     }
-    Rng rng = base.fork(static_cast<uint64_t>(p.index));
-    if (!p.param->tp.is_split()) {
+    // Elements [a, b) of the parameter.
+    const int64_t a = from - p->unit_offset, b = to - p->unit_offset;
+    const ParamInit init = p->param->init;
+    if (init.std <= 0) {
+      std::fill(dst, dst + (b - a), init.value);
+      return;
+    }
+    Rng rng = base.fork(static_cast<uint64_t>(p->index));
+    if (!p->param->tp.is_split()) {
       rng.discard(2 * static_cast<uint64_t>(a));  // normal() draws two numbers
-      for (int64_t j = a; j < b; ++j) dst[j] = init.std * rng.normal();
-      continue;
+      for (int64_t j = a; j < b; ++j) dst[j - a] = init.std * rng.normal();
+      return;
     }
     // A tensor-parallel slice draws the whole parameter's stream and keeps its part, so every
     // layout initialises the same model (Note [Tensor-parallel layout]).
-    Tensor full = Tensor::empty(p.param->full_shape, DType::f32, MemCategory::other,
+    Tensor full = Tensor::empty(p->param->full_shape, DType::f32, MemCategory::other,
                                 MemoryScope::current_tracker(), Device::cpu());
     float* out = full.data<float>();
     for (int64_t j = 0; j < full.numel(); ++j) out[j] = init.std * rng.normal();
-    Tensor local = Tensor::empty(p.param->shape, DType::f32, MemCategory::other,
+    Tensor local = Tensor::empty(p->param->shape, DType::f32, MemCategory::other,
                                  MemoryScope::current_tracker(), Device::cpu());
-    take_slice(full, local, p.param->tp);
-    std::copy(local.data<float>() + a, local.data<float>() + b, dst + a);
-  }
+    take_slice(full, local, p->param->tp);
+    std::copy(local.data<float>() + a, local.data<float>() + b, dst);
+  });
 }
 
 void ParamLayout::bind_unit(int u, const Tensor& unit_params, const Tensor& unit_grads) const {
@@ -156,6 +175,15 @@ void ParamLayout::bind_unit(int u, const Tensor& unit_params, const Tensor& unit
       grad = unit_grads.flat_range(p.unit_offset, p.numel).view(slot->shape);
     slot->var.set_grad(grad);
   }
+}
+
+void ParamLayout::declare_unit(int u) const {
+  for (int i : units_.at(static_cast<size_t>(u)).params) {
+    const ParamInfo& p = params_[static_cast<size_t>(i)];
+    Parameter* slot = p.param;
+    if (!slot->var.defined()) slot->var = Variable::unbound(slot->requires_grad, p.name);
+  }
+  unbind_unit(u);
 }
 
 void ParamLayout::unbind_unit(int u) const {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,10 +92,15 @@ class ParamLayout {
   // Rng(seed).fork(i), normal(0, std) or a constant (ParamInit). The values do not depend on
   // the layout, the padding or which other units a rank holds. Padding is left untouched.
   void init_unit(int u, Tensor& unit_params, uint64_t seed) const;
-  // Elements [begin, end) of unit u only, the values init_unit gives them (the rest of
-  // unit_params untouched): a rank that keeps or initialises part of a unit draws that part
-  // alone (Note [Ranged loads]), each stream advanced to the range's first element.
-  void init_unit_range(int u, Tensor& unit_params, int64_t begin, int64_t end, uint64_t seed) const;
+  // Elements [begin, end) of unit u into `part` (f32, end - begin elements: the range alone),
+  // the values init_unit gives them, padding zero: a rank that keeps or initialises part of a
+  // unit draws that part alone (Note [Ranged loads]), each stream advanced to the range's first
+  // element.
+  void init_unit_range(int u, int64_t begin, int64_t end, Tensor part, uint64_t seed) const;
+  // Unit u's elements [begin, end) in order, as runs: fn(&p, a, b) for elements [a, b) of the
+  // unit that are parameter p's, fn(nullptr, a, b) for padding between and after them.
+  void for_each_part(int u, int64_t begin, int64_t end,
+                     const std::function<void(const ParamInfo*, int64_t, int64_t)>& fn) const;
 
   // Points each parameter of unit u at its slice of `unit_params` (a buffer holding the unit
   // alone), creating the parameter's Variable on first use; with `unit_grads` defined, trainable
@@ -102,6 +108,9 @@ class ParamLayout {
   void bind_unit(int u, const Tensor& unit_params, const Tensor& unit_grads) const;
   // Drops unit u's parameter values and gradients (the Variables stay, with undefined values).
   void unbind_unit(int u) const;
+  // Unit u's parameters as Variables with no value (created where missing, else unbound): a
+  // runtime that keeps the unit in pieces binds it when it gathers it.
+  void declare_unit(int u) const;
 
  private:
   std::vector<ParamInfo> params_;

@@ -69,7 +69,7 @@ void Parallelism::materialize(nn::Model& model, const MaterializeOptions& option
                 "(TransformerOptions::context_parallel = context_parallel())");
   if (tensor_ && local.fill_range)
     local.fill = [range = local.fill_range](int u, Tensor& unit) {
-      range(u, unit, 0, unit.numel());  // this rank's slices already
+      range(u, 0, unit.numel(), unit);  // this rank's slices already
     };
   else if (tensor_ && local.fill)
     local.fill = tensor_->slicing(transformer("tensor parallelism"), std::move(local.fill));

@@ -19,8 +19,9 @@ struct MaterializeOptions {
   // on every rank for each of its units, in order: seeded initialisation
   // (ParamLayout::init_unit) or a checkpoint reader.
   std::function<void(int unit, Tensor& unit_params)> fill;
-  // Optional: fills elements [begin, end) of unit u of model.layout() as this rank holds it
-  // (its tensor-parallel slices), the rest left as it is. When set, a strategy that keeps part
+  // Optional: fills `part` (f32, end - begin elements) with elements [begin, end) of unit u of
+  // model.layout() as this rank holds it (its tensor-parallel slices), padding zero: the range
+  // alone, wherever the strategy keeps it. When set, a strategy that keeps part
   // of a unit (ZeRO-3's shards) fills only what it keeps, and tensor parallelism fills its
   // slices alone instead of slicing whole units: a checkpoint load reads only this rank's ranges.
   // Note [Ranged loads]: a checkpoint's reader (each range from whichever files hold it, any
@@ -35,7 +36,7 @@ struct MaterializeOptions {
   // and drew all of them before (gpt2-small on 2 ranks under zero1: 0.411 GB read per rank for
   // its parameters instead of 0.768). The gathers come after the strategy's agreement
   // (comm::all_ranks_or_throw), so no rank waits in one for a rank whose fill failed.
-  std::function<void(int unit, Tensor& unit_params, int64_t begin, int64_t end)> fill_range;
+  std::function<void(int unit, int64_t begin, int64_t end, Tensor part)> fill_range;
   // The dtype forward and backward compute in (docs/design.md "Precision"): parameters are bound
   // to a compute copy in this dtype, refreshed from the f32 masters after every optimizer step;
   // gradients, masters and optimizer state stay f32.

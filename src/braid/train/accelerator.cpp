@@ -154,7 +154,7 @@ nn::TransformerOptions Accelerator::model_options() {
 }
 
 void Accelerator::prepare(nn::Model& model, std::function<void(int, Tensor&)> fill,
-                          std::function<void(int, Tensor&, int64_t, int64_t)> fill_range) {
+                          std::function<void(int, int64_t, int64_t, Tensor)> fill_range) {
   BRAID_CHECK(model_ == nullptr, "Accelerator: prepare(model) called twice");
   MemoryScope scope(tracker_);
   parallel::MaterializeOptions mo;
@@ -171,12 +171,12 @@ void Accelerator::prepare(nn::Model& model, std::function<void(int, Tensor&)> fi
     // part alone (Note [Ranged loads]); tensor parallelism's ranges are of its slices, which
     // draw whole parameters anyway.
     if (!parallelism_->tensor_parallel())
-      mo.fill_range = [&model, seed](int u, Tensor& unit, int64_t begin, int64_t end) {
+      mo.fill_range = [&model, seed](int u, int64_t begin, int64_t end, Tensor part) {
         const int global = model.global_unit(u);
         BRAID_CHECK(model.layout().units()[static_cast<size_t>(u)].numel ==
                         model.full_layout().units()[static_cast<size_t>(global)].numel,
                     "Accelerator: unit ", u, " is not the whole model's unit ", global);
-        model.full_layout().init_unit_range(global, unit, begin, end, seed);
+        model.full_layout().init_unit_range(global, begin, end, std::move(part), seed);
       };
   }
   parallelism_->materialize(model, mo);

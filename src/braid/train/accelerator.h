@@ -126,7 +126,7 @@ class Accelerator {
   // (ParamLayout::init_unit). Collective.
   // fill_range: parallel::MaterializeOptions::fill_range (with fill; a checkpoint load).
   void prepare(nn::Model& model, std::function<void(int, Tensor&)> fill = {},
-               std::function<void(int, Tensor&, int64_t, int64_t)> fill_range = {});
+               std::function<void(int, int64_t, int64_t, Tensor)> fill_range = {});
   // The config's optimizer (AdamW or SGD, weight decay on matrices only) over this rank's
   // slices, and its LR schedule. After prepare(). Collective (every rank allocates its state).
   optim::Optimizer& prepare_optimizer();

@@ -4,6 +4,7 @@
 // itself. Damaged checkpoints: checkpoint_corruption_test.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -118,6 +119,44 @@ TEST_P(CheckpointLoadShare, ARankReadsAboutItsShareNotEverything) {
 INSTANTIATE_TEST_SUITE_P(Strategies, CheckpointLoadShare,
                          ::testing::Values("ddp", "zero1", "zero2", "zero3"),
                          [](const auto& info) { return info.param; });
+
+// Note [Piece order] (checkpoint/manifest.h): with the optimizer state in memory each rank file
+// holds its masters, then every exp_avg, then every exp_avg_sq, as a load reads them; with the
+// state offloaded to files, slice by slice (a master, then its states), as one visit reads them.
+TEST(CheckpointPieceOrder, KindByKindInMemorySliceBySliceOffloaded) {
+  const fs::path root = private_temp_dir("braid_piece_order");
+  for (const bool offload : {false, true}) {
+    fs::remove_all(root);
+    config::TrainConfig c = resume_config((root / "run").string());
+    c.parallel.strategy = "zero3";
+    c.training.max_steps = 2;
+    if (offload) {
+      c.parallel.offload_optimizer = "nvme";
+      c.parallel.offload_dir = private_offload_dir();
+    }
+    train_ranks(2, c, quiet());
+    const checkpoint::Manifest m =
+        checkpoint::CheckpointReader(root / "run" / checkpoint::step_dir_name(2)).manifest();
+    const std::vector<std::string> kinds = {"param", "exp_avg", "exp_avg_sq"};
+    for (int file = 0; file < 2; ++file) {
+      std::vector<std::pair<int64_t, size_t>> order;  // (byte offset, kind) of its pieces
+      for (const checkpoint::TensorEntry& t : m.tensors)
+        for (const checkpoint::PieceEntry& p : t.pieces)
+          if (p.file == file)
+            order.emplace_back(
+                p.byte_offset,
+                static_cast<size_t>(std::find(kinds.begin(), kinds.end(), t.kind) - kinds.begin()));
+      std::sort(order.begin(), order.end());
+      ASSERT_EQ(order.size() % 3, 0u);
+      for (size_t i = 0; i < order.size(); ++i) {
+        const size_t want = offload ? i % 3 : i * 3 / order.size();
+        ASSERT_EQ(order[i].second, want) << (offload ? "offloaded" : "in memory") << ", file "
+                                         << file << ", piece " << i << " of " << order.size();
+      }
+    }
+  }
+  fs::remove_all(root);
+}
 
 // A version 3 checkpoint (one CRC-32C per file, verified whole before loading) still loads: the
 // run resumed from it ends with the straight run's bits, and saves version 4.

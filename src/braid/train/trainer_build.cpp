@@ -56,15 +56,15 @@ void Trainer::build_model(const checkpoint::CheckpointReader* from) {
   model_ = std::make_unique<nn::Transformer>(mc, acc_->model_options());
   freeze_parameters();
   std::function<void(int, Tensor&)> fill;
-  std::function<void(int, Tensor&, int64_t, int64_t)> fill_range;
+  std::function<void(int, int64_t, int64_t, Tensor)> fill_range;
   if (from) {
     // Each rank reads only what it keeps: its tp slices, and under ZeRO-3 its shards.
     const nn::Transformer* model = model_.get();
     fill = [from, model](int u, Tensor& unit) {
       from->read_unit(model->full_layout(), model->global_unit(u), unit);
     };
-    fill_range = [from, model](int u, Tensor& unit, int64_t begin, int64_t end) {
-      from->read_unit_range(model->layout(), u, unit, begin, end);
+    fill_range = [from, model](int u, int64_t begin, int64_t end, Tensor part) {
+      from->read_unit_range(model->layout(), u, begin, end, std::move(part));
     };
   } else {
     fill = initial_weights(cfg_, *model_);

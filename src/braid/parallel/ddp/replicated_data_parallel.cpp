@@ -77,7 +77,8 @@ void ReplicatedDataParallel::materialize(nn::Model& model, const MaterializeOpti
         const nn::ParamInfo& p = layout.params()[static_cast<size_t>(i)];
         const int o = owner[static_cast<size_t>(i)];
         if (o == group_->rank())
-          options.fill_range(static_cast<int>(u), unit, p.unit_offset, p.unit_offset + p.numel);
+          options.fill_range(static_cast<int>(u), p.unit_offset, p.unit_offset + p.numel,
+                             unit.flat_range(p.unit_offset, p.numel));
         owned.emplace_back(unit.flat_range(p.unit_offset, p.numel), o);
       }
     }

@@ -141,7 +141,31 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
         u.trainable += trainable;
         u.has_frozen = u.has_frozen || !trainable;
       }
-      // The unit's f32 values, filled in full on every rank; what this rank keeps comes from it.
+    }
+    // Every unit's shard in one buffer, and every reduced gradient piece in another: large
+    // allocations, which come as huge pages at once (Note [Large host allocations],
+    // core/storage.cpp) where a unit's own would fault in 4 KiB at a time (a fresh process
+    // loading gpt2-small's shards spent ~0.1 s a rank more so).
+    const bool own_grad_pieces =
+        !(o.stage == 1 && !o.sync_each_batch) && !(o.offload_optimizer && o.stage >= 2);
+    int64_t shard_total = 0, grad_total = 0;
+    for (const ZeroUnit& u : units) {
+      if (u.sharded && !o.offload_params) shard_total += u.geo.piece * g.r;
+      if (own_grad_pieces) grad_total += u.geo.piece;
+    }
+    Tensor shards = shard_total > 0
+                        ? Tensor::empty(Shape{shard_total}, DType::f32, MemCategory::parameters)
+                        : Tensor();
+    Tensor grad_pieces = grad_total > 0
+                             ? Tensor::empty(Shape{grad_total}, DType::f32, MemCategory::gradients)
+                             : Tensor();
+    if (grad_total > 0) grad_pieces.zero_();
+    int64_t shard_at = 0, grad_at = 0;
+    for (size_t k = 0; k < units.size(); ++k) {
+      const nn::UnitInfo& info = layout.units()[k];
+      ZeroUnit& u = units[k];
+      // The unit's f32 values whole, where the fill gives them so; what this rank keeps comes from
+      // them. A sharded unit with a ranged fill has none: its pieces are filled in place.
       Tensor full;
       if (o.stage <= 2) {
         const nn::FlatRange r = model.flat().unit_range(u.index);
@@ -151,25 +175,18 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
             mixed ? Tensor::empty(Shape{info.padded}, DType::f32, MemCategory::parameters) : u.full;
         if (mixed) full.zero_();
         if (options.fill_range)  // Note [Ranged loads]: this rank's piece, the rest below
-          options.fill_range(u.index, full, u.geo.piece_begin(c),
-                             u.geo.piece_begin(c) + u.geo.piece);
+          options.fill_range(u.index, u.geo.piece_begin(c), u.geo.piece_begin(c) + u.geo.piece,
+                             full.flat_range(u.geo.piece_begin(c), u.geo.piece));
         else
           options.fill(u.index, full);
+      } else if (u.sharded && options.fill_range) {
+        // Only the pieces this rank keeps, filled where it keeps them (below): a checkpoint load
+        // reads its shard alone, and no whole unit is allocated for it.
+        layout.declare_unit(u.index);
       } else {
         full = Tensor::empty(Shape{info.padded}, DType::f32, MemCategory::parameters);
         full.zero_();
-        if (u.sharded && options.fill_range) {
-          // Only the pieces this rank keeps (below): a checkpoint load reads its shard alone.
-          const int64_t piece = u.geo.piece;
-          if (o.offload_params)
-            options.fill_range(u.index, full, g.shard_pos * piece, (g.shard_pos + 1) * piece);
-          else
-            for (int r = 0; r < g.r; ++r)
-              options.fill_range(u.index, full, (r * g.s + g.shard_pos) * piece,
-                                 (r * g.s + g.shard_pos + 1) * piece);
-        } else {
-          options.fill(u.index, full);
-        }
+        options.fill(u.index, full);
         // A unit held whole in the compute dtype gets its own buffer (filled below); a sharded
         // one is bound to `full` only to create its parameters' Variables.
         const Tensor bound = !u.sharded && mixed ? Tensor::empty(Shape{info.padded}, compute,
@@ -185,13 +202,20 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
       }
       if (u.sharded) {
         const int64_t piece = u.geo.piece;
+        // Piece k of the unit into `to`: filled there, or taken from the whole unit.
+        auto take = [&](int64_t k, Tensor to) {
+          if (full.defined())
+            to.copy_(full.flat_range(k * piece, piece));
+          else
+            options.fill_range(u.index, k * piece, (k + 1) * piece, std::move(to));
+        };
         if (o.offload_params) {
           // The shard goes straight to its region of the file (Note [Offload pages]).
           const int64_t staged = (piece + 1023) / 1024 * 1024;
           u.param_region = rt.offload()->add_region(staged * 4);
           rt.offload()->reserve();
           Tensor stage = io_buffer(piece, DType::f32, MemCategory::parameters);
-          stage.copy_(full.flat_range(g.shard_pos * piece, piece));
+          take(g.shard_pos, stage.flat_range(0, piece));
           rt.offload()->write(u.param_region, stage)->wait();
           if (mixed) {  // Note [Offloaded compute copy]; on the host as the pages
             u.compute_shard = Tensor::empty(Shape{piece}, compute, MemCategory::parameters,
@@ -200,13 +224,12 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
           }
         } else {
           // Note [Shard geometry]: pieces r' S + s for r' < R, one after the other.
-          u.shard = Tensor::empty(Shape{piece * g.r}, DType::f32, MemCategory::parameters);
+          u.shard = shards.flat_range(shard_at, piece * g.r);
+          shard_at += piece * g.r;
           for (int r = 0; r < g.r; ++r)
-            u.shard.flat_range(r * piece, piece)
-                .copy_(full.flat_range((r * g.s + g.shard_pos) * piece, piece));
+            take(r * g.s + g.shard_pos, u.shard.flat_range(r * piece, piece));
         }
-        for (int p : info.params)
-          layout.params()[static_cast<size_t>(p)].param->var.value() = Tensor();
+        layout.unbind_unit(u.index);
       }
       if (o.stage == 1 && !o.sync_each_batch) {
         u.grad_piece = u.grads.flat_range(u.geo.piece_begin(c), u.geo.piece);
@@ -215,8 +238,8 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
         if (u.trainable > 0)
           u.grad_region = rt.offload()->add_region((u.geo.piece + 1023) / 1024 * 1024 * 4);
       } else {
-        u.grad_piece = Tensor::empty(Shape{u.geo.piece}, DType::f32, MemCategory::gradients);
-        u.grad_piece.zero_();
+        u.grad_piece = grad_pieces.flat_range(grad_at, u.geo.piece);
+        grad_at += u.geo.piece;
       }
     }
     if (rt.offload()) rt.offload()->reserve();  // a full disk fails here, at start
