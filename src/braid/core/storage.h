@@ -5,8 +5,9 @@
 // Alignment: allocations of 64 KiB or more start on a 4096-byte boundary and their size is
 // rounded up to a multiple of 4096 bytes (capacity()), so they can be handed to O_DIRECT file
 // I/O as they are (parallel/zero/offload_file.h); smaller ones are 64-byte aligned and rounded
-// up to 64 (host memory only). Host allocations of 64 MiB or more start on a 2 MiB boundary and
-// are populated at once as transparent huge pages (Note [Large host allocations], storage.cpp).
+// up to 64 (host memory only). Host allocations of 64 MiB or more are their own mapping, start on
+// a 2 MiB boundary and fault in as transparent huge pages (Note [Large host allocations],
+// storage.cpp).
 // The tracker is charged the requested nbytes, not the capacity.
 #pragma once
 
@@ -29,11 +30,13 @@ class Storage {
   // Host allocations of this size or more are fresh huge-page mappings (see above).
   static constexpr size_t kLargeHostFrom = size_t{64} << 20;  // 64 MiB
 
-  // Allocates nbytes (uninitialised). tracker may be null (untracked). pinned (host memory
-  // only): page-locked by the CUDA backend where one is registered (Note [Pinned host memory],
-  // device_backend.h), else ordinary host memory.
+  // Allocates nbytes, uninitialised or (zeroed) all zero: a large host allocation's fresh
+  // mapping is zero as it comes, faulted in where first touched (Note [Large host allocations]).
+  // tracker may be null (untracked). pinned (host memory only): page-locked by the CUDA backend
+  // where one is registered (Note [Pinned host memory], device_backend.h), else ordinary host
+  // memory.
   Storage(size_t nbytes, Device device, MemCategory category,
-          std::shared_ptr<MemoryTracker> tracker, bool pinned = false);
+          std::shared_ptr<MemoryTracker> tracker, bool pinned = false, bool zeroed = false);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -57,6 +60,7 @@ class Storage {
  private:
   void* data_ = nullptr;
   DeviceBackend* pinned_by_ = nullptr;  // the backend that pinned data_, which frees it
+  size_t mapped_ = 0;                   // host: the bytes of data_'s own mapping (0: the heap)
   size_t nbytes_ = 0;
   size_t capacity_ = 0;
   Device device_;

@@ -24,19 +24,25 @@ Tensor Tensor::pinned(const Shape& shape, DType dtype, MemCategory category) {
 }
 
 Tensor Tensor::allocate(const Shape& shape, DType dtype, MemCategory category,
-                        std::shared_ptr<MemoryTracker> tracker, Device device, bool pinned) {
+                        std::shared_ptr<MemoryTracker> tracker, Device device, bool pinned,
+                        bool zeroed) {
   Tensor t;
   size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  t.storage_ = std::make_shared<Storage>(bytes, device, category, std::move(tracker), pinned);
+  t.storage_ =
+      std::make_shared<Storage>(bytes, device, category, std::move(tracker), pinned, zeroed);
   t.shape_ = shape;
   t.dtype_ = dtype;
   return t;
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype) {
-  Tensor t = empty(shape, dtype);
-  t.zero_();
-  return t;
+  return zeros(shape, dtype, MemoryScope::current_category(), MemoryScope::current_tracker());
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, MemCategory category,
+                     std::shared_ptr<MemoryTracker> tracker, Device device) {
+  return allocate(shape, dtype, category, std::move(tracker), device, /*pinned=*/false,
+                  /*zeroed=*/true);
 }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype) {

@@ -36,6 +36,10 @@ class Tensor {
   // ordinary host memory (Note [Pinned host memory]); tracker from the scope.
   static Tensor pinned(const Shape& shape, DType dtype, MemCategory category);
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+  // Fully explicit, as empty. A large host allocation comes zero from the kernel, its pages
+  // faulted in where first touched (Note [Large host allocations], storage.cpp): no memset.
+  static Tensor zeros(const Shape& shape, DType dtype, MemCategory category,
+                      std::shared_ptr<MemoryTracker> tracker, Device device = current_device());
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
   // Normal(0, stddev) / uniform [lo, hi) drawn in f32 from rng, then converted to dtype.
   static Tensor randn(const Shape& shape, Rng& rng, float stddev = 1.0f, DType dtype = DType::f32);
@@ -89,9 +93,10 @@ class Tensor {
   bool shares_storage(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
 
  private:
-  // A fresh Storage of shape's bytes (pinned: Note [Pinned host memory]).
+  // A fresh Storage of shape's bytes (pinned: Note [Pinned host memory]; zeroed: all zero).
   static Tensor allocate(const Shape& shape, DType dtype, MemCategory category,
-                         std::shared_ptr<MemoryTracker> tracker, Device device, bool pinned);
+                         std::shared_ptr<MemoryTracker> tracker, Device device, bool pinned,
+                         bool zeroed = false);
   void check_dtype(DType want) const;
   void check_host() const;
   void copy_across_devices(const Tensor& src);

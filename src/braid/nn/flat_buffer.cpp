@@ -31,19 +31,17 @@ FlatBuffer::FlatBuffer(const ParamLayout& layout, bool allocate_grads, DType com
                 "' already has storage (a module tree is materialised once)");
   }
   const int64_t total = layout_.total();
+  const std::shared_ptr<MemoryTracker> tracker = MemoryScope::current_tracker();
   if (masters || compute == DType::f32) {
-    params_ = Tensor::empty(Shape{total}, DType::f32, MemCategory::parameters);
-    params_.zero_();
+    params_ = Tensor::zeros(Shape{total}, DType::f32, MemCategory::parameters, tracker);
   }
   if (compute == DType::f32) {
     compute_ = params_;
   } else {
-    compute_ = Tensor::empty(Shape{total}, compute, MemCategory::parameters);
-    compute_.zero_();
+    compute_ = Tensor::zeros(Shape{total}, compute, MemCategory::parameters, tracker);
   }
   if (allocate_grads) {
-    grads_ = Tensor::empty(Shape{total}, DType::f32, MemCategory::gradients);
-    grads_.zero_();
+    grads_ = Tensor::zeros(Shape{total}, DType::f32, MemCategory::gradients, tracker);
   }
   for (size_t u = 0; u < layout_.units().size(); ++u) {
     const FlatRange r = unit_range(static_cast<int>(u));

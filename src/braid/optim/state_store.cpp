@@ -44,8 +44,13 @@ void ResidentStateStore::attach(const std::vector<const ParamSlice*>& slices, in
   };
   std::vector<Tensor> states;
   for (int k = 0; k < num_states; ++k) {
-    states.push_back(allocate(MemCategory::optimizer_state));
-    states.back().zero_();
+    if (on_host_) {
+      states.push_back(allocate(MemCategory::optimizer_state));
+      states.back().zero_();
+    } else {  // faulted in where first written: a load's reads, or the first step
+      states.push_back(Tensor::zeros(Shape{total}, DType::f32, MemCategory::optimizer_state,
+                                     tracker, slices[0]->param.device()));
+    }
   }
   // The host masters are taken from the device before their first use (sync_masters).
   const Tensor masters = on_host_ ? allocate(MemCategory::parameters) : Tensor();

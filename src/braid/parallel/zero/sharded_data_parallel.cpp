@@ -157,9 +157,9 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
                         ? Tensor::empty(Shape{shard_total}, DType::f32, MemCategory::parameters)
                         : Tensor();
     Tensor grad_pieces = grad_total > 0
-                             ? Tensor::empty(Shape{grad_total}, DType::f32, MemCategory::gradients)
+                             ? Tensor::zeros(Shape{grad_total}, DType::f32, MemCategory::gradients,
+                                             MemoryScope::current_tracker())
                              : Tensor();
-    if (grad_total > 0) grad_pieces.zero_();
     int64_t shard_at = 0, grad_at = 0;
     for (size_t k = 0; k < units.size(); ++k) {
       const nn::UnitInfo& info = layout.units()[k];
