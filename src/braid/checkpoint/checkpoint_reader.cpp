@@ -8,6 +8,7 @@
 #include "braid/checkpoint/file_table.h"
 #include "braid/comm/chunking.h"
 #include "braid/comm/collective_guard.h"
+#include "braid/comm/read_and_share.h"
 #include "braid/core/error.h"
 
 namespace braid::checkpoint {
@@ -205,7 +206,7 @@ void CheckpointReader::read_optimizer(optim::Optimizer& optimizer,
   const auto& states = optimizer.state_names();
   const bool shared = replicas && replicas->size() > 1;
   // Note [Owners by size]: among replicas, the one that wrote a slice's state (for a checkpoint
-  // of this layout) reads it, and sends it to the others after the agreement.
+  // of this layout) reads it, and sends it to the others.
   std::vector<int> owner;
   if (shared) {
     std::vector<std::string> names;
@@ -218,38 +219,46 @@ void CheckpointReader::read_optimizer(optim::Optimizer& optimizer,
         /*write=*/false);
     owner = comm::owners_by_size(names, sizes, replicas->size());
   }
-  std::vector<std::pair<Tensor, int>> owned;  // shared: each state tensor and its reader
   auto read_one = [&](size_t k, const optim::ParamSlice& s, const optim::SliceSlot& slot) {
     read(states[k], s.name(), s.shard.global_shape, s.shard.tp, s.shard.offset, slot.state[k]);
   };
   // Note [Piece order] (manifest.h): state by state where the store keeps its slots in memory
   // (the order a save of such a store wrote them), else slice by slice inside the one visit.
   const bool by_state = optimizer.state_store().slots_stay_resident();
-  auto read_state = [&] {
-    size_t i = 0;
-    std::vector<std::pair<const optim::ParamSlice*, optim::SliceSlot>> mine;  // by_state
+  BRAID_CHECK(!shared || by_state,
+              "checkpoint: optimizer state shared by replicas must be kept "
+              "in memory (its tensors are sent after the visit)");
+  std::vector<std::pair<const optim::ParamSlice*, optim::SliceSlot>> held;  // by_state
+  auto visit = [&] {
     optimizer.visit_slices(
         [&](const optim::ParamSlice& s, optim::SliceSlot& slot) {
-          const int o = shared ? owner.at(i++) : 0;
-          if (shared)
-            for (const Tensor& t : slot.state) owned.emplace_back(t, o);
-          if (shared && o != replicas->rank()) return;
           if (by_state)
-            mine.emplace_back(&s, slot);
+            held.emplace_back(&s, slot);
           else
             for (size_t k = 0; k < states.size(); ++k) read_one(k, s, slot);
         },
         /*write=*/true);
-    for (size_t k = 0; k < states.size(); ++k)
-      for (const auto& [s, slot] : mine) read_one(k, *s, slot);
   };
   if (!shared) {
-    read_state();
+    visit();
+    for (size_t k = 0; k < states.size(); ++k)
+      for (const auto& [s, slot] : held) read_one(k, *s, slot);
   } else {
-    comm::all_ranks_or_throw(replicas, read_state);
-    std::vector<std::shared_ptr<comm::Work>> sends;
-    for (const auto& [t, o] : owned) sends.push_back(replicas->broadcast(t, o));
-    for (auto& w : sends) w->wait();
+    // Each slice's state read by its owner and broadcast as soon as it is (Note [Shared as
+    // read], comm/read_and_share.h).
+    comm::all_ranks_or_throw(replicas, visit);
+    comm::ReadAndShare load(replicas);
+    for (size_t k = 0; k < states.size(); ++k)
+      for (size_t i = 0; i < held.size(); ++i) {
+        const auto& [s, slot] = held[i];
+        const int o = owner.at(i);
+        load.step(
+            [&] {
+              if (o == replicas->rank()) read_one(k, *s, slot);
+            },
+            [&](comm::ProcessGroup& g) { return g.broadcast(slot.state[k], o); });
+      }
+    load.finish();
   }
   optimizer.set_step_count(m_.counter("optimizer_steps"));
 }

@@ -34,8 +34,9 @@ struct MaterializeOptions {
   // (DataParallel::optimizer_replicas). So every byte of a
   // checkpoint is read, and every parameter drawn, once over the group, where every rank read
   // and drew all of them before (gpt2-small on 2 ranks under zero1: 0.411 GB read per rank for
-  // its parameters instead of 0.768). The gathers come after the strategy's agreement
-  // (comm::all_ranks_or_throw), so no rank waits in one for a rank whose fill failed.
+  // its parameters instead of 0.768). Each part's gather or broadcast is issued as soon as it is
+  // filled, and a failed fill fails every rank after the last one, so no rank waits in one for
+  // a rank whose fill failed (Note [Shared as read], comm/read_and_share.h).
   std::function<void(int unit, int64_t begin, int64_t end, Tensor part)> fill_range;
   // The dtype forward and backward compute in (docs/design.md "Precision"): parameters are bound
   // to a compute copy in this dtype, refreshed from the f32 masters after every optimizer step;

@@ -4,6 +4,7 @@
 
 #include "braid/comm/chunking.h"
 #include "braid/comm/collective_guard.h"
+#include "braid/comm/read_and_share.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
 #include "braid/optim/clip_grad.h"
@@ -49,43 +50,47 @@ void ReplicatedDataParallel::materialize(nn::Model& model, const MaterializeOpti
   BRAID_CHECK(model_ == nullptr, "ReplicatedDataParallel: materialize() called twice");
   // Note [Ranged loads] (step.h): each parameter is filled by the replica that owns it (Note
   // [Owners by size]: the one that saved it, for a checkpoint of this layout), and sent to the
-  // others after the agreement.
+  // others as soon as it is (Note [Shared as read], comm/read_and_share.h).
   const bool ranged = group_ && options.fill_range;
-  std::vector<std::pair<Tensor, int>> owned;  // a parameter's elements, the replica filling them
   all_ranks_or_throw(group_.get(), [&] {
     model.materialize(/*allocate_grads=*/true, nn::ParamLayout::kAlign, options.param_dtype);
-    nn::FlatBuffer& flat = model.flat();
-    const nn::ParamLayout& layout = flat.layout();
-    std::vector<int> owner;
-    if (ranged) {
-      std::vector<std::string> names;
-      std::vector<int64_t> sizes;
-      for (const nn::ParamInfo& p : layout.params()) {
-        names.push_back(p.name);
-        sizes.push_back(p.numel);
-      }
-      owner = comm::owners_by_size(names, sizes, group_->size());
+    if (ranged) return;
+    const nn::FlatBuffer& flat = model.flat();
+    for (size_t u = 0; u < flat.layout().units().size(); ++u) {
+      const nn::FlatRange r = flat.unit_range(static_cast<int>(u));
+      Tensor unit = flat.params().flat_range(r.offset, r.size);
+      options.fill(static_cast<int>(u), unit);
     }
+  });
+  if (ranged) {
+    const nn::FlatBuffer& flat = model.flat();
+    const nn::ParamLayout& layout = flat.layout();
+    std::vector<std::string> names;
+    std::vector<int64_t> sizes;
+    for (const nn::ParamInfo& p : layout.params()) {
+      names.push_back(p.name);
+      sizes.push_back(p.numel);
+    }
+    const std::vector<int> owner = comm::owners_by_size(names, sizes, group_->size());
+    comm::ReadAndShare load(group_.get());
     for (size_t u = 0; u < layout.units().size(); ++u) {
       const nn::FlatRange r = flat.unit_range(static_cast<int>(u));
       Tensor unit = flat.params().flat_range(r.offset, r.size);
-      if (!ranged) {
-        options.fill(static_cast<int>(u), unit);
-        continue;
-      }
       for (int i : layout.units()[u].params) {
         const nn::ParamInfo& p = layout.params()[static_cast<size_t>(i)];
         const int o = owner[static_cast<size_t>(i)];
-        if (o == group_->rank())
-          options.fill_range(static_cast<int>(u), p.unit_offset, p.unit_offset + p.numel,
-                             unit.flat_range(p.unit_offset, p.numel));
-        owned.emplace_back(unit.flat_range(p.unit_offset, p.numel), o);
+        Tensor part = unit.flat_range(p.unit_offset, p.numel);
+        load.step(
+            [&] {
+              if (o == group_->rank())
+                options.fill_range(static_cast<int>(u), p.unit_offset, p.unit_offset + p.numel,
+                                   part);
+            },
+            [&](comm::ProcessGroup& g) { return g.broadcast(part, o); });
       }
     }
-  });
-  std::vector<std::shared_ptr<comm::Work>> sends;
-  for (const auto& [t, o] : owned) sends.push_back(group_->broadcast(t, o));
-  for (auto& w : sends) w->wait();
+    load.finish();
+  }
   model_ = &model;
   if (!group_) {
     model.flat().sync_compute();

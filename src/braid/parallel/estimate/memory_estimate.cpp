@@ -212,9 +212,11 @@ double grads_one_at_a_time(const Units& u) {
   return u.tied ? u.E + u.B : std::max({u.B, u.E, u.H});
 }
 
-// Materialising a sharded strategy fills each unit's f32 values in full before keeping this
-// rank's piece (sharded_data_parallel.cpp): after `before` bytes, the pieces kept so far (1/S of
-// each unit, f32) and the unit being filled.
+// Materialising a sharded strategy without ranged fills (Note [Ranged loads], parallel/step.h:
+// the seeded initialisation under tensor parallelism) fills each unit's f32 values in full
+// before keeping this rank's piece (sharded_data_parallel.cpp): after `before` bytes, the pieces
+// kept so far (1/S of each unit, f32) and the unit being filled. A ranged fill writes the pieces
+// where they are kept.
 double fill_peak(const Units& u, double before, double S) {
   double kept = 0, peak = 0;
   for (double size : u.sizes) {
@@ -233,6 +235,9 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
   // rank's master pieces and of one slice's gradient at a time.
   const bool host_step = spec.offload_optimizer == "cpu" && s.stage >= 1;
   const bool offload_params = spec.offload_params != "none" && s.stage == 3;
+  // Whether materialising fills units whole first (fill_peak): a fresh model under tensor
+  // parallelism; a checkpoint's load fills ranges even then, and needs no more.
+  const bool whole_fills = spec.tensor_parallel_size > 1;
   double params = 0, grads = 0, optimizer = opt_bytes * u.n / N, comm = 0;
   // Mixed precision: f32 masters (whole, or this rank's piece) plus the compute copy.
   const double whole_params = a == 4 ? 4 * u.P : (s.stage == 0 ? 4 * u.P : 4 * u.P / N) + a * u.P;
@@ -248,11 +253,11 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
       if (r != 4) comm = r * u.P;  // every bucket's staging in the reduce dtype
       break;
     case 1:
-      params = a == 4 ? whole_params : fill_peak(u, a * u.P, N);
+      params = a == 4 || !whole_fills ? whole_params : fill_peak(u, a * u.P, N);
       grads = 4 * u.P + (sync ? 4 * u.P / N : 0);
       break;
     case 2:
-      params = a == 4 ? whole_params : fill_peak(u, a * u.P, N);
+      params = a == 4 || !whole_fills ? whole_params : fill_peak(u, a * u.P, N);
       grads = 4 * u.P / N + (sync ? in_flight_grads : 4 * u.P);
       if (sync) overlap = in_flight_overlap;
       break;
@@ -261,7 +266,7 @@ MemoryEstimate state_of(const Sharding& s, const Units& u, const ParallelPlan& s
           s.keeps_gathered
               ? u.P
               : gathered_params(u, static_cast<double>(spec.limit_all_gathers), s.pp > 1);
-      params = std::max(4 * u.P / S + a * gathered, fill_peak(u, 0, S));
+      params = std::max(4 * u.P / S + a * gathered, whole_fills ? fill_peak(u, 0, S) : 0.0);
       grads = 4 * u.P / N + (sync ? in_flight_grads : 4 * u.P);
       if (sync) overlap = in_flight_overlap;
       if (a != 4) comm = a * u.B / S;  // the shard cast for its all-gather

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "braid/comm/collective_guard.h"
+#include "braid/comm/read_and_share.h"
 #include "braid/core/device_backend.h"
 #include "braid/core/error.h"
 #include "braid/core/memory_tracker.h"
@@ -115,14 +116,18 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
   const int c = g.grad->rank();
   auto& units = rt.units();
   units.resize(layout.units().size());
+  const DType compute = options.param_dtype;
+  const bool mixed = compute != DType::f32;  // Note [Mixed-precision units]
+  // Note [Ranged loads] (step.h): a ZeRO-1/2 rank fills its piece of each unit, as its optimizer
+  // step updates it, after the agreement below (`shared`); the other pieces come from their
+  // owners (ZeroRuntime::launch_update).
+  const bool shared = o.stage <= 2 && options.fill_range;
   comm::all_ranks_or_throw(g.grad.get(), [&] {
     if (o.offload_optimizer) {
       const int file_rank = o.offload_rank >= 0 ? o.offload_rank : g.grad->rank();
       const std::string file = "rank" + std::to_string(file_rank) + ".bin";
       rt.set_offload(std::make_shared<OffloadFile>(std::filesystem::path(o.offload_dir) / file));
     }
-    const DType compute = options.param_dtype;
-    const bool mixed = compute != DType::f32;  // Note [Mixed-precision units]
     if (o.stage <= 2)
       model.materialize(/*allocate_grads=*/o.stage == 1, layout.pad_multiple(), compute,
                         /*masters=*/!mixed);
@@ -171,14 +176,14 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
         const nn::FlatRange r = model.flat().unit_range(u.index);
         u.full = model.flat().compute().flat_range(r.offset, r.size);
         if (o.stage == 1) u.grads = model.flat().grads().flat_range(r.offset, r.size);
-        full =
-            mixed ? Tensor::empty(Shape{info.padded}, DType::f32, MemCategory::parameters) : u.full;
-        if (mixed) full.zero_();
-        if (options.fill_range)  // Note [Ranged loads]: this rank's piece, the rest below
-          options.fill_range(u.index, u.geo.piece_begin(c), u.geo.piece_begin(c) + u.geo.piece,
-                             full.flat_range(u.geo.piece_begin(c), u.geo.piece));
-        else
+        if (mixed)
+          u.master = Tensor::empty(Shape{u.geo.piece}, DType::f32, MemCategory::parameters);
+        if (!shared) {
+          full = mixed ? Tensor::zeros(Shape{info.padded}, DType::f32, MemCategory::parameters,
+                                       MemoryScope::current_tracker())
+                       : u.full;
           options.fill(u.index, full);
+        }
       } else if (u.sharded && options.fill_range) {
         // Only the pieces this rank keeps, filled where it keeps them (below): a checkpoint load
         // reads its shard alone, and no whole unit is allocated for it.
@@ -195,9 +200,10 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
         layout.bind_unit(u.index, bound, Tensor());
         if (!u.sharded) u.full = bound;
       }
-      if (!u.sharded && mixed) {
+      if (!u.sharded && mixed && full.defined()) {
         kernels::cast(u.full, full);
-        u.master = Tensor::empty(Shape{u.geo.piece}, DType::f32, MemCategory::parameters);
+        if (!u.master.defined())
+          u.master = Tensor::empty(Shape{u.geo.piece}, DType::f32, MemCategory::parameters);
         u.master.copy_(full.flat_range(u.geo.piece_begin(c), u.geo.piece));
       }
       if (u.sharded) {
@@ -244,14 +250,21 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
     }
     if (rt.offload()) rt.offload()->reserve();  // a full disk fails here, at start
   });
-  if (o.stage <= 2 && options.fill_range) {
-    // Note [Ranged loads] (step.h): this rank filled its piece of each unit, as its optimizer
-    // step updates it; the other pieces come from their owners (ZeroRuntime::launch_update).
-    std::vector<std::shared_ptr<comm::Work>> gathers;
-    for (ZeroUnit& u : units)
-      gathers.push_back(
-          g.grad->all_gather(u.full, u.full.flat_range(u.geo.piece_begin(c), u.geo.piece)));
-    for (auto& w : gathers) w->wait();
+  if (shared) {
+    // Each unit's all_gather issued as soon as this rank's piece of it is filled (Note [Shared
+    // as read], comm/read_and_share.h); in mixed precision the piece is the master's, rounded.
+    comm::ReadAndShare load(g.grad.get());
+    for (ZeroUnit& u : units) {
+      const int64_t begin = u.geo.piece_begin(c), end = begin + u.geo.piece;
+      Tensor piece = u.full.flat_range(begin, u.geo.piece);
+      load.step(
+          [&] {
+            options.fill_range(u.index, begin, end, mixed ? u.master : piece);
+            if (mixed) kernels::cast(piece, u.master);
+          },
+          [&](comm::ProcessGroup& group) { return group.all_gather(u.full, piece); });
+    }
+    load.finish();
   }
   rt.attach(model, layout, options.param_dtype);
   ZeroRuntime::register_hooks(rt_);
