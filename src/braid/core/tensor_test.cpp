@@ -66,8 +66,8 @@ TEST(Tensor, LargeAllocationsArePageAligned) {
   EXPECT_EQ(tracker->current(MemCategory::optimizer_state), 0);
 }
 
-// Note [Large host allocations]: 64 MiB and more start on a 2 MiB boundary, are populated
-// (written through at once), and are charged the bytes asked for.
+// Note [Large host allocations]: 64 MiB and more are their own mapping, start on a 2 MiB
+// boundary, and are charged the bytes asked for.
 TEST(Tensor, HugeAllocationsAreHugePageAlignedAndUsable) {
   auto tracker = std::make_shared<MemoryTracker>();
   const int64_t numel = (int64_t{64} << 20) / 4 + 3;
@@ -80,6 +80,28 @@ TEST(Tensor, HugeAllocationsAreHugePageAlignedAndUsable) {
     EXPECT_EQ(t.data<float>()[numel - 1], 1.5f);
   }
   EXPECT_EQ(tracker->current(MemCategory::activations), 0);
+}
+
+// Tensor::zeros with a category: all zero whatever memory it is given, a large one from a fresh
+// mapping (no memset), a small one from a heap that held other values just before.
+TEST(Tensor, ZerosAreZeroLargeOrSmallFreshOrReused) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  for (const int64_t numel : {(int64_t{64} << 20) / 4 + 5, int64_t{100000}, int64_t{37}}) {
+    for (int round = 0; round < 2; ++round) {
+      {
+        Tensor dirty = Tensor::empty(Shape{numel}, DType::f32, MemCategory::other, tracker);
+        dirty.fill_(7.0f);
+      }
+      Tensor t = Tensor::zeros(Shape{numel}, DType::f32, MemCategory::gradients, tracker);
+      EXPECT_EQ(tracker->current(MemCategory::gradients), numel * 4);
+      const float* p = t.data<float>();
+      for (int64_t i = 0; i < numel; i += 997) ASSERT_EQ(p[i], 0.0f) << numel << " at " << i;
+      ASSERT_EQ(p[numel - 1], 0.0f) << numel;
+      t.fill_(2.0f);  // usable, written through
+      EXPECT_EQ(t.data<float>()[numel - 1], 2.0f);
+    }
+  }
+  EXPECT_EQ(tracker->current(MemCategory::gradients), 0);
 }
 
 }  // namespace
