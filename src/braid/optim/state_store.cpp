@@ -36,24 +36,21 @@ void ResidentStateStore::attach(const std::vector<const ParamSlice*>& slices, in
     total += param.numel();
   }
   if (slices.empty()) return;
-  // With the master weights, or in pinned host memory (Note [Optimizer state on the host]).
-  auto allocate = [&](MemCategory category) {
-    return on_host_ ? Tensor::pinned(Shape{total}, DType::f32, category)
-                    : Tensor::empty(Shape{total}, DType::f32, category, tracker,
-                                    slices[0]->param.device());
-  };
+  // With the master weights, faulted in where first written (a load's reads, or the first step),
+  // or in pinned host memory (Note [Optimizer state on the host]).
   std::vector<Tensor> states;
   for (int k = 0; k < num_states; ++k) {
     if (on_host_) {
-      states.push_back(allocate(MemCategory::optimizer_state));
+      states.push_back(Tensor::pinned(Shape{total}, DType::f32, MemCategory::optimizer_state));
       states.back().zero_();
-    } else {  // faulted in where first written: a load's reads, or the first step
+    } else {
       states.push_back(Tensor::zeros(Shape{total}, DType::f32, MemCategory::optimizer_state,
                                      tracker, slices[0]->param.device()));
     }
   }
   // The host masters are taken from the device before their first use (sync_masters).
-  const Tensor masters = on_host_ ? allocate(MemCategory::parameters) : Tensor();
+  const Tensor masters =
+      on_host_ ? Tensor::pinned(Shape{total}, DType::f32, MemCategory::parameters) : Tensor();
   int64_t at = 0;
   for (size_t i = 0; i < slices.size(); ++i) {
     const Tensor& param = slices[i]->param;

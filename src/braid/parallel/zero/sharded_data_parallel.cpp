@@ -169,6 +169,9 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
     for (size_t k = 0; k < units.size(); ++k) {
       const nn::UnitInfo& info = layout.units()[k];
       ZeroUnit& u = units[k];
+      // A unit held whole in the compute dtype keeps this rank's piece of its f32 masters.
+      if (!u.sharded && mixed)
+        u.master = Tensor::empty(Shape{u.geo.piece}, DType::f32, MemCategory::parameters);
       // The unit's f32 values whole, where the fill gives them so; what this rank keeps comes from
       // them. A sharded unit with a ranged fill has none: its pieces are filled in place.
       Tensor full;
@@ -176,8 +179,6 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
         const nn::FlatRange r = model.flat().unit_range(u.index);
         u.full = model.flat().compute().flat_range(r.offset, r.size);
         if (o.stage == 1) u.grads = model.flat().grads().flat_range(r.offset, r.size);
-        if (mixed)
-          u.master = Tensor::empty(Shape{u.geo.piece}, DType::f32, MemCategory::parameters);
         if (!shared) {
           full = mixed ? Tensor::zeros(Shape{info.padded}, DType::f32, MemCategory::parameters,
                                        MemoryScope::current_tracker())
@@ -202,8 +203,6 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
       }
       if (!u.sharded && mixed && full.defined()) {
         kernels::cast(u.full, full);
-        if (!u.master.defined())
-          u.master = Tensor::empty(Shape{u.geo.piece}, DType::f32, MemCategory::parameters);
         u.master.copy_(full.flat_range(u.geo.piece_begin(c), u.geo.piece));
       }
       if (u.sharded) {

@@ -160,8 +160,9 @@ class ZeroRuntime {
   void fold_offloaded(ZeroUnit& u, const Tensor& chunk);
   void finish_grad_write();
   void poll_reductions(bool wait_all);
-  // u's page of a deferred step, run if pending: its updated f32 shard, else undefined.
+  // Whether u's page of a deferred step is still to run (Note [Deferred step]).
   bool deferred_pending(const ZeroUnit& u) const;
+  // u's page of a deferred step, run if pending: its updated f32 shard, else undefined.
   Tensor run_deferred(ZeroUnit& u);
   int c() const { return groups_.grad->rank(); }
 
