@@ -214,7 +214,7 @@ double grads_one_at_a_time(const Units& u) {
 
 // Materialising a sharded strategy without ranged fills (Note [Ranged loads], parallel/step.h:
 // the seeded initialisation under tensor parallelism) fills each unit's f32 values in full
-// before keeping this rank's piece (sharded_data_parallel.cpp): after `before` bytes, the pieces
+// before keeping this rank's piece (sharded_materialize.cpp): after `before` bytes, the pieces
 // kept so far (1/S of each unit, f32) and the unit being filled. A ranged fill writes the pieces
 // where they are kept.
 double fill_peak(const Units& u, double before, double S) {
