@@ -180,18 +180,23 @@ void SavePlan::serialize(optim::Optimizer& optimizer,
   // one visit per kind costs nothing; slice by slice where each visit would read them in again.
   const auto& states = optimizer.state_names();
   const int kinds = 1 + static_cast<int>(states.size());  // the masters, then each state
-  const bool by_kind = optimizer.state_store().slots_stay_resident();
-  for (int pass = 0; pass < (by_kind ? kinds : 1); ++pass)
+  // One visit writing kinds [from, to) of every slice this rank writes.
+  auto put_kinds = [&](int from, int to) {
     optimizer.visit_slices(
         [&](const optim::ParamSlice& s, optim::SliceSlot& slot) {
           if (!writes(s)) return;
-          for (int k = by_kind ? pass : 0; k < (by_kind ? pass + 1 : kinds); ++k)
+          for (int k = from; k < to; ++k)
             if (k == 0)
               put("param", s, slot.param);
             else
               put(states[static_cast<size_t>(k - 1)], s, slot.state[static_cast<size_t>(k - 1)]);
         },
         /*write=*/false);
+  };
+  if (optimizer.state_store().slots_stay_resident())
+    for (int k = 0; k < kinds; ++k) put_kinds(k, k + 1);
+  else
+    put_kinds(0, kinds);
 }
 
 std::string SavePlan::table(const std::vector<uint32_t>& blocks) const {
