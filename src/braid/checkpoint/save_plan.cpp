@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <sstream>
 
@@ -44,10 +45,10 @@ Key key_of(const optim::ParamSlice& s) {
 }
 
 // Note [One writer per range]: a range several ranks hold (DDP's replicas, hybrid's
-// replicated shards) is written by one of them: ranges in name order, each to the holder with
-// the fewest bytes so far (ties: the lowest rank; comm::LeastLoaded). Every rank computes the same
-// assignment from the same gathered lists. A copy that does not count (Note [Placements]) is held
-// by no one here: the counted copy of the same elements is written instead.
+// replicated shards) is written by one of them: ranges largest first (ties in name order), each
+// to the holder with the fewest bytes so far (ties: the lowest rank; comm::LeastLoaded). Every rank
+// computes the same assignment from the same gathered lists. A copy that does not count (Note
+// [Placements]) is held by no one here: the counted copy of the same elements is written instead.
 std::map<Key, int> assign_writers(const std::vector<std::string>& held_by_rank) {
   std::map<Key, std::vector<int>> holders;
   for (size_t r = 0; r < held_by_rank.size(); ++r) {
@@ -59,9 +60,17 @@ std::map<Key, int> assign_writers(const std::vector<std::string>& held_by_rank) 
       holders[{name, tp, offset, numel}].push_back(static_cast<int>(r));
     }
   }
+  std::vector<const std::pair<const Key, std::vector<int>>*> ranges;
+  std::vector<int64_t> sizes;
+  for (const auto& h : holders) {
+    ranges.push_back(&h);
+    sizes.push_back(std::get<3>(h.first));
+  }
   comm::LeastLoaded writers(static_cast<int>(held_by_rank.size()));
   std::map<Key, int> writer;
-  for (auto& [key, ranks] : holders) writer[key] = writers.take(std::get<3>(key), ranks);
+  // In key order among equal sizes: ranges is sorted by key already.
+  for (size_t i : comm::largest_first(sizes, std::less<size_t>()))
+    writer[ranges[i]->first] = writers.take(sizes[i], ranges[i]->second);
   return writer;
 }
 

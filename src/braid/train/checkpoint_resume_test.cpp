@@ -113,6 +113,11 @@ TEST_P(CheckpointLoadShare, ARankReadsAboutItsShareNotEverything) {
     EXPECT_LT(got, 1.25 * own) << "rank " << r << ": " << got << " of its file's " << own;
   }
   EXPECT_LT(read[0] + read[1], total * 12 / 10) << read[0] << " + " << read[1] << " of " << total;
+  // Note [One writer per range]: the replicas' files hold about half each (largest first; in name
+  // order the embedding, named last, made one file twice the other).
+  const auto f0 = static_cast<double>(fs::file_size(step / checkpoint::rank_file_name(0)));
+  const auto f1 = static_cast<double>(fs::file_size(step / checkpoint::rank_file_name(1)));
+  EXPECT_LT(std::max(f0, f1), 1.1 * std::min(f0, f1)) << f0 << " and " << f1 << " bytes";
   fs::remove_all(root);
 }
 
