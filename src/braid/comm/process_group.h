@@ -106,8 +106,10 @@ struct ProcessGroupOptions {
   // Staging bytes per rank per step for shared-memory transports; 0 = backend default.
   size_t shm_slot_bytes = 0;
   // Every collective runs whole on the issuing thread before the call returns (no comm-thread
-  // hand-off): for a group only ever used from another group's comm thread, which waits for
-  // each op anyway (Note [Host group on the caller], mpi/hier_engine.h).
+  // hand-off): for a group only ever used inside another group's collectives (on its comm
+  // thread, or on the thread that started a small one inline), which wait for each op anyway
+  // (Note [Host group on the caller], mpi/hier_engine.h). Its waits spin briefly (Note
+  // [Spinning in a host step], shm/shm_barrier.cpp).
   bool synchronous = false;
 
   // Applies BRAID_COMM_TIMEOUT (seconds, may be fractional) and BRAID_COMM_DEBUG (0/1) on top of

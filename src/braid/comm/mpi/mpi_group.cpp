@@ -83,8 +83,10 @@ MpiGroup::MpiGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm comm, ProcessGr
         reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(base) + kAlign - 1) / kAlign * kAlign);
     if (rank() == 0) ShmEngine::init_arena(base, size());
     mpi_check(MPI_Barrier(node), "MPI_Barrier");
-    shm_ = std::make_unique<ShmEngine>(base, rank(), size(), slot, /*check_pids=*/true,
-                                       [this] { return poll_p2p(); });
+    // Note [Spinning in a host step] (shm/shm_barrier.cpp): a synchronous group is a host step.
+    shm_ = std::make_unique<ShmEngine>(
+        base, rank(), size(), slot, /*check_pids=*/true, [this] { return poll_p2p(); },
+        this->options().synchronous ? ShmEngine::kHostStepSpin : ShmEngine::kSpin);
     runtime_->defer_free([w = win_]() mutable { MPI_Win_free(&w); });
     // Rank 0's segment is the whole node's window: each rank is charged a 1/size share
     // (Note [Group memory]). The charge ends with the group; the window itself is freed at
@@ -94,12 +96,10 @@ MpiGroup::MpiGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm comm, ProcessGr
   } else {
     if (!all_on_node) layout_ = host_layout(node);
     const bool hierarchy = hierarchy_enabled();
-    p2p_ = std::make_unique<P2pEngine>(
-        comm_, rank(), size(), this->options().debug, [this] { poll_p2p(); },
-        [this](int64_t bytes) { charge_memory(bytes); },  // released by ~ProcessGroup
-        layout_, hierarchy);
+    std::shared_ptr<ProcessGroup> host_group, host_now;
+    MPI_Comm leader_comm = MPI_COMM_NULL;
     if (layout_.hierarchical() && hierarchy) {
-      MPI_Comm host_comm = MPI_COMM_NULL, now_comm = MPI_COMM_NULL, leader_comm = MPI_COMM_NULL;
+      MPI_Comm host_comm = MPI_COMM_NULL, now_comm = MPI_COMM_NULL;
       mpi_check(MPI_Comm_dup(node, &host_comm), "MPI_Comm_dup");
       mpi_check(MPI_Comm_dup(node, &now_comm), "MPI_Comm_dup");
       mpi_check(MPI_Comm_dup(comm_, &leader_comm), "MPI_Comm_dup");
@@ -109,11 +109,18 @@ MpiGroup::MpiGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm comm, ProcessGr
       host_options.name += "/host";
       ProcessGroupOptions now_options = host_options;
       now_options.synchronous = true;  // Note [Host group on the caller], hier_engine.h
-      auto host_group = std::make_shared<MpiGroup>(runtime_, host_comm, std::move(host_options));
-      auto host_now = std::make_shared<MpiGroup>(runtime_, now_comm, std::move(now_options));
+      host_group = std::make_shared<MpiGroup>(runtime_, host_comm, std::move(host_options));
+      host_now = std::make_shared<MpiGroup>(runtime_, now_comm, std::move(now_options));
+    }
+    // Note [Two-level small collectives] (p2p_host_phases.cpp): their steps inside a host run
+    // on host_now too.
+    p2p_ = std::make_unique<P2pEngine>(
+        comm_, rank(), size(), this->options().debug, [this] { poll_p2p(); },
+        [this](int64_t bytes) { charge_memory(bytes); },  // released by ~ProcessGroup
+        layout_, hierarchy, host_now);
+    if (host_now)
       hier_ = std::make_unique<HierEngine>(leader_comm, rank(), layout_, std::move(host_group),
                                            std::move(host_now), [this] { poll_p2p(); });
-    }
   }
   runtime_->defer_free([node]() mutable { MPI_Comm_free(&node); });
   start();

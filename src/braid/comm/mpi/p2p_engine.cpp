@@ -21,14 +21,16 @@ constexpr int64_t kMaxMessage = int64_t{1} << 30;  // MPI counts are int: send i
 }  // namespace
 
 P2pEngine::P2pEngine(MPI_Comm comm, int rank, int size, bool debug, std::function<void()> progress,
-                     std::function<void(int64_t)> charge, HostLayout layout, bool allow_two_level)
+                     std::function<void(int64_t)> charge, HostLayout layout, bool allow_two_level,
+                     std::shared_ptr<ProcessGroup> host_group)
     : comm_(comm),
       rank_(rank),
       size_(size),
       debug_(debug),
       progress_(std::move(progress)),
       charge_(std::move(charge)),
-      layout_(std::move(layout)) {
+      layout_(std::move(layout)),
+      host_group_(std::move(host_group)) {
   if (!allow_two_level || !layout_.hierarchical()) return;
   const int k = size_ / layout_.hosts();
   for (int r = 0; r < size_; ++r)

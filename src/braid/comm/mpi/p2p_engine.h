@@ -15,12 +15,14 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "braid/comm/chunking.h"
 #include "braid/comm/mpi/hier_engine.h"
 #include "braid/comm/op.h"
+#include "braid/core/tensor.h"
 
 namespace braid::comm {
 
@@ -32,9 +34,12 @@ class P2pEngine {
   // charge(bytes) is told of every growth of the memory kept between collectives before it
   // happens (Note [Group memory], process_group.h); it may throw OutOfMemory.
   // layout names the ranks' hosts in errors. allow_two_level: small ops may take two steps
-  // (Note [Two-level small collectives]); BRAID_COMM_HIERARCHY=0 keeps them flat.
+  // (Note [Two-level small collectives]); BRAID_COMM_HIERARCHY=0 keeps them flat. host_group:
+  // this rank's host's ranks, a synchronous shared-memory group, for the steps inside a host
+  // (null: MPI messages there too).
   P2pEngine(MPI_Comm comm, int rank, int size, bool debug, std::function<void()> progress,
-            std::function<void(int64_t)> charge, HostLayout layout, bool allow_two_level);
+            std::function<void(int64_t)> charge, HostLayout layout, bool allow_two_level,
+            std::shared_ptr<ProcessGroup> host_group = nullptr);
 
   void run(const CollectiveOp& op, Clock::time_point deadline);
 
@@ -45,8 +50,10 @@ class P2pEngine {
   // until they are done or `patience` passes with none of them arriving (a peer that is late,
   // not one whose data is flowing), then goes on to the next phase the same way: true when the
   // op is done, false when it gave up; finish() (the comm thread's next call into the engine)
-  // then completes it. Whether an op is small depends on the op alone (every rank decides
-  // alike), so a hierarchical group runs a small all_reduce flat on both paths.
+  // then completes it. A two-level op's step inside a host (a collective of the host group) is
+  // waited for whole: the host's ranks issue the same op and reach the same step. Whether an
+  // op is small depends on the op alone (every rank decides alike), so a hierarchical group runs a
+  // small all_reduce flat on both paths.
   static constexpr int64_t kInlineMaxBytes = 256 << 10;
   static constexpr std::chrono::microseconds kInlinePatience{200};
   static bool small(const CollectiveOp& op);
@@ -75,7 +82,11 @@ class P2pEngine {
   // every host, a small op's messages go once across hosts per rank, between ranks at the same
   // place on their hosts, and then inside each host.
   // Above kTwoLevelMaxBytes the packing and the extra step cost more than the messages saved
-  // (reduce_scatter and all_gather of 128 KiB: 166-278 us two-level, 117-180 direct).
+  // (reduce_scatter and all_gather of 128 KiB with the steps inside a host as MPI messages:
+  // 166-278 us two-level, 117-180 direct; on shared memory 132-168 against 101-108, as a host's
+  // range of 64 KiB crosses hosts in one message past MPI's TCP eager limit, where the direct
+  // exchange's 32 KiB chunks go eagerly; at 256 KiB two-level measured faster in two runs,
+  // 164-194 us against 244-252, and mixed in two more, 293-550 against 370-449: not kept).
   static constexpr int64_t kTwoLevelMaxBytes = 64 << 10;
   bool two_level(const CollectiveOp& op) const {
     return per_host_ > 1 && small(op) && larger_side(op) <= kTwoLevelMaxBytes;
@@ -96,6 +107,8 @@ class P2pEngine {
   // Host h's elements of n: its ranks' chunks, one after the other.
   Chunk host_range(int h, int64_t n) const;
   char* scratch(size_t at, size_t bytes);  // scratch_ grown (and charged) to at + bytes
+  // The first `bytes` of t (u8, kept between calls), grown (and charged) first.
+  Tensor host_buffer(Tensor& t, int64_t bytes);
   void begin_phase(const CollectiveOp& op, int k);
   void end_phase(const CollectiveOp& op, int k);
   void run_phases(const CollectiveOp& op, int from);  // phases from..end, each waited for
@@ -126,9 +139,11 @@ class P2pEngine {
   std::function<void(int64_t)> charge_;
   HostLayout layout_;
   std::vector<MPI_Request> reqs_;
-  std::vector<int> req_peer_;            // peer of each request; negative for sends (-1 - peer)
-  std::vector<char> scratch_;            // reduce_scatter contributions, kept between calls
-  std::vector<CollectiveOp> abandoned_;  // ops whose requests were left in flight by a failure
+  std::vector<int> req_peer_;  // peer of each request; negative for sends (-1 - peer)
+  std::vector<char> scratch_;  // reduce_scatter contributions, kept between calls
+  std::shared_ptr<ProcessGroup> host_group_;  // the steps inside a host, on shared memory
+  Tensor host_send_, host_recv_;              // their buffers (host_buffer)
+  std::vector<CollectiveOp> abandoned_;       // ops whose requests were left in flight by a failure
   Clock::time_point deadline_;
   Clock::time_point started_;
   int phase_ = 0;     // the phase whose messages are posted (start() to finish())

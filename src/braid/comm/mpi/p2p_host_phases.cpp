@@ -3,6 +3,7 @@
 
 #include "braid/comm/chunking.h"
 #include "braid/comm/mpi/p2p_engine.h"
+#include "braid/comm/process_group.h"
 #include "braid/comm/reduce_kernels.h"
 
 namespace braid::comm {
@@ -23,13 +24,27 @@ namespace braid::comm {
 //                   (2) inside: its own and the H - 1 received, packed, to each (h, j); then
 //                   every rank folds all H K in rank order. Larger: reduce_scatter then
 //                   all_gather as above, four steps.
-// Each rank sends H - 1 messages across hosts a step instead of (H - 1) K; the steps inside a
-// host go over MPI's shared memory. Measured across 2 network-namespace hosts x 2 ranks on 2
-// cores: docs/benchmarks.md "Small collectives across hosts: inline and two-level".
+// Each rank sends H - 1 messages across hosts a step instead of (H - 1) K. The steps inside a
+// host are collectives of the host's synchronous shared-memory group (the one the hierarchical
+// all_reduce uses, Note [Host group on the caller]): reduce_scatter's an all_to_all of the packed
+// slots, all_gather's an all_gather of the host's range, all_reduce's an all_gather of the packed
+// contributions. As MPI messages (MPI's shared memory) each such step took as long as the one
+// across hosts (reduce_scatter of 8 KiB: 25 us across, 28 inside; 32 KiB: 37-41 and 39-43),
+// every test of a request polling the TCP sockets too. Measured across 2 network-namespace hosts
+// x 2 ranks on 2 cores: docs/benchmarks.md "Small collectives across hosts: inline and two-level"
+// and "... the steps inside a host on shared memory".
 
 Chunk P2pEngine::host_range(int h, int64_t n) const {
   const Chunk a = chunk_of(n, size_, peer(h, 0)), b = chunk_of(n, size_, peer(h, per_host_ - 1));
   return Chunk{a.offset, b.offset + b.size - a.offset};
+}
+
+Tensor P2pEngine::host_buffer(Tensor& t, int64_t bytes) {
+  if (!t.defined() || t.numel() < bytes) {
+    if (charge_) charge_(bytes - (t.defined() ? t.numel() : 0));
+    t = Tensor::empty(Shape{bytes}, DType::u8, MemCategory::communication, nullptr, Device::cpu());
+  }
+  return t.flat_range(0, bytes);
 }
 
 char* P2pEngine::scratch(size_t at, size_t bytes) {
@@ -43,7 +58,9 @@ char* P2pEngine::scratch(size_t at, size_t bytes) {
 // Scratch of a reduce_scatter: [0, H x R) the parts received across hosts (R: this host's
 // range in bytes, slot h' for host h'), then K slots of H x C for what comes from inside (C:
 // this rank's chunk), then K slots of H x C_j packed for each (h, j). It is taken whole before
-// any pointer into it is kept, so growing never moves what a step has posted.
+// any pointer into it is kept, so growing never moves what a step has posted. With a host
+// group the last two are host_recv_ and host_send_ instead, K slots of H x C_max each (an
+// all_to_all's equal chunks).
 void P2pEngine::host_rs_begin(const CollectiveOp& op, int step, int k, const char* in, int64_t n) {
   const size_t es = dtype_size(op.in.dtype());
   const int hosts = size_ / per_host_;
@@ -52,10 +69,9 @@ void P2pEngine::host_rs_begin(const CollectiveOp& op, int step, int k, const cha
   const size_t received = static_cast<size_t>(hosts) * here.size * es;
   const size_t inbox = static_cast<size_t>(per_host_) * hosts * mine.size * es;
   const size_t max_chunk = static_cast<size_t>(chunk_of(n, size_, 0).size) * es;
-  char* base = scratch(0, received + inbox + static_cast<size_t>(per_host_) * hosts * max_chunk);
+  const size_t slot = hosts * max_chunk;  // a packed slot's stride
+  char* base = scratch(0, host_group_ ? received : received + inbox + per_host_ * slot);
   char* from_hosts = base;
-  char* from_inside = base + received;
-  char* packed = from_inside + inbox;
   if (step == 0) {
     for (int h = 0; h < hosts; ++h) {
       if (h == host_) continue;
@@ -68,20 +84,26 @@ void P2pEngine::host_rs_begin(const CollectiveOp& op, int step, int k, const cha
     }
     return;
   }
+  const auto all = static_cast<int64_t>(per_host_ * slot);
+  const Tensor send = host_group_ ? host_buffer(host_send_, all) : Tensor();
+  char* from_inside = base + received;
+  char* packed = host_group_ ? bytes_of(send) : from_inside + inbox;
   for (int j = 0; j < per_host_; ++j) {
     if (j == index_) continue;
     const Chunk cj = chunk_of(n, size_, peer(host_, j));
-    char* pack = packed + j * hosts * max_chunk;
+    char* pack = packed + j * slot;
     for (int h = 0; h < hosts; ++h) {
       const char* src = h == host_ ? in + cj.offset * es
                                    : from_hosts + (h * here.size + cj.offset - here.offset) * es;
       std::memcpy(pack + h * cj.size * es, src, cj.size * es);
     }
+    if (host_group_) continue;
     if (mine.size)
       post_recv(from_inside + j * hosts * mine.size * es, hosts * mine.size * es, peer(host_, j),
                 tag_of_phase(op, k));
     if (cj.size) post_send(pack, hosts * cj.size * es, peer(host_, j), tag_of_phase(op, k));
   }
+  if (host_group_) host_group_->all_to_all(host_buffer(host_recv_, all), send)->wait();
 }
 
 void P2pEngine::host_rs_end(const CollectiveOp& op, const char* in, char* out, int64_t n) {
@@ -92,12 +114,14 @@ void P2pEngine::host_rs_end(const CollectiveOp& op, const char* in, char* out, i
   const Chunk range = host_range(host_, n);
   const int64_t here = range.size;
   const char* from_hosts = scratch_.data();
-  const char* from_inside = from_hosts + static_cast<size_t>(hosts) * here * es;
+  // Host j's packed slot for this rank (host_rs_begin).
+  const char* from_inside = host_group_ ? bytes_of(host_recv_) : from_hosts + hosts * here * es;
+  const size_t slot = hosts * (host_group_ ? chunk_of(n, size_, 0).size : mine.size) * es;
   std::vector<const void*> srcs(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
     const int h = r / per_host_, j = r % per_host_;
     if (j != index_)
-      srcs[r] = from_inside + (j * hosts + h) * mine.size * es;
+      srcs[r] = from_inside + j * slot + h * mine.size * es;
     else if (h == host_)
       srcs[r] = in + mine.offset * es;
     else
@@ -111,8 +135,17 @@ void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const cha
   const size_t es = dtype_size(op.out.dtype());
   const int hosts = size_ / per_host_;
   const Chunk mine = chunk_of(n, size_, rank_);
+  const Chunk here = host_range(host_, n);
   if (step == 0) {
     keep_own_chunk(op, in, out, n);  // the host's range is sent whole in step 1
+    if (host_group_) {
+      // In place on the host's range of op.out: its chunk j is rank (host_, j)'s (the global
+      // chunks' sizes restricted to a host's consecutive ranks are chunk_of's over its range).
+      const Tensor range = op.out.flat_range(here.offset, here.size);
+      host_group_->all_gather(range, range.flat_range(mine.offset - here.offset, mine.size))
+          ->wait();
+      return;
+    }
     for (int j = 0; j < per_host_; ++j) {
       if (j == index_) continue;
       const Chunk cj = chunk_of(n, size_, peer(host_, j));
@@ -122,7 +155,6 @@ void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const cha
     }
     return;
   }
-  const Chunk here = host_range(host_, n);
   for (int h = 0; h < hosts; ++h) {
     if (h == host_) continue;
     const Chunk theirs = host_range(h, n);
@@ -134,13 +166,24 @@ void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const cha
 }
 
 // Scratch of a one-round all_reduce: H slots of n (slot h: host h's contribution at this place,
-// this rank's own packed into slot host_), then K slots of H x n from inside.
+// this rank's own packed into slot host_), then K slots of H x n from inside; with a host group
+// host_send_ and host_recv_ instead.
 void P2pEngine::host_ar1_begin(const CollectiveOp& op, int step, char* data, int64_t n) {
   const size_t bytes = static_cast<size_t>(n) * dtype_size(op.out.dtype());
   const int hosts = size_ / per_host_;
-  char* base = scratch(0, static_cast<size_t>(hosts + per_host_ * hosts) * bytes);
-  char* at_place = base;  // every host's contribution at this place, in host order
-  char* from_inside = base + hosts * bytes;
+  const auto placed = static_cast<int64_t>(hosts * bytes);
+  // Both taken at step 0 (its receives land in at_place) and again, unchanged, at step 1.
+  Tensor placed_t, gathered_t;
+  char *at_place = nullptr, *from_inside = nullptr;
+  if (host_group_) {
+    placed_t = host_buffer(host_send_, placed);
+    gathered_t = host_buffer(host_recv_, per_host_ * placed);
+    at_place = bytes_of(placed_t);
+    from_inside = bytes_of(gathered_t);
+  } else {
+    at_place = scratch(0, static_cast<size_t>((1 + per_host_) * placed));
+    from_inside = at_place + placed;
+  }
   if (step == 0) {
     for (int h = 0; h < hosts; ++h) {
       if (h == host_) continue;
@@ -150,6 +193,10 @@ void P2pEngine::host_ar1_begin(const CollectiveOp& op, int step, char* data, int
     return;
   }
   std::memcpy(at_place + host_ * bytes, data, bytes);
+  if (host_group_) {
+    host_group_->all_gather(gathered_t, placed_t)->wait();
+    return;
+  }
   for (int j = 0; j < per_host_; ++j) {
     if (j == index_) continue;
     post_recv(from_inside + j * hosts * bytes, hosts * bytes, peer(host_, j), tag_of_phase(op, 1));
@@ -161,8 +208,8 @@ void P2pEngine::host_ar1_end(const CollectiveOp& op, char* data, int64_t n) {
   const DType dt = op.out.dtype();
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dt);
   const int hosts = size_ / per_host_;
-  const char* at_place = scratch_.data();
-  const char* from_inside = at_place + hosts * bytes;
+  const char* at_place = host_group_ ? bytes_of(host_send_) : scratch_.data();
+  const char* from_inside = host_group_ ? bytes_of(host_recv_) : at_place + hosts * bytes;
   std::vector<const void*> srcs(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
     const int h = r / per_host_, j = r % per_host_;

@@ -86,10 +86,10 @@ void ShmEngine::all_arrived(const CollectiveOp& op) {
 void ShmEngine::await(const CollectiveOp& op, uint64_t k) {
   int waiting_on = first_absent(k, 0);
   if (waiting_on < size_) {
-    // Spin briefly (ranks usually arrive within microseconds), yield for a while (a peer that
-    // shares our core gets to run, and a wake-up costs nothing), then sleep until a peer arrives
-    // (Note [Sleeping in barriers]). Deadlines, liveness and send/recv progress are checked
-    // throughout.
+    // Spin briefly (ranks usually arrive within microseconds; spin_, Note [Spinning in a host
+    // step]), yield for a while (a peer that shares our core gets to run, and a wake-up costs
+    // nothing), then sleep until a peer arrives (Note [Sleeping in barriers]). Deadlines,
+    // liveness and send/recv progress are checked throughout.
     const auto t0 = Clock::now();
     note_clock(t0);
     auto next_progress = t0;
@@ -104,7 +104,7 @@ void ShmEngine::await(const CollectiveOp& op, uint64_t k) {
       const auto now = Clock::now();
       note_clock(now);
       const auto waited = now - t0;
-      if (waited > std::chrono::microseconds(50) && waited <= std::chrono::milliseconds(2)) {
+      if (waited > spin_ && waited <= std::chrono::milliseconds(2)) {
         sched_yield();
       } else if (waited > std::chrono::milliseconds(2)) {
         // Sends/recvs in flight need polling; otherwise only liveness and the deadline do.
@@ -160,6 +160,18 @@ bool ShmEngine::await_briefly(const CollectiveOp& op, uint64_t k, Clock::duratio
   return true;
 }
 
+// Note [Spinning in a host step]
+// A wait spins for kSpin (50 us) before it yields: ranks on a host of their own cores arrive
+// within microseconds, and a yield that lets another thread take the core can cost its time
+// slice. A host group that runs the steps inside a host of an op across hosts (the synchronous
+// host group: Note [Host group on the caller], mpi/hier_engine.h; Note [Two-level small
+// collectives], mpi/p2p_host_phases.cpp) spins kHostStepSpin (3 us) instead, as an inline op
+// does (await_briefly): its host peer may be behind on the op across hosts, on a core that
+// another rank holds (on 2 network-namespace hosts x 2 ranks over 2 cores, the 50 us spin cost
+// every small two-level op about 50 us: reduce_scatter of 4-64 KiB 90-117 us, 41-84 with its
+// steps inside a host as MPI messages, 38-98 with the short spin). Where every rank has its own
+// core a yield returns at once, so the wait is as quick.
+//
 // Note [Sleeping in barriers]
 // A rank that waits more than a couple of milliseconds for a peer sleeps on the peer's futex
 // word instead of spinning, yielding or napping in short sleeps: on a machine with as many

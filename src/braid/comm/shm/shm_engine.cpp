@@ -57,7 +57,7 @@ void ShmEngine::init_arena(void* base, int size) {
 }
 
 ShmEngine::ShmEngine(void* base, int rank, int size, size_t slot_bytes, bool check_pids,
-                     std::function<bool()> progress)
+                     std::function<bool()> progress, Clock::duration spin)
     : controls_(static_cast<RankControl*>(base)),
       data_(static_cast<char*>(base) + control_bytes(size)),
       rank_(rank),
@@ -65,6 +65,7 @@ ShmEngine::ShmEngine(void* base, int rank, int size, size_t slot_bytes, bool che
       slot_bytes_(slot_bytes),
       check_pids_(check_pids),
       progress_(std::move(progress)),
+      spin_(spin),
       srcs_(size) {
   BRAID_CHECK(slot_bytes_ >= 64u * size && slot_bytes_ % 64 == 0, "shm slot of ", slot_bytes_,
               " bytes: need a multiple of 64 and at least 64 bytes per rank (", size, " ranks)");

@@ -51,9 +51,12 @@ class ShmEngine {
 
   // progress (may be empty) runs every few hundred microseconds while waiting, so sends/recvs
   // of the same group make progress during a collective; it returns whether any are still in
-  // flight. check_pids: peers are processes.
+  // flight. check_pids: peers are processes. spin: how long a wait spins before it yields
+  // (Note [Spinning in a host step], shm_barrier.cpp).
+  static constexpr std::chrono::microseconds kSpin{50};
+  static constexpr std::chrono::microseconds kHostStepSpin{3};
   ShmEngine(void* base, int rank, int size, size_t slot_bytes, bool check_pids,
-            std::function<bool()> progress);
+            std::function<bool()> progress, Clock::duration spin = kSpin);
 
   // Runs one collective; throws CommError (timeout, dead peer, mismatch) without a group prefix.
   void run(const CollectiveOp& op, Clock::time_point deadline);
@@ -106,6 +109,7 @@ class ShmEngine {
   size_t slot_bytes_;
   bool check_pids_;
   std::function<bool()> progress_;
+  Clock::duration spin_;
   std::vector<const void*> srcs_;  // reduction sources in rank order
   uint64_t phase_ = 0;
   bool first_barrier_ = false;  // the next barrier is the first of the current collective
