@@ -17,7 +17,7 @@ namespace braid::comm::checks {
 
 constexpr DType kTypes[] = {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64};
 // 0 and 1 (fewer elements than ranks), odd, and more than one 4 KiB staging step for every type.
-constexpr int64_t kCounts[] = {0, 1, 7, 1031, 5003};
+constexpr int64_t kCounts[] = {0, 1, 7, 1031, 5003, 65536};
 
 inline double value(int rank, int64_t i) {
   return (rank + 1) * ((i % 13) + 1);

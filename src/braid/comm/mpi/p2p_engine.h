@@ -81,15 +81,21 @@ class P2pEngine {
   // Note [Two-level small collectives] (p2p_host_phases.cpp): with the same number of ranks on
   // every host, a small op's messages go once across hosts per rank, between ranks at the same
   // place on their hosts, and then inside each host.
-  // Above kTwoLevelMaxBytes the packing and the extra step cost more than the messages saved
-  // (reduce_scatter and all_gather of 128 KiB with the steps inside a host as MPI messages:
-  // 166-278 us two-level, 117-180 direct; on shared memory 132-168 against 101-108, as a host's
-  // range of 64 KiB crosses hosts in one message past MPI's TCP eager limit, where the direct
-  // exchange's 32 KiB chunks go eagerly; at 256 KiB two-level measured faster in two runs,
-  // 164-194 us against 244-252, and mixed in two more, 293-550 against 370-449: not kept).
+  // Up to kTwoLevelMaxBytes, and for a small op whose direct chunks are past MPI's TCP eager
+  // limit (OpenMPI's btl_tcp_eager_limit, 64 KiB by default), where each message of the direct
+  // exchange waits for a rendezvous anyway. Between them the packing and the extra step cost
+  // more than the messages saved: reduce_scatter and all_gather of 128 KiB took 166-278 us
+  // two-level against 117-180 direct with the steps inside a host as MPI messages, and 132-168
+  // against 101-108 on shared memory (a host's 64 KiB range crosses in one message past the
+  // eager limit, where the direct exchange's 32 KiB chunks go eagerly). At 256 KiB over 2 hosts x
+  // 2 ranks (64 KiB chunks) two-level measured 0.85-0.97x of raw MPI on average over three
+  // alternating runs against 0.74-0.84x direct (docs/benchmarks.md).
   static constexpr int64_t kTwoLevelMaxBytes = 64 << 10;
+  static constexpr int64_t kEagerBytes = 64 << 10;
   bool two_level(const CollectiveOp& op) const {
-    return per_host_ > 1 && small(op) && larger_side(op) <= kTwoLevelMaxBytes;
+    if (per_host_ <= 1 || !small(op)) return false;
+    const int64_t bytes = larger_side(op);
+    return bytes <= kTwoLevelMaxBytes || bytes / size_ >= kEagerBytes;
   }
   // Bytes of the op's whole buffer: all_gather's output, the others' input.
   static int64_t larger_side(const CollectiveOp& op) {
