@@ -31,7 +31,7 @@ P2pEngine::P2pEngine(MPI_Comm comm, int rank, int size, bool debug, std::functio
       charge_(std::move(charge)),
       layout_(std::move(layout)),
       host_group_(std::move(host_group)) {
-  if (!allow_two_level || !layout_.hierarchical()) return;
+  if (!allow_two_level || !layout_.hierarchical() || !host_group_) return;
   const int k = size_ / layout_.hosts();
   for (int r = 0; r < size_; ++r)
     if (layout_.host_of[static_cast<size_t>(r)] != r / k) return;

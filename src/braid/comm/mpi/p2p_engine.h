@@ -34,12 +34,12 @@ class P2pEngine {
   // charge(bytes) is told of every growth of the memory kept between collectives before it
   // happens (Note [Group memory], process_group.h); it may throw OutOfMemory.
   // layout names the ranks' hosts in errors. allow_two_level: small ops may take two steps
-  // (Note [Two-level small collectives]); BRAID_COMM_HIERARCHY=0 keeps them flat. host_group:
-  // this rank's host's ranks, a synchronous shared-memory group, for the steps inside a host
-  // (null: MPI messages there too).
+  // (Note [Two-level small collectives]) with host_group, this rank's host's ranks as a
+  // synchronous shared-memory group, taking the steps inside a host; BRAID_COMM_HIERARCHY=0
+  // keeps them flat.
   P2pEngine(MPI_Comm comm, int rank, int size, bool debug, std::function<void()> progress,
             std::function<void(int64_t)> charge, HostLayout layout, bool allow_two_level,
-            std::shared_ptr<ProcessGroup> host_group = nullptr);
+            std::shared_ptr<ProcessGroup> host_group);
 
   void run(const CollectiveOp& op, Clock::time_point deadline);
 

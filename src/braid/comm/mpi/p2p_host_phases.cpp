@@ -56,23 +56,15 @@ char* P2pEngine::scratch(size_t at, size_t bytes) {
   return scratch_.data() + at;
 }
 
-// Scratch of a reduce_scatter: [0, H x R) the parts received across hosts (R: this host's
-// range in bytes, slot h' for host h'), then K slots of H x C for what comes from inside (C:
-// this rank's chunk), then K slots of H x C_j packed for each (h, j). It is taken whole before
-// any pointer into it is kept, so growing never moves what a step has posted. With a host
-// group the last two are host_recv_ and host_send_ instead, K slots of H x C_max each (an
-// all_to_all's equal chunks).
+// Buffers of a reduce_scatter: scratch_ holds the parts received across hosts, H x R (R: this
+// host's range in bytes, slot h' for host h'), taken whole before a receive is posted into it;
+// host_send_ the K slots packed for each (h, j), H x C_j, and host_recv_ what comes from each
+// (h, j), H x C; every slot H x C_max bytes apart (an all_to_all's equal chunks).
 void P2pEngine::host_rs_begin(const CollectiveOp& op, int step, int k, const char* in, int64_t n) {
   const size_t es = dtype_size(op.in.dtype());
   const int hosts = size_ / per_host_;
-  const Chunk mine = chunk_of(n, size_, rank_);
   const Chunk here = host_range(host_, n);
-  const size_t received = static_cast<size_t>(hosts) * here.size * es;
-  const size_t inbox = static_cast<size_t>(per_host_) * hosts * mine.size * es;
-  const size_t max_chunk = static_cast<size_t>(chunk_of(n, size_, 0).size) * es;
-  const size_t slot = hosts * max_chunk;  // a packed slot's stride
-  char* base = scratch(0, host_group_ ? received : received + inbox + per_host_ * slot);
-  char* from_hosts = base;
+  char* from_hosts = scratch(0, static_cast<size_t>(hosts) * here.size * es);
   if (step == 0) {
     for (int h = 0; h < hosts; ++h) {
       if (h == host_) continue;
@@ -85,26 +77,19 @@ void P2pEngine::host_rs_begin(const CollectiveOp& op, int step, int k, const cha
     }
     return;
   }
-  const auto all = static_cast<int64_t>(per_host_ * slot);
-  const Tensor send = host_group_ ? host_buffer(host_send_, all) : Tensor();
-  char* from_inside = base + received;
-  char* packed = host_group_ ? bytes_of(send) : from_inside + inbox;
+  const size_t slot = hosts * chunk_of(n, size_, 0).size * es;
+  const Tensor packed = host_buffer(host_send_, static_cast<int64_t>(per_host_ * slot));
   for (int j = 0; j < per_host_; ++j) {
     if (j == index_) continue;
     const Chunk cj = chunk_of(n, size_, peer(host_, j));
-    char* pack = packed + j * slot;
+    char* pack = bytes_of(packed) + j * slot;
     for (int h = 0; h < hosts; ++h) {
       const char* src = h == host_ ? in + cj.offset * es
                                    : from_hosts + (h * here.size + cj.offset - here.offset) * es;
       std::memcpy(pack + h * cj.size * es, src, cj.size * es);
     }
-    if (host_group_) continue;
-    if (mine.size)
-      post_recv(from_inside + j * hosts * mine.size * es, hosts * mine.size * es, peer(host_, j),
-                tag_of_phase(op, k));
-    if (cj.size) post_send(pack, hosts * cj.size * es, peer(host_, j), tag_of_phase(op, k));
   }
-  if (host_group_) host_group_->all_to_all(host_buffer(host_recv_, all), send)->wait();
+  host_group_->all_to_all(host_buffer(host_recv_, packed.numel()), packed)->wait();
 }
 
 void P2pEngine::host_rs_end(const CollectiveOp& op, const char* in, char* out, int64_t n) {
@@ -115,9 +100,8 @@ void P2pEngine::host_rs_end(const CollectiveOp& op, const char* in, char* out, i
   const Chunk range = host_range(host_, n);
   const int64_t here = range.size;
   const char* from_hosts = scratch_.data();
-  // Host j's packed slot for this rank (host_rs_begin).
-  const char* from_inside = host_group_ ? bytes_of(host_recv_) : from_hosts + hosts * here * es;
-  const size_t slot = hosts * (host_group_ ? chunk_of(n, size_, 0).size : mine.size) * es;
+  const char* from_inside = bytes_of(host_recv_);
+  const size_t slot = hosts * chunk_of(n, size_, 0).size * es;
   std::vector<const void*> srcs(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
     const int h = r / per_host_, j = r % per_host_;
@@ -139,21 +123,10 @@ void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const cha
   const Chunk here = host_range(host_, n);
   if (step == 0) {
     keep_own_chunk(op, in, out, n);  // the host's range is sent whole in step 1
-    if (host_group_) {
-      // In place on the host's range of op.out: its chunk j is rank (host_, j)'s (the global
-      // chunks' sizes restricted to a host's consecutive ranks are chunk_of's over its range).
-      const Tensor range = op.out.flat_range(here.offset, here.size);
-      host_group_->all_gather(range, range.flat_range(mine.offset - here.offset, mine.size))
-          ->wait();
-      return;
-    }
-    for (int j = 0; j < per_host_; ++j) {
-      if (j == index_) continue;
-      const Chunk cj = chunk_of(n, size_, peer(host_, j));
-      if (cj.size)
-        post_recv(out + cj.offset * es, cj.size * es, peer(host_, j), tag_of_phase(op, k));
-      if (mine.size) post_send(in, mine.size * es, peer(host_, j), tag_of_phase(op, k));
-    }
+    // In place on the host's range of op.out: its chunk j is rank (host_, j)'s (the global
+    // chunks' sizes restricted to a host's consecutive ranks are chunk_of's over its range).
+    const Tensor range = op.out.flat_range(here.offset, here.size);
+    host_group_->all_gather(range, range.flat_range(mine.offset - here.offset, mine.size))->wait();
     return;
   }
   for (int h = 0; h < hosts; ++h) {
@@ -166,25 +139,15 @@ void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const cha
   }
 }
 
-// Scratch of a one-round all_reduce: H slots of n (slot h: host h's contribution at this place,
-// this rank's own packed into slot host_), then K slots of H x n from inside; with a host group
-// host_send_ and host_recv_ instead.
+// Buffers of a one-round all_reduce: host_send_ holds H slots of n (slot h: host h's
+// contribution at this place, this rank's own copied into slot host_), host_recv_ the K slots of
+// H x n gathered inside the host; both taken at step 0 (its receives land in host_send_).
 void P2pEngine::host_ar1_begin(const CollectiveOp& op, int step, char* data, int64_t n) {
   const size_t bytes = static_cast<size_t>(n) * dtype_size(op.out.dtype());
   const int hosts = size_ / per_host_;
-  const auto placed = static_cast<int64_t>(hosts * bytes);
-  // Both taken at step 0 (its receives land in at_place) and again, unchanged, at step 1.
-  Tensor placed_t, gathered_t;
-  char *at_place = nullptr, *from_inside = nullptr;
-  if (host_group_) {
-    placed_t = host_buffer(host_send_, placed);
-    gathered_t = host_buffer(host_recv_, per_host_ * placed);
-    at_place = bytes_of(placed_t);
-    from_inside = bytes_of(gathered_t);
-  } else {
-    at_place = scratch(0, static_cast<size_t>((1 + per_host_) * placed));
-    from_inside = at_place + placed;
-  }
+  const Tensor placed = host_buffer(host_send_, static_cast<int64_t>(hosts * bytes));
+  const Tensor gathered = host_buffer(host_recv_, per_host_ * placed.numel());
+  char* at_place = bytes_of(placed);
   if (step == 0) {
     for (int h = 0; h < hosts; ++h) {
       if (h == host_) continue;
@@ -194,23 +157,15 @@ void P2pEngine::host_ar1_begin(const CollectiveOp& op, int step, char* data, int
     return;
   }
   std::memcpy(at_place + host_ * bytes, data, bytes);
-  if (host_group_) {
-    host_group_->all_gather(gathered_t, placed_t)->wait();
-    return;
-  }
-  for (int j = 0; j < per_host_; ++j) {
-    if (j == index_) continue;
-    post_recv(from_inside + j * hosts * bytes, hosts * bytes, peer(host_, j), tag_of_phase(op, 1));
-    post_send(at_place, hosts * bytes, peer(host_, j), tag_of_phase(op, 1));
-  }
+  host_group_->all_gather(gathered, placed)->wait();
 }
 
 void P2pEngine::host_ar1_end(const CollectiveOp& op, char* data, int64_t n) {
   const DType dt = op.out.dtype();
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dt);
   const int hosts = size_ / per_host_;
-  const char* at_place = host_group_ ? bytes_of(host_send_) : scratch_.data();
-  const char* from_inside = host_group_ ? bytes_of(host_recv_) : at_place + hosts * bytes;
+  const char* at_place = bytes_of(host_send_);
+  const char* from_inside = bytes_of(host_recv_);
   std::vector<const void*> srcs(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
     const int h = r / per_host_, j = r % per_host_;
