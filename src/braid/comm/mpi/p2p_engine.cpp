@@ -157,16 +157,11 @@ void P2pEngine::check_fingerprints(const CollectiveOp& op) {
 void P2pEngine::post_reduce_scatter(const CollectiveOp& op, const char* in, int64_t n, int parts) {
   const size_t es = dtype_size(op.in.dtype());
   const Chunk mine = chunk_of(n, parts, parts == 1 ? 0 : rank_);
-  const size_t need = static_cast<size_t>(size_) * mine.size * es;
-  if (scratch_.size() < need) {
-    if (charge_) charge_(static_cast<int64_t>(need - scratch_.size()));
-    scratch_.resize(need);
-  }
+  char* received = bytes_of(buffer(scratch_, static_cast<int64_t>(size_ * mine.size * es)));
   for (int j = 0; j < size_; ++j) {
     if (j == rank_) continue;
     Chunk cj = chunk_of(n, parts, parts == 1 ? 0 : j);
-    if (mine.size)
-      post_recv(scratch_.data() + j * mine.size * es, mine.size * es, j, tag(op, kData));
+    if (mine.size) post_recv(received + j * mine.size * es, mine.size * es, j, tag(op, kData));
     if (cj.size) post_send(in + cj.offset * es, cj.size * es, j, tag(op, kData));
   }
 }
@@ -178,7 +173,7 @@ void P2pEngine::reduce_received(const CollectiveOp& op, const char* in, char* ou
   const Chunk mine = chunk_of(n, parts, parts == 1 ? 0 : rank_);
   std::vector<const void*> srcs(size_);
   for (int j = 0; j < size_; ++j)
-    srcs[j] = j == rank_ ? in + mine.offset * es : scratch_.data() + j * mine.size * es;
+    srcs[j] = j == rank_ ? in + mine.offset * es : bytes_of(scratch_) + j * mine.size * es;
   reduce_ranks(srcs.data(), size_, out, nullptr, mine.size, dt, op.reduce);
 }
 

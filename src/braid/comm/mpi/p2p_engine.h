@@ -112,9 +112,12 @@ class P2pEngine {
   int peer(int host, int index) const { return host * per_host_ + index; }
   // Host h's elements of n: its ranks' chunks, one after the other.
   Chunk host_range(int h, int64_t n) const;
-  char* scratch(size_t at, size_t bytes);  // scratch_ grown (and charged) to at + bytes
-  // The first `bytes` of t (u8, kept between calls), grown (and charged) first.
-  Tensor host_buffer(Tensor& t, int64_t bytes);
+  // The first `bytes` of t (u8, kept between calls: scratch_, host_send_, host_recv_), grown
+  // (and charged) first; growing does not keep the contents.
+  Tensor buffer(Tensor& t, int64_t bytes);
+  // Bytes from one packed slot of a two-level reduce_scatter of n elements to the next: H x the
+  // largest chunk (host_rs_begin, host_rs_end).
+  size_t packed_slot(int64_t n, size_t es) const;
   void begin_phase(const CollectiveOp& op, int k);
   void end_phase(const CollectiveOp& op, int k);
   void run_phases(const CollectiveOp& op, int from);  // phases from..end, each waited for
@@ -146,9 +149,9 @@ class P2pEngine {
   HostLayout layout_;
   std::vector<MPI_Request> reqs_;
   std::vector<int> req_peer_;  // peer of each request; negative for sends (-1 - peer)
-  std::vector<char> scratch_;  // reduce_scatter contributions, kept between calls
+  Tensor scratch_;             // reduce_scatter contributions (received across hosts, two-level)
   std::shared_ptr<ProcessGroup> host_group_;  // the steps inside a host, on shared memory
-  Tensor host_send_, host_recv_;              // their buffers (host_buffer)
+  Tensor host_send_, host_recv_;              // their buffers
   std::vector<CollectiveOp> abandoned_;       // ops whose requests were left in flight by a failure
   Clock::time_point deadline_;
   Clock::time_point started_;

@@ -40,7 +40,7 @@ Chunk P2pEngine::host_range(int h, int64_t n) const {
   return Chunk{a.offset, b.offset + b.size - a.offset};
 }
 
-Tensor P2pEngine::host_buffer(Tensor& t, int64_t bytes) {
+Tensor P2pEngine::buffer(Tensor& t, int64_t bytes) {
   if (!t.defined() || t.numel() < bytes) {
     if (charge_) charge_(bytes - (t.defined() ? t.numel() : 0));
     t = Tensor::empty(Shape{bytes}, DType::u8, MemCategory::communication, nullptr, Device::cpu());
@@ -48,23 +48,19 @@ Tensor P2pEngine::host_buffer(Tensor& t, int64_t bytes) {
   return t.flat_range(0, bytes);
 }
 
-char* P2pEngine::scratch(size_t at, size_t bytes) {
-  if (scratch_.size() < at + bytes) {
-    if (charge_) charge_(static_cast<int64_t>(at + bytes - scratch_.size()));
-    scratch_.resize(at + bytes);
-  }
-  return scratch_.data() + at;
+size_t P2pEngine::packed_slot(int64_t n, size_t es) const {
+  return static_cast<size_t>(size_ / per_host_) * chunk_of(n, size_, 0).size * es;
 }
 
 // Buffers of a reduce_scatter: scratch_ holds the parts received across hosts, H x R (R: this
-// host's range in bytes, slot h' for host h'), taken whole before a receive is posted into it;
+// host's range in bytes, slot h' for host h'), taken at the same size by both steps;
 // host_send_ the K slots packed for each (h, j), H x C_j, and host_recv_ what comes from each
 // (h, j), H x C; every slot H x C_max bytes apart (an all_to_all's equal chunks).
 void P2pEngine::host_rs_begin(const CollectiveOp& op, int step, int k, const char* in, int64_t n) {
   const size_t es = dtype_size(op.in.dtype());
   const int hosts = size_ / per_host_;
   const Chunk here = host_range(host_, n);
-  char* from_hosts = scratch(0, static_cast<size_t>(hosts) * here.size * es);
+  char* from_hosts = bytes_of(buffer(scratch_, static_cast<int64_t>(hosts * here.size * es)));
   if (step == 0) {
     for (int h = 0; h < hosts; ++h) {
       if (h == host_) continue;
@@ -77,8 +73,8 @@ void P2pEngine::host_rs_begin(const CollectiveOp& op, int step, int k, const cha
     }
     return;
   }
-  const size_t slot = hosts * chunk_of(n, size_, 0).size * es;
-  const Tensor packed = host_buffer(host_send_, static_cast<int64_t>(per_host_ * slot));
+  const size_t slot = packed_slot(n, es);
+  const Tensor packed = buffer(host_send_, static_cast<int64_t>(per_host_ * slot));
   for (int j = 0; j < per_host_; ++j) {
     if (j == index_) continue;
     const Chunk cj = chunk_of(n, size_, peer(host_, j));
@@ -89,19 +85,18 @@ void P2pEngine::host_rs_begin(const CollectiveOp& op, int step, int k, const cha
       std::memcpy(pack + h * cj.size * es, src, cj.size * es);
     }
   }
-  host_group_->all_to_all(host_buffer(host_recv_, packed.numel()), packed)->wait();
+  host_group_->all_to_all(buffer(host_recv_, packed.numel()), packed)->wait();
 }
 
 void P2pEngine::host_rs_end(const CollectiveOp& op, const char* in, char* out, int64_t n) {
   const DType dt = op.in.dtype();
   const size_t es = dtype_size(dt);
-  const int hosts = size_ / per_host_;
   const Chunk mine = chunk_of(n, size_, rank_);
   const Chunk range = host_range(host_, n);
   const int64_t here = range.size;
-  const char* from_hosts = scratch_.data();
+  const char* from_hosts = bytes_of(scratch_);
   const char* from_inside = bytes_of(host_recv_);
-  const size_t slot = hosts * chunk_of(n, size_, 0).size * es;
+  const size_t slot = packed_slot(n, es);
   std::vector<const void*> srcs(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
     const int h = r / per_host_, j = r % per_host_;
@@ -145,8 +140,8 @@ void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const cha
 void P2pEngine::host_ar1_begin(const CollectiveOp& op, int step, char* data, int64_t n) {
   const size_t bytes = static_cast<size_t>(n) * dtype_size(op.out.dtype());
   const int hosts = size_ / per_host_;
-  const Tensor placed = host_buffer(host_send_, static_cast<int64_t>(hosts * bytes));
-  const Tensor gathered = host_buffer(host_recv_, per_host_ * placed.numel());
+  const Tensor placed = buffer(host_send_, static_cast<int64_t>(hosts * bytes));
+  const Tensor gathered = buffer(host_recv_, per_host_ * placed.numel());
   char* at_place = bytes_of(placed);
   if (step == 0) {
     for (int h = 0; h < hosts; ++h) {
