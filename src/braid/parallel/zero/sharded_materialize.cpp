@@ -125,8 +125,8 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
         // reads its shard alone, and no whole unit is allocated for it.
         layout.declare_unit(u.index);
       } else {
-        full = Tensor::empty(Shape{info.padded}, DType::f32, MemCategory::parameters);
-        full.zero_();
+        full = Tensor::zeros(Shape{info.padded}, DType::f32, MemCategory::parameters,
+                             MemoryScope::current_tracker());
         options.fill(u.index, full);
         // A unit held whole in the compute dtype gets its own buffer (filled below); a sharded
         // one is bound to `full` only to create its parameters' Variables.
