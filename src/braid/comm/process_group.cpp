@@ -39,6 +39,12 @@ ProcessGroupOptions ProcessGroupOptions::from_env(ProcessGroupOptions base) {
   if (const char* d = std::getenv("BRAID_COMM_DEBUG"); d && *d) {
     base.debug = std::string(d) != "0";
   }
+  if (const char* c = std::getenv("BRAID_COMM_SINGLE_COPY"); c && *c) {
+    const std::string s = c;
+    if (s != "0" && s != "1")
+      throw CommError("BRAID_COMM_SINGLE_COPY='" + s + "': expected 0 or 1");
+    base.one_copy = s == "1";
+  }
   return base;
 }
 

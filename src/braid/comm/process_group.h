@@ -111,9 +111,15 @@ struct ProcessGroupOptions {
   // (Note [Host group on the caller], mpi/hier_engine.h). Its waits spin briefly (Note
   // [Spinning in a host step], shm/shm_barrier.cpp).
   bool synchronous = false;
+  // Shared-memory transports may copy a large broadcast once, straight from the root's buffer,
+  // where the ranks can read each other's memory (Note [One-copy collectives],
+  // shm/shm_one_copy.cpp); false: every byte through the staging slots.
+  bool one_copy = true;
 
-  // Applies BRAID_COMM_TIMEOUT (seconds, may be fractional) and BRAID_COMM_DEBUG (0/1) on top of
-  // `base`; the environment wins because the launcher sets it.
+  // Applies BRAID_COMM_TIMEOUT (seconds, may be fractional), BRAID_COMM_DEBUG (0/1) and
+  // BRAID_COMM_SINGLE_COPY (0/1: one_copy; braid's own, apart from the MPI mechanism that `braid
+  // launch --single-copy` picks) on top of `base`; the environment wins because the launcher
+  // sets it.
   static ProcessGroupOptions from_env(ProcessGroupOptions base);
 };
 

@@ -185,6 +185,32 @@ TEST(Synchronous, EveryCollectiveIsDoneWhenTheCallReturns) {
       o);
 }
 
+// Note [One-copy collectives] (shm/shm_one_copy.cpp): a broadcast of 128 KiB or more read
+// straight from the root's buffer gives what the slots give (4 KiB slots: many steps), from
+// every root, and the root's buffer is free to change once its call is done.
+TEST(OneCopy, BroadcastEqualsTheSlotsFromEveryRoot) {
+  for (bool one_copy : {true, false}) {
+    RunRanksOptions o;
+    o.group.one_copy = one_copy;
+    o.group.shm_slot_bytes = 4096;
+    run_ranks(
+        3,
+        [&](ProcessGroup& g) {
+          for (int64_t n : {int64_t{32767}, int64_t{32768}, int64_t{100003}, int64_t{1} << 20})
+            for (int root = 0; root < g.size(); ++root) {
+              Tensor x = noisy(n, g.rank(), DType::f32);
+              const Tensor sent = noisy(n, root, DType::f32);
+              g.broadcast(x, root)->wait();
+              if (g.rank() == root)
+                x.fill_(-1.0f);  // the peers have read it
+              else
+                EXPECT_TRUE(braid::testing::bit_equal(x, sent)) << n << " root " << root;
+            }
+        },
+        o);
+  }
+}
+
 TEST(Validation, WrongSizesThrowAtOnceNamingTheNumbers) {
   run_ranks(2, [](ProcessGroup& g) {
     Tensor in = Tensor::zeros(Shape{10});
@@ -318,6 +344,12 @@ TEST(Options, EnvironmentOverridesTimeoutAndDebug) {
   ::setenv("BRAID_COMM_TIMEOUT", "soon", 1);
   EXPECT_THROW(ProcessGroupOptions::from_env({}), CommError);
   ::unsetenv("BRAID_COMM_TIMEOUT");
+  EXPECT_TRUE(ProcessGroupOptions::from_env({}).one_copy);
+  ::setenv("BRAID_COMM_SINGLE_COPY", "0", 1);
+  EXPECT_FALSE(ProcessGroupOptions::from_env({}).one_copy);
+  ::setenv("BRAID_COMM_SINGLE_COPY", "cma", 1);
+  EXPECT_THROW(ProcessGroupOptions::from_env({}), CommError);
+  ::unsetenv("BRAID_COMM_SINGLE_COPY");
 }
 
 }  // namespace

@@ -19,8 +19,8 @@ std::vector<std::shared_ptr<ProcessGroup>> LocalGroup::create(int size,
 LocalGroup::LocalGroup(std::shared_ptr<LocalHub> hub, int rank, ProcessGroupOptions options)
     : ProcessGroup(rank, hub->size(), std::move(options)),
       hub_(std::move(hub)),
-      engine_(hub_->arena(), rank, hub_->size(), hub_->slot_bytes(), /*check_pids=*/false,
-              nullptr) {
+      engine_(hub_->arena(), rank, hub_->size(), hub_->slot_bytes(), /*check_pids=*/false, nullptr,
+              ShmEngine::kSpin, this->options().one_copy ? PeerMemory::shared : PeerMemory::slots) {
   charge_memory(hub_->arena_share(this->rank()));  // released by ~ProcessGroup
   start();
 }

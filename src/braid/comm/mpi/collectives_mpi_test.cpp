@@ -1,7 +1,10 @@
 // The collective checks as real processes under mpirun (label mpi). Arguments:
 //   --transport=shm|p2p   force the MPI transport (default: auto, shm on one node)
 //   --slot-bytes=N        shm staging bytes per step (default 4096: many steps per collective)
+//   --no-one-copy         every shm broadcast through the slots (Note [One-copy collectives])
 #include <gtest/gtest.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,6 +12,7 @@
 
 #include "braid/comm/chunking.h"
 #include "braid/comm/collective_checks_test.h"
+#include "braid/comm/mpi/mpi_group.h"
 #include "braid/comm/world.h"
 #include "testing/tensor_compare.h"
 
@@ -17,6 +21,27 @@ namespace {
 
 // The world group of this process; set by main for the tests below.
 ProcessGroup* world = nullptr;
+bool one_copy = true;  // --no-one-copy: ProcessGroupOptions::one_copy off
+
+// Whether this process can read the next rank's memory with process_vm_readv (the test's own
+// look, beside the group's probe).
+bool reads_next_rank() {
+  static volatile int64_t word = 0;
+  word = 1000 + world->rank();
+  const int next = (world->rank() + 1) % world->size();
+  int64_t mine[2] = {getpid(), static_cast<int64_t>(reinterpret_cast<uintptr_t>(&word))};
+  std::vector<int64_t> all(2 * static_cast<size_t>(world->size()));
+  const MPI_Comm comm = dynamic_cast<MpiGroup&>(*world).comm();
+  MPI_Allgather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, comm);
+  int64_t got = 0;
+  iovec local{&got, sizeof got};
+  iovec remote{reinterpret_cast<void*>(all[2 * next + 1]), sizeof got};
+  int ok = process_vm_readv(static_cast<pid_t>(all[2 * next]), &local, 1, &remote, 1, 0) ==
+               static_cast<ssize_t>(sizeof got) &&
+           got == 1000 + next;
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
+  return ok != 0;
+}
 
 TEST(Mpi, Backend) {
   EXPECT_EQ(world->size(), launched_world_size());
@@ -24,6 +49,17 @@ TEST(Mpi, Backend) {
   // Across hosts (tests/multihost) the script says which backend the layout must give.
   const char* expect = std::getenv("BRAID_TEST_EXPECT_BACKEND");
   EXPECT_EQ(world->backend(), expect ? std::string(expect) : std::string("mpi/") + (t ? t : "shm"));
+}
+
+// Note [One-copy collectives] (shm/shm_one_copy.cpp): on one host a large broadcast is read
+// straight from the root's buffer where the kernel lets the ranks read each other, unless the
+// group was told not to; the checks below run on whichever path this gives.
+TEST(Mpi, OneCopyWhereTheKernelLetsRanksReadEachOther) {
+  const auto& g = dynamic_cast<MpiGroup&>(*world);
+  const bool shm = world->backend() == "mpi/shm" && world->size() > 1;
+  const bool readable = shm && reads_next_rank();
+  EXPECT_EQ(g.peer_memory(), one_copy && readable ? PeerMemory::cma : PeerMemory::slots)
+      << world->backend() << (readable ? ", process_vm_readv works" : "");
 }
 
 TEST(Mpi, AllReduce) {
@@ -128,6 +164,8 @@ int main(int argc, char** argv) {
       ::setenv("BRAID_COMM_TRANSPORT", argv[i] + 12, 1);
     } else if (std::strncmp(argv[i], "--slot-bytes=", 13) == 0) {
       options.shm_slot_bytes = std::strtoull(argv[i] + 13, nullptr, 10);
+    } else if (std::strcmp(argv[i], "--no-one-copy") == 0) {
+      options.one_copy = braid::comm::one_copy = false;
     }
   }
   auto world = braid::comm::init_world(options);

@@ -1,5 +1,9 @@
 #include "braid/comm/mpi/mpi_group.h"
 
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -43,6 +47,36 @@ bool hierarchy_enabled() {
 constexpr int64_t kMaxMessage = int64_t{1} << 30;
 constexpr uintptr_t kAlign = 4096;
 
+// Note [One-copy collectives] (shm/shm_one_copy.cpp) for the processes of one node: every rank
+// lets its peers read its memory as MPI's vader does (PR_SET_PTRACER_ANY, for Yama's ptrace
+// scope 1) and reads a word from each of them with process_vm_readv; cma when every rank of
+// comm read every word, else slots (seccomp, a container's capabilities, Yama scope 2-3).
+PeerMemory probe_peer_memory(MPI_Comm comm, int rank, int size) {
+  if (size == 1) return PeerMemory::slots;
+#ifdef PR_SET_PTRACER
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);  // fails harmlessly without Yama
+#endif
+  static volatile uint64_t word = 0;
+  word = 0x6272616964000000ULL + static_cast<uint64_t>(rank);
+  uint64_t mine[2] = {static_cast<uint64_t>(getpid()), reinterpret_cast<uintptr_t>(&word)};
+  std::vector<uint64_t> all(2 * static_cast<size_t>(size));
+  mpi_check(MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, comm),
+            "MPI_Allgather");
+  int ok = 1;
+  for (int r = 0; r < size && ok; ++r) {
+    if (r == rank) continue;
+    uint64_t got = 0;
+    iovec local{&got, sizeof got};
+    iovec remote{reinterpret_cast<void*>(all[2 * r + 1]), sizeof got};
+    ok = process_vm_readv(static_cast<pid_t>(all[2 * r]), &local, 1, &remote, 1, 0) ==
+             static_cast<ssize_t>(sizeof got) &&
+         got == 0x6272616964000000ULL + static_cast<uint64_t>(r);
+  }
+  // No rank returns (and so no peer's word may change) before every read is done.
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  return ok ? PeerMemory::cma : PeerMemory::slots;
+}
+
 }  // namespace
 
 MpiGroup::MpiGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm comm, ProcessGroupOptions options)
@@ -83,10 +117,11 @@ MpiGroup::MpiGroup(std::shared_ptr<MpiRuntime> runtime, MPI_Comm comm, ProcessGr
         reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(base) + kAlign - 1) / kAlign * kAlign);
     if (rank() == 0) ShmEngine::init_arena(base, size());
     mpi_check(MPI_Barrier(node), "MPI_Barrier");
+    if (this->options().one_copy) peers_ = probe_peer_memory(comm_, rank(), size());
     // Note [Spinning in a host step] (shm/shm_barrier.cpp): a synchronous group is a host step.
     shm_ = std::make_unique<ShmEngine>(
         base, rank(), size(), slot, /*check_pids=*/true, [this] { return poll_p2p(); },
-        this->options().synchronous ? ShmEngine::kHostStepSpin : ShmEngine::kSpin);
+        this->options().synchronous ? ShmEngine::kHostStepSpin : ShmEngine::kSpin, peers_);
     runtime_->defer_free([w = win_]() mutable { MPI_Win_free(&w); });
     // Rank 0's segment is the whole node's window: each rank is charged a 1/size share
     // (Note [Group memory]). The charge ends with the group; the window itself is freed at

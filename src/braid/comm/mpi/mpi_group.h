@@ -31,6 +31,9 @@ class MpiGroup : public ProcessGroup {
     return shm_ ? "mpi/shm" : hier_ ? "mpi/p2p+hier" : "mpi/p2p";
   }
   MPI_Comm comm() const { return comm_; }
+  // How the shared-memory transport reads the peers' buffers (Note [One-copy collectives]):
+  // cma where the kernel lets the ranks read each other, else (and on p2p) slots.
+  PeerMemory peer_memory() const { return peers_; }
   std::string placement() const override { return layout_.describe(); }
   std::vector<int> host_of_ranks() const override { return layout_.host_of; }
 
@@ -65,6 +68,7 @@ class MpiGroup : public ProcessGroup {
   MPI_Comm p2p_comm_ = MPI_COMM_NULL;
   MPI_Win win_ = MPI_WIN_NULL;
   std::unique_ptr<ShmEngine> shm_;
+  PeerMemory peers_ = PeerMemory::slots;
   std::unique_ptr<P2pEngine> p2p_;
   std::unique_ptr<HierEngine> hier_;     // all_reduce across hosts (Note [Hierarchical all_reduce])
   HostLayout layout_;                    // filled when the group spans hosts

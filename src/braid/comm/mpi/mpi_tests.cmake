@@ -2,7 +2,11 @@
 # and 4 oversubscribe this 2-core machine, which the spin-then-sleep waits must survive).
 set(d ${CMAKE_CURRENT_SOURCE_DIR}/mpi)
 braid_mpi_test(comm_collectives_mpi_test SOURCES ${d}/collectives_mpi_test.cpp NP 2
-  LIBS braid_comm TIMEOUT 120)
+  LIBS braid_comm MPI::MPI_C TIMEOUT 120)
+if(TARGET comm_collectives_mpi_test)  # it includes mpi_group.h: the C bindings only
+  target_compile_definitions(comm_collectives_mpi_test PRIVATE OMPI_SKIP_MPICXX=1
+                                                               MPICH_SKIP_MPICXX=1)
+endif()
 braid_mpi_test(comm_collectives_mpi_test NP 1 TIMEOUT 120)
 braid_mpi_test(comm_collectives_mpi_test NP 3 TIMEOUT 120)
 braid_mpi_test(comm_collectives_mpi_test NP 4 TIMEOUT 180)
@@ -11,6 +15,11 @@ add_test(NAME comm_collectives_mpi_test_p2p_np3
   COMMAND ${PROJECT_SOURCE_DIR}/scripts/mpirun-test.sh 3 $<TARGET_FILE:comm_collectives_mpi_test>
           --transport=p2p)
 set_tests_properties(comm_collectives_mpi_test_p2p_np3 PROPERTIES TIMEOUT 120 LABELS mpi)
+# ... and with every shm broadcast through the slots (Note [One-copy collectives]).
+add_test(NAME comm_collectives_mpi_test_slots_np2
+  COMMAND ${PROJECT_SOURCE_DIR}/scripts/mpirun-test.sh 2 $<TARGET_FILE:comm_collectives_mpi_test>
+          --no-one-copy)
+set_tests_properties(comm_collectives_mpi_test_slots_np2 PROPERTIES TIMEOUT 120 LABELS mpi)
 
 # Fault scenarios as real processes (fault_test.sh checks status, time, culprit, leftovers).
 # BRAID_FAULT_REPEATS (configure-time, default 1) repeats each; the issue's 20x is run by hand:

@@ -57,7 +57,7 @@ void ShmEngine::init_arena(void* base, int size) {
 }
 
 ShmEngine::ShmEngine(void* base, int rank, int size, size_t slot_bytes, bool check_pids,
-                     std::function<bool()> progress, Clock::duration spin)
+                     std::function<bool()> progress, Clock::duration spin, PeerMemory peers)
     : controls_(static_cast<RankControl*>(base)),
       data_(static_cast<char*>(base) + control_bytes(size)),
       rank_(rank),
@@ -66,6 +66,7 @@ ShmEngine::ShmEngine(void* base, int rank, int size, size_t slot_bytes, bool che
       check_pids_(check_pids),
       progress_(std::move(progress)),
       spin_(spin),
+      peers_(peers),
       srcs_(size) {
   BRAID_CHECK(slot_bytes_ >= 64u * size && slot_bytes_ % 64 == 0, "shm slot of ", slot_bytes_,
               " bytes: need a multiple of 64 and at least 64 bytes per rank (", size, " ranks)");
@@ -101,6 +102,7 @@ void ShmEngine::run(const CollectiveOp& op, Clock::time_point deadline) {
   }
   begin(op, deadline);
   if (op.type == OpType::all_reduce && size_ > kDirectMaxRanks) return all_reduce_two_phase(op);
+  if (one_copy(op)) return run_one_copy(op);
   const int64_t steps = num_steps(op);
   for (int64_t s = 0; s < steps; ++s) {
     const int h = static_cast<int>((phase_ + 1) % 2);
@@ -126,7 +128,7 @@ bool ShmEngine::can_start(const CollectiveOp& op) const {
       return false;
   }
   const Tensor& t = counted(op);
-  return static_cast<int64_t>(t.nbytes()) <= kInlineMaxBytes && num_steps(op) == 1;
+  return static_cast<int64_t>(t.nbytes()) <= kInlineMaxBytes && num_steps(op) == 1 && !one_copy(op);
 }
 
 bool ShmEngine::start(const CollectiveOp& op, Clock::time_point deadline,

@@ -39,7 +39,13 @@ struct alignas(128) RankControl {
   std::atomic<uint32_t> wake{0};      // futex word: bumped when this rank arrives and ...
   std::atomic<uint32_t> sleepers{0};  // ... peers sleep on it (Note [Sleeping in barriers])
   Fingerprint fp[2];                  // fingerprint of seq, in fp[seq % 2] (Note [Fingerprints])
+  std::atomic<uint64_t> source{0};    // a one-copy op's buffer, at this rank's address
 };
+
+// Note [One-copy collectives] (shm_one_copy.cpp): whether a rank can read its peers' own buffers,
+// and how: not at all (every byte goes through the slots), directly (threads of one process), or
+// with process_vm_readv (processes the kernel lets read each other: cross-memory attach).
+enum class PeerMemory { slots, shared, cma };
 
 class ShmEngine {
  public:
@@ -55,8 +61,10 @@ class ShmEngine {
   // (Note [Spinning in a host step], shm_barrier.cpp).
   static constexpr std::chrono::microseconds kSpin{50};
   static constexpr std::chrono::microseconds kHostStepSpin{3};
+  // peers: how a one-copy op reads the peers' buffers (Note [One-copy collectives]).
   ShmEngine(void* base, int rank, int size, size_t slot_bytes, bool check_pids,
-            std::function<bool()> progress, Clock::duration spin = kSpin);
+            std::function<bool()> progress, Clock::duration spin = kSpin,
+            PeerMemory peers = PeerMemory::slots);
 
   // Runs one collective; throws CommError (timeout, dead peer, mismatch) without a group prefix.
   void run(const CollectiveOp& op, Clock::time_point deadline);
@@ -76,6 +84,12 @@ class ShmEngine {
 
  private:
   void begin(const CollectiveOp& op, Clock::time_point deadline);
+  // Note [One-copy collectives]: broadcast and all_gather of at least kOneCopyMinBytes read the
+  // peers' buffers in place.
+  static constexpr int64_t kOneCopyMinBytes = 128 << 10;
+  bool one_copy(const CollectiveOp& op) const;
+  void run_one_copy(const CollectiveOp& op);
+  void read_peer(const CollectiveOp& op, int peer, char* dst, uint64_t src, int64_t bytes) const;
   void all_reduce_two_phase(const CollectiveOp& op);
   int64_t step_elems(const CollectiveOp& op) const;  // elements per step (per rank's chunk)
   int64_t num_steps(const CollectiveOp& op) const;
@@ -110,6 +124,7 @@ class ShmEngine {
   bool check_pids_;
   std::function<bool()> progress_;
   Clock::duration spin_;
+  PeerMemory peers_;
   std::vector<const void*> srcs_;  // reduction sources in rank order
   uint64_t phase_ = 0;
   bool first_barrier_ = false;  // the next barrier is the first of the current collective
