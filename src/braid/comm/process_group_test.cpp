@@ -185,9 +185,10 @@ TEST(Synchronous, EveryCollectiveIsDoneWhenTheCallReturns) {
       o);
 }
 
-// Note [One-copy collectives] (shm/shm_one_copy.cpp): a broadcast of 128 KiB or more read
-// straight from the root's buffer gives what the slots give (4 KiB slots: many steps), from
-// every root, and the root's buffer is free to change once its call is done.
+// Note [One-copy collectives] (shm/shm_one_copy.cpp): a broadcast of 128 KiB or more copied
+// straight between the root's buffer and the peers' (the root pushing a part, the peers pulling
+// the rest) gives what the slots give (4 KiB slots: many steps), from every root, and the
+// root's buffer is free to change once its call is done.
 TEST(OneCopy, BroadcastEqualsTheSlotsFromEveryRoot) {
   for (bool one_copy : {true, false}) {
     RunRanksOptions o;

@@ -51,8 +51,8 @@ TEST(Mpi, Backend) {
   EXPECT_EQ(world->backend(), expect ? std::string(expect) : std::string("mpi/") + (t ? t : "shm"));
 }
 
-// Note [One-copy collectives] (shm/shm_one_copy.cpp): on one host a large broadcast is read
-// straight from the root's buffer where the kernel lets the ranks read each other, unless the
+// Note [One-copy collectives] (shm/shm_one_copy.cpp): on one host a large broadcast is copied
+// straight between the ranks' buffers where the kernel lets them read each other, unless the
 // group was told not to; the checks below run on whichever path this gives.
 TEST(Mpi, OneCopyWhereTheKernelLetsRanksReadEachOther) {
   const auto& g = dynamic_cast<MpiGroup&>(*world);

@@ -49,8 +49,9 @@ constexpr uintptr_t kAlign = 4096;
 
 // Note [One-copy collectives] (shm/shm_one_copy.cpp) for the processes of one node: every rank
 // lets its peers read its memory as MPI's vader does (PR_SET_PTRACER_ANY, for Yama's ptrace
-// scope 1) and reads a word from each of them with process_vm_readv; cma when every rank of
-// comm read every word, else slots (seccomp, a container's capabilities, Yama scope 2-3).
+// scope 1) and reads a word from each of them with process_vm_readv (process_vm_writev, which
+// the broadcast also takes, is allowed by the same check); cma when every rank of comm read
+// every word, else slots (seccomp, a container's capabilities, Yama scope 2-3).
 PeerMemory probe_peer_memory(MPI_Comm comm, int rank, int size) {
   if (size == 1) return PeerMemory::slots;
 #ifdef PR_SET_PTRACER

@@ -102,7 +102,7 @@ void ShmEngine::run(const CollectiveOp& op, Clock::time_point deadline) {
   }
   begin(op, deadline);
   if (op.type == OpType::all_reduce && size_ > kDirectMaxRanks) return all_reduce_two_phase(op);
-  if (one_copy(op)) return run_one_copy(op);
+  if (one_copy(op)) return broadcast_one_copy(op);
   const int64_t steps = num_steps(op);
   for (int64_t s = 0; s < steps; ++s) {
     const int h = static_cast<int>((phase_ + 1) % 2);

@@ -39,12 +39,13 @@ struct alignas(128) RankControl {
   std::atomic<uint32_t> wake{0};      // futex word: bumped when this rank arrives and ...
   std::atomic<uint32_t> sleepers{0};  // ... peers sleep on it (Note [Sleeping in barriers])
   Fingerprint fp[2];                  // fingerprint of seq, in fp[seq % 2] (Note [Fingerprints])
-  std::atomic<uint64_t> source{0};    // a one-copy op's buffer, at this rank's address
+  std::atomic<uint64_t> source{0};    // a one-copy broadcast's buffer, at this rank's address
 };
 
-// Note [One-copy collectives] (shm_one_copy.cpp): whether a rank can read its peers' own buffers,
-// and how: not at all (every byte goes through the slots), directly (threads of one process), or
-// with process_vm_readv (processes the kernel lets read each other: cross-memory attach).
+// Note [One-copy collectives] (shm_one_copy.cpp): whether a rank can copy from and into its
+// peers' own buffers, and how: not at all (every byte goes through the slots), directly (threads
+// of one process), or with process_vm_readv / process_vm_writev (processes the kernel lets do so:
+// cross-memory attach).
 enum class PeerMemory { slots, shared, cma };
 
 class ShmEngine {
@@ -84,12 +85,14 @@ class ShmEngine {
 
  private:
   void begin(const CollectiveOp& op, Clock::time_point deadline);
-  // Note [One-copy collectives]: broadcast and all_gather of at least kOneCopyMinBytes read the
-  // peers' buffers in place.
+  // Note [One-copy collectives]: a broadcast of at least kOneCopyMinBytes goes straight from the
+  // root's buffer into the peers'.
   static constexpr int64_t kOneCopyMinBytes = 128 << 10;
   bool one_copy(const CollectiveOp& op) const;
-  void run_one_copy(const CollectiveOp& op);
-  void read_peer(const CollectiveOp& op, int peer, char* dst, uint64_t src, int64_t bytes) const;
+  void broadcast_one_copy(const CollectiveOp& op);
+  // bytes between `local` and `remote`, an address in peer's memory: pulled from it, or pushed.
+  void copy_peer(const CollectiveOp& op, int peer, char* local, uint64_t remote, int64_t bytes,
+                 bool push) const;
   void all_reduce_two_phase(const CollectiveOp& op);
   int64_t step_elems(const CollectiveOp& op) const;  // elements per step (per rank's chunk)
   int64_t num_steps(const CollectiveOp& op) const;
