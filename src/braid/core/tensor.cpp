@@ -151,6 +151,19 @@ Tensor Tensor::flat_range(int64_t off, int64_t count) const {
   return t;
 }
 
+Tensor Tensor::reinterpret(DType dtype) const {
+  const auto es = static_cast<int64_t>(dtype_size(dtype_)),
+             to = static_cast<int64_t>(dtype_size(dtype));
+  BRAID_CHECK((offset_ * es) % to == 0 && (numel() * es) % to == 0, "cannot view ", numel(),
+              " elements of ", dtype_name(dtype_), " at element ", offset_, " as ",
+              dtype_name(dtype), ": not whole elements");
+  Tensor t = *this;
+  t.offset_ = offset_ * es / to;
+  t.shape_ = Shape{numel() * es / to};
+  t.dtype_ = dtype;
+  return t;
+}
+
 Tensor Tensor::clone() const {
   return to(device());
 }

@@ -81,6 +81,10 @@ class Tensor {
   Tensor narrow(int64_t start, int64_t length) const;      // rows [start, start+length) of dim 0
   Tensor flat_range(int64_t offset, int64_t count) const;  // 1-D view of the flat elements
   Tensor flatten() const { return view(Shape{numel()}); }
+  // The same bytes as a 1-D tensor of `dtype` (shares data): its byte offset and size must be
+  // whole elements of dtype. as_bytes(): as u8.
+  Tensor reinterpret(DType dtype) const;
+  Tensor as_bytes() const { return reinterpret(DType::u8); }
 
   Tensor clone() const;            // same category and device as the source storage
   Tensor to(Device device) const;  // a copy on `device` (same category, dtype and shape)

@@ -16,6 +16,15 @@ TEST(Tensor, ViewsShareStorage) {
   EXPECT_TRUE(flat.shares_storage(t));
   EXPECT_THROW(t.view(Shape{4}), Error);
   EXPECT_THROW(t.narrow(2, 2), Error);
+  Tensor bytes = flat.as_bytes();  // elements 3-4: bytes 12-19 of t's
+  EXPECT_EQ(bytes.dtype(), DType::u8);
+  EXPECT_EQ(bytes.shape(), (Shape{8}));
+  EXPECT_EQ(bytes.raw_data(), flat.raw_data());
+  EXPECT_EQ(bytes.flat_range(4, 4).raw_data(), t.flat_range(4, 1).raw_data());
+  Tensor back = bytes.flat_range(4, 4).reinterpret(DType::f32);
+  EXPECT_EQ(back.data<float>()[0], 4.0f);
+  EXPECT_THROW(bytes.flat_range(2, 4).reinterpret(DType::f32), Error);  // mid-element
+  EXPECT_THROW(bytes.flat_range(4, 3).reinterpret(DType::f32), Error);  // a part of one
 }
 
 TEST(Tensor, DtypeConversionRoundTrips) {

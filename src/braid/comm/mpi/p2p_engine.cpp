@@ -154,16 +154,20 @@ void P2pEngine::check_fingerprints(const CollectiveOp& op) {
                                    fps[0].str(), " but ", os.str()));
 }
 
-void P2pEngine::post_reduce_scatter(const CollectiveOp& op, const char* in, int64_t n, int parts) {
+void P2pEngine::post_reduce_scatter(const CollectiveOp& op, const Tensor& data, int parts) {
+  const char* in = bytes_of(data);
+  const int64_t n = data.numel();
   const size_t es = dtype_size(op.in.dtype());
   const Chunk mine = chunk_of(n, parts, parts == 1 ? 0 : rank_);
   char* received = bytes_of(buffer(scratch_, static_cast<int64_t>(size_ * mine.size * es)));
+  const bool inside = parts == size_ && host_part(op);
   for (int j = 0; j < size_; ++j) {
-    if (j == rank_) continue;
+    if (j == rank_ || (inside && on_this_host(j))) continue;
     Chunk cj = chunk_of(n, parts, parts == 1 ? 0 : j);
     if (mine.size) post_recv(received + j * mine.size * es, mine.size * es, j, tag(op, kData));
     if (cj.size) post_send(in + cj.offset * es, cj.size * es, j, tag(op, kData));
   }
+  if (inside) host_part_rs(data);
 }
 
 void P2pEngine::reduce_received(const CollectiveOp& op, const char* in, char* out, int64_t n,
@@ -171,21 +175,29 @@ void P2pEngine::reduce_received(const CollectiveOp& op, const char* in, char* ou
   const DType dt = op.in.dtype();
   const size_t es = dtype_size(dt);
   const Chunk mine = chunk_of(n, parts, parts == 1 ? 0 : rank_);
+  const bool inside = parts == size_ && host_part(op);
   std::vector<const void*> srcs(size_);
   for (int j = 0; j < size_; ++j)
-    srcs[j] = j == rank_ ? in + mine.offset * es : bytes_of(scratch_) + j * mine.size * es;
+    srcs[j] = j == rank_                  ? in + mine.offset * es
+              : inside && on_this_host(j) ? bytes_of(host_recv_) + (j % per_host_) * mine.size * es
+                                          : bytes_of(scratch_) + j * mine.size * es;
   reduce_ranks(srcs.data(), size_, out, nullptr, mine.size, dt, op.reduce);
 }
 
-void P2pEngine::post_all_gather(const CollectiveOp& op, const char* in, char* out, int64_t n,
-                                int tg) {
+void P2pEngine::post_all_gather(const CollectiveOp& op, const char* in, const Tensor& out, int tg) {
   const size_t es = dtype_size(op.out.dtype());
+  const int64_t n = out.numel();
   const Chunk mine = chunk_of(n, size_, rank_);
+  const bool inside = host_part(op);
   for (int j = 0; j < size_; ++j) {
-    if (j == rank_) continue;
+    if (j == rank_ || (inside && on_this_host(j))) continue;
     Chunk cj = chunk_of(n, size_, j);
-    if (cj.size) post_recv(out + cj.offset * es, cj.size * es, j, tg);
+    if (cj.size) post_recv(bytes_of(out) + cj.offset * es, cj.size * es, j, tg);
     if (mine.size) post_send(in, mine.size * es, j, tg);
+  }
+  if (inside) {
+    keep_own_chunk(op, in, bytes_of(out), n);
+    host_part_ag(out);
   }
 }
 
@@ -206,16 +218,13 @@ void P2pEngine::keep_own_chunk(const CollectiveOp& op, const char* in, char* out
 void P2pEngine::begin_phase(const CollectiveOp& op, int k) {
   phase_ = k;
   if (two_level(op)) return begin_host_phase(op, k);
-  if (one_round(op)) return post_reduce_scatter(op, bytes_of(op.out), op.out.numel(), 1);
+  if (one_round(op)) return post_reduce_scatter(op, op.out, 1);
   if (op.type == OpType::all_reduce) {
-    char* data = bytes_of(op.out);
-    const int64_t n = op.out.numel();
-    if (k == 0) return post_reduce_scatter(op, data, n, size_);
-    return post_all_gather(op, own_chunk(op), data, n, tag(op, kData2));
+    if (k == 0) return post_reduce_scatter(op, op.out, size_);
+    return post_all_gather(op, own_chunk(op), op.out, tag(op, kData2));
   }
-  if (op.type == OpType::reduce_scatter)
-    return post_reduce_scatter(op, bytes_of(op.in), op.in.numel(), size_);
-  post_all_gather(op, bytes_of(op.in), bytes_of(op.out), op.out.numel(), tag(op, kData));
+  if (op.type == OpType::reduce_scatter) return post_reduce_scatter(op, op.in, size_);
+  post_all_gather(op, bytes_of(op.in), op.out, tag(op, kData));
 }
 
 void P2pEngine::end_phase(const CollectiveOp& op, int k) {
@@ -230,7 +239,7 @@ void P2pEngine::end_phase(const CollectiveOp& op, int k) {
   }
   if (op.type == OpType::reduce_scatter)
     return reduce_received(op, bytes_of(op.in), bytes_of(op.out), op.in.numel(), size_);
-  keep_own_chunk(op, bytes_of(op.in), bytes_of(op.out), op.out.numel());
+  if (!host_part(op)) keep_own_chunk(op, bytes_of(op.in), bytes_of(op.out), op.out.numel());
 }
 
 void P2pEngine::run_phases(const CollectiveOp& op, int from) {

@@ -6,8 +6,9 @@
 // chunk j to rank j, which reduces the w contributions in rank order with reduce_ranks (so the
 // bits equal the shm transport's); all_reduce is reduce_scatter then all_gather (at most 32 KiB:
 // every buffer to every rank, one round); broadcast is a direct send from the root. Small ops
-// may run on the issuing thread, and across hosts of equal rank counts take two steps:
-// Note [Inline collectives across hosts], Note [Two-level small collectives]. Dead processes
+// may run on the issuing thread, and across hosts of equal rank counts take two steps or leave
+// their host's part to the host's shared memory: Note [Inline collectives across hosts], Note
+// [Two-level small collectives], Note [Host part on shared memory]. Dead processes
 // are reported by the launcher: mpirun and srun end the job when a rank dies.
 #pragma once
 
@@ -101,6 +102,17 @@ class P2pEngine {
   static int64_t larger_side(const CollectiveOp& op) {
     return static_cast<int64_t>((op.type == OpType::all_gather ? op.out : op.in).nbytes());
   }
+  // Note [Host part on shared memory] (p2p_host_phases.cpp): a small op over hosts of equal rank
+  // counts that is not two-level exchanges directly with the ranks of other hosts and, as a
+  // collective of the host group, with those of its own.
+  bool host_part(const CollectiveOp& op) const {
+    return per_host_ > 1 && small(op) && !two_level(op);
+  }
+  bool on_this_host(int r) const { return r / per_host_ == host_; }
+  // The host group's share of a direct reduce_scatter of `data` (n elements) and all_gather into
+  // it: host_recv_ gets the host's contributions to this rank's chunk (a block per host rank).
+  void host_part_rs(const Tensor& data);
+  void host_part_ag(const Tensor& data);
   void begin_host_phase(const CollectiveOp& op, int k);
   void end_host_phase(const CollectiveOp& op, int k);
   // Two-level steps; `in` and `out` of n elements, `k` the step's phase for its tag.
@@ -132,10 +144,11 @@ class P2pEngine {
   // Reduce-scatter of n elements over `parts` chunks: size_ (rank j's chunk to rank j) or 1
   // (every rank's whole buffer to every other, each reducing all of it: a small all_reduce in
   // one round of messages instead of two, the same fold in rank order).
-  void post_reduce_scatter(const CollectiveOp& op, const char* in, int64_t n, int parts);
+  // data: the whole buffer reduced (op.in, or op.out for all_reduce).
+  void post_reduce_scatter(const CollectiveOp& op, const Tensor& data, int parts);
   void reduce_received(const CollectiveOp& op, const char* in, char* out, int64_t n, int parts);
   int tag_of_phase(const CollectiveOp& op, int k) const { return tag(op, kData + k % 3); }
-  void post_all_gather(const CollectiveOp& op, const char* in, char* out, int64_t n, int tag);
+  void post_all_gather(const CollectiveOp& op, const char* in, const Tensor& out, int tag);
   void keep_own_chunk(const CollectiveOp& op, const char* in, char* out, int64_t n);
   char* own_chunk(const CollectiveOp& op) const;  // this rank's chunk of op.out
   int tag(const CollectiveOp& op, int phase) const;

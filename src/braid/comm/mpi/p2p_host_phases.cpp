@@ -169,6 +169,30 @@ void P2pEngine::host_ar1_end(const CollectiveOp& op, char* data, int64_t n) {
   reduce_ranks(srcs.data(), size_, data, nullptr, n, dt, op.reduce);
 }
 
+// Note [Host part on shared memory]: a small op that two steps do not suit (over 2 hosts x 2
+// ranks, one of 128 KiB: a host's range of 64 KiB would cross in one message past MPI's eager
+// limit, where the direct exchange's 32 KiB chunks go eagerly) keeps the direct exchange with
+// the ranks of other hosts, and leaves its own host's ranks to the host group, as the two-level
+// steps do: the messages across hosts are posted first, then the host group's collective runs
+// (while they travel), then their wait. reduce_scatter: an all_to_all of the host's range of
+// the input, which hands each host rank the contributions to its chunk from its host; all_gather:
+// this rank's chunk into place, then the host's range gathered in place. Every rank's
+// contribution still reaches the rank that folds it, in rank order: the same bits.
+void P2pEngine::host_part_rs(const Tensor& data) {
+  const Chunk range = host_range(host_, data.numel());
+  const int64_t mine = chunk_of(data.numel(), size_, rank_).size;
+  const int64_t es = static_cast<int64_t>(dtype_size(data.dtype()));
+  const Tensor got = buffer(host_recv_, per_host_ * mine * es).reinterpret(data.dtype());
+  host_group_->all_to_all(got, data.flat_range(range.offset, range.size))->wait();
+}
+
+void P2pEngine::host_part_ag(const Tensor& data) {
+  const Chunk range = host_range(host_, data.numel());
+  const Chunk mine = chunk_of(data.numel(), size_, rank_);
+  const Tensor here = data.flat_range(range.offset, range.size);
+  host_group_->all_gather(here, here.flat_range(mine.offset - range.offset, mine.size))->wait();
+}
+
 // Phases of a two-level op: reduce_scatter and all_gather 0-1; a one-round all_reduce 0-1; a
 // larger all_reduce 0-1 reduce-scatter into this rank's chunk of out, 2-3 all-gather from it.
 void P2pEngine::begin_host_phase(const CollectiveOp& op, int k) {
