@@ -217,6 +217,7 @@ void P2pEngine::keep_own_chunk(const CollectiveOp& op, const char* in, char* out
 // gathers the chunks from there (phase 1).
 void P2pEngine::begin_phase(const CollectiveOp& op, int k) {
   phase_ = k;
+  if (chained(op)) return begin_chain(op, k);
   if (two_level(op)) return begin_host_phase(op, k);
   if (one_round(op)) return post_reduce_scatter(op, op.out, 1);
   if (op.type == OpType::all_reduce) {
@@ -228,6 +229,7 @@ void P2pEngine::begin_phase(const CollectiveOp& op, int k) {
 }
 
 void P2pEngine::end_phase(const CollectiveOp& op, int k) {
+  if (chained(op)) return end_chain(op, k);
   if (two_level(op)) return end_host_phase(op, k);
   if (one_round(op))
     return reduce_received(op, bytes_of(op.out), bytes_of(op.out), op.out.numel(), 1);

@@ -75,6 +75,7 @@ class P2pEngine {
            static_cast<int64_t>(op.out.nbytes()) <= kOneRoundMaxBytes;
   }
   int phases(const CollectiveOp& op) const {
+    if (chained(op)) return 2;
     const int flat = op.type == OpType::all_reduce && !one_round(op) ? 2 : 1;
     return two_level(op) ? 2 * flat : flat;
   }
@@ -90,7 +91,8 @@ class P2pEngine {
   // against 101-108 on shared memory (a host's 64 KiB range crosses in one message past the
   // eager limit, where the direct exchange's 32 KiB chunks go eagerly). At 256 KiB over 2 hosts x
   // 2 ranks (64 KiB chunks) two-level measured 0.85-0.97x of raw MPI on average over three
-  // alternating runs against 0.74-0.84x direct (docs/benchmarks.md).
+  // alternating runs against 0.74-0.84x direct (docs/benchmarks.md). Over 2 hosts an f32
+  // all_reduce past kTwoLevelMaxBytes takes the small chain instead (chained(), checked first).
   static constexpr int64_t kTwoLevelMaxBytes = 64 << 10;
   static constexpr int64_t kEagerBytes = 64 << 10;
   bool two_level(const CollectiveOp& op) const {
@@ -109,6 +111,17 @@ class P2pEngine {
     return per_host_ > 1 && small(op) && !two_level(op);
   }
   bool on_this_host(int r) const { return r / per_host_ == host_; }
+  // Note [Small chain] (p2p_chain.cpp): an f32 all_reduce of more than kTwoLevelMaxBytes over 2
+  // hosts folds host 0's ranks on shared memory, carries the partial sums across to host 1 place
+  // by place, folds on there and carries the result back.
+  bool chained(const CollectiveOp& op) const {
+    return op.type == OpType::all_reduce && op.out.dtype() == DType::f32 && per_host_ > 1 &&
+           size_ == 2 * per_host_ && small(op) && larger_side(op) > kTwoLevelMaxBytes;
+  }
+  void begin_chain(const CollectiveOp& op, int k);
+  // bytes at data to or from peer, in messages of at most 32 KiB (under MPI's eager limit).
+  void post_pieces(bool send, char* data, int64_t bytes, int peer, int tg);
+  void end_chain(const CollectiveOp& op, int k);
   // The host group's share of a direct reduce_scatter of `data` (n elements) and all_gather into
   // it: host_recv_ gets the host's contributions to this rank's chunk (a block per host rank).
   void host_part_rs(const Tensor& data);
