@@ -6,6 +6,7 @@
 #include "braid/comm/collective_guard.h"
 #include "braid/comm/read_and_share.h"
 #include "braid/core/error.h"
+#include "braid/core/fault_ahead.h"
 #include "braid/kernels/ops.h"
 #include "braid/optim/clip_grad.h"
 #include "braid/parallel/model_parallel_norm.h"
@@ -72,6 +73,7 @@ void ReplicatedDataParallel::materialize(nn::Model& model, const MaterializeOpti
       sizes.push_back(p.numel);
     }
     const std::vector<int> owner = comm::owners_by_size(names, sizes, group_->size());
+    const FaultAhead ahead({flat.params()});  // Note [Faulting in ahead]
     comm::ReadAndShare load(group_.get());
     for (size_t u = 0; u < layout.units().size(); ++u) {
       const nn::FlatRange r = flat.unit_range(static_cast<int>(u));

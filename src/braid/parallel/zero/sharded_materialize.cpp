@@ -8,6 +8,7 @@
 #include "braid/comm/collective_guard.h"
 #include "braid/comm/read_and_share.h"
 #include "braid/core/error.h"
+#include "braid/core/fault_ahead.h"
 #include "braid/core/memory_tracker.h"
 #include "braid/kernels/ops.h"
 #include "braid/parallel/zero/offload_file.h"
@@ -187,6 +188,9 @@ void ShardedDataParallel::materialize(nn::Model& model, const MaterializeOptions
   if (shared) {
     // Each unit's all_gather issued as soon as this rank's piece of it is filled (Note [Shared
     // as read], comm/read_and_share.h); in mixed precision the piece is the master's, rounded.
+    std::vector<Tensor> gathered;  // Note [Faulting in ahead] (core/fault_ahead.h)
+    for (const ZeroUnit& u : units) gathered.push_back(u.full);
+    const FaultAhead ahead(std::move(gathered));
     comm::ReadAndShare load(g.grad.get());
     for (ZeroUnit& u : units) {
       const int64_t begin = u.geo.piece_begin(c), end = begin + u.geo.piece;
