@@ -93,7 +93,7 @@ void finish_block(const typename C::Acc* acc, const typename C::Elem* s0, const 
 #pragma omp simd
   for (int64_t i = 0; i < m; ++i) {
     Acc a = kFirst ? C::load(s0[i]) : acc[i];
-    Acc v = combine<Acc>(a, C::load(s[i]), kOp == ReduceOp::avg ? ReduceOp::sum : kOp);
+    Acc v = combine<Acc>(a, C::load(s[i]), combine_of(kOp));
     if constexpr (kOp == ReduceOp::avg) v = v / fn;  // integers truncate toward zero
     typename C::Elem e = C::store(v);
     d[i] = e;
@@ -132,7 +132,7 @@ void reduce_op(const void* const* srcs_v, int n, void* dst_v, void* dst2_v, int6
                bool stream) {
   using Elem = typename C::Elem;
   using Acc = typename C::Acc;
-  constexpr ReduceOp kCombine = kOp == ReduceOp::avg ? ReduceOp::sum : kOp;
+  constexpr ReduceOp kCombine = combine_of(kOp);
   Acc acc[kBlock];
   alignas(64) Elem staged[kBlock];  // Note [Streaming stores]
   Elem* dst = static_cast<Elem*>(dst_v);

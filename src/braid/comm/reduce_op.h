@@ -8,6 +8,11 @@ namespace braid::comm {
 
 enum class ReduceOp : uint8_t { sum, avg, max, min };
 
+// How two values combine under `op`: avg by sum, divided by the rank count once at the end.
+constexpr ReduceOp combine_of(ReduceOp op) {
+  return op == ReduceOp::avg ? ReduceOp::sum : op;
+}
+
 enum class OpType : uint8_t {
   none,
   all_reduce,

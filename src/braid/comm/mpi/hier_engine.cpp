@@ -146,7 +146,7 @@ void HierEngine::run(const CollectiveOp& op, Clock::time_point deadline) {
   const int h = host_index_;
   const bool leader = rank_ == leaders_[static_cast<size_t>(h)];
   const bool last = h == hosts - 1;
-  const ReduceOp combine = op.reduce == ReduceOp::avg ? ReduceOp::sum : op.reduce;
+  const ReduceOp combine = combine_of(op.reduce);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   auto len_of = [&](int64_t c) { return std::min(kChunk, n - c * kChunk); };
 

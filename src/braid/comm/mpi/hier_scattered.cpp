@@ -38,7 +38,7 @@ void HierEngine::run_scattered(const CollectiveOp& op, Clock::time_point deadlin
   const int hosts = layout_.hosts(), h = host_index_;
   const int k = ranks_per_host_, j = rank_ - leaders_[static_cast<size_t>(h)];
   const bool leader = j == 0, last = h == hosts - 1;
-  const ReduceOp combine = op.reduce == ReduceOp::avg ? ReduceOp::sum : op.reduce;
+  const ReduceOp combine = combine_of(op.reduce);
   const Chunk mine = chunk_of(n, k, j);
   auto chunk_tensor = [&](const Chunk& c) { return op.out.flat_range(c.offset, c.size); };
 

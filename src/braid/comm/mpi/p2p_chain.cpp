@@ -57,7 +57,7 @@ void P2pEngine::begin_chain(const CollectiveOp& op, int k) {
   }
   const Tensor partial = buffer(scratch_, mine.size * kF32).reinterpret(DType::f32);
   if (host_ == 0) {
-    const ReduceOp combine = op.reduce == ReduceOp::avg ? ReduceOp::sum : op.reduce;
+    const ReduceOp combine = combine_of(op.reduce);
     host_group_->reduce_scatter(partial, op.out, combine)->wait();
     post_pieces(true, bytes_of(partial), mine.size * kF32, other, tag(op, kData));
     post_pieces(false, bytes_of(result), mine.size * kF32, other, tag(op, kData2));
@@ -78,7 +78,7 @@ void P2pEngine::end_chain(const CollectiveOp& op, int k) {
   for (int j = 0; j < per_host_; ++j)
     srcs[static_cast<size_t>(j) + 1] = bytes_of(host_recv_) + j * mine.size * kF32;
   float* out = reinterpret_cast<float*>(bytes_of(op.out)) + mine.offset;
-  const ReduceOp combine = op.reduce == ReduceOp::avg ? ReduceOp::sum : op.reduce;
+  const ReduceOp combine = combine_of(op.reduce);
   reduce_ranks(srcs.data(), per_host_ + 1, out, nullptr, mine.size, DType::f32, combine);
   if (op.reduce == ReduceOp::avg) {
     const auto fn = static_cast<float>(size_);
