@@ -2,6 +2,8 @@
 // messages). Usage: comm_fault_mpi_test SCENARIO [NONCE]
 //   skip      the last rank skips the 2nd all_reduce and stays busy; the others time out (2 s)
 //   kill      the last rank SIGKILLs itself in the middle of a 16 MiB all_reduce
+//   kill_bcast  ... in the middle of 16 MiB broadcasts from rank 0 (one copy between the ranks'
+//             buffers where they can reach each other: Note [One-copy collectives])
 //   mismatch  debug mode; the last rank all-reduces 1000 elements where the others use 1024
 //   ok        no fault (the driver's sanity check)
 // A rank that gets past its scenario prints "rank R: finished cleanly", which must never happen
@@ -34,7 +36,7 @@ void run(ProcessGroup& world, const std::string& scenario) {
       }
       world.all_reduce(x)->wait();
     }
-  } else if (scenario == "kill") {
+  } else if (scenario == "kill" || scenario == "kill_bcast") {
     Tensor x = Tensor::full(Shape{4 << 20}, 1);
     if (culprit) {
       std::thread([] {
@@ -42,7 +44,12 @@ void run(ProcessGroup& world, const std::string& scenario) {
         kill(getpid(), SIGKILL);
       }).detach();
     }
-    for (int k = 0; k < 100000; ++k) world.all_reduce(x)->wait();
+    for (int k = 0; k < 100000; ++k) {
+      if (scenario == "kill")
+        world.all_reduce(x)->wait();
+      else
+        world.broadcast(x, 0)->wait();
+    }
   } else if (scenario == "mismatch") {
     Tensor x = Tensor::full(Shape{culprit ? 1000 : 1024}, 1);
     world.all_reduce(x)->wait();

@@ -10,7 +10,7 @@ runner=$here/../../../../scripts/mpirun-test.sh
 culprit=$((np - 1))
 case $scenario in
   skip) want="all_reduce seq 2 .*timed out after .*ranks \[$culprit\] never arrived" ;;
-  kill) want="rank $culprit \(pid [0-9]+\) died|process rank $culprit .*signal 9" ;;
+  kill | kill_bcast) want="rank $culprit \(pid [0-9]+\) died|process rank $culprit .*signal 9" ;;
   mismatch) want="mismatch at seq 1: rank 0 called all_reduce\(f32, count 1024, sum\) but .*rank $culprit called all_reduce\(f32, count 1000, sum\)" ;;
   *) echo "unknown scenario $scenario" >&2; exit 2 ;;
 esac

@@ -26,7 +26,7 @@ set_tests_properties(comm_collectives_mpi_test_slots_np2 PROPERTIES TIMEOUT 120 
 #   BRAID_FAULT_REPEATS=20 ctest -L fault
 braid_mpi_test(comm_fault_mpi_test SOURCES ${d}/fault_mpi_test.cpp NP 2 LIBS braid_comm ARGS ok)
 set(BRAID_FAULT_REPEATS 1 CACHE STRING "Repetitions of each MPI fault scenario in ctest")
-foreach(case "skip;2;auto" "kill;2;auto" "mismatch;2;auto" "skip;3;p2p" "mismatch;3;p2p"
+foreach(case "skip;2;auto" "kill;2;auto" "kill_bcast;2;auto" "mismatch;2;auto" "skip;3;p2p" "mismatch;3;p2p"
              "kill;3;auto")
   list(GET case 0 scenario)
   list(GET case 1 np)
