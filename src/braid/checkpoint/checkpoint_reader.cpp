@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
 
 #include "braid/checkpoint/checkpoint_dir.h"
 #include "braid/checkpoint/crc32c.h"
@@ -242,22 +241,22 @@ void CheckpointReader::read_optimizer(optim::Optimizer& optimizer,
         /*write=*/true);
   };
   // Note [Faulting in ahead] (core/fault_ahead.h): the held state, in the order it is filled.
-  auto fault_ahead = [&] {
+  auto in_fill_order = [&] {
     std::vector<Tensor> filled;
     for (size_t k = 0; k < states.size(); ++k)
       for (const auto& [s, slot] : held) filled.push_back(slot.state[k]);
-    return std::make_unique<FaultAhead>(std::move(filled));
+    return filled;
   };
   if (!shared) {
     visit();
-    const auto ahead = fault_ahead();
+    const FaultAhead ahead(in_fill_order());
     for (size_t k = 0; k < states.size(); ++k)
       for (const auto& [s, slot] : held) read_one(k, *s, slot);
   } else {
     // Each slice's state read by its owner and broadcast as soon as it is (Note [Shared as
     // read], comm/read_and_share.h).
     comm::all_ranks_or_throw(replicas, visit);
-    const auto ahead = fault_ahead();
+    const FaultAhead ahead(in_fill_order());
     comm::ReadAndShare load(replicas);
     for (size_t k = 0; k < states.size(); ++k)
       for (size_t i = 0; i < held.size(); ++i) {

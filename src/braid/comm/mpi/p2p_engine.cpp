@@ -195,10 +195,7 @@ void P2pEngine::post_all_gather(const CollectiveOp& op, const char* in, const Te
     if (cj.size) post_recv(bytes_of(out) + cj.offset * es, cj.size * es, j, tg);
     if (mine.size) post_send(in, mine.size * es, j, tg);
   }
-  if (inside) {
-    keep_own_chunk(op, in, bytes_of(out), n);
-    host_part_ag(out);
-  }
+  if (inside) host_part_ag(op, in, out);
 }
 
 char* P2pEngine::own_chunk(const CollectiveOp& op) const {

@@ -122,10 +122,13 @@ class P2pEngine {
   // bytes at data to or from peer, in messages of at most 32 KiB (under MPI's eager limit).
   void post_pieces(bool send, char* data, int64_t bytes, int peer, int tg);
   void end_chain(const CollectiveOp& op, int k);
-  // The host group's share of a direct reduce_scatter of `data` (n elements) and all_gather into
-  // it: host_recv_ gets the host's contributions to this rank's chunk (a block per host rank).
+  // The host group's share of a direct reduce_scatter of `data`: host_recv_ gets the host's
+  // contributions to this rank's chunk (a block per host rank).
   void host_part_rs(const Tensor& data);
-  void host_part_ag(const Tensor& data);
+  // This rank's chunk `in` into place in `out`, then the host's range of `out` gathered in place
+  // by the host group: the host's part of a direct all_gather, and the step inside a host of a
+  // two-level one.
+  void host_part_ag(const CollectiveOp& op, const char* in, const Tensor& out);
   void begin_host_phase(const CollectiveOp& op, int k);
   void end_host_phase(const CollectiveOp& op, int k);
   // Two-level steps; `in` and `out` of n elements, `k` the step's phase for its tag.

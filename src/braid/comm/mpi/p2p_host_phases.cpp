@@ -112,18 +112,10 @@ void P2pEngine::host_rs_end(const CollectiveOp& op, const char* in, char* out, i
 
 void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const char* in, char* out,
                               int64_t n) {
+  if (step == 0) return host_part_ag(op, in, op.out);  // the range is sent whole in step 1
   const size_t es = dtype_size(op.out.dtype());
   const int hosts = size_ / per_host_;
-  const Chunk mine = chunk_of(n, size_, rank_);
   const Chunk here = host_range(host_, n);
-  if (step == 0) {
-    keep_own_chunk(op, in, out, n);  // the host's range is sent whole in step 1
-    // In place on the host's range of op.out: its chunk j is rank (host_, j)'s (the global
-    // chunks' sizes restricted to a host's consecutive ranks are chunk_of's over its range).
-    const Tensor range = op.out.flat_range(here.offset, here.size);
-    host_group_->all_gather(range, range.flat_range(mine.offset - here.offset, mine.size))->wait();
-    return;
-  }
   for (int h = 0; h < hosts; ++h) {
     if (h == host_) continue;
     const Chunk theirs = host_range(h, n);
@@ -186,10 +178,14 @@ void P2pEngine::host_part_rs(const Tensor& data) {
   host_group_->all_to_all(got, data.flat_range(range.offset, range.size))->wait();
 }
 
-void P2pEngine::host_part_ag(const Tensor& data) {
-  const Chunk range = host_range(host_, data.numel());
-  const Chunk mine = chunk_of(data.numel(), size_, rank_);
-  const Tensor here = data.flat_range(range.offset, range.size);
+void P2pEngine::host_part_ag(const CollectiveOp& op, const char* in, const Tensor& out) {
+  const int64_t n = out.numel();
+  const Chunk range = host_range(host_, n);
+  const Chunk mine = chunk_of(n, size_, rank_);
+  keep_own_chunk(op, in, bytes_of(out), n);
+  // In place on the host's range of out: its chunk j is rank (host_, j)'s (the global chunks'
+  // sizes restricted to a host's consecutive ranks are chunk_of's over its range).
+  const Tensor here = out.flat_range(range.offset, range.size);
   host_group_->all_gather(here, here.flat_range(mine.offset - range.offset, mine.size))->wait();
 }
 
