@@ -209,4 +209,9 @@ void reduce_ranks(const void* const* srcs, int n, void* dst, void* dst2, int64_t
   BRAID_THROW("reduce_ranks: unknown dtype ", static_cast<int>(dtype));
 }
 
+void divide_by_ranks(float* x, int64_t count, int ranks) {
+  const auto fn = static_cast<float>(ranks);
+  for (int64_t i = 0; i < count; ++i) x[i] = x[i] / fn;
+}
+
 }  // namespace braid::comm

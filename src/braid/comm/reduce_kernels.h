@@ -21,4 +21,8 @@ namespace braid::comm {
 void reduce_ranks(const void* const* srcs, int n, void* dst, void* dst2, int64_t count, DType dtype,
                   ReduceOp op, bool stream = false);
 
+// Ends an avg folded by sum elsewhere (a fold split over hosts, combine_of): x[i] /= ranks,
+// in f32 as reduce_ranks divides, so the bits are reduce_ranks' avg.
+void divide_by_ranks(float* x, int64_t count, int ranks);
+
 }  // namespace braid::comm

@@ -177,10 +177,8 @@ void HierEngine::run(const CollectiveOp& op, Clock::time_point deadline) {
       reduce_ranks(srcs, 2, chunk, nullptr, len, DType::f32, combine);
     }
     wait_host(host_->all_reduce(op.out.flat_range(c * kChunk, len), combine), sends);
-    if (last && op.reduce == ReduceOp::avg) {
-      const float fn = static_cast<float>(layout_.host_of.size());
-      for (int64_t i = 0; i < len; ++i) chunk[i] = chunk[i] / fn;  // as reduce_ranks' avg
-    }
+    if (last && op.reduce == ReduceOp::avg)
+      divide_by_ranks(chunk, len, static_cast<int>(layout_.host_of.size()));
     if (!leader) continue;
     auto send_to = [&](int peer, Phase phase) {
       sends.emplace_back();

@@ -71,10 +71,8 @@ void HierEngine::run_scattered(const CollectiveOp& op, Clock::time_point deadlin
               "MPI_Isend");
   };
   if (last) {
-    if (op.reduce == ReduceOp::avg) {
-      const float fn = static_cast<float>(layout_.host_of.size());
-      for (int64_t i = mine.offset; i < mine.offset + mine.size; ++i) x[i] = x[i] / fn;
-    }
+    if (op.reduce == ReduceOp::avg)
+      divide_by_ranks(x + mine.offset, mine.size, static_cast<int>(layout_.host_of.size()));
     for (int g = 0; g < hosts - 1; ++g) send(leaders_[static_cast<size_t>(g)] + j, kResult);
     wait(sends, to, op, deadline, "never received the result");
   } else {

@@ -80,10 +80,7 @@ void P2pEngine::end_chain(const CollectiveOp& op, int k) {
   float* out = reinterpret_cast<float*>(bytes_of(op.out)) + mine.offset;
   const ReduceOp combine = combine_of(op.reduce);
   reduce_ranks(srcs.data(), per_host_ + 1, out, nullptr, mine.size, DType::f32, combine);
-  if (op.reduce == ReduceOp::avg) {
-    const auto fn = static_cast<float>(size_);
-    for (int64_t i = 0; i < mine.size; ++i) out[i] = out[i] / fn;
-  }
+  if (op.reduce == ReduceOp::avg) divide_by_ranks(out, mine.size, size_);
 }
 
 }  // namespace braid::comm
