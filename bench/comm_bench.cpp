@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "braid/comm/mpi/raw_mpi.h"
 #include "braid/core/error.h"
@@ -34,21 +36,42 @@ std::string human(int64_t bytes) {
   return buf;
 }
 
-// Seconds per call of fn, the slowest rank's, after warm-up: the mean of `iters` calls, and the
-// best of `rounds` such means (a shared machine's other load only ever adds time).
-double time_calls(comm::ProcessGroup& g, int warmup, int iters, int rounds,
-                  const std::function<void()>& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  double secs = 1e30;
-  for (int r = 0; r < rounds; ++r) {
-    g.barrier()->wait();
-    auto t0 = Clock::now();
-    for (int i = 0; i < iters; ++i) fn();
-    secs = std::min(secs, std::chrono::duration<double>(Clock::now() - t0).count() / iters);
-  }
-  Tensor t = Tensor::full(Shape{1}, secs);
+// Seconds per call of each of fns (braid's call, then raw MPI's where there is one), the slowest
+// rank's, after warm-up: the mean of `iters` calls, and the best of `rounds` such means (a shared
+// machine's other load only ever adds time). The rounds alternate between the calls, so a minute
+// when the machine runs slow falls on both (timed one after the other, a swing between them
+// made either side look 1.3x faster at 64-128 KiB across hosts). A later call that throws
+// CommError (raw MPI with no bf16 sum: the same on every rank) gets no time: -1, and its error in
+// `errors`; braid's own call failing fails the bench.
+std::vector<double> time_calls(comm::ProcessGroup& g, int warmup, int iters, int rounds,
+                               const std::vector<std::function<void()>>& fns,
+                               std::vector<std::string>& errors) {
+  std::vector<double> secs(fns.size(), 1e30);
+  errors.assign(fns.size(), "");
+  auto timed = [&](size_t f, int calls) {
+    if (!errors[f].empty()) return;
+    try {
+      g.barrier()->wait();
+      auto t0 = Clock::now();
+      for (int i = 0; i < calls; ++i) fns[f]();
+      if (calls > 0)
+        secs[f] =
+            std::min(secs[f], std::chrono::duration<double>(Clock::now() - t0).count() / calls);
+    } catch (const CommError& e) {
+      if (f == 0) throw;  // braid's own call failing is the bench failing
+      errors[f] = e.what();
+    }
+  };
+  for (size_t f = 0; f < fns.size(); ++f) timed(f, warmup);
+  for (int r = 0; r < rounds; ++r)
+    for (size_t f = 0; f < fns.size(); ++f) timed(f, iters);
+  Tensor t = Tensor::from_vector(std::vector<float>(secs.begin(), secs.end()),
+                                 Shape{static_cast<int64_t>(secs.size())});
   g.all_reduce(t, comm::ReduceOp::max)->wait();
-  return t.item();
+  std::vector<double> out(fns.size());
+  for (size_t f = 0; f < fns.size(); ++f)
+    out[f] = errors[f].empty() ? static_cast<double>(t.data<float>()[f]) : -1;
+  return out;
 }
 
 }  // namespace
@@ -136,16 +159,12 @@ void run_comm_bench(comm::ProcessGroup& g, const CommBenchOptions& o, FILE* out)
                     full.to(DType::f32).data<float>()[count - 1], ", expected ", want);
         full.zero_();
       }
-      double t = time_calls(g, o.warmup, iters, o.rounds, braid_fn);
-      double t_raw = -1;
-      std::string raw_error;
-      if (raw_fn) {
-        try {
-          t_raw = time_calls(g, o.warmup, iters, o.rounds, raw_fn);
-        } catch (const CommError& e) {
-          raw_error = e.what();  // e.g. no bf16 sum in MPI: same answer on every rank
-        }
-      }
+      std::vector<std::function<void()>> fns{braid_fn};
+      if (raw_fn) fns.push_back(raw_fn);
+      std::vector<std::string> errors;
+      const std::vector<double> times = time_calls(g, o.warmup, iters, o.rounds, fns, errors);
+      const double t = times[0];
+      const double t_raw = raw_fn ? times[1] : -1;
       if (!print) continue;
       const double algbw = real_bytes / t / 1e9, busbw = algbw * bus_factor(op, n);
       std::fprintf(out, "  %-15s %9s %11lld %5s | %10.1f %7.2f %7.2f |", op.c_str(),

@@ -9,8 +9,8 @@
 namespace braid::comm {
 
 // Note [Small chain]
-// An f32 all_reduce over 2 hosts of K ranks each, of more than kTwoLevelMaxBytes and at most
-// kInlineMaxBytes (128-256 KiB over 2 x 2), as the scattered chain of the hierarchical
+// An f32 all_reduce over 2 hosts of K ranks each, of more than kOneRoundMaxBytes and at most
+// kInlineMaxBytes (64-256 KiB over 2 x 2), as the scattered chain of the hierarchical
 // all_reduce (Note [Scattered chain], hier_scattered.cpp) folds it, but place by place and on
 // the issuing thread like the other small ops. With C_i = chunk_of(n, K, i), place i:
 //   host 0, phase 0: the host group reduce_scatters the buffer (its ranks' fold of C_i, in rank
@@ -27,7 +27,9 @@ namespace braid::comm {
 // past it waits for a rendezvous: in one message of 64 KiB the 128 KiB all_reduce took 177-273 us,
 // in pieces 151-172). Over 2 network-namespace hosts x 2 ranks (docs/benchmarks.md "Small
 // all_reduce across hosts: a chain") 256 KiB went from 0.73-1.00x of raw MPI (two-level) to
-// 1.36-1.53x and 128 KiB from 0.42-0.81x (direct) to 0.82-0.93x. Wider types keep the direct
+// 1.36-1.53x and 128 KiB from 0.42-0.81x (direct) to 0.82-0.93x; 64 KiB (one piece a place)
+// from 118-124 us two-level (0.96-1.07x) to 78-82 (1.27-1.65x; "... from 64 KiB"), while 16-32
+// KiB stay one round (56-72 us against the chain's 72-81). Wider types keep the direct
 // exchange (their fold is wider than the data, the partial would travel wide), and so do more
 // than 2 hosts (a chain of H hops; not measured).
 namespace {

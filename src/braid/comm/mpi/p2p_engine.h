@@ -92,7 +92,7 @@ class P2pEngine {
   // eager limit, where the direct exchange's 32 KiB chunks go eagerly). At 256 KiB over 2 hosts x
   // 2 ranks (64 KiB chunks) two-level measured 0.85-0.97x of raw MPI on average over three
   // alternating runs against 0.74-0.84x direct (docs/benchmarks.md). Over 2 hosts an f32
-  // all_reduce past kTwoLevelMaxBytes takes the small chain instead (chained(), checked first).
+  // all_reduce past kOneRoundMaxBytes takes the small chain instead (chained(), checked first).
   static constexpr int64_t kTwoLevelMaxBytes = 64 << 10;
   static constexpr int64_t kEagerBytes = 64 << 10;
   bool two_level(const CollectiveOp& op) const {
@@ -111,12 +111,12 @@ class P2pEngine {
     return per_host_ > 1 && small(op) && !two_level(op);
   }
   bool on_this_host(int r) const { return r / per_host_ == host_; }
-  // Note [Small chain] (p2p_chain.cpp): an f32 all_reduce of more than kTwoLevelMaxBytes over 2
+  // Note [Small chain] (p2p_chain.cpp): an f32 all_reduce of more than kOneRoundMaxBytes over 2
   // hosts folds host 0's ranks on shared memory, carries the partial sums across to host 1 place
   // by place, folds on there and carries the result back.
   bool chained(const CollectiveOp& op) const {
     return op.type == OpType::all_reduce && op.out.dtype() == DType::f32 && per_host_ > 1 &&
-           size_ == 2 * per_host_ && small(op) && larger_side(op) > kTwoLevelMaxBytes;
+           size_ == 2 * per_host_ && small(op) && larger_side(op) > kOneRoundMaxBytes;
   }
   void begin_chain(const CollectiveOp& op, int k);
   // bytes at data to or from peer, in messages of at most 32 KiB (under MPI's eager limit).
