@@ -10,9 +10,10 @@ namespace braid::comm {
 
 // Note [Small chain]
 // An f32 all_reduce over 2 hosts of K ranks each, of more than kOneRoundMaxBytes and at most
-// kInlineMaxBytes (64-256 KiB over 2 x 2), as the scattered chain of the hierarchical
-// all_reduce (Note [Scattered chain], hier_scattered.cpp) folds it, but place by place and on
-// the issuing thread like the other small ops. With C_i = chunk_of(n, K, i), place i:
+// kChainMaxBytes (64 KiB-4 MiB over 2 x 2), as the scattered chain of the hierarchical
+// all_reduce (Note [Scattered chain], hier_scattered.cpp) folds it, but place by place: up to
+// kInlineMaxBytes on the issuing thread like the other small ops, past it on the comm thread. With
+// C_i = chunk_of(n, K, i), place i:
 //   host 0, phase 0: the host group reduce_scatters the buffer (its ranks' fold of C_i, in rank
 //            order) into scratch; that partial goes to place i of host 1, and the result of C_i
 //            comes back from there into the buffer;
@@ -29,7 +30,11 @@ namespace braid::comm {
 // all_reduce across hosts: a chain") 256 KiB went from 0.73-1.00x of raw MPI (two-level) to
 // 1.36-1.53x and 128 KiB from 0.42-0.81x (direct) to 0.82-0.93x; 64 KiB (one piece a place)
 // from 118-124 us two-level (0.96-1.07x) to 78-82 (1.27-1.65x; "... from 64 KiB"), while 16-32
-// KiB stay one round (56-72 us against the chain's 72-81). Wider types keep the direct
+// KiB stay one round (56-72 us against the chain's 72-81). Past 256 KiB the hierarchical
+// all_reduce sent the whole buffer between the hosts' leaders; every place carrying its chunk
+// took 2 MiB from 0.52-0.53x of raw MPI to 0.78-0.80x and 4 MiB from 0.64-0.66x to 0.77-0.83x
+// (8-16 MiB alike either way, 0.62-0.73x, so they stay hierarchical; "... from 64 KiB").
+// Wider types keep the direct
 // exchange (their fold is wider than the data, the partial would travel wide), and so do more
 // than 2 hosts (a chain of H hops; not measured).
 namespace {

@@ -62,6 +62,17 @@ class P2pEngine {
   bool start(const CollectiveOp& op, Clock::time_point deadline, Clock::duration patience);
   void finish(const CollectiveOp& op);
 
+  // Note [Small chain] (p2p_chain.cpp): an f32 all_reduce of more than kOneRoundMaxBytes and at
+  // most kChainMaxBytes over 2 hosts folds host 0's ranks on shared memory, carries the partial
+  // sums across to host 1 place by place, folds on there and carries the result back; past
+  // kInlineMaxBytes on the comm thread, in place of the hierarchical all_reduce (MpiGroup).
+  static constexpr int64_t kChainMaxBytes = int64_t{4} << 20;
+  bool chained(const CollectiveOp& op) const {
+    return op.type == OpType::all_reduce && op.out.dtype() == DType::f32 && per_host_ > 1 &&
+           size_ == 2 * per_host_ && larger_side(op) > kOneRoundMaxBytes &&
+           larger_side(op) <= kChainMaxBytes;
+  }
+
  private:
   enum Phase { kFingerprint = 0, kData = 1, kData2 = 2 };  // tags' low bits
   // all_reduce is a reduce-scatter phase then an all-gather phase; reduce_scatter and
@@ -111,13 +122,6 @@ class P2pEngine {
     return per_host_ > 1 && small(op) && !two_level(op);
   }
   bool on_this_host(int r) const { return r / per_host_ == host_; }
-  // Note [Small chain] (p2p_chain.cpp): an f32 all_reduce of more than kOneRoundMaxBytes over 2
-  // hosts folds host 0's ranks on shared memory, carries the partial sums across to host 1 place
-  // by place, folds on there and carries the result back.
-  bool chained(const CollectiveOp& op) const {
-    return op.type == OpType::all_reduce && op.out.dtype() == DType::f32 && per_host_ > 1 &&
-           size_ == 2 * per_host_ && small(op) && larger_side(op) > kOneRoundMaxBytes;
-  }
   void begin_chain(const CollectiveOp& op, int k);
   // bytes at data to or from peer, in messages of at most 32 KiB (under MPI's eager limit).
   void post_pieces(bool send, char* data, int64_t bytes, int peer, int tg);
