@@ -38,9 +38,9 @@ std::string human(int64_t bytes) {
 
 // Seconds per call of each of fns (braid's call, then raw MPI's where there is one), the slowest
 // rank's, after warm-up: the mean of `iters` calls, and the best of `rounds` such means (a shared
-// machine's other load only ever adds time). The rounds alternate between the calls, so a minute
-// when the machine runs slow falls on both (timed one after the other, a swing between them
-// made either side look 1.3x faster at 64-128 KiB across hosts). A later call that throws
+// machine's other load only ever adds time). The rounds alternate between the calls, so a second
+// when the machine runs slow falls on both (timed one after the other, the project's VM, whose
+// speed swings up to 2x, put either side ahead by chance). A later call that throws
 // CommError (raw MPI with no bf16 sum: the same on every rank) gets no time: -1, and its error in
 // `errors`; braid's own call failing fails the bench.
 std::vector<double> time_calls(comm::ProcessGroup& g, int warmup, int iters, int rounds,

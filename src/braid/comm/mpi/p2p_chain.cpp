@@ -29,14 +29,13 @@ namespace braid::comm {
 // in pieces 151-172). Over 2 network-namespace hosts x 2 ranks (docs/benchmarks.md "Small
 // all_reduce across hosts: a chain") 256 KiB went from 0.73-1.00x of raw MPI (two-level) to
 // 1.36-1.53x and 128 KiB from 0.42-0.81x (direct) to 0.82-0.93x; 64 KiB (one piece a place)
-// from 118-124 us two-level (0.96-1.07x) to 78-82 (1.27-1.65x; "... from 64 KiB"), while 16-32
-// KiB stay one round (56-72 us against the chain's 72-81). Past 256 KiB the hierarchical
+// from 118-124 us two-level (0.96-1.07x) to 78-82 (1.27-1.65x; "The chain from 64 KiB"), while
+// 16-32 KiB stay one round (56-72 us against the chain's 72-81). Past 256 KiB the hierarchical
 // all_reduce sent the whole buffer between the hosts' leaders; every place carrying its chunk
 // took 2 MiB from 0.52-0.53x of raw MPI to 0.78-0.80x and 4 MiB from 0.64-0.66x to 0.77-0.83x
-// (8-16 MiB alike either way, 0.62-0.73x, so they stay hierarchical; "... from 64 KiB").
-// Wider types keep the direct
-// exchange (their fold is wider than the data, the partial would travel wide), and so do more
-// than 2 hosts (a chain of H hops; not measured).
+// (8-16 MiB alike either way, 0.62-0.73x, so they stay hierarchical; "The chain up to 4 MiB").
+// Wider types keep the direct exchange (their fold is wider than the data, the partial would
+// travel wide), and so do more than 2 hosts (a chain of H hops; not measured).
 namespace {
 constexpr int64_t kPiece = 32 << 10;
 }  // namespace
