@@ -44,6 +44,7 @@
 #include "braid/comm/gather_strings.h"
 #include "braid/comm/world.h"
 #include "braid/core/error.h"
+#include "braid/core/tensor.h"
 #include "braid/launch/process_setup.h"
 #include "braid/train/trainer.h"
 
@@ -135,12 +136,12 @@ void drop_cache(const fs::path& dir) {
 
 constexpr size_t kBlock = size_t{64} << 20;
 
-void raw_write(const fs::path& path, int64_t bytes, std::vector<char>& block) {
+void raw_write(const fs::path& path, int64_t bytes, const char* block) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   BRAID_CHECK(fd >= 0, "cannot create ", path.string(), ": ", std::strerror(errno));
   for (int64_t left = bytes; left > 0;) {
     const size_t n = static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(kBlock)));
-    const ssize_t w = ::write(fd, block.data(), n);
+    const ssize_t w = ::write(fd, block, n);
     BRAID_CHECK(w > 0, "writing ", path.string(), ": ", std::strerror(errno));
     left -= w;
   }
@@ -149,49 +150,30 @@ void raw_write(const fs::path& path, int64_t bytes, std::vector<char>& block) {
 }
 
 // How the raw read reads: buffered read(2)s of 64 MiB (all this bench timed before 2026-11-28) or
-// of 8 MiB, or O_DIRECT read(2)s of 64 MiB into a buffer of huge pages, past the page cache,
-// where the filesystem allows it. On the project's VM the three took about as long for 2 ranks at
-// once (0.46-0.53 s for 0.75 GB each), the direct one with the CPU idle (busy 0-1% against
-// 10-19%). The load is compared with the fastest.
-enum class RawRead { buffered64, buffered8, direct64 };
-constexpr RawRead kRawReads[] = {RawRead::buffered64, RawRead::buffered8, RawRead::direct64};
-const char* raw_read_name(RawRead how) {
-  switch (how) {
-    case RawRead::buffered64:
-      return "raw sequential read, 64 MiB read(2)s, same bytes, cold cache";
-    case RawRead::buffered8:
-      return "raw sequential read, 8 MiB read(2)s";
-    case RawRead::direct64:
-      return "raw sequential read, O_DIRECT 64 MiB read(2)s";
-  }
-  return "";
-}
-
-// A 64 MiB buffer of huge pages, faulted in: O_DIRECT's alignment, and no page faults timed.
-struct AlignedBlock {
-  char* p = nullptr;
-  AlignedBlock() {
-    void* m = ::mmap(nullptr, kBlock, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    BRAID_CHECK(m != MAP_FAILED, "mmap of the read buffer: ", std::strerror(errno));
-    ::madvise(m, kBlock, MADV_HUGEPAGE);
-    p = static_cast<char*>(m);
-    std::memset(p, 1, kBlock);
-  }
-  ~AlignedBlock() { ::munmap(p, kBlock); }
-  AlignedBlock(const AlignedBlock&) = delete;
-  AlignedBlock& operator=(const AlignedBlock&) = delete;
+// of 8 MiB, or O_DIRECT read(2)s of 64 MiB past the page cache, where the filesystem allows it.
+// On the project's VM the three took about as long for 2 ranks at once (0.46-0.53 s for 0.75 GB
+// each), the direct one with the CPU idle (busy 0-1% against 10-19%). The load is compared with
+// the fastest.
+struct RawRead {
+  const char* name;  // the table's row
+  size_t request;    // bytes a read(2) asks for
+  bool direct;
+};
+constexpr RawRead kRawReads[] = {
+    {"raw sequential read, 64 MiB read(2)s, same bytes, cold cache", kBlock, false},
+    {"raw sequential read, 8 MiB read(2)s", size_t{8} << 20, false},
+    {"raw sequential read, O_DIRECT 64 MiB read(2)s", kBlock, true},
 };
 
-// False where the filesystem refuses O_DIRECT (the row is left out).
-bool raw_read(const fs::path& path, char* block, RawRead how) {
-  const bool direct = how == RawRead::direct64;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
-  if (fd < 0 && direct && errno == EINVAL) return false;
+// Into block (kBlock bytes, aligned for O_DIRECT); false where the filesystem refuses O_DIRECT
+// (the row is left out).
+bool raw_read(const fs::path& path, char* block, const RawRead& how) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (how.direct ? O_DIRECT : 0));
+  if (fd < 0 && how.direct && errno == EINVAL) return false;
   BRAID_CHECK(fd >= 0, "cannot open ", path.string(), ": ", std::strerror(errno));
-  const size_t n = how == RawRead::buffered8 ? size_t{8} << 20 : kBlock;
   while (true) {
-    const ssize_t r = ::read(fd, block, n);
-    if (r < 0 && direct && errno == EINVAL) {
+    const ssize_t r = ::read(fd, block, how.request);
+    if (r < 0 && how.direct && errno == EINVAL) {
       ::close(fd);
       return false;
     }
@@ -284,8 +266,11 @@ void throughput(const Options& o, const std::shared_ptr<comm::ProcessGroup>& wor
   }
   warm_memory(o.warm_gib);
   if (world) world->barrier()->wait();
-  std::vector<char> block(kBlock, 1);
-  AlignedBlock read_block;
+  // The raw write's and read's buffer: an allocation this large is its own mapping of huge
+  // pages, 2 MiB-aligned (Note [Large host allocations], core/storage.cpp), as O_DIRECT wants;
+  // filled, so no page faults are timed.
+  Tensor buffer = Tensor::full(Shape{static_cast<int64_t>(kBlock)}, 1.0, DType::u8);
+  char* block = static_cast<char*>(buffer.raw_data());
   std::vector<Timing> save, write, load;
   std::vector<std::vector<Timing>> read(std::size(kRawReads));
   int64_t bytes = 0, mine = 0, loaded = 0;
@@ -347,7 +332,7 @@ void throughput(const Options& o, const std::shared_ptr<comm::ProcessGroup>& wor
         cold();
         bool done = true;
         const Timing t = timed(world.get(), [&] {
-          done = raw_read(step / checkpoint::rank_file_name(rank), read_block.p, kRawReads[i]);
+          done = raw_read(step / checkpoint::rank_file_name(rank), block, kRawReads[i]);
         });
         if (done) read[i].push_back(t);
       }
@@ -384,7 +369,7 @@ void throughput(const Options& o, const std::shared_ptr<comm::ProcessGroup>& wor
   double fastest = 1e30;
   for (size_t i = 0; i < std::size(kRawReads); ++i) {
     if (read[i].empty()) continue;
-    row(raw_read_name(kRawReads[i]), read[i]);
+    row(kRawReads[i].name, read[i]);
     for (const Timing& t : read[i]) fastest = std::min(fastest, t.s);
   }
   double best_load = 1e30;

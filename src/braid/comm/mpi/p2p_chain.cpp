@@ -38,6 +38,7 @@ namespace braid::comm {
 // travel wide), and so do more than 2 hosts (a chain of H hops; not measured).
 namespace {
 constexpr int64_t kPiece = 32 << 10;
+constexpr int64_t kF32 = 4;  // bytes of an element: the chain is f32's alone
 }  // namespace
 
 void P2pEngine::post_pieces(bool send, char* data, int64_t bytes, int peer, int tg) {
@@ -55,7 +56,6 @@ void P2pEngine::begin_chain(const CollectiveOp& op, int k) {
   const Chunk mine = chunk_of(n, per_host_, index_);
   const Tensor result = op.out.flat_range(mine.offset, mine.size);
   const int other = peer(1 - host_, index_);
-  constexpr int64_t kF32 = 4;
   if (k == 1) {
     if (host_ == 1) post_pieces(true, bytes_of(result), mine.size * kF32, other, tag(op, kData2));
     host_group_->all_gather(op.out, result)->wait();
@@ -78,7 +78,6 @@ void P2pEngine::end_chain(const CollectiveOp& op, int k) {
   if (k != 0 || host_ != 1) return;
   const int64_t n = op.out.numel();
   const Chunk mine = chunk_of(n, per_host_, index_);
-  constexpr int64_t kF32 = 4;
   std::vector<const void*> srcs(static_cast<size_t>(per_host_) + 1);
   srcs[0] = bytes_of(scratch_);
   for (int j = 0; j < per_host_; ++j)
