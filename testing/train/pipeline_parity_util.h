@@ -6,14 +6,14 @@
 #include <filesystem>
 #include <string>
 
+#include "testing/private_temp_dir.h"
 #include "testing/train/ddp_parity_util.h"
 
 namespace braid::train {
 
 // An 8-layer `preset` (pp 4 x v 2 needs a block per virtual stage), written once as config.json.
 inline std::string deep_tiny_config(const std::string& preset) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("braid_pp_" + preset + "_" + std::to_string(::getpid()));
+  const std::filesystem::path dir = testing_util::private_temp_dir("braid_pp_" + preset);
   std::filesystem::create_directories(dir);
   const std::filesystem::path file = dir / "config.json";
   if (!std::filesystem::exists(file)) {

@@ -15,10 +15,10 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
+#include "testing/private_temp_dir.h"
 #include "testing/train/ddp_parity_util.h"
 
 namespace braid::train {
@@ -30,32 +30,7 @@ struct StrategyVariant {
   std::function<void(config::TrainConfig&)> apply;
 };
 
-// The private temporary directories this process made, removed when it exits.
-class PrivateTempDirs {
- public:
-  ~PrivateTempDirs() {
-    std::error_code ignored;
-    for (const auto& dir : dirs_) std::filesystem::remove_all(dir, ignored);
-  }
-  std::filesystem::path add(const std::string& name) {
-    std::filesystem::path dir =
-        std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
-    std::lock_guard lock(mutex_);
-    dirs_.insert(dir);
-    return dir;
-  }
-
- private:
-  std::mutex mutex_;
-  std::set<std::filesystem::path> dirs_;
-};
-inline PrivateTempDirs private_temp_dirs;
-
-// A temporary directory of this process only: ctest runs test processes in parallel, and two
-// writing one path would read each other's half-written files.
-inline std::filesystem::path private_temp_dir(const std::string& name) {
-  return private_temp_dirs.add(name);
-}
+using testing_util::private_temp_dir;
 
 // Offload files of this process only (ranks name their own files inside it).
 inline std::string private_offload_dir() {
