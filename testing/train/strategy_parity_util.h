@@ -9,8 +9,6 @@
 // that mode.
 #pragma once
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <functional>
