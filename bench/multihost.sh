@@ -10,9 +10,11 @@
 #   flat     yield, with BRAID_COMM_HIERARCHY=0: braid without the hierarchical all_reduce and
 #            the two-level small collectives (Note [Two-level small collectives]).
 # Every ratio compares braid and raw MPI from the same run. Needs root (namespaces). Time per
-# call in us, slowest rank, best of ROUNDS rounds.
+# call in us, slowest rank, best of ROUNDS rounds. RATE (tc's units, e.g. 4gbit) limits what
+# each host sends, like a network slower than this machine's copies (unlimited, the hosts'
+# TCP is as fast as 2 cores copy and the ranks' CPU time decides).
 #
-#   [MIN=4K] bench/multihost.sh [ROUNDS=3] [MAX_BYTES=64M]
+#   [MIN=4K] [RATE=4gbit] bench/multihost.sh [ROUNDS=3] [MAX_BYTES=64M]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -24,11 +26,12 @@ why=$(scripts/netns/hosts.sh check) || { echo "multihost bench: $why" >&2; exit 
 work=$(mktemp -d)
 trap 'scripts/netns/hosts.sh down; rm -rf "$work"' EXIT
 hostfile=$(scripts/netns/hosts.sh up 2 2)
+[ -z "${RATE:-}" ] || scripts/netns/hosts.sh rate "$RATE"
 
 lscpu | sed -n 's/^Model name: *\(.*\)/CPU: \1/p'
 lscpu | sed -n 's/^CPU(s): *\(.*\)/cores: \1/p'
 echo "date: $(date '+%Y-%m-%d %H:%M:%S %Z')  braid $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-echo "2 hosts (network namespaces joined by a bridge) x 2 ranks, f32"
+echo "2 hosts (network namespaces joined by a bridge) x 2 ranks, f32${RATE:+, each host sending at most $RATE}"
 echo
 
 run() {  # run HIERARCHY OPS OUT [YIELD]

@@ -7,6 +7,9 @@
 #                                        print the hostfile's path
 #   scripts/netns/hosts.sh down           remove them
 #   scripts/netns/hosts.sh link h2 down|up  cut or restore one host's link
+#   scripts/netns/hosts.sh rate RATE        every host sends at most RATE (tc's units: 4gbit,
+#                                        500mbit), like a network slower than this machine's
+#                                        copies; "rate off" lifts it
 #   scripts/netns/hosts.sh outside          give every host a second network (192.168.77.0/24,
 #                                        a veth pair inside it) that is not the job's
 #   scripts/netns/hosts.sh check          exit 0 when namespaces can be made here, else say why
@@ -78,6 +81,16 @@ link() {
   ip link set "braid-v${BASH_REMATCH[1]}" "$state"
 }
 
+rate() {
+  local r=$1
+  [[ $r == off || $r =~ ^[0-9]+[kmg]?bit$ ]] || die "rate: RATE must be like 4gbit or off, got '$r'"
+  command -v tc >/dev/null || die "rate: tc (iproute2) is not installed"
+  for ns in $(ip netns list | awk '/^braid-h[0-9]+/ {print $1}'); do
+    tc -n "$ns" qdisc del dev eth0 root 2>/dev/null || true
+    [ "$r" = off ] || tc -n "$ns" qdisc add dev eth0 root tbf rate "$r" burst 512kb latency 100ms
+  done
+}
+
 outside() {
   for ns in $(ip netns list | awk '/^braid-h[0-9]+/ {print $1}'); do
     local i=${ns#braid-h}
@@ -93,6 +106,7 @@ case ${1:-} in
   up) shift; up "$@" ;;
   down) down ;;
   link) shift; [ $# -eq 2 ] || die "usage: hosts.sh link hN up|down"; link "$@" ;;
+  rate) shift; [ $# -eq 1 ] || die "usage: hosts.sh rate RATE|off"; rate "$1" ;;
   check) check ;;
-  *) die "usage: hosts.sh up N [SLOTS] | down | link hN up|down | outside | check" ;;
+  *) die "usage: hosts.sh up N [SLOTS] | down | link hN up|down | rate RATE|off | outside | check" ;;
 esac

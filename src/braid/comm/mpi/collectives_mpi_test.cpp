@@ -122,11 +122,11 @@ TEST(Mpi, GroupMemoryIsChargedToTheTracker) {
 // Note [Deterministic reduction]: the bits equal the rank-ordered f32 sum on every transport.
 TEST(Mpi, DeterministicRankOrderedSum) {
   // Sizes of one and of several 1 MiB chunks (Note [Hierarchical all_reduce] pipelines those),
-  // and across hosts (2 hosts x 2 ranks): one round (1003), the chain (Note [Small chain]:
-  // 12007, 16384 = 64 KiB, 20011, 65536 = 256 KiB on the issuing thread, 100003 and 600011 on
-  // the comm thread).
+  // and across hosts (2 hosts x 2 ranks): one round (1003), the chain (Note [Chain across 2
+  // hosts]: 12007, 16384 = 64 KiB, 20011, 65536 = 256 KiB on the issuing thread, 100003 and
+  // 600011 on the comm thread, 8400007 in 2 segments).
   for (const int64_t n : {int64_t{1003}, int64_t{12007}, int64_t{16384}, int64_t{20011},
-                          int64_t{65536}, int64_t{100003}, int64_t{600011}}) {
+                          int64_t{65536}, int64_t{100003}, int64_t{600011}, int64_t{8400007}}) {
     for (const ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
       auto data = [](int r, int64_t n) {
         Rng rng(77 + r);

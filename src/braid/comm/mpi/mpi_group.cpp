@@ -206,8 +206,8 @@ MpiGroup::~MpiGroup() {
 void MpiGroup::run_collective(const CollectiveOp& op, Clock::time_point deadline) {
   if (shm_) return shm_->run(op, deadline);
   // Note [Inline collectives across hosts] (p2p_engine.h): a small all_reduce runs flat on
-  // every path, so that each rank picks the same algorithm whichever thread runs it; up to 4
-  // MiB over 2 hosts, the chain (Note [Small chain]).
+  // every path, so that each rank picks the same algorithm whichever thread runs it; an f32 one
+  // over 2 hosts, the chain at every size (Note [Chain across 2 hosts]).
   if (hier_ && HierEngine::handles(op) && !P2pEngine::small(op) && !p2p_->chained(op))
     return hier_->run(op, deadline);
   p2p_->run(op, deadline);

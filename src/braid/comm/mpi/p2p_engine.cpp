@@ -78,13 +78,15 @@ bool P2pEngine::wait_until(const CollectiveOp& op, Clock::duration patience) {
     abandoned_.push_back(op);  // MPI may still touch its buffers
     reqs_.clear();
     req_peer_.clear();
+    fold_pieces_ = 0;
     throw CommError(op.describe() + why);
   };
-  std::vector<int> indices(reqs_.size());
+  std::vector<int> indices;
   Clock::time_point moved = Clock::now();  // when a request last completed
   for (uint64_t it = 0; !reqs_.empty(); ++it) {
     // Testsome, not Testall: completed requests become MPI_REQUEST_NULL, so on a timeout the
     // ones left name the ranks that never arrived.
+    indices.resize(reqs_.size());  // fold_piece posts more
     int outcount = 0;
     int rc = MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &outcount, indices.data(),
                           MPI_STATUSES_IGNORE);
@@ -96,6 +98,9 @@ bool P2pEngine::wait_until(const CollectiveOp& op, Clock::duration patience) {
     }
     const bool done = outcount == MPI_UNDEFINED;
     if (done) break;
+    for (int i = 0; i < outcount; ++i)
+      if (indices[static_cast<size_t>(i)] < fold_pieces_)
+        fold_piece(op, indices[static_cast<size_t>(i)]);
     if (progress_ && it % 8 == 0) progress_();
     auto now = Clock::now();
     if (outcount > 0) moved = now;
@@ -129,6 +134,7 @@ bool P2pEngine::wait_until(const CollectiveOp& op, Clock::duration patience) {
   }
   reqs_.clear();
   req_peer_.clear();
+  fold_pieces_ = 0;
   return true;
 }
 
@@ -260,6 +266,7 @@ bool P2pEngine::start(const CollectiveOp& op, Clock::time_point deadline,
                       Clock::duration patience) {
   started_ = Clock::now();
   deadline_ = deadline;
+  segment_ = Chunk{0, op.out.numel()};  // a small chain is one segment
   for (int k = 0; k < phases(op); ++k) {
     begin_phase(op, k);
     if (!wait_until(op, patience)) return false;
@@ -283,6 +290,8 @@ void P2pEngine::run(const CollectiveOp& op, Clock::time_point deadline) {
     case OpType::barrier:
       return;
     case OpType::all_reduce:
+      if (chained(op)) return run_chain(op);
+      return run_phases(op, 0);
     case OpType::reduce_scatter:
     case OpType::all_gather:
     case OpType::split:  // an all-gather (never small: one flat phase)

@@ -62,15 +62,16 @@ class P2pEngine {
   bool start(const CollectiveOp& op, Clock::time_point deadline, Clock::duration patience);
   void finish(const CollectiveOp& op);
 
-  // Note [Small chain] (p2p_chain.cpp): an f32 all_reduce of more than kOneRoundMaxBytes and at
-  // most kChainMaxBytes over 2 hosts folds host 0's ranks on shared memory, carries the partial
-  // sums across to host 1 place by place, folds on there and carries the result back; past
-  // kInlineMaxBytes on the comm thread, in place of the hierarchical all_reduce (MpiGroup).
-  static constexpr int64_t kChainMaxBytes = int64_t{4} << 20;
+  // Note [Chain across 2 hosts] (p2p_chain.cpp): an f32 all_reduce of more than
+  // kOneRoundMaxBytes over 2 hosts folds host 0's ranks on shared memory, carries the partial
+  // sums across to host 1 place by place, folds on there piece by piece as they land and
+  // carries each piece's result back; up to kInlineMaxBytes on the issuing thread, past it on
+  // the comm thread (in place of the hierarchical all_reduce: MpiGroup) in segments of at most
+  // kChainSegmentBytes (the buffers it keeps between collectives).
+  static constexpr int64_t kChainSegmentBytes = int64_t{32} << 20;
   bool chained(const CollectiveOp& op) const {
     return op.type == OpType::all_reduce && op.out.dtype() == DType::f32 && per_host_ > 1 &&
-           size_ == 2 * per_host_ && larger_side(op) > kOneRoundMaxBytes &&
-           larger_side(op) <= kChainMaxBytes;
+           size_ == 2 * per_host_ && larger_side(op) > kOneRoundMaxBytes;
   }
 
  private:
@@ -103,7 +104,7 @@ class P2pEngine {
   // eager limit, where the direct exchange's 32 KiB chunks go eagerly). At 256 KiB over 2 hosts x
   // 2 ranks (64 KiB chunks) two-level measured 0.85-0.97x of raw MPI on average over three
   // alternating runs against 0.74-0.84x direct (docs/benchmarks.md). Over 2 hosts an f32
-  // all_reduce past kOneRoundMaxBytes takes the small chain instead (chained(), checked first).
+  // all_reduce past kOneRoundMaxBytes takes the chain instead (chained(), checked first).
   static constexpr int64_t kTwoLevelMaxBytes = 64 << 10;
   static constexpr int64_t kEagerBytes = 64 << 10;
   bool two_level(const CollectiveOp& op) const {
@@ -122,10 +123,15 @@ class P2pEngine {
     return per_host_ > 1 && small(op) && !two_level(op);
   }
   bool on_this_host(int r) const { return r / per_host_ == host_; }
+  void run_chain(const CollectiveOp& op);  // segment by segment, each waited for
+  // This place's range of the chain's segment (of op.out's elements).
+  Chunk chain_range() const;
   void begin_chain(const CollectiveOp& op, int k);
   // bytes at data to or from peer, in messages of at most 32 KiB (under MPI's eager limit).
   void post_pieces(bool send, char* data, int64_t bytes, int peer, int tg);
   void end_chain(const CollectiveOp& op, int k);
+  // Host 1's fold of piece `piece` of the partial (arrived), and its result sent back.
+  void fold_piece(const CollectiveOp& op, int piece);
   // The host group's share of a direct reduce_scatter of `data`: host_recv_ gets the host's
   // contributions to this rank's chunk (a block per host rank).
   void host_part_rs(const Tensor& data);
@@ -154,7 +160,8 @@ class P2pEngine {
   void end_phase(const CollectiveOp& op, int k);
   void run_phases(const CollectiveOp& op, int from);  // phases from..end, each waited for
   // Tests the requests until they are done (true), or (false) until `patience` passes with none
-  // of them completing (max: no limit); a timeout or an MPI error throws CommError.
+  // of them completing (max: no limit); a timeout or an MPI error throws CommError. Requests
+  // below fold_pieces_ are a chain's pieces, folded as each arrives (fold_piece).
   bool wait_until(const CollectiveOp& op, Clock::duration patience);
   void post_send(const void* data, int64_t bytes, int peer, int tag);
   void post_recv(void* data, int64_t bytes, int peer, int tag);
@@ -188,8 +195,10 @@ class P2pEngine {
   std::vector<CollectiveOp> abandoned_;       // ops whose requests were left in flight by a failure
   Clock::time_point deadline_;
   Clock::time_point started_;
-  int phase_ = 0;     // the phase whose messages are posted (start() to finish())
-  int per_host_ = 0;  // ranks on each host, when every host has as many (consecutive); else 0
+  int phase_ = 0;        // the phase whose messages are posted (start() to finish())
+  int fold_pieces_ = 0;  // host 1 of a chain: its first requests receive the partial's pieces
+  Chunk segment_;        // the chain's segment of op.out in flight
+  int per_host_ = 0;     // ranks on each host, when every host has as many (consecutive); else 0
   int host_ = 0, index_ = 0;  // this rank's host and its place there
 };
 
