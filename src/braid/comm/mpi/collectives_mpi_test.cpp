@@ -119,6 +119,28 @@ TEST(Mpi, GroupMemoryIsChargedToTheTracker) {
   EXPECT_EQ(tracker->current(kComm), 0);
 }
 
+// Rank r's contribution: values of mixed magnitudes, so that a change of fold order changes bits.
+Tensor mixed(int r, int64_t n) {
+  Rng rng(77 + r);
+  Tensor x = Tensor::randn(Shape{n}, rng);
+  float* p = x.data<float>();
+  for (int64_t i = 0; i < n; ++i) p[i] *= (i % 5 == 0) ? 3e5f : 1e-2f;
+  return x;
+}
+
+// The fold of every rank's mixed(r, n) in rank order.
+std::vector<float> rank_ordered(ReduceOp op, int64_t n) {
+  std::vector<float> want(n);
+  for (int r = 0; r < world->size(); ++r) {
+    auto v = mixed(r, n).to_f32_vector();
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = r == 0 ? v[i] : op == ReduceOp::max ? std::max(want[i], v[i]) : want[i] + v[i];
+  }
+  if (op == ReduceOp::avg)
+    for (float& w : want) w = w / static_cast<float>(world->size());
+  return want;
+}
+
 // Note [Deterministic reduction]: the bits equal the rank-ordered f32 sum on every transport.
 TEST(Mpi, DeterministicRankOrderedSum) {
   // Sizes of one and of several 1 MiB chunks (Note [Hierarchical all_reduce] pipelines those),
@@ -128,26 +150,40 @@ TEST(Mpi, DeterministicRankOrderedSum) {
   for (const int64_t n : {int64_t{1003}, int64_t{12007}, int64_t{16384}, int64_t{20011},
                           int64_t{65536}, int64_t{100003}, int64_t{600011}, int64_t{8400007}}) {
     for (const ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
-      auto data = [](int r, int64_t n) {
-        Rng rng(77 + r);
-        Tensor x = Tensor::randn(Shape{n}, rng);
-        float* p = x.data<float>();
-        for (int64_t i = 0; i < n; ++i) p[i] *= (i % 5 == 0) ? 3e5f : 1e-2f;
-        return x;
-      };
-      Tensor x = data(world->rank(), n);
+      Tensor x = mixed(world->rank(), n);
       world->all_reduce(x, op)->wait();
-      std::vector<float> want(n);
-      for (int r = 0; r < world->size(); ++r) {
-        auto v = data(r, n).to_f32_vector();
-        for (int64_t i = 0; i < n; ++i)
-          want[i] = r == 0 ? v[i] : op == ReduceOp::max ? std::max(want[i], v[i]) : want[i] + v[i];
-      }
-      if (op == ReduceOp::avg)
-        for (float& w : want) w = w / static_cast<float>(world->size());
-      EXPECT_TRUE(braid::testing::bit_equal(x, Tensor::from_vector(want, Shape{n})))
+      EXPECT_TRUE(braid::testing::bit_equal(x, Tensor::from_vector(rank_ordered(op, n), Shape{n})))
           << "n " << n << " op " << static_cast<int>(op);
     }
+  }
+}
+
+// Past the inline limit (256 KiB), across 2 hosts x 2 ranks: reduce_scatter of 100003 floats
+// and all_gather of 200003 in two steps (Note [Two-level small collectives]), reduce_scatter of
+// 150011 and all_gather of 300007 direct; the bits of the rank-ordered fold, every element from
+// its owner.
+TEST(Mpi, ReduceScatterAndAllGatherPastTheInlineLimit) {
+  for (const int64_t n : {int64_t{100003}, int64_t{150011}}) {
+    const Chunk c = chunk_of(n, world->size(), world->rank());
+    Tensor out = Tensor::empty(Shape{c.size});
+    world->reduce_scatter(out, mixed(world->rank(), n), ReduceOp::sum)->wait();
+    std::vector<float> want = rank_ordered(ReduceOp::sum, n);
+    want = std::vector<float>(want.begin() + c.offset, want.begin() + c.offset + c.size);
+    EXPECT_TRUE(braid::testing::bit_equal(out, Tensor::from_vector(want, Shape{c.size})))
+        << "reduce_scatter n " << n;
+  }
+  for (const int64_t n : {int64_t{200003}, int64_t{300007}}) {
+    const Chunk c = chunk_of(n, world->size(), world->rank());
+    Tensor out = Tensor::zeros(Shape{n});
+    world->all_gather(out, mixed(world->rank(), n).flat_range(c.offset, c.size))->wait();
+    std::vector<float> want(n);
+    for (int r = 0; r < world->size(); ++r) {
+      const Chunk cr = chunk_of(n, world->size(), r);
+      auto v = mixed(r, n).to_f32_vector();
+      std::copy(v.begin() + cr.offset, v.begin() + cr.offset + cr.size, want.begin() + cr.offset);
+    }
+    EXPECT_TRUE(braid::testing::bit_equal(out, Tensor::from_vector(want, Shape{n})))
+        << "all_gather n " << n;
   }
 }
 
