@@ -266,7 +266,7 @@ bool P2pEngine::start(const CollectiveOp& op, Clock::time_point deadline,
                       Clock::duration patience) {
   started_ = Clock::now();
   deadline_ = deadline;
-  segment_ = Chunk{0, op.out.numel()};  // a small chain is one segment
+  segment_ = Chunk{0, op.out.numel()};  // an inline chain is one segment
   for (int k = 0; k < phases(op); ++k) {
     begin_phase(op, k);
     if (!wait_until(op, patience)) return false;

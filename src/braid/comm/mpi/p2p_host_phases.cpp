@@ -13,7 +13,8 @@ namespace braid::comm {
 // across hosts per rank, where MPI's recursive halving sends one a step. On hosts whose cores
 // the ranks share, a small op's cost is its messages (sends, receives, wake-ups), and those
 // across hosts most. So an op of at most kTwoLevelMaxBytes, or a small one whose direct chunks
-// are past MPI's eager limit (P2pEngine::two_level), goes in steps whose messages cross hosts
+// are past MPI's eager limit, or (on the comm thread) a reduce_scatter of at most 512 KiB or an
+// all_gather of at most 1 MiB (P2pEngine::two_level), goes in steps whose messages cross hosts
 // only between ranks at the same place i:
 //   reduce_scatter: (1) across: to (h', i) the part of its input that host h' owns (its K
 //                   chunks, one range); (2) inside: to each (h, j) chunk (h, j) of its own input
