@@ -84,24 +84,29 @@ void P2pEngine::begin_chain(const CollectiveOp& op, int k) {
   }
   post_pieces(false, bytes_of(partial), mine.size * kF32, other, tag(op, kData));
   fold_pieces_ = static_cast<int>(reqs_.size());  // the first requests: nothing was pending
+  folded_ = 0;
   const Tensor got = buffer(host_recv_, per_host_ * mine.size * kF32).reinterpret(DType::f32);
   host_group_->all_to_all(got, segment)->wait();
 }
 
 void P2pEngine::end_chain(const CollectiveOp&, int) {}  // host 1 folded piece by piece
 
-void P2pEngine::fold_piece(const CollectiveOp& op, int piece) {
+void P2pEngine::fold_arrived(const CollectiveOp& op) {
   const Chunk mine = chain_range();
-  const int64_t at = piece * (kPiece / kF32);
-  const int64_t n = std::min(kPiece / kF32, mine.size - at);
+  const ReduceOp combine = combine_of(op.reduce);
   std::vector<const void*> srcs(static_cast<size_t>(per_host_) + 1);
-  srcs[0] = bytes_of(scratch_) + at * kF32;
-  for (int j = 0; j < per_host_; ++j)
-    srcs[static_cast<size_t>(j) + 1] = bytes_of(host_recv_) + (j * mine.size + at) * kF32;
-  float* out = reinterpret_cast<float*>(bytes_of(op.out)) + mine.offset + at;
-  reduce_ranks(srcs.data(), per_host_ + 1, out, nullptr, n, DType::f32, combine_of(op.reduce));
-  if (op.reduce == ReduceOp::avg) divide_by_ranks(out, n, size_);
-  post_send(out, n * kF32, peer(0, index_), tag(op, kData2));
+  for (; folded_ < fold_pieces_ && reqs_[static_cast<size_t>(folded_)] == MPI_REQUEST_NULL;
+       ++folded_) {
+    const int64_t at = folded_ * (kPiece / kF32);
+    const int64_t n = std::min(kPiece / kF32, mine.size - at);
+    srcs[0] = bytes_of(scratch_) + at * kF32;
+    for (int j = 0; j < per_host_; ++j)
+      srcs[static_cast<size_t>(j) + 1] = bytes_of(host_recv_) + (j * mine.size + at) * kF32;
+    float* out = reinterpret_cast<float*>(bytes_of(op.out)) + mine.offset + at;
+    reduce_ranks(srcs.data(), per_host_ + 1, out, nullptr, n, DType::f32, combine);
+    if (op.reduce == ReduceOp::avg) divide_by_ranks(out, n, size_);
+    post_send(out, n * kF32, peer(0, index_), tag(op, kData2));
+  }
 }
 
 }  // namespace braid::comm

@@ -98,9 +98,7 @@ bool P2pEngine::wait_until(const CollectiveOp& op, Clock::duration patience) {
     }
     const bool done = outcount == MPI_UNDEFINED;
     if (done) break;
-    for (int i = 0; i < outcount; ++i)
-      if (indices[static_cast<size_t>(i)] < fold_pieces_)
-        fold_piece(op, indices[static_cast<size_t>(i)]);
+    if (outcount > 0 && folded_ < fold_pieces_) fold_arrived(op);
     if (progress_ && it % 8 == 0) progress_();
     auto now = Clock::now();
     if (outcount > 0) moved = now;

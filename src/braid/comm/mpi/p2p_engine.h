@@ -140,8 +140,9 @@ class P2pEngine {
   // bytes at data to or from peer, in messages of at most 32 KiB (under MPI's eager limit).
   void post_pieces(bool send, char* data, int64_t bytes, int peer, int tg);
   void end_chain(const CollectiveOp& op, int k);
-  // Host 1's fold of piece `piece` of the partial (arrived), and its result sent back.
-  void fold_piece(const CollectiveOp& op, int piece);
+  // Host 1's fold of the pieces of the partial that have arrived, in order (the results go
+  // back in the order host 0 posted their receives), each result sent as it is folded.
+  void fold_arrived(const CollectiveOp& op);
   // The host group's share of a direct reduce_scatter of `data`: host_recv_ gets the host's
   // contributions to this rank's chunk (a block per host rank).
   void host_part_rs(const Tensor& data);
@@ -171,7 +172,7 @@ class P2pEngine {
   void run_phases(const CollectiveOp& op, int from);  // phases from..end, each waited for
   // Tests the requests until they are done (true), or (false) until `patience` passes with none
   // of them completing (max: no limit); a timeout or an MPI error throws CommError. Requests
-  // below fold_pieces_ are a chain's pieces, folded as each arrives (fold_piece).
+  // below fold_pieces_ are a chain's pieces, folded as they arrive (fold_arrived).
   bool wait_until(const CollectiveOp& op, Clock::duration patience);
   void post_send(const void* data, int64_t bytes, int peer, int tag);
   void post_recv(void* data, int64_t bytes, int peer, int tag);
@@ -207,6 +208,7 @@ class P2pEngine {
   Clock::time_point started_;
   int phase_ = 0;        // the phase whose messages are posted (start() to finish())
   int fold_pieces_ = 0;  // host 1 of a chain: its first requests receive the partial's pieces
+  int folded_ = 0;       // how many of them are folded
   Chunk segment_;        // the chain's segment of op.out in flight
   int per_host_ = 0;     // ranks on each host, when every host has as many (consecutive); else 0
   int host_ = 0, index_ = 0;  // this rank's host and its place there
