@@ -35,7 +35,8 @@ namespace braid::comm {
 // 0.82-0.93x, 64 KiB from 0.96-1.07x to 1.27-1.65x (16-32 KiB stay one round: 56-72 us against
 // the chain's 72-81); past 256 KiB the hierarchical all_reduce sent the whole buffer between the
 // hosts' leaders, and the chain took 2 MiB from 0.52-0.53x to 0.78-0.80x and 8-32 MiB from
-// 0.56-0.80x to 0.84-0.95x (64-128 MiB alike or faster). Wider types keep the direct exchange
+// 0.56-0.80x to 0.84-1.03x in focused runs (a full sweep in a slower hour: 0.59-0.92x against
+// 0.60-0.76x), 64-128 MiB alike or faster. Wider types keep the direct exchange
 // (their fold is wider than the data, the partial would travel wide), and so do more than 2 hosts
 // (a chain of H hops; not measured).
 namespace {
@@ -88,8 +89,6 @@ void P2pEngine::begin_chain(const CollectiveOp& op, int k) {
   const Tensor got = buffer(host_recv_, per_host_ * mine.size * kF32).reinterpret(DType::f32);
   host_group_->all_to_all(got, segment)->wait();
 }
-
-void P2pEngine::end_chain(const CollectiveOp&, int) {}  // host 1 folded piece by piece
 
 void P2pEngine::fold_arrived(const CollectiveOp& op) {
   const Chunk mine = chain_range();

@@ -86,7 +86,7 @@ bool P2pEngine::wait_until(const CollectiveOp& op, Clock::duration patience) {
   for (uint64_t it = 0; !reqs_.empty(); ++it) {
     // Testsome, not Testall: completed requests become MPI_REQUEST_NULL, so on a timeout the
     // ones left name the ranks that never arrived.
-    indices.resize(reqs_.size());  // fold_piece posts more
+    indices.resize(reqs_.size());  // fold_arrived posts more
     int outcount = 0;
     int rc = MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &outcount, indices.data(),
                           MPI_STATUSES_IGNORE);
@@ -230,7 +230,7 @@ void P2pEngine::begin_phase(const CollectiveOp& op, int k) {
 }
 
 void P2pEngine::end_phase(const CollectiveOp& op, int k) {
-  if (chained(op)) return end_chain(op, k);
+  if (chained(op)) return;  // host 1 folded piece by piece (fold_arrived)
   if (two_level(op)) return end_host_phase(op, k);
   if (one_round(op))
     return reduce_received(op, bytes_of(op.out), bytes_of(op.out), op.out.numel(), 1);

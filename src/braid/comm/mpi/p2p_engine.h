@@ -139,7 +139,6 @@ class P2pEngine {
   void begin_chain(const CollectiveOp& op, int k);
   // bytes at data to or from peer, in messages of at most 32 KiB (under MPI's eager limit).
   void post_pieces(bool send, char* data, int64_t bytes, int peer, int tg);
-  void end_chain(const CollectiveOp& op, int k);
   // Host 1's fold of the pieces of the partial that have arrived, in order (the results go
   // back in the order host 0 posted their receives), each result sent as it is folded.
   void fold_arrived(const CollectiveOp& op);
