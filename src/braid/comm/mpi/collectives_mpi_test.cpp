@@ -159,9 +159,8 @@ TEST(Mpi, DeterministicRankOrderedSum) {
 }
 
 // Past the inline limit (256 KiB), across 2 hosts x 2 ranks: reduce_scatter of 100003 floats
-// and all_gather of 200003 in two steps (Note [Two-level small collectives]), reduce_scatter of
-// 150011 and all_gather of 300007 direct; the bits of the rank-ordered fold, every element from
-// its owner.
+// in two steps (Note [Two-level small collectives]) and of 150011 direct, all_gather of 200003
+// and 300007 in two steps; the bits of the rank-ordered fold, every element from its owner.
 TEST(Mpi, ReduceScatterAndAllGatherPastTheInlineLimit) {
   for (const int64_t n : {int64_t{100003}, int64_t{150011}}) {
     const Chunk c = chunk_of(n, world->size(), world->rank());

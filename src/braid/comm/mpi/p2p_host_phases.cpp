@@ -14,14 +14,18 @@ namespace braid::comm {
 // the ranks share, a small op's cost is its messages (sends, receives, wake-ups), and those
 // across hosts most. So an op of at most kTwoLevelMaxBytes, or a small one whose direct chunks
 // are past MPI's eager limit, or (on the comm thread) a reduce_scatter of at most 512 KiB or an
-// all_gather of at most 1 MiB (P2pEngine::two_level), goes in steps whose messages cross hosts
+// all_gather of any size (P2pEngine::two_level), goes in steps whose messages cross hosts
 // only between ranks at the same place i:
 //   reduce_scatter: (1) across: to (h', i) the part of its input that host h' owns (its K
 //                   chunks, one range); (2) inside: to each (h, j) chunk (h, j) of its own input
 //                   and of the H - 1 parts received, packed in host order. Every contribution
 //                   to a rank's chunk is then at the rank, which folds them in rank order with
 //                   reduce_ranks: the bits of the direct exchange and of one host.
-//   all_gather:     (1) inside: the chunks of the host; (2) across: the host's range to (h', i).
+//   all_gather:     (1) across: its own chunk to (h', i); (2) inside: each host's range
+//                   gathered in place, this rank holding that host's chunk at place i. A host
+//                   receives each other host's chunks once, one at each place (sending the
+//                   host's range from every place, as this did until 2026-11-28, carried it K
+//                   times: at 4 Gbit/s a 1 MiB all_gather took 2.1 ms that way, 0.83 now).
 //   all_reduce:     of at most kOneRoundMaxBytes: (1) across: the whole buffer to (h', i);
 //                   (2) inside: its own and the H - 1 received, packed, to each (h, j); then
 //                   every rank folds all H K in rank order. Larger: reduce_scatter then
@@ -29,9 +33,9 @@ namespace braid::comm {
 // Each rank sends H - 1 messages across hosts a step instead of (H - 1) K. The steps inside a
 // host are collectives of the host's synchronous shared-memory group (the one the hierarchical
 // all_reduce uses, Note [Host group on the caller]): reduce_scatter's an all_to_all of the packed
-// slots, all_gather's an all_gather of the host's range, all_reduce's an all_gather of the packed
-// contributions. As MPI messages (MPI's shared memory) each such step took as long as the one
-// across hosts (reduce_scatter of 8 KiB: 25 us across, 28 inside; 32 KiB: 37-41 and 39-43),
+// slots, all_gather's one in-place all_gather per host's range, all_reduce's an all_gather of the
+// packed contributions. As MPI messages (MPI's shared memory) each such step took as long as the
+// one across hosts (reduce_scatter of 8 KiB: 25 us across, 28 inside; 32 KiB: 37-41 and 39-43),
 // every test of a request polling the TCP sockets too. Measured across 2 network-namespace hosts
 // x 2 ranks on 2 cores: docs/benchmarks.md "Small collectives across hosts: inline and two-level"
 // and "... the steps inside a host on shared memory".
@@ -113,17 +117,27 @@ void P2pEngine::host_rs_end(const CollectiveOp& op, const char* in, char* out, i
 
 void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const char* in, char* out,
                               int64_t n) {
-  if (step == 0) return host_part_ag(op, in, op.out);  // the range is sent whole in step 1
   const size_t es = dtype_size(op.out.dtype());
   const int hosts = size_ / per_host_;
-  const Chunk here = host_range(host_, n);
+  if (step == 0) {
+    keep_own_chunk(op, in, out, n);
+    const Chunk mine = chunk_of(n, size_, rank_);
+    for (int h = 0; h < hosts; ++h) {
+      if (h == host_) continue;
+      const Chunk theirs = chunk_of(n, size_, peer(h, index_));
+      if (theirs.size)
+        post_recv(out + theirs.offset * es, theirs.size * es, peer(h, index_), tag_of_phase(op, k));
+      if (mine.size)
+        post_send(out + mine.offset * es, mine.size * es, peer(h, index_), tag_of_phase(op, k));
+    }
+    return;
+  }
+  // Each host's range gathered in place: its chunk at this place is here now.
   for (int h = 0; h < hosts; ++h) {
-    if (h == host_) continue;
-    const Chunk theirs = host_range(h, n);
-    if (theirs.size)
-      post_recv(out + theirs.offset * es, theirs.size * es, peer(h, index_), tag_of_phase(op, k));
-    if (here.size)
-      post_send(out + here.offset * es, here.size * es, peer(h, index_), tag_of_phase(op, k));
+    const Chunk range = host_range(h, n);
+    const Chunk c = chunk_of(n, size_, peer(h, index_));
+    const Tensor whole = op.out.flat_range(range.offset, range.size);
+    host_group_->all_gather(whole, whole.flat_range(c.offset - range.offset, c.size))->wait();
   }
 }
 
