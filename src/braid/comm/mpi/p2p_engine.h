@@ -105,21 +105,21 @@ class P2pEngine {
   // 2 ranks (64 KiB chunks) two-level measured 0.85-0.97x of raw MPI on average over three
   // alternating runs against 0.74-0.84x direct (docs/benchmarks.md). Over 2 hosts an f32
   // all_reduce past kOneRoundMaxBytes takes the chain instead (chained(), checked first).
-  // Past kInlineMaxBytes, on the comm thread, reduce_scatter up to 512 KiB and all_gather of
-  // any size take the two steps too (the direct exchange's messages go between the ranks of one
-  // host through MPI as well): reduce_scatter of 512 KiB 318-358 us against 362-382 direct, as
-  // fast or faster direct beyond; all_gather, whose step across hosts carries each rank's own
-  // chunk once, 1.6-1.9x faster than direct at 2-16 MiB (docs/benchmarks.md "Two steps past 256
-  // KiB", "all_gather across hosts: each chunk once").
+  // Past kInlineMaxBytes, on the comm thread, reduce_scatter up to 512 KiB takes the two steps
+  // too (the direct exchange's messages go between the ranks of one host through MPI as well):
+  // 318-358 us at 512 KiB against 362-382 direct, as fast or faster direct beyond. Every
+  // all_gather takes them: its step across hosts carries each rank's own chunk once, 1.6-1.9x
+  // faster than direct at 2-16 MiB, and at 128 KiB 103-160 us against 133-161 (at 4 Gbit/s
+  // 103-112 against 201-232) with the host's part on shared memory (docs/benchmarks.md "Two
+  // steps past 256 KiB", "all_gather across hosts: each chunk once").
   static constexpr int64_t kTwoLevelMaxBytes = 64 << 10;
   static constexpr int64_t kEagerBytes = 64 << 10;
   static constexpr int64_t kTwoLevelRsMaxBytes = 512 << 10;
   bool two_level(const CollectiveOp& op) const {
     if (per_host_ <= 1) return false;
+    if (op.type == OpType::all_gather) return true;
     const int64_t bytes = larger_side(op);
-    if (!small(op))
-      return (op.type == OpType::reduce_scatter && bytes <= kTwoLevelRsMaxBytes) ||
-             op.type == OpType::all_gather;
+    if (!small(op)) return op.type == OpType::reduce_scatter && bytes <= kTwoLevelRsMaxBytes;
     return bytes <= kTwoLevelMaxBytes || bytes / size_ >= kEagerBytes;
   }
   // Bytes of the op's whole buffer: all_gather's output, the others' input.

@@ -13,8 +13,8 @@ namespace braid::comm {
 // across hosts per rank, where MPI's recursive halving sends one a step. On hosts whose cores
 // the ranks share, a small op's cost is its messages (sends, receives, wake-ups), and those
 // across hosts most. So an op of at most kTwoLevelMaxBytes, or a small one whose direct chunks
-// are past MPI's eager limit, or (on the comm thread) a reduce_scatter of at most 512 KiB or an
-// all_gather of any size (P2pEngine::two_level), goes in steps whose messages cross hosts
+// are past MPI's eager limit, or (on the comm thread) a reduce_scatter of at most 512 KiB, and
+// every all_gather (P2pEngine::two_level), goes in steps whose messages cross hosts
 // only between ranks at the same place i:
 //   reduce_scatter: (1) across: to (h', i) the part of its input that host h' owns (its K
 //                   chunks, one range); (2) inside: to each (h, j) chunk (h, j) of its own input
@@ -182,9 +182,10 @@ void P2pEngine::host_ar1_end(const CollectiveOp& op, char* data, int64_t n) {
 // the ranks of other hosts, and leaves its own host's ranks to the host group, as the two-level
 // steps do: the messages across hosts are posted first, then the host group's collective runs
 // (while they travel), then their wait. reduce_scatter: an all_to_all of the host's range of
-// the input, which hands each host rank the contributions to its chunk from its host; all_gather:
-// this rank's chunk into place, then the host's range gathered in place. Every rank's
-// contribution still reaches the rank that folds it, in rank order: the same bits.
+// the input, which hands each host rank the contributions to its chunk from its host; the
+// gathering half of a direct all_reduce: this rank's chunk into place, then the host's range
+// gathered in place (all_gather itself always takes the two steps). Every rank's contribution
+// still reaches the rank that folds it, in rank order: the same bits.
 void P2pEngine::host_part_rs(const Tensor& data) {
   const Chunk range = host_range(host_, data.numel());
   const int64_t mine = chunk_of(data.numel(), size_, rank_).size;
