@@ -115,6 +115,9 @@ class P2pEngine {
   static constexpr int64_t kTwoLevelMaxBytes = 64 << 10;
   static constexpr int64_t kEagerBytes = 64 << 10;
   static constexpr int64_t kTwoLevelRsMaxBytes = 512 << 10;
+  // A two-level all_gather of at most this many bytes sends its host's range across, not each
+  // rank's own chunk (Note [Two-level small collectives]).
+  static constexpr int64_t kRangeAcrossMaxBytes = 32 << 10;
   bool two_level(const CollectiveOp& op) const {
     if (per_host_ <= 1) return false;
     if (op.type == OpType::all_gather) return true;
