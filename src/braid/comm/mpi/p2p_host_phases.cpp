@@ -122,31 +122,25 @@ void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const cha
                               int64_t n) {
   const size_t es = dtype_size(op.out.dtype());
   const int hosts = size_ / per_host_;
-  if (static_cast<int64_t>(n * es) <= kRangeAcrossMaxBytes) {  // inside, then the host's range
-    if (step == 0) return host_part_ag(op, in, op.out);
-    const Chunk here = host_range(host_, n);
+  // With place index_ of every other host h: `mine` of out goes there, theirs(h) comes back.
+  auto across = [&](const Chunk& mine, auto theirs) {
     for (int h = 0; h < hosts; ++h) {
       if (h == host_) continue;
-      const Chunk theirs = host_range(h, n);
-      if (theirs.size)
-        post_recv(out + theirs.offset * es, theirs.size * es, peer(h, index_), tag_of_phase(op, k));
-      if (here.size)
-        post_send(out + here.offset * es, here.size * es, peer(h, index_), tag_of_phase(op, k));
-    }
-    return;
-  }
-  if (step == 0) {
-    keep_own_chunk(op, in, out, n);
-    const Chunk mine = chunk_of(n, size_, rank_);
-    for (int h = 0; h < hosts; ++h) {
-      if (h == host_) continue;
-      const Chunk theirs = chunk_of(n, size_, peer(h, index_));
-      if (theirs.size)
-        post_recv(out + theirs.offset * es, theirs.size * es, peer(h, index_), tag_of_phase(op, k));
+      const Chunk from = theirs(h);
+      if (from.size)
+        post_recv(out + from.offset * es, from.size * es, peer(h, index_), tag_of_phase(op, k));
       if (mine.size)
         post_send(out + mine.offset * es, mine.size * es, peer(h, index_), tag_of_phase(op, k));
     }
-    return;
+  };
+  if (static_cast<int64_t>(n * es) <= kRangeAcrossMaxBytes) {  // inside, then the host's range
+    if (step == 0) return host_part_ag(op, in, op.out);
+    return across(host_range(host_, n), [&](int h) { return host_range(h, n); });
+  }
+  if (step == 0) {
+    keep_own_chunk(op, in, out, n);
+    return across(chunk_of(n, size_, rank_),
+                  [&](int h) { return chunk_of(n, size_, peer(h, index_)); });
   }
   // Each host's range gathered in place: its chunk at this place is here now.
   for (int h = 0; h < hosts; ++h) {
