@@ -152,6 +152,9 @@ class P2pEngine {
   // by the host group: the host's part of a direct all_gather, and the step inside a host of a
   // two-level one.
   void host_part_ag(const CollectiveOp& op, const char* in, const Tensor& out);
+  // Host h's range of `out` gathered in place by the host group, this rank giving the chunk of
+  // place index_ on host h.
+  void gather_host_range(const Tensor& out, int h);
   void begin_host_phase(const CollectiveOp& op, int k);
   void end_host_phase(const CollectiveOp& op, int k);
   // Two-level steps; `in` and `out` of n elements, `k` the step's phase for its tag.

@@ -142,13 +142,7 @@ void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const cha
     return across(chunk_of(n, size_, rank_),
                   [&](int h) { return chunk_of(n, size_, peer(h, index_)); });
   }
-  // Each host's range gathered in place: its chunk at this place is here now.
-  for (int h = 0; h < hosts; ++h) {
-    const Chunk range = host_range(h, n);
-    const Chunk c = chunk_of(n, size_, peer(h, index_));
-    const Tensor whole = op.out.flat_range(range.offset, range.size);
-    host_group_->all_gather(whole, whole.flat_range(c.offset - range.offset, c.size))->wait();
-  }
+  for (int h = 0; h < hosts; ++h) gather_host_range(op.out, h);  // its chunk here is here now
 }
 
 // Buffers of a one-round all_reduce: host_send_ holds H slots of n (slot h: host h's
@@ -205,14 +199,18 @@ void P2pEngine::host_part_rs(const Tensor& data) {
 }
 
 void P2pEngine::host_part_ag(const CollectiveOp& op, const char* in, const Tensor& out) {
+  keep_own_chunk(op, in, bytes_of(out), out.numel());
+  gather_host_range(out, host_);
+}
+
+void P2pEngine::gather_host_range(const Tensor& out, int h) {
   const int64_t n = out.numel();
-  const Chunk range = host_range(host_, n);
-  const Chunk mine = chunk_of(n, size_, rank_);
-  keep_own_chunk(op, in, bytes_of(out), n);
-  // In place on the host's range of out: its chunk j is rank (host_, j)'s (the global chunks'
-  // sizes restricted to a host's consecutive ranks are chunk_of's over its range).
-  const Tensor here = out.flat_range(range.offset, range.size);
-  host_group_->all_gather(here, here.flat_range(mine.offset - range.offset, mine.size))->wait();
+  const Chunk range = host_range(h, n);
+  const Chunk c = chunk_of(n, size_, peer(h, index_));
+  // In place on host h's range of out: its chunk j is rank (h, j)'s (the global chunks' sizes
+  // restricted to a host's consecutive ranks are chunk_of's over its range).
+  const Tensor whole = out.flat_range(range.offset, range.size);
+  host_group_->all_gather(whole, whole.flat_range(c.offset - range.offset, c.size))->wait();
 }
 
 // Phases of a two-level op: reduce_scatter and all_gather 0-1; a one-round all_reduce 0-1; a
