@@ -142,7 +142,8 @@ void P2pEngine::host_ag_begin(const CollectiveOp& op, int step, int k, const cha
     return across(chunk_of(n, size_, rank_),
                   [&](int h) { return chunk_of(n, size_, peer(h, index_)); });
   }
-  for (int h = 0; h < hosts; ++h) gather_host_range(op.out, h);  // its chunk here is here now
+  for (int h = 0; h < hosts; ++h)
+    gather_host_range(op.out, h);  // this place's chunks came in step 0
 }
 
 // Buffers of a one-round all_reduce: host_send_ holds H slots of n (slot h: host h's
