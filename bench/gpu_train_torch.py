@@ -5,13 +5,18 @@ trained on one GPU with the same shapes, bf16 autocast over f32 weights, fused A
 Prints tokens/s, MFU against the same measured peak formula (an 8192^3 bf16 matmul) and
 torch.cuda.max_memory_allocated, eager and torch.compile.
 
-    python3 bench/gpu_train_torch.py [--mode eager|compile] [--batch 16] [--seq 1024] [--steps 20]
+    python3 bench/gpu_train_torch.py [--mode eager|compile] [--batch 16]
+        [--model gpt2-small|gpt2-medium|gpt2-large|gpt2-xl] [--seq 1024] [--steps 20]
 """
 import argparse
 import time
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
+
+# GPT-2's sizes (layers, width, heads), as gpu_train_bench's --model names them.
+MODELS = {"gpt2-small": (12, 768, 12), "gpt2-medium": (24, 1024, 16),
+          "gpt2-large": (36, 1280, 20), "gpt2-xl": (48, 1600, 25)}
 
 
 def measured_peak_tflops():
@@ -32,6 +37,7 @@ def measured_peak_tflops():
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--mode", default="eager", choices=["eager", "compile"])
+    p.add_argument("--model", default="gpt2-small", choices=sorted(MODELS))
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--steps", type=int, default=20)
@@ -39,8 +45,10 @@ def main():
     a = p.parse_args()
     torch.manual_seed(0)
     peak = measured_peak_tflops()
-    cfg = GPT2Config(vocab_size=50257, n_positions=max(1024, a.seq), n_embd=768, n_layer=12,
-                     n_head=12, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    n_layer, n_embd, n_head = MODELS[a.model]
+    cfg = GPT2Config(vocab_size=50257, n_positions=max(1024, a.seq), n_embd=n_embd,
+                     n_layer=n_layer, n_head=n_head, resid_pdrop=0.0, embd_pdrop=0.0,
+                     attn_pdrop=0.0)
     cfg._attn_implementation = "sdpa"  # flash attention through SDPA (transformers 4.36+, 5.x)
     model = GPT2LMHeadModel(cfg).cuda().train()
     print(f"attention: {model.config._attn_implementation}", flush=True)
@@ -76,7 +84,8 @@ def main():
     tok_s = tokens * timed / total
     mfu = tok_s * flops_per_token / (peak * 1e12)
     mem = torch.cuda.max_memory_allocated()
-    print(f"pytorch {a.mode} ({torch.__version__}): {tok_s:.0f} tokens/s, "
+    print(f"pytorch {a.mode} {a.model} batch {a.batch} ({torch.__version__}): "
+          f"{tok_s:.0f} tokens/s, "
           f"{total/timed*1e3:.1f} ms/step, MFU {100*mfu:.1f}% of the measured peak "
           f"{peak:.1f} TFLOP/s, max_memory_allocated {mem/2**30:.2f} GiB, {n_params} parameters")
     print(f"RESULT pytorch_{a.mode} tokens_per_s={tok_s:.0f} mfu={mfu:.4f} peak_tflops={peak:.1f} "

@@ -5,9 +5,11 @@
 # CUDA context of the rest), the GPU-vs-CPU training step, then GPT-2 124M training in braid
 # beside PyTorch eager and torch.compile (bench/gpu_train_torch.py). Logs go to $OUT (or ./gpu-out).
 #
-#   tools/gpu_run.sh [all|tests|bench|braid|fusion]
+#   tools/gpu_run.sh [all|tests|bench|braid|fusion|measure]
 #     braid: tests and braid's bench, no PyTorch; fusion: tests, then braid's bench with the
-#     kernels' fused paths off and on (BRAID_CUDA_FUSION, kernels/cuda/runtime.h), alternating
+#     kernels' fused paths off and on (BRAID_CUDA_FUSION, kernels/cuda/runtime.h), alternating;
+#     measure: fusion, then torch.compile and `braid train` in the same call (one lease's worth:
+#     about 6 minutes on an H200, the most needed first)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -36,7 +38,7 @@ run() {  # run NAME SECONDS CMD...: its log in $out/NAME.log, a one-line verdict
   return $rc
 }
 
-if [[ $what == all || $what == tests || $what == braid || $what == fusion ]]; then
+if [[ $what == all || $what == tests || $what == braid || $what == fusion || $what == measure ]]; then
   for suite in CudaMemory Dtypes/CudaLinear Cuda/CudaElementwise Cuda/CudaCrossEntropy \
                Dtypes/CudaNnOps Dtypes/CudaAttention; do
     run "kernels_${suite//\//_}" 120 "$b/bin/cuda_kernels_tests" --gtest_filter="$suite.*"
@@ -63,7 +65,7 @@ if [[ $what == all || $what == bench || $what == braid ]]; then
     --seq 1024 --steps 10 --warmup 3
   sed -n '/BRAID_CUDA_PROFILE/,$p' "$out/bench_braid_profile.log" | head -40
 fi
-if [[ $what == fusion ]]; then
+if [[ $what == fusion || $what == measure ]]; then
   for round in 1 2; do
     for f in 0 1; do
       run "bench_fusion${f}_$round" 120 env BRAID_CUDA_FUSION=$f "$b/bin/gpu_train_bench" \
@@ -75,7 +77,11 @@ if [[ $what == fusion ]]; then
     "$b/bin/gpu_train_bench" --batch 16 --seq 1024 --steps 10 --warmup 3
   sed -n '/BRAID_CUDA_PROFILE/,$p' "$out/bench_fusion_profile.log" | head -40
 fi
-if [[ -x $b/bin/braid && ( $what == all || $what == braid ) ]]; then
+if [[ $what == measure ]]; then
+  run torch_compile 200 python3 bench/gpu_train_torch.py --mode compile --steps 10
+  grep -E '^(pytorch|RESULT)' "$out/torch_compile.log"; tail -2 "$out/torch_compile.log"
+fi
+if [[ -x $b/bin/braid && ( $what == all || $what == braid || $what == measure ) ]]; then
   run braid_train 180 "$b/bin/braid" train configs/gpu-gpt2.yaml --set output.dir="$b/out"
   grep -E 'step|error|tokens/s|MFU' "$out/braid_train.log" | tail -6
 fi

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "braid/core/device_backend.h"
 #include "braid/core/error.h"
 #include "braid/kernels/ops.h"
 #include "braid/parallel/cost/machine_profile.h"
@@ -21,7 +22,8 @@ MfuPeak mfu_peak(Device device, DType dtype, int local_ranks) {
       if (p.device == "cpu" && p.cpu == parallel::cost::cpu_model_name() && p.cores == cores) {
         // f16 GEMMs run as f32 ones on widened copies (Note [f16 GEMM]).
         const auto rates = p.compute_at(std::max(1, local_ranks));
-        return {rates.gemm_gflops(dtype == DType::bf16 ? DType::bf16 : DType::f32), "calibrated"};
+        return {rates.gemm_gflops(dtype == DType::bf16 ? DType::bf16 : DType::f32), "calibrated",
+                kernels::gemm_backend_name()};
       }
     } catch (const Error&) {
       // No usable profile: measure.
@@ -29,7 +31,10 @@ MfuPeak mfu_peak(Device device, DType dtype, int local_ranks) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   const double gflops = measured_gemm_peak(device, dtype);
-  return {gflops, "measured",
+  const std::string engine = device.is_cpu() ? std::string(kernels::gemm_backend_name())
+                                             : std::string(require_device_backend(device).name()) +
+                                                   " backend on " + device.str();
+  return {gflops, "measured", engine,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
 

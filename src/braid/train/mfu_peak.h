@@ -22,6 +22,7 @@ namespace braid::train {
 struct MfuPeak {
   double gflops = 0;   // one rank's
   std::string source;  // "calibrated" or "measured"
+  std::string engine;  // what ran the GEMMs: the CPU's GEMM library, or the device and its backend
   double seconds = 0;  // what measuring took (0 for a profile's)
 };
 

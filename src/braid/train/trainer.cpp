@@ -195,7 +195,7 @@ TrainResult Trainer::run() {
 
   progress.header(describe_run(cfg_, *model_, *acc_, world_size(),
                                world_ ? world_->placement() : "", result.peak_gflops, flops_tok,
-                               peak.source));
+                               peak));
   if (!options_.quiet) {
     comm::all_ranks_or_throw(world_.get(), [&] {
       if (rank() != 0) return;

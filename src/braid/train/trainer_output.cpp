@@ -100,7 +100,7 @@ void check_output_paths(const config::TrainConfig& cfg) {
 
 std::string describe_run(const config::TrainConfig& cfg, const nn::Transformer& model,
                          const Accelerator& acc, int world, const std::string& placement,
-                         double peak_gflops, double flops_tok, const std::string& peak_source) {
+                         double peak_gflops, double flops_tok, const MfuPeak& peak) {
   const auto& t = cfg.training;
   std::ostringstream os;
   os << "model: " << model.config().summary() << "\n"
@@ -117,8 +117,9 @@ std::string describe_run(const config::TrainConfig& cfg, const nn::Transformer& 
        << "; f32 master weights, gradients and optimizer state)";
   os << "\n"
      << "MFU = tokens/s x " << std::llround(flops_tok / 1e6) << " MFLOP/token (6N + 12LTC) / "
-     << peak_source << " " << dtype_name(cfg.compute_dtype()) << " GEMM peak "
-     << std::llround(peak_gflops) << " GFLOP/s (" << kernels::gemm_backend_name()
+     << peak.source << " " << dtype_name(cfg.compute_dtype()) << " GEMM peak "
+     << std::llround(peak_gflops) << " GFLOP/s ("
+     << (peak.engine.empty() ? kernels::gemm_backend_name() : peak.engine.c_str())
      << ", summed over ranks)";
   return os.str();
 }

@@ -10,16 +10,17 @@
 #include "braid/nn/transformer.h"
 #include "braid/train/accelerator.h"
 #include "braid/train/generate.h"
+#include "braid/train/mfu_peak.h"
 
 namespace braid::train {
 
 struct TrainResult;
 
-// placement: the world's hosts (ProcessGroup::placement), "" on one host.
+// placement: the world's hosts (ProcessGroup::placement), "" on one host; peak_gflops: the
+// GEMM peak summed over ranks, `peak` one rank's (where it came from and what ran it).
 std::string describe_run(const config::TrainConfig& cfg, const nn::Transformer& model,
                          const Accelerator& acc, int world_size, const std::string& placement,
-                         double peak_gflops, double flops_per_token,
-                         const std::string& peak_source = "measured");
+                         double peak_gflops, double flops_per_token, const MfuPeak& peak);
 std::string format_loss(double loss);
 // "summary: steps=... tokens_per_s=... mfu=... step_ms=... peak_rss_mib=... ..."
 std::string format_summary(const TrainResult& r, double peak_rss_mib, int world_size);
