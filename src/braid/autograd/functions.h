@@ -27,6 +27,10 @@ Variable swiglu(const Variable& gate, const Variable& up);
 Variable rope(const Variable& x, float theta, const Tensor& positions = Tensor());
 // Causal attention: q[B,T,NH,HS], k/v[B,T,NKV,HS] -> [B,T,NH,HS]
 Variable attention(const Variable& q, const Variable& k, const Variable& v);
+// Causal attention over a packed projection qkv[B,T,(NH + 2 NKV) HS] (each row q | k | v, GPT-2's
+// fused projection) -> [B,T,NH,HS]: attention(q, k, v) on its column slices, bit for bit,
+// without the slices' copies (Note [Packed qkv], kernels/cpu/attention.cpp). Host tensors only.
+Variable attention_qkv(const Variable& qkv, int64_t n_head, int64_t n_kv_head);
 // Positions [begin, end) of row `row` of a batch: one example of a packed row.
 struct Segment {
   int64_t row, begin, end;

@@ -88,6 +88,34 @@ class AttentionNode : public Node {
   Tensor lse_;  // [B,NH,T] f32
 };
 
+// attention_qkv's node: the gradient of the packed projection, written whole (set into a fresh
+// buffer, else added).
+class PackedAttentionNode : public Node {
+ public:
+  PackedAttentionNode(Tensor out, Tensor lse, int64_t n_head, int64_t n_kv_head)
+      : out_(std::move(out)), lse_(std::move(lse)), n_head_(n_head), n_kv_head_(n_kv_head) {}
+  const char* name() const override { return "attention"; }
+  void backward(const Tensor& dout, const std::vector<Tensor*>& dinputs) override {
+    backward_fresh(dout, dinputs, {false});
+  }
+  bool sets_fresh_grad(size_t) const override { return true; }
+  void backward_fresh(const Tensor& dout, const std::vector<Tensor*>& dinputs,
+                      const std::vector<bool>& fresh) override {
+    if (!dinputs[0]) return;
+    kernels::attention_backward_qkv(*dinputs[0], dout, inputs[0].value(), out_, lse_, n_head_,
+                                    n_kv_head_, /*accumulate=*/!fresh[0]);
+  }
+  void release() override {
+    out_ = Tensor();
+    lse_ = Tensor();
+  }
+
+ private:
+  Tensor out_;  // [B,T,NH,HS]
+  Tensor lse_;  // [B,NH,T] f32
+  int64_t n_head_, n_kv_head_;
+};
+
 // attention over segments: each segment is the causal attention of its positions alone, run
 // through the same kernels on views of q, k, v, out and the gradients (a segment's rows of a
 // [B, T, H, HS] tensor are contiguous), with the segment's own lse.
@@ -268,6 +296,25 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v) {
   bool record = should_record({&q, &k, &v});
   if (!record) lse = Tensor();
   return result(out, record, std::make_shared<AttentionNode>(out, lse), {q, k, v});
+}
+
+Variable attention_qkv(const Variable& qkv, int64_t n_head, int64_t n_kv_head) {
+  const char* fn = "attention_qkv";
+  check_defined(fn, "qkv", qkv);
+  const Shape& s = qkv.shape();
+  const int64_t heads = n_head + 2 * n_kv_head;
+  BRAID_CHECK(
+      s.dim() == 3 && n_head > 0 && n_kv_head > 0 && n_head % n_kv_head == 0 && s[2] % heads == 0,
+      "attention_qkv: qkv ", s.str(), " is not [B,T,(NH+2NKV)*HS] for NH=", n_head,
+      ", NKV=", n_kv_head);
+  const Shape os{s[0], s[1], n_head, s[2] / heads};
+  Tensor out = activation(os, qkv.value().dtype());
+  Tensor lse = activation(Shape{s[0], n_head, s[1]}, DType::f32);
+  kernels::attention_forward_qkv(out, lse, qkv.value(), n_head, n_kv_head);
+  bool record = should_record({&qkv});
+  if (!record) lse = Tensor();
+  return result(out, record, std::make_shared<PackedAttentionNode>(out, lse, n_head, n_kv_head),
+                {qkv});
 }
 
 Variable attention(const Variable& q, const Variable& k, const Variable& v,

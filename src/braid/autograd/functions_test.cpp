@@ -89,6 +89,37 @@ TEST(Gradcheck, AttentionGqa) {
   EXPECT_TRUE(gradcheck(f, {rnd({2, 5, 4, 4}, 10), rnd({2, 5, 2, 4}, 11), rnd({2, 5, 2, 4}, 12)}));
 }
 
+TEST(Gradcheck, AttentionOverAPackedProjection) {
+  // NH = 4, NKV = 2, T = 5, HS = 4: qkv [2, 5, (4 + 2 * 2) * 4].
+  auto f = [](const V& in) { return attention_qkv(in[0], 4, 2); };
+  EXPECT_TRUE(gradcheck(f, {rnd({2, 5, 32}, 30)}));
+}
+
+// attention_qkv is attention() on the projection's column slices, its gradient too, bit for bit
+// (Note [Packed qkv]); the projection's gradient is a fresh buffer the node sets, or (used
+// twice) one it adds into.
+TEST(Functions, AttentionQkvIsAttentionOnTheSlicesBitForBit) {
+  const int64_t B = 2, T = 70, NH = 4, NKV = 2, HS = 8, W = (NH + 2 * NKV) * HS;
+  const Tensor dout = rnd({B, T, NH, HS}, 32);
+  for (const bool twice : {false, true}) {
+    Variable a(rnd({B, T, W}, 31), true, "a"), b(rnd({B, T, W}, 31), true, "b");
+    auto head = [&](const Variable& x, int64_t start, int64_t n) {
+      return reshape(slice_last_dim(x, start, n * HS), Shape{B, T, n, HS});
+    };
+    Variable packed = attention_qkv(a, NH, NKV);
+    Variable split =
+        attention(head(b, 0, NH), head(b, NH * HS, NKV), head(b, (NH + NKV) * HS, NKV));
+    EXPECT_EQ(packed.value().to_f32_vector(), split.value().to_f32_vector());
+    if (twice) {  // another consumer of the projection: its gradient is added into
+      packed = add(packed, head(a, 0, NH));
+      split = add(split, head(b, 0, NH));
+    }
+    packed.backward(dout);
+    split.backward(dout);
+    EXPECT_EQ(a.grad().to_f32_vector(), b.grad().to_f32_vector()) << "twice " << twice;
+  }
+}
+
 TEST(Gradcheck, LmHeadCrossEntropyWithIgnoredTarget) {
   Tensor targets = Tensor::from_vector<int32_t>({3, -100, 0, 6, 2, 2}, Shape{2, 3});
   auto mean = [&](const V& in) { return lm_head_cross_entropy(in[0], in[1], targets); };

@@ -58,6 +58,9 @@ struct DeviceKernels {
                             bool) = nullptr;
   void (*attention_backward)(Tensor*, Tensor*, Tensor*, const Tensor&, const Tensor&, const Tensor&,
                              const Tensor&, const Tensor&, const Tensor&, bool) = nullptr;
+  void (*attention_forward_qkv)(Tensor&, Tensor&, const Tensor&, int64_t, int64_t) = nullptr;
+  void (*attention_backward_qkv)(Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                 const Tensor&, int64_t, int64_t, bool) = nullptr;
   double (*lm_head_ce_forward)(Tensor&, int64_t*, const Tensor&, const Tensor&, const Tensor&,
                                int32_t) = nullptr;
   void (*lm_head_ce_backward)(Tensor*, Tensor*, const Tensor&, const Tensor&, const Tensor&,

@@ -120,6 +120,16 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& 
 void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, const Tensor& dout, const Tensor& q,
                         const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                         bool causal = true);
+// Causal attention over a packed projection (Note [Packed qkv], cpu/attention.cpp): qkv[B,T,W]
+// holds each row's q (NH heads), k and v (NKV heads each) side by side, W = (NH + 2 NKV) HS, as
+// GPT-2's fused projection makes them; out[B,T,NH,HS], lse[B,NH,T] f32 as attention_forward's.
+// The results are attention_forward's and attention_backward's on the column slices, bit for
+// bit. The backward writes dqkv[B,T,W] whole: added into (accumulate) or set. CPU (and the
+// simulated device) only; a real device's model splits q, k and v instead.
+void attention_forward_qkv(Tensor& out, Tensor& lse, const Tensor& qkv, int64_t n_head,
+                           int64_t n_kv_head);
+void attention_backward_qkv(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                            const Tensor& lse, int64_t n_head, int64_t n_kv_head, bool accumulate);
 // The merge of Note [Attention over key blocks], one block into running f32 accumulators:
 // out_acc[B,T,NH,HS] and lse_acc[B,NH,T] absorb a block's out[B,n,NH,HS] (any float dtype) and
 // lse[B,NH,n] (f32) at rows [t0, t0+n):

@@ -72,6 +72,11 @@ Variable Attention::forward(const Variable& input) {
   Variable q, k, v;  // [B, T, NH|NKV, HS]
   if (is_gpt2_) {
     Variable qkv = autograd::reshape((*c_attn_)(x), Shape{B, T, 3 * C});
+    // Note [Packed qkv] (kernels/cpu/attention.cpp): on the host the kernels read q, k and v
+    // where the projection put them; a device's kernels take them split (the simulated device
+    // too, so that it runs a device's graph).
+    if (!split && !packed && qkv.value().device().is_cpu())
+      return (*out_proj_)(autograd::reshape(autograd::attention_qkv(qkv, NH, NH), Shape{B, T, C}));
     q = autograd::reshape(autograd::slice_last_dim(qkv, 0, C), Shape{B, T, NH, HS});
     k = autograd::reshape(autograd::slice_last_dim(qkv, C, C), Shape{B, T, NH, HS});
     v = autograd::reshape(autograd::slice_last_dim(qkv, 2 * C, C), Shape{B, T, NH, HS});

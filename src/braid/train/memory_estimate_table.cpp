@@ -71,6 +71,7 @@ parallel::MemoryEstimateInputs memory_estimate_inputs(const config::TrainConfig&
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   in.threads = runtime.threads > 0 ? runtime.threads : std::max(1, cores / world_size);
   in.backend = runtime.backend;
+  in.on_device = cfg.training.device != "cpu";
   return in;
 }
 

@@ -34,6 +34,24 @@ namespace {
 struct AttnDims {
   int64_t B, Tq, Tk, NH, NKV, HS;
   bool causal;
+  // Where q's and k/v's rows lie (Note [Packed qkv]): a row's stride in elements, the same for
+  // dq and dk/dv; out and dout are always [B,Tq,NH,HS]. Gradients are added into (accumulate)
+  // or set.
+  int64_t q_rs = NH * HS, kv_rs = NKV * HS;
+  bool accumulate = true;
+
+  int64_t q_off(int64_t b, int64_t h) const { return b * Tq * q_rs + h * HS; }
+  int64_t kv_off(int64_t b, int64_t kvh) const { return b * Tk * kv_rs + kvh * HS; }
+  int64_t o_off(int64_t b, int64_t h) const { return (b * Tq * NH + h) * HS; }
+  int64_t o_rs() const { return NH * HS; }
+  // A gradient row: added into dst or set.
+  template <typename T>
+  void put_grad(T* dst, const float* src, int64_t n) const {
+    if (accumulate)
+      add_row(dst, src, n);
+    else
+      store_row(dst, src, n);
+  }
 
   // Key blocks query block i0 (of bq rows) reads: [0, key_end).
   int64_t key_end(int64_t i0, int64_t bq) const { return causal ? i0 + bq : Tk; }
@@ -51,6 +69,7 @@ AttnDims check_attention(const char* op, const Tensor& q, const Tensor& k, const
   BRAID_CHECK(q.dim() == 4 && k.dim() == 4, op, ": q ", q.shape().str(), " and k ", k.shape().str(),
               " must be [B,Tq,NH,HS] and [B,Tk,NKV,HS]");
   AttnDims d{q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), causal};
+  d.q_rs = d.NH * d.HS, d.kv_rs = d.NKV * d.HS;
   BRAID_CHECK(k.size(0) == d.B && k.size(3) == d.HS && (!causal || d.Tk == d.Tq), op, ": k ",
               k.shape().str(), " does not match q ", q.shape().str(),
               causal ? " (causal: Tk == Tq)" : "");
@@ -142,13 +161,13 @@ void forward_impl(T* out, float* lse, const T* q, const T* k, const T* v, const 
     for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
       int64_t b = bh / d.NH, h = bh % d.NH, kvh = h / group;
       if (loaded != b * d.NKV + kvh) {
-        const int64_t kv_off = (b * Tk * d.NKV + kvh) * HS;
-        gather_transposed(Kt, k + kv_off, Tk, HS, d.NKV * HS, Tkp, HSp);
-        gather(V, v + kv_off, Tk, HS, d.NKV * HS, 1.0f, Tkp, HSp);
+        const int64_t kv_off = d.kv_off(b, kvh);
+        gather_transposed(Kt, k + kv_off, Tk, HS, d.kv_rs, Tkp, HSp);
+        gather(V, v + kv_off, Tk, HS, d.kv_rs, 1.0f, Tkp, HSp);
         loaded = b * d.NKV + kvh;
       }
-      const int64_t q_off = (b * Tq * d.NH + h) * HS;
-      gather(Q, q + q_off, Tq, HS, d.NH * HS, scale, Tqp, HSp);
+      const int64_t o_off = d.o_off(b, h);
+      gather(Q, q + d.q_off(b, h), Tq, HS, d.q_rs, scale, Tqp, HSp);
       for (int64_t i0 = 0; i0 < Tq; i0 += kTile) {
         const int64_t bq = std::min(kTile, Tq - i0);
         for (int64_t r = 0; r < kTile; ++r) m[r] = -INFINITY, l[r] = 0.0f;
@@ -161,7 +180,7 @@ void forward_impl(T* out, float* lse, const T* q, const T* k, const T* v, const 
         }
         for (int64_t r = 0; r < bq; ++r) {
           const float inv = 1.0f / l[r];
-          T* orow = out + q_off + (i0 + r) * d.NH * HS;
+          T* orow = out + o_off + (i0 + r) * d.o_rs();
           for (int64_t x0 = 0; x0 < HS; x0 += kBlock) {  // Note [Blocked loops]
             const int64_t w = std::min(kBlock, HS - x0);
             float ob[kBlock];
@@ -202,20 +221,20 @@ void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, c
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bkv = 0; bkv < d.B * d.NKV; ++bkv) {
       int64_t b = bkv / d.NKV, kvh = bkv % d.NKV;
-      const int64_t kv_off = (b * Tk * d.NKV + kvh) * HS;
-      gather(K, k + kv_off, Tk, HS, d.NKV * HS, 1.0f, Tkp, HSp);
-      gather_transposed(Kt, k + kv_off, Tk, HS, d.NKV * HS, Tkp, HSp);
-      gather_transposed(Vt, v + kv_off, Tk, HS, d.NKV * HS, Tkp, HSp);
+      const int64_t kv_off = d.kv_off(b, kvh);
+      gather(K, k + kv_off, Tk, HS, d.kv_rs, 1.0f, Tkp, HSp);
+      gather_transposed(Kt, k + kv_off, Tk, HS, d.kv_rs, Tkp, HSp);
+      gather_transposed(Vt, v + kv_off, Tk, HS, d.kv_rs, Tkp, HSp);
       for (int64_t x = 0; x < 2 * Tkp * HSp; ++x) dK[x] = 0.0f;  // dK and dV
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        const int64_t q_off = (b * Tq * d.NH + h) * HS;
+        const int64_t q_off = d.q_off(b, h), o_off = d.o_off(b, h);
         const float* lrow = lse + (b * d.NH + h) * Tq;
-        gather(Q, q + q_off, Tq, HS, d.NH * HS, 1.0f, Tqp, HSp);
-        gather(dO, dout + q_off, Tq, HS, d.NH * HS, 1.0f, Tqp, HSp);
+        gather(Q, q + q_off, Tq, HS, d.q_rs, 1.0f, Tqp, HSp);
+        gather(dO, dout + o_off, Tq, HS, d.o_rs(), 1.0f, Tqp, HSp);
         for (int64_t t = 0; t < Tqp; ++t) {
           float s = 0;
           if (t < Tq) {
-            const T* orow = out + q_off + t * d.NH * HS;
+            const T* orow = out + o_off + t * d.o_rs();
             for (int64_t x0 = 0; x0 < HS; x0 += kBlock) {  // in order: the same sum for any T
               const int64_t w = std::min(kBlock, HS - x0);
               float ob[kBlock];
@@ -241,12 +260,12 @@ void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, c
           }
         }
         if (dq) {
-          for (int64_t t = 0; t < Tq; ++t) add_row(dq + q_off + t * d.NH * HS, dQ + t * HSp, HS);
+          for (int64_t t = 0; t < Tq; ++t) d.put_grad(dq + q_off + t * d.q_rs, dQ + t * HSp, HS);
         }
       }
       for (int64_t t = 0; t < Tk; ++t) {
-        if (dk) add_row(dk + kv_off + t * d.NKV * HS, dK + t * HSp, HS);
-        if (dv) add_row(dv + kv_off + t * d.NKV * HS, dV + t * HSp, HS);
+        if (dk) d.put_grad(dk + kv_off + t * d.kv_rs, dK + t * HSp, HS);
+        if (dv) d.put_grad(dv + kv_off + t * d.kv_rs, dV + t * HSp, HS);
       }
     }
   }
@@ -278,13 +297,13 @@ void forward_bf16(bf16* out, float* lse, const bf16* q, const bf16* k, const bf1
     for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
       int64_t b = bh / d.NH, h = bh % d.NH, kvh = h / group;
       if (loaded != b * d.NKV + kvh) {
-        const int64_t kv_off = (b * Tk * d.NKV + kvh) * HS;
-        pack_words_t(Kw, k + kv_off, Tk, HS, d.NKV * HS, Tkp, HSp);
-        pack_pair_rows(Vp, v + kv_off, Tk, HS, d.NKV * HS, Tkp, HSp);
+        const int64_t kv_off = d.kv_off(b, kvh);
+        pack_words_t(Kw, k + kv_off, Tk, HS, d.kv_rs, Tkp, HSp);
+        pack_pair_rows(Vp, v + kv_off, Tk, HS, d.kv_rs, Tkp, HSp);
         loaded = b * d.NKV + kvh;
       }
-      const int64_t q_off = (b * Tq * d.NH + h) * HS;
-      pack_rows(Q, q + q_off, Tq, HS, d.NH * HS, Tqp, HSp);
+      const int64_t o_off = d.o_off(b, h);
+      pack_rows(Q, q + d.q_off(b, h), Tq, HS, d.q_rs, Tqp, HSp);
       for (int64_t i0 = 0; i0 < Tq; i0 += kTile) {
         const int64_t bq = std::min(kTile, Tq - i0);
         for (int64_t r = 0; r < kTile; ++r) m[r] = -INFINITY, l[r] = 0.0f;
@@ -299,7 +318,7 @@ void forward_bf16(bf16* out, float* lse, const bf16* q, const bf16* k, const bf1
         for (int64_t r = 0; r < bq; ++r) {
           const float inv = 1.0f / l[r];
           float ob[kBlock];
-          bf16* orow = out + q_off + (i0 + r) * d.NH * HS;
+          bf16* orow = out + o_off + (i0 + r) * d.o_rs();
           for (int64_t x0 = 0; x0 < HS; x0 += kBlock) {  // Note [Blocked loops]
             const int64_t w = std::min(kBlock, HS - x0);
             for (int64_t x = 0; x < w; ++x) ob[x] = O[r * HSp + x0 + x] * inv;
@@ -347,23 +366,24 @@ void backward_bf16(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q
 #pragma omp for schedule(dynamic, 1)
     for (int64_t bkv = 0; bkv < d.B * d.NKV; ++bkv) {
       int64_t b = bkv / d.NKV, kvh = bkv % d.NKV;
-      const int64_t kv_off = (b * Tk * d.NKV + kvh) * HS, kv_stride = d.NKV * HS;
+      const int64_t kv_off = d.kv_off(b, kvh), kv_stride = d.kv_rs;
       pack_words_t(Kw, k + kv_off, Tk, HS, kv_stride, Tkp, HSp);
       pack_pair_rows(Kp, k + kv_off, Tk, HS, kv_stride, Tkp, HSp);
       pack_words_t(Vw, v + kv_off, Tk, HS, kv_stride, Tkp, HSp);
       for (int64_t x = 0; x < 2 * Tkp * HSp; ++x) dK[x] = 0.0f;  // dK and dV
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        const int64_t q_off = (b * Tq * d.NH + h) * HS, q_stride = d.NH * HS;
+        const int64_t q_off = d.q_off(b, h), q_stride = d.q_rs;
+        const int64_t o_off = d.o_off(b, h), o_stride = d.o_rs();
         const float* lrow = lse + (b * d.NH + h) * Tq;
         pack_rows(Q, q + q_off, Tq, HS, q_stride, Tqp, HSp);
         pack_pair_rows(Qp, q + q_off, Tq, HS, q_stride, Tqp, HSp);
-        pack_rows(dO, dout + q_off, Tq, HS, q_stride, Tqp, HSp);
-        pack_pair_rows(dOp, dout + q_off, Tq, HS, q_stride, Tqp, HSp);
+        pack_rows(dO, dout + o_off, Tq, HS, o_stride, Tqp, HSp);
+        pack_pair_rows(dOp, dout + o_off, Tq, HS, o_stride, Tqp, HSp);
         for (int64_t t = 0; t < Tqp; ++t) {
           float s = 0;
           if (t < Tq) {
-            const bf16* orow = out + q_off + t * q_stride;
-            const bf16* grow = dout + q_off + t * q_stride;
+            const bf16* orow = out + o_off + t * o_stride;
+            const bf16* grow = dout + o_off + t * o_stride;
 #pragma omp simd reduction(+ : s)
             for (int64_t x = 0; x < HS; ++x) s += ld(grow + x) * ld(orow + x);
           }
@@ -390,17 +410,54 @@ void backward_bf16(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q
           }
         }
         if (dq) {
-          for (int64_t t = 0; t < Tq; ++t) add_row(dq + q_off + t * q_stride, dQ + t * HSp, HS);
+          for (int64_t t = 0; t < Tq; ++t) d.put_grad(dq + q_off + t * q_stride, dQ + t * HSp, HS);
         }
       }
       for (int64_t t = 0; t < Tk; ++t) {
-        if (dk) add_row(dk + kv_off + t * kv_stride, dK + t * HSp, HS);
-        if (dv) add_row(dv + kv_off + t * kv_stride, dV + t * HSp, HS);
+        if (dk) d.put_grad(dk + kv_off + t * kv_stride, dK + t * HSp, HS);
+        if (dv) d.put_grad(dv + kv_off + t * kv_stride, dV + t * HSp, HS);
       }
     }
   }
 }
 #endif  // __AVX512BF16__
+
+// qkv[B,T,(NH + 2 NKV) HS] (Note [Packed qkv]); causal, row strides W.
+AttnDims check_packed(const char* op, const Tensor& qkv, int64_t NH, int64_t NKV) {
+  check_float(op, "qkv", qkv);
+  BRAID_CHECK(qkv.dim() == 3, op, ": qkv must be [B,T,(NH+2NKV)*HS], got ", qkv.shape().str());
+  BRAID_CHECK(NH > 0 && NKV > 0 && NH % NKV == 0, op, ": NH=", NH, " query heads must be a ",
+              "positive multiple of NKV=", NKV, " key/value heads");
+  const int64_t W = qkv.size(2), heads = NH + 2 * NKV;
+  BRAID_CHECK(W % heads == 0 && W > 0, op, ": qkv ", qkv.shape().str(), " has ", W,
+              " columns, not a multiple of NH + 2 NKV = ", heads);
+  AttnDims d{qkv.size(0), qkv.size(1), qkv.size(1), NH, NKV, W / heads, true};
+  d.q_rs = d.kv_rs = W;
+  return d;
+}
+
+// The kernels for T on q, k, v where they lie (the dims' strides).
+template <typename T>
+void forward_on(T* out, float* lse, const T* q, const T* k, const T* v, const AttnDims& d) {
+#ifdef __AVX512BF16__  // Note [bf16 attention tiles]
+  if constexpr (std::is_same_v<T, bf16>) return forward_bf16(out, lse, q, k, v, d);
+#endif
+  forward_impl<T>(out, lse, q, k, v, d);
+}
+template <typename T>
+void backward_on(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
+                 const T* out, const float* lse, const AttnDims& d) {
+#ifdef __AVX512BF16__  // Note [bf16 attention tiles]
+  if constexpr (std::is_same_v<T, bf16>)
+    return backward_bf16(dq, dk, dv, dout, q, k, v, out, lse, d);
+#endif
+  backward_impl<T>(dq, dk, dv, dout, q, k, v, out, lse, d);
+}
+
+template <typename T>
+T* data_or_null(Tensor* t) {
+  return t ? t->data<T>() : nullptr;
+}
 
 }  // namespace
 
@@ -416,12 +473,7 @@ void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& 
   check_cpu(op, {&out, &lse, &q, &k, &v});
   dispatch_float(q.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-#ifdef __AVX512BF16__  // Note [bf16 attention tiles]
-    if constexpr (std::is_same_v<T, bf16>)
-      return forward_bf16(out.data<T>(), lse.data<float>(), q.data<T>(), k.data<T>(), v.data<T>(),
-                          d);
-#endif
-    forward_impl<T>(out.data<T>(), lse.data<float>(), q.data<T>(), k.data<T>(), v.data<T>(), d);
+    forward_on<T>(out.data<T>(), lse.data<float>(), q.data<T>(), k.data<T>(), v.data<T>(), d);
   });
 }
 
@@ -445,15 +497,65 @@ void attention_backward(Tensor* dq, Tensor* dk, Tensor* dv, const Tensor& dout, 
   if (!dq && !dk && !dv) return;
   dispatch_float(q.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-#ifdef __AVX512BF16__  // Note [bf16 attention tiles]
-    if constexpr (std::is_same_v<T, bf16>)
-      return backward_bf16(dq ? dq->data<T>() : nullptr, dk ? dk->data<T>() : nullptr,
-                           dv ? dv->data<T>() : nullptr, dout.data<T>(), q.data<T>(), k.data<T>(),
-                           v.data<T>(), out.data<T>(), lse.data<float>(), d);
-#endif
-    backward_impl<T>(dq ? dq->data<T>() : nullptr, dk ? dk->data<T>() : nullptr,
-                     dv ? dv->data<T>() : nullptr, dout.data<T>(), q.data<T>(), k.data<T>(),
-                     v.data<T>(), out.data<T>(), lse.data<float>(), d);
+    backward_on<T>(data_or_null<T>(dq), data_or_null<T>(dk), data_or_null<T>(dv), dout.data<T>(),
+                   q.data<T>(), k.data<T>(), v.data<T>(), out.data<T>(), lse.data<float>(), d);
+  });
+}
+
+// Note [Packed qkv]: GPT-2's attention input is one projection, qkv[B,T,(NH + 2 NKV) HS], each
+// row q | k | v. Splitting it into three tensors for the kernels cost a copy of each in the
+// forward and, in the backward, zeroed dq, dk, dv and a zeroed dqkv that three column adds
+// filled (bench-small bf16: copy_columns 1.25 and add_columns 4.63 ms of a 580 ms step, and
+// the zeroing between the ops). The kernels gather every head's rows into panels anyway, so
+// they read q, k and v where they lie in qkv (a row stride of W elements instead of NH HS) and
+// write each gradient row of the head they computed straight into dqkv: every row of every
+// head is written once, so a fresh dqkv is set, not zeroed and added into. The arithmetic is
+// the split kernels' in the same order: the results are theirs bit for bit.
+
+void attention_forward_qkv(Tensor& out, Tensor& lse, const Tensor& qkv, int64_t n_head,
+                           int64_t n_kv_head) {
+  const char* op = "attention_forward_qkv";
+  AttnDims d = check_packed(op, qkv, n_head, n_kv_head);
+  check_same_dtype(op, "out", out, "qkv", qkv);
+  check_shape(op, "out", out, Shape{d.B, d.Tq, d.NH, d.HS});
+  check_dtype(op, "lse", lse, DType::f32);
+  check_shape(op, "lse", lse, Shape{d.B, d.NH, d.Tq});
+  BRAID_DEVICE_DISPATCH(attention_forward_qkv, (out, lse, qkv, n_head, n_kv_head), &out, &lse,
+                        &qkv);
+  check_cpu(op, {&out, &lse, &qkv});
+  const int64_t k0 = d.NH * d.HS, v0 = (d.NH + d.NKV) * d.HS;
+  dispatch_float(qkv.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = qkv.data<T>();
+    forward_on<T>(out.data<T>(), lse.data<float>(), p, p + k0, p + v0, d);
+  });
+}
+
+void attention_backward_qkv(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                            const Tensor& lse, int64_t n_head, int64_t n_kv_head, bool accumulate) {
+  const char* op = "attention_backward_qkv";
+  AttnDims d = check_packed(op, qkv, n_head, n_kv_head);
+  const Shape heads{d.B, d.Tq, d.NH, d.HS};
+  check_same_dtype(op, "dqkv", dqkv, "qkv", qkv);
+  check_shape(op, "dqkv", dqkv, qkv.shape());
+  check_same_dtype(op, "dout", dout, "qkv", qkv);
+  check_shape(op, "dout", dout, heads);
+  check_same_dtype(op, "out", out, "qkv", qkv);
+  check_shape(op, "out", out, heads);
+  check_dtype(op, "lse", lse, DType::f32);
+  check_shape(op, "lse", lse, Shape{d.B, d.NH, d.Tq});
+  BRAID_DEVICE_DISPATCH(attention_backward_qkv,
+                        (dqkv, dout, qkv, out, lse, n_head, n_kv_head, accumulate), &dqkv, &dout,
+                        &qkv, &out, &lse);
+  check_cpu(op, {&dqkv, &dout, &qkv, &out, &lse});
+  d.accumulate = accumulate;
+  const int64_t k0 = d.NH * d.HS, v0 = (d.NH + d.NKV) * d.HS;
+  dispatch_float(qkv.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = qkv.data<T>();
+    T* g = dqkv.data<T>();
+    backward_on<T>(g, g + k0, g + v0, dout.data<T>(), p, p + k0, p + v0, out.data<T>(),
+                   lse.data<float>(), d);
   });
 }
 

@@ -28,8 +28,11 @@ struct BlockCost {
 class BlockModel {
  public:
   BlockModel(const nn::ModelConfig& m, int64_t tokens, DType compute, const TensorSplit& tp,
-             const ContextSplit& cp)
+             const ContextSplit& cp, bool on_device)
       : m_(m), N_(tokens), a_(static_cast<int64_t>(dtype_size(compute))), cp_(cp) {
+    // Note [Packed qkv]: GPT-2's attention on the host, whole sequences, reads q, k and v inside
+    // c_attn's output; elsewhere (a device, context parallelism) it takes copies of them.
+    packed_qkv_ = m.is_gpt2() && cp.size == 1 && !on_device;
     const int64_t kv_parts = std::min<int64_t>(m.n_kv_head, tp.size);
     C_ = m.d_model;
     Cl_ = m.n_head / tp.size * m.head_size();
@@ -115,7 +118,10 @@ class BlockModel {
   int64_t kept_whole() const {
     const int64_t stats = 4 * N_ * NHl_;  // attention's lse [B, NHl, T] f32
     const int64_t common = 4 * n_ * C_ + 2 * C_ * (N_ + red_ + gat_);
-    if (m_.is_gpt2()) return a_ * (common + N_ * (7 * Cl_ + 2 * Hl_ + heads_)) + 4 * n_ * 4 + stats;
+    // GPT-2: c_attn's output (3 Cl), the q, k, v copies (3 Cl) unless packed, the attention's
+    // output (Cl).
+    const int64_t attn = packed_qkv_ ? 4 * Cl_ : 7 * Cl_;
+    if (m_.is_gpt2()) return a_ * (common + N_ * (attn + 2 * Hl_ + heads_)) + 4 * n_ * 4 + stats;
     return a_ * (common + N_ * (3 * Cl_ + 3 * KVl_ + 3 * Hl_ + heads_)) + 4 * n_ * 2 + stats;
   }
   // What the MLP's backward adds over the block's kept tensors.
@@ -126,7 +132,11 @@ class BlockModel {
   int64_t attention_rerun() const {
     const int64_t stats = 4 * N_ * NHl_;
     const int64_t common = 4 * n_ * C_ + C_ * (red_ + gat_);
-    if (m_.is_gpt2()) return a_ * (common + 11 * N_ * Cl_) + 4 * n_ * 2 + stats + context();
+    // GPT-2: the rerun's c_attn output, q/k/v copies and attention output, with the gradients
+    // of the attention's output and of q, k and v; packed, no copies and c_attn's gradient in
+    // their gradients' place (8 Cl, not 11).
+    const int64_t rerun = packed_qkv_ ? 8 * Cl_ : 11 * Cl_;
+    if (m_.is_gpt2()) return a_ * (common + rerun * N_) + 4 * n_ * 2 + stats + context();
     return a_ * (common + N_ * (5 * Cl_ + 5 * KVl_)) + 4 * n_ + stats + context();
   }
   // Note [Weight pass]: what a block's nodes with parameters keep from B to W: the norms' inputs,
@@ -161,14 +171,15 @@ class BlockModel {
   int64_t N_, a_;
   ContextSplit cp_;
   int64_t C_ = 0, Cl_ = 0, KVl_ = 0, Hl_ = 0, NHl_ = 0, n_ = 0, red_ = 0, gat_ = 0, heads_ = 0;
-  bool tp_ = false, sp_ = false;
+  bool tp_ = false, sp_ = false, packed_qkv_ = false;
 };
 
 }  // namespace
 
 SpanActivations span_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
                                  int64_t seq_len, DType compute, const TensorSplit& tp,
-                                 const ActivationSpan& span, const ContextSplit& cp) {
+                                 const ActivationSpan& span, const ContextSplit& cp,
+                                 bool on_device) {
   BRAID_CHECK(micro_batch_size >= 1, "estimate_activations: micro_batch_size must be >= 1, got ",
               micro_batch_size);
   BRAID_CHECK(seq_len >= 1 && seq_len <= model.max_seq_len,
@@ -189,7 +200,7 @@ SpanActivations span_activations(const nn::ModelConfig& model, int64_t micro_bat
   BRAID_CHECK(
       !tp.sequence || N % tp.size == 0, "estimate_activations: sequence parallelism splits ", N,
       " tokens a micro-batch over tensor_parallel_size ", tp.size, ": they must divide by it");
-  const BlockModel blocks(model, N, compute, tp, cp);
+  const BlockModel blocks(model, N, compute, tp, cp, on_device);
   const int64_t stream = blocks.stream();
   // One micro-batch's tensors outside the blocks: the embedding's outputs on the first span,
   // else the activations received from the previous one; the final norm's output on the last.
@@ -249,8 +260,9 @@ SpanActivations span_activations(const nn::ModelConfig& model, int64_t micro_bat
 
 int64_t estimate_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
                              int64_t seq_len, DType compute, const TensorSplit& tp,
-                             const ContextSplit& cp) {
-  const SpanActivations s = span_activations(model, micro_batch_size, seq_len, compute, tp, {}, cp);
+                             const ContextSplit& cp, bool on_device) {
+  const SpanActivations s =
+      span_activations(model, micro_batch_size, seq_len, compute, tp, {}, cp, on_device);
   return s.batch + s.peak;
 }
 

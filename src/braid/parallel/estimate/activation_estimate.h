@@ -5,7 +5,9 @@
 // (Note [Gradient buffers]). N = micro_batch x seq_len tokens, C = d_model, H = d_ff,
 // KV = n_kv_head x head_size, a = bytes of the compute dtype; per block, in elements of a:
 //   GPT-2  kept 13NC + 2NH (ln_1, c_attn, q/k/v copies, attention, c_proj, residual, ln_2,
-//          c_fc, gelu, c_proj, residual) + f32 4N + N x n_head (norm stats, attention lse)
+//          c_fc, gelu, c_proj, residual) + f32 4N + N x n_head (norm stats, attention lse); on
+//          the host 10NC, no q/k/v copies (Note [Packed qkv], kernels/cpu/attention.cpp: its
+//          attention reads them inside c_attn's output and writes its gradient whole there)
 //   LLaMA  kept 9NC + 3N KV + 3NH (norm, q, rope q, k, rope k, v, attention, o_proj, residual,
 //          norm, gate, up, swiglu, down_proj, residual) + f32 2N + N x n_head
 // Note [Activation peak]: backward reaches its peak inside the first block it runs, when its
@@ -120,13 +122,16 @@ struct SpanActivations {
 // cp the context split (Note [Context-parallel activations]). Throws naming the value when
 // micro_batch_size or seq_len < 1, seq_len > the model's max_seq_len, seq_len does not split
 // over cp or the tokens do not split over tp under sequence parallelism.
+// on_device: the model runs on a device (training.device cuda), whose GPT-2 attention takes q,
+// k and v as copies.
 SpanActivations span_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
                                  int64_t seq_len, DType compute, const TensorSplit& tp = {},
-                                 const ActivationSpan& span = {}, const ContextSplit& cp = {});
+                                 const ActivationSpan& span = {}, const ContextSplit& cp = {},
+                                 bool on_device = false);
 
 // The peak of a training micro-step without a pipeline: the batch, the whole model's span.
 int64_t estimate_activations(const nn::ModelConfig& model, int64_t micro_batch_size,
                              int64_t seq_len, DType compute, const TensorSplit& tp = {},
-                             const ContextSplit& cp = {});
+                             const ContextSplit& cp = {}, bool on_device = false);
 
 }  // namespace braid::parallel

@@ -399,13 +399,13 @@ MemoryEstimate estimate_stage(const MemoryEstimateInputs& in, const Sharding& s,
       const ActivationSpan span{r.begin, r.end, vs == 0, vs == V - 1,
                                 pipeline::has_weight_passes(shape.kind)};
       chunks.push_back(span_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len,
-                                        in.compute, tp, span, s.cp));
+                                        in.compute, tp, span, s.cp, in.on_device));
     }
     whole = {0, -1, declared->first, declared->last};
     acts = stage_activations(shape, stage, chunks, declared->first || declared->last);
   } else {
     acts.activations = estimate_activations(in.model, in.spec.micro_batch_size, in.spec.seq_len,
-                                            in.compute, tp, s.cp);
+                                            in.compute, tp, s.cp, in.on_device);
   }
   // DDP pads the whole buffer to kAlign; ZeRO every unit to equal shards of the N ranks.
   const int64_t pad = s.stage == 0 ? nn::ParamLayout::kAlign : s.N * nn::ParamLayout::kAlign;

@@ -68,6 +68,7 @@ struct MemoryEstimateInputs {
   int pipeline_stage = -1;  // the pipeline stage to estimate; -1: the one with the largest total
   int threads = 1;          // OpenMP threads per rank (kernel scratch, Note [Scratch estimate])
   CommBackend backend;      // Note [Communication estimate]
+  bool on_device = false;   // the model runs on a device (training.device cuda)
 };
 
 // Throws braid::Error naming the field for an unknown strategy, world size < 1, a shard group
