@@ -69,7 +69,6 @@ AttnDims check_attention(const char* op, const Tensor& q, const Tensor& k, const
   BRAID_CHECK(q.dim() == 4 && k.dim() == 4, op, ": q ", q.shape().str(), " and k ", k.shape().str(),
               " must be [B,Tq,NH,HS] and [B,Tk,NKV,HS]");
   AttnDims d{q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), causal};
-  d.q_rs = d.NH * d.HS, d.kv_rs = d.NKV * d.HS;
   BRAID_CHECK(k.size(0) == d.B && k.size(3) == d.HS && (!causal || d.Tk == d.Tq), op, ": k ",
               k.shape().str(), " does not match q ", q.shape().str(),
               causal ? " (causal: Tk == Tq)" : "");
