@@ -149,8 +149,8 @@ class P2pEngine {
   // contributions to this rank's chunk (a block per host rank).
   void host_part_rs(const Tensor& data);
   // This rank's chunk `in` into place in `out`, then the host's range of `out` gathered in place
-  // by the host group: the host's part of a direct all_gather, and the step inside a host of a
-  // two-level one.
+  // by the host group: the host's part of a direct all_reduce's gathering half, and the step
+  // inside a host of a small two-level all_gather (every all_gather across hosts is two-level).
   void host_part_ag(const CollectiveOp& op, const char* in, const Tensor& out);
   // Host h's range of `out` gathered in place by the host group, this rank giving the chunk of
   // place index_ on host h.
