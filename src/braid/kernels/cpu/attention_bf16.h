@@ -1,4 +1,4 @@
-// bf16 flash attention on AVX-512 BF16 dot products (internal to cpu/attention.cpp).
+// bf16 flash attention on AVX-512 BF16 dot products (internal to cpu/attention_bf16.cpp).
 // Note [bf16 attention tiles]: with T = bf16 the tile products (S = Q K^T, O += P V; backward
 // dP = dO V^T, dV += P^T dO, dQ += dS K, dK += dS^T Q) run on vdpbf16ps, which adds the
 // products of a pair of bf16 into an f32 lane: operands bf16 (P and dS rounded to bf16 for
